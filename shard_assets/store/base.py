@@ -1,0 +1,51 @@
+"""The store interface behind every asset: keys under one dataset root, atomic whole-object writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import BinaryIO, Protocol
+
+
+class StoreWriteError(Exception):
+    """A write to the store failed or would overwrite an immutable object."""
+
+
+class ObjectStore(Protocol):
+    """Keys are '/'-separated paths under the dataset root (see shard_loader.manifest.check_key).
+
+    Every put is atomic: a reader sees the whole new object or the old one, never a part.
+    """
+
+    def describe(self) -> str:
+        """Where the store points, for logs and metadata; never contains a secret."""
+        ...
+
+    def loader_url(self) -> str:
+        """The dataset root as a URL or path that shard_loader opens."""
+        ...
+
+    def put_file(self, key: str, path: Path) -> None: ...
+
+    def put_bytes(self, key: str, data: bytes, if_absent: bool = False) -> bool:
+        """Write `data` at `key`; with `if_absent`, write only if no object exists and return whether it did."""
+        ...
+
+    def get_bytes(self, key: str) -> bytes: ...
+
+    def get_file(self, key: str, path: Path) -> None:
+        """Copy the object at `key` into a local file."""
+        ...
+
+    def open_read(self, key: str) -> BinaryIO:
+        """A seekable binary reader of the object (parquet is read from it in record batches)."""
+        ...
+
+    def exists(self, key: str) -> bool: ...
+
+    def size(self, key: str) -> int: ...
+
+    def list_keys(self, prefix: str) -> list[str]:
+        """Every key that starts with `prefix`, sorted."""
+        ...
+
+    def delete(self, key: str) -> None: ...

@@ -1,0 +1,90 @@
+"""The default store: a folder on this machine, written with temp files and atomic renames."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import BinaryIO
+
+from shard_loader.manifest import check_key
+
+from .base import StoreWriteError
+
+
+class LocalFolderStore:
+    def __init__(self, root: str | Path):
+        self.root = Path(root).resolve()
+
+    def describe(self) -> str:
+        return f"local folder {self.root}"
+
+    def loader_url(self) -> str:
+        return str(self.root)
+
+    def path(self, key: str) -> Path:
+        return self.root / check_key(key, f"store key under {self.root}")
+
+    def _atomic_write(self, key: str, write) -> Path:
+        dest = self.path(key)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        return Path(tmp)
+
+    def put_file(self, key: str, path: Path) -> None:
+        def copy(f):
+            with open(path, "rb") as src:
+                shutil.copyfileobj(src, f, 8 << 20)
+
+        os.replace(self._atomic_write(key, copy), self.path(key))
+
+    def put_bytes(self, key: str, data: bytes, if_absent: bool = False) -> bool:
+        tmp = self._atomic_write(key, lambda f: f.write(data))
+        if not if_absent:
+            os.replace(tmp, self.path(key))
+            return True
+        try:
+            os.link(tmp, self.path(key))  # fails if the key exists: first writer wins, whole
+            return True
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(tmp)
+
+    def get_bytes(self, key: str) -> bytes:
+        try:
+            return self.path(key).read_bytes()
+        except FileNotFoundError:
+            raise StoreWriteError(f"{self.describe()}: no object at key {key}") from None
+
+    def get_file(self, key: str, path: Path) -> None:
+        shutil.copyfile(self.path(key), path)
+
+    def open_read(self, key: str) -> BinaryIO:
+        return open(self.path(key), "rb")
+
+    def exists(self, key: str) -> bool:
+        return self.path(key).is_file()
+
+    def size(self, key: str) -> int:
+        return self.path(key).stat().st_size
+
+    def list_keys(self, prefix: str) -> list[str]:
+        base = self.root / prefix.rstrip("/") if prefix else self.root
+        folder = base if base.is_dir() else base.parent
+        if not folder.is_dir():
+            return []
+        keys = (p.relative_to(self.root).as_posix() for p in folder.rglob("*") if p.is_file())
+        return sorted(k for k in keys if k.startswith(prefix) and not Path(k).name.startswith("."))
+
+    def delete(self, key: str) -> None:
+        self.path(key).unlink(missing_ok=True)

@@ -1,0 +1,103 @@
+"""Write small published datasets straight from numpy, to test shard_loader against files only."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from shard_loader.manifest import (
+    LATEST_KEY,
+    FileRef,
+    Manifest,
+    ShardEntry,
+    SplitInfo,
+    TokenizerInfo,
+    token_dtype_for,
+    versioned_key,
+)
+
+
+def _ref(root: Path, key: str, data: bytes) -> FileRef:
+    path = root / key
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return FileRef(key=key, size=len(data), sha256=hashlib.sha256(data).hexdigest())
+
+
+def _npy_bytes(tokens: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, tokens, allow_pickle=False)
+    return buf.getvalue()
+
+
+def write_dataset(
+    root: str | Path,
+    splits: dict[str, list[list[np.ndarray]]],
+    vocab_size: int = 50_000,
+    eod_id: int = 0,
+    version: str = "v1",
+    name: str = "synthetic",
+) -> Manifest:
+    """Publish `splits[split][shard][doc]` (token arrays without EOD) under `root`.
+
+    Returns the manifest, also written to `manifests/<version>.json` and `manifest.json`.
+    """
+    root = Path(root)
+    dtype = token_dtype_for(vocab_size)
+    tok_ref = _ref(root, "tokenizers/synthetic/tokenizer.json", b'{"synthetic": true}\n')
+    infos = {}
+    for split, shards in splits.items():
+        entries = []
+        for i, docs in enumerate(shards):
+            with_eod = [np.append(np.asarray(d, dtype=dtype), np.array([eod_id], dtype=dtype)) for d in docs]
+            tokens = np.concatenate(with_eod) if with_eod else np.zeros(0, dtype=dtype)
+            offsets = np.zeros(len(docs) + 1, dtype="<i8")
+            offsets[1:] = np.cumsum([len(d) for d in with_eod])
+            part = f"part-{i:05d}"
+            base = f"tokenized/synthetic/{split}/{part}"
+            npy = _ref(root, f"{base}.npy", _npy_bytes(tokens))
+            bin_ = _ref(root, f"{base}.bin", offsets.tobytes())
+            entries.append(ShardEntry(partition=part, tokens=len(tokens), documents=len(docs), npy=npy, bin=bin_))
+        infos[split] = SplitInfo(
+            tokens=sum(e.tokens for e in entries), documents=sum(e.documents for e in entries), shards=tuple(entries)
+        )
+    manifest = Manifest(
+        dataset=name,
+        version=version,
+        created_at="2026-01-01T00:00:00Z",
+        tokenizer=TokenizerInfo(name="synthetic", fingerprint="synthetic", vocab_size=vocab_size, eod_id=eod_id, file=tok_ref),
+        token_dtype=dtype,
+        splits=infos,
+        lineage={"code_version": "test"},
+    )
+    publish_manifest(root, manifest)
+    return manifest
+
+
+def publish_manifest(root: str | Path, manifest: Manifest) -> None:
+    root = Path(root)
+    (root / "manifests").mkdir(parents=True, exist_ok=True)
+    (root / versioned_key(manifest.version)).write_bytes(manifest.dumps())
+    (root / LATEST_KEY).write_bytes(manifest.dumps())
+
+
+def random_docs(rng: np.random.Generator, n_docs: int, vocab_size: int = 50_000, mean_len: int = 300) -> list[np.ndarray]:
+    """Documents of random token ids in [1, vocab_size): id 0 is reserved for EOD."""
+    lengths = rng.integers(1, 2 * mean_len, size=n_docs)
+    return [rng.integers(1, vocab_size, size=n) for n in lengths]
+
+
+def tamper_json(root: str | Path, edit) -> None:
+    """Apply `edit(doc)` to the published manifest.json in place (for hostile-manifest tests)."""
+    path = Path(root) / LATEST_KEY
+    doc = json.loads(path.read_text())
+    edit(doc)
+    path.write_text(json.dumps(doc))
+
+
+__all__ = ["publish_manifest", "random_docs", "replace", "tamper_json", "write_dataset"]

@@ -1,0 +1,50 @@
+"""The first read path: open a manifest, verify, memory-map, iterate sequences."""
+
+import numpy as np
+import pytest
+
+import shard_loader
+from tests.synthetic import random_docs, tamper_json, write_dataset
+
+
+def test_sequences_are_consecutive_tokens_with_shifted_labels(tmp_path):
+    rng = np.random.default_rng(0)
+    m = write_dataset(tmp_path, {"train": [random_docs(rng, 50), random_docs(rng, 30)], "val": [random_docs(rng, 5)]})
+    batches = list(shard_loader.iter_sequences(str(tmp_path), "train", seq_len=64, batch_size=4))
+    assert batches
+    first = np.load(tmp_path / m.splits["train"].shards[0].npy.key)
+    b = batches[0]
+    assert b["input_ids"].dtype == np.int64 and b["input_ids"].shape == (4, 64)
+    np.testing.assert_array_equal(b["input_ids"][0], first[:64])
+    np.testing.assert_array_equal(b["labels"][0], first[1:65])
+    np.testing.assert_array_equal(b["input_ids"][1], first[64:128])
+
+
+def test_tampered_shard_is_refused_naming_the_key(tmp_path):
+    rng = np.random.default_rng(1)
+    m = write_dataset(tmp_path, {"train": [random_docs(rng, 20)]})
+    key = m.splits["train"].shards[0].npy.key
+    path = tmp_path / key
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(shard_loader.IntegrityError, match=key):
+        next(shard_loader.iter_sequences(str(tmp_path), "train", seq_len=16, batch_size=1))
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d["splits"]["train"]["shards"][0]["npy"].update(key="/etc/passwd"), "absolute"),
+        (lambda d: d["splits"]["train"]["shards"][0]["npy"].update(key="../outside.npy"), r"'\.\.'"),
+        (lambda d: d.update(format_version=99), "format_version 99"),
+        (lambda d: d["tokenizer"].update(vocab_size=70_000), "uint16 cannot hold"),
+        (lambda d: d["splits"]["train"]["shards"][0].pop("bin"), "missing field 'bin'"),
+    ],
+)
+def test_hostile_manifests_are_refused(tmp_path, edit, message):
+    rng = np.random.default_rng(2)
+    write_dataset(tmp_path, {"train": [random_docs(rng, 3)]})
+    tamper_json(tmp_path, edit)
+    with pytest.raises(shard_loader.ManifestError, match=message):
+        shard_loader.open_manifest(str(tmp_path))
