@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import BinaryIO, Protocol
 
 
-class StoreWriteError(Exception):
-    """A write to the store failed or would overwrite an immutable object."""
+class ObjectStoreError(Exception):
+    """A store read or write failed: a missing key, a refused request, an unreachable bucket."""
 
 
 class ObjectStore(Protocol):

@@ -10,7 +10,7 @@ from typing import BinaryIO
 
 from shard_loader.manifest import check_key
 
-from .base import StoreWriteError
+from .base import ObjectStoreError
 
 
 class LocalFolderStore:
@@ -64,7 +64,7 @@ class LocalFolderStore:
         try:
             return self.path(key).read_bytes()
         except FileNotFoundError:
-            raise StoreWriteError(f"{self.describe()}: no object at key {key}") from None
+            raise ObjectStoreError(f"{self.describe()}: no object at key {key}") from None
 
     def get_file(self, key: str, path: Path) -> None:
         shutil.copyfile(self.path(key), path)
