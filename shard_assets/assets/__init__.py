@@ -1,0 +1,1 @@
+"""The software-defined assets, in build order: raw documents, tokenizer, tokenized shards, splits, manifest."""

@@ -1,0 +1,1 @@
+"""Raw sources: listing their files as partitions, and reading their documents in batches."""
