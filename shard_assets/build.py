@@ -39,9 +39,18 @@ def register_partitions(instance: dg.DagsterInstance, spec: DatasetSpec) -> list
     return keys
 
 
+QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+
+
 def _materialize(selection, instance, resources, partition_key=None) -> dg.ExecuteInJobResult:
     result = dg.materialize(
-        ASSETS, selection=selection, instance=instance, resources=resources, partition_key=partition_key, raise_on_error=False
+        ASSETS,
+        selection=selection,
+        instance=instance,
+        resources=resources,
+        partition_key=partition_key,
+        run_config=QUIET,
+        raise_on_error=False,
     )
     if not result.success:
         failure = next((e for e in result.all_events if e.is_step_failure), None)
@@ -51,8 +60,14 @@ def _materialize(selection, instance, resources, partition_key=None) -> dg.Execu
     return result
 
 
-def _materialize_in_subprocess(instance_ref, resources, selection, partition_key) -> str:
+def _portable(resources: dict) -> dict:
+    """Resources as (class, field values): Dagster resource objects do not pickle into worker processes."""
+    return {name: (type(r), {f: getattr(r, f) for f in type(r).model_fields}) for name, r in resources.items()}
+
+
+def _materialize_in_subprocess(instance_ref, portable: dict, selection, partition_key) -> str:
     instance = dg.DagsterInstance.from_ref(instance_ref)
+    resources = {name: cls(**fields) for name, (cls, fields) in portable.items()}
     return _materialize(selection, instance, resources, partition_key).run_id
 
 
@@ -60,7 +75,7 @@ def _per_partition(selection, keys, instance, resources, workers) -> list[str]:
     if workers <= 1 or not instance.is_persistent or len(keys) <= 1:
         return [_materialize(selection, instance, resources, k).run_id for k in keys]
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(_materialize_in_subprocess, instance.get_ref(), resources, selection, k) for k in keys]
+        futures = [pool.submit(_materialize_in_subprocess, instance.get_ref(), _portable(resources), selection, k) for k in keys]
         return [f.result() for f in futures]
 
 

@@ -1,0 +1,29 @@
+"""The local Dagster instance: DAGSTER_HOME=.dagster_home, configured by the repository's dagster.yaml."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dagster as dg
+
+STATE_DIR = ".dagster_home"
+
+
+def prepare_home(project_dir: str | Path = ".") -> Path:
+    """Create `<project>/.dagster_home` with a link to `<project>/dagster.yaml`, and point DAGSTER_HOME at it."""
+    project = Path(project_dir).resolve()
+    home = project / STATE_DIR
+    home.mkdir(exist_ok=True)
+    config = home / "dagster.yaml"
+    if (project / "dagster.yaml").is_file() and not config.exists():
+        config.symlink_to(project / "dagster.yaml")
+    os.environ["DAGSTER_HOME"] = str(home)
+    return home
+
+
+def local_instance(project_dir: str | Path = ".") -> dg.DagsterInstance:
+    """The instance under DAGSTER_HOME if set, else the project's `.dagster_home`."""
+    if not os.environ.get("DAGSTER_HOME"):
+        prepare_home(project_dir)
+    return dg.DagsterInstance.get()
