@@ -68,7 +68,7 @@ def manifest(context: dg.AssetExecutionContext, dataset: DatasetResource, store:
     tok_file = FileRef(key=tok_key, size=len(tok_bytes), sha256=hashlib.sha256(tok_bytes).hexdigest())
     event = context.instance.get_latest_materialization_event(TOKENIZER_KEY)
     lineage = lineage_of(spec, parts, event.run_id if event else None)
-    lineage["manifest_run_id"] = context.run_id
+    lineage["manifest_run_id"] = context.run.run_id
     published = publish_manifest(objects, build_manifest(spec.name, record, tok_file, parts, lineage))
     m = published.manifest
     root = objects.loader_url().rstrip("/")

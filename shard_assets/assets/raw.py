@@ -55,7 +55,7 @@ def raw_documents(context: dg.AssetExecutionContext, dataset: DatasetResource, s
             "sha256": sha,
             "documents": stats.documents_out,
             "data_version": data_version,
-            "run_id": context.run_id,
+            "run_id": context.run.run_id,
         },
     )
     histogram = "| characters | documents |\n|---|---|\n" + "\n".join(f"| {b} | {n} |" for b, n in stats.histogram_rows())

@@ -86,7 +86,7 @@ def tokenized_shards(context: dg.AssetExecutionContext, dataset: DatasetResource
             "raw": {k: raw[k] for k in ("key", "sha256", "documents", "data_version", "run_id", "source_uri", "source_fingerprint")},
             "shards": shards,
             "data_version": data_version,
-            "run_id": context.run_id,
+            "run_id": context.run.run_id,
             "code_version": CODE_VERSION,
         },
     )

@@ -7,6 +7,7 @@ spread over `parts` partitions by index, so each partition parses only its own f
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import sysconfig
 from collections.abc import Iterator
@@ -16,9 +17,10 @@ _SKIP_DIRS = {"site-packages", "test", "tests", "idle_test", "__pycache__"}
 _DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
 
 
-def _stdlib_files() -> list[Path]:
+@functools.cache
+def _stdlib_files() -> tuple[Path, ...]:
     root = Path(sysconfig.get_paths()["stdlib"])
-    return sorted(p for p in root.rglob("*.py") if not _SKIP_DIRS & set(p.relative_to(root).parts))
+    return tuple(sorted(p for p in root.rglob("*.py") if not _SKIP_DIRS & set(p.relative_to(root).parts)))
 
 
 def _docstrings(path: Path) -> Iterator[str]:
@@ -26,9 +28,12 @@ def _docstrings(path: Path) -> Iterator[str]:
         tree = ast.parse(path.read_bytes())
     except (SyntaxError, ValueError):
         return
-    for node in ast.walk(tree):
-        if isinstance(node, _DOCUMENTED) and (doc := ast.get_docstring(node)):
+    pending = [tree]
+    while pending:
+        node = pending.pop(0)
+        if doc := ast.get_docstring(node):
             yield doc
+        pending.extend(n for n in node.body if isinstance(n, _DOCUMENTED))
 
 
 def _topics() -> list[str]:

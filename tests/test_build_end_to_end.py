@@ -1,0 +1,113 @@
+"""Issue 2: the demo builds end to end with real Dagster runs, and what it publishes is exactly right."""
+
+import os
+import re
+import subprocess
+import sys
+
+import dagster as dg
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from tokenizers import Tokenizer
+
+import shard_loader
+from shard_assets.build import build_dataset
+from shard_assets.documents import doc_hash, is_val
+from shard_assets.resources import DatasetResource, StoreResource
+from shard_assets.spec import load_spec
+from shard_loader.checksum import verify_file
+from shard_loader.shards import open_shard
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    store = tmp_path_factory.mktemp("store")
+    instance = dg.DagsterInstance.ephemeral()
+    resources = {"dataset": DatasetResource(), "store": StoreResource(root=str(store))}
+    result = build_dataset(instance, load_spec(), resources)
+    return instance, resources, store, result
+
+
+def _shards(store, manifest, split):
+    for e in manifest.split(split).shards:
+        yield e, open_shard(e, store / e.npy.key, store / e.bin.key, manifest.token_dtype, manifest.tokenizer.vocab_size)
+
+
+def test_every_document_decodes_to_its_normalised_text(built):
+    _, _, store, _ = built
+    m = shard_loader.open_manifest(str(store)).manifest
+    tok = Tokenizer.from_file(str(store / m.tokenizer.file.key))
+    val_fraction = m.lineage["val_fraction"]
+    checked = 0
+    for split in ("train", "val"):
+        for entry, shard in _shards(store, m, split):
+            source, part = entry.partition.split(".", 1)
+            raw = pq.read_table(store / f"raw/{source}/{part}.parquet")
+            in_split = is_val(raw.column("doc_hash").to_numpy(), val_fraction) == (split == "val")
+            expected = [t for t, keep in zip(raw.column("text").to_pylist(), in_split) if keep]
+            assert shard.offsets.shape[0] - 1 == len(expected) == entry.documents
+            docs = [shard.document(i) for i in range(entry.documents)]
+            assert all(int(d[-1]) == m.tokenizer.eod_id for d in docs)
+            decoded = tok.decode_batch([d[:-1].tolist() for d in docs], skip_special_tokens=False)
+            assert decoded == expected
+            checked += len(expected)
+    assert checked == m.splits["train"].documents + m.splits["val"].documents > 1000
+
+
+def test_splits_are_disjoint_and_cover_every_kept_document(built):
+    _, _, store, _ = built
+    m = shard_loader.open_manifest(str(store)).manifest
+    tok = Tokenizer.from_file(str(store / m.tokenizer.file.key))
+    hashes = {}
+    for split in ("train", "val"):
+        texts = []
+        for entry, shard in _shards(store, m, split):
+            texts += tok.decode_batch([shard.document(i)[:-1].tolist() for i in range(entry.documents)])
+        hashes[split] = {doc_hash(t) for t in texts}
+    kept = set()
+    for raw in sorted(store.glob("raw/*/*.parquet")):
+        kept |= set(pq.read_table(raw, columns=["doc_hash"]).column(0).to_pylist())
+    assert hashes["train"] and hashes["val"]
+    assert not hashes["train"] & hashes["val"]
+    assert hashes["train"] | hashes["val"] == kept
+
+
+def test_every_published_file_matches_the_manifest(built):
+    _, _, store, result = built
+    m = shard_loader.open_manifest(str(store)).manifest
+    assert m.version == result.version
+    refs = [m.tokenizer.file] + [r for s in m.splits.values() for e in s.shards for r in (e.npy, e.bin)]
+    for ref in refs:
+        verify_file(store / ref.key, ref)
+    assert (store / f"manifests/{m.version}.json").read_bytes() == (store / "manifest.json").read_bytes()
+    tokens = np.load(store / m.splits["train"].shards[0].npy.key, mmap_mode="r", allow_pickle=False)
+    assert tokens.dtype == np.uint16 and m.tokenizer.vocab_size <= 1 << 16
+
+
+def test_second_materialisation_publishes_the_same_content(built):
+    instance, resources, store, first = built
+    before = {p.relative_to(store): p.read_bytes() for p in store.rglob("*") if p.is_file() and "tokenized" in p.parts and p.suffix in (".npy", ".bin")}
+    versioned = (store / f"manifests/{first.version}.json").read_bytes()
+    second = build_dataset(instance, load_spec(), resources)
+    assert second.version == first.version
+    assert second.tokens == first.tokens and second.documents == first.documents
+    after = {p.relative_to(store): p.read_bytes() for p in store.rglob("*") if p.is_file() and "tokenized" in p.parts and p.suffix in (".npy", ".bin")}
+    assert after == before
+    assert (store / f"manifests/{first.version}.json").read_bytes() == versioned
+    assert sorted(p.name for p in (store / "manifests").iterdir()) == [f"{first.version}.json"]
+
+
+def test_the_build_command_prints_a_summary_and_a_first_batch(tmp_path):
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1"}
+    (tmp_path / "home").mkdir()
+    out = subprocess.run(
+        [sys.executable, "-m", "shard_assets.cli", "build", "--store", str(tmp_path / "store"), "--workers", "2"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    text = out.stdout
+    assert f"{tmp_path / 'store'}/manifest.json" in text
+    assert re.search(r"^train\s+[\d,]+ tokens", text, re.M) and re.search(r"^val\s+[\d,]+ tokens", text, re.M)
+    assert re.search(r"^build time\s+[\d.]+ s", text, re.M)
+    assert re.search(r"^first batch\s+input_ids \(4, 128\) int64", text, re.M)
