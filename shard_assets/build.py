@@ -79,19 +79,15 @@ def _per_partition(selection, keys, instance, resources, workers) -> list[str]:
         return [f.result() for f in futures]
 
 
-def build_dataset(
-    instance: dg.DagsterInstance, spec: DatasetSpec, resources: dict, workers: int = 1, retokenize_only: bool = False
-) -> BuildResult:
+def build_dataset(instance: dg.DagsterInstance, spec: DatasetSpec, resources: dict, workers: int = 1) -> BuildResult:
     """Materialise raw documents, tokenizer, tokenized shards, splits and manifest; one run per partition step.
 
     With `workers` > 1 and a persistent instance, partitions run in that many processes.
     """
     started = time.perf_counter()
     keys = register_partitions(instance, spec)
-    runs = []
-    if not retokenize_only:
-        runs += _per_partition(["raw_documents"], keys, instance, resources, workers)
-        runs.append(_materialize(["tokenizer"], instance, resources).run_id)
+    runs = _per_partition(["raw_documents"], keys, instance, resources, workers)
+    runs.append(_materialize(["tokenizer"], instance, resources).run_id)
     runs += _per_partition(["tokenized_shards"], keys, instance, resources, workers)
     final = _materialize(["splits", "manifest"], instance, resources)
     runs.append(final.run_id)
