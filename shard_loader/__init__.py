@@ -1,10 +1,10 @@
 """shard_loader: read tokenized shard datasets published by shard_assets.
 
 Numpy and the standard library at its core; boto3 (`s3` extra) and torch (`torch` extra)
-are imported only when a remote store or the torch dataset is used.
+are imported only when a remote S3/R2 store or the torch dataset is used.
 """
 
-from .dataset import OpenedManifest, iter_sequences, load_shard, open_manifest
+from .dataset import TokenDataset, iter_sequences, load_shard
 from .errors import (
     DiskBudgetError,
     IntegrityError,
@@ -14,6 +14,7 @@ from .errors import (
     StoreError,
 )
 from .manifest import FileRef, Manifest, ShardEntry, SplitInfo, TokenizerInfo, parse_manifest
+from .opening import OpenedManifest, open_manifest
 
 __all__ = [
     "DiskBudgetError",
@@ -27,6 +28,7 @@ __all__ = [
     "ShardLoaderError",
     "SplitInfo",
     "StoreError",
+    "TokenDataset",
     "TokenizerInfo",
     "iter_sequences",
     "load_shard",

@@ -1,58 +1,172 @@
-"""Open a published dataset and serve fixed-length token sequences from one split."""
+"""TokenDataset: fixed-length token batches from one split, rotated through a bounded cache,
+split over ranks and workers, deterministic from (seed, epoch), and resumable."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from .cache import ensure_local
-from .manifest import Manifest, parse_manifest
+from .errors import ShardLoaderError
+from .manifest import ShardEntry
+from .opening import OpenedManifest, open_manifest
+from .rotation import WindowCache, parse_size
+from .sampler import EpochPlan, SampleSpec, make_windows
 from .shards import Shard, open_shard
-from .store import Store, open_store, split_manifest_url
+
+STATE_VERSION = 1
 
 
-@dataclass(frozen=True)
-class OpenedManifest:
-    manifest: Manifest
-    store: Store
-    key: str
+def distributed_rank() -> tuple[int, int]:
+    """(rank, world size) from torch.distributed when it is initialised, else (0, 1)."""
+    import sys
+
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
 
 
-def open_manifest(url: str, **store_options) -> OpenedManifest:
-    """Read and validate the manifest at a path or URL (a folder means its manifest.json)."""
-    root, key = split_manifest_url(url)
-    store = open_store(root, **store_options)
-    manifest = parse_manifest(store.read_bytes(key), origin=f"{store.url}/{key}")
-    return OpenedManifest(manifest=manifest, store=store, key=key)
-
-
-def load_shard(opened: OpenedManifest, entry, cache_dir: str | Path | None = None) -> Shard:
+def load_shard(opened: OpenedManifest, entry: ShardEntry, cache_dir: str | Path | None = None) -> Shard:
     """Fetch (if remote), verify and memory-map one shard of an opened manifest."""
     npy = ensure_local(opened.store, entry.npy, cache_dir)
     bin_ = ensure_local(opened.store, entry.bin, cache_dir)
     return open_shard(entry, npy, bin_, opened.manifest.token_dtype)
 
 
-def iter_sequences(
-    url: str, split: str = "train", seq_len: int = 2048, batch_size: int = 8, cache_dir: str | Path | None = None
-) -> Iterator[dict[str, np.ndarray]]:
-    """Batches of `input_ids` and `labels` (int64, shape (batch_size, seq_len)) in shard order.
+@dataclass(frozen=True)
+class Consumer:
+    """Which share of a rank's batches this iterator serves: batch g goes to worker g % num_workers."""
 
-    Each sample is `seq_len + 1` consecutive tokens of one shard; labels are input_ids
-    shifted by one. The tail of a shard shorter than a sample, and a last partial
-    batch, are dropped.
+    worker: int = 0
+    num_workers: int = 1
+
+
+class TokenDataset:
+    """Batches of `input_ids` and `labels` (int64, shape (batch_size, seq_len)) from one split.
+
+    Iterating yields one epoch of this rank's batches; `set_epoch` moves to another.
+    `state_dict()` after k batches, loaded into a new dataset, continues with batch k + 1.
     """
-    opened = open_manifest(url)
-    buf = np.empty((batch_size, seq_len + 1), dtype=np.int64)
-    filled = 0
-    for entry in opened.manifest.split(split).shards:
-        tokens = load_shard(opened, entry, cache_dir).tokens
-        for i in range((len(tokens) - 1) // seq_len):
-            buf[filled] = tokens[i * seq_len : i * seq_len + seq_len + 1]
-            filled += 1
-            if filled == batch_size:
-                yield {"input_ids": buf[:, :-1].copy(), "labels": buf[:, 1:].copy()}
-                filled = 0
+
+    def __init__(
+        self,
+        url: str,
+        split: str = "train",
+        seq_len: int = 2048,
+        batch_size: int = 8,
+        seed: int = 0,
+        rank: int | None = None,
+        world_size: int | None = None,
+        cache_dir: str | Path | None = None,
+        disk_budget: int | str | None = None,
+        window_shards: int | None = None,
+        window_bytes: int | str | None = None,
+        keep_files: bool = False,
+        stride: int | None = None,
+        label_shift: int = 1,
+        position_ids: bool = False,
+        store_options: dict[str, Any] | None = None,
+    ):
+        self.url, self.split = url, split
+        self.opened = open_manifest(url, **(store_options or {}))
+        self.shards = self.opened.manifest.split(split).shards
+        if not self.shards:
+            raise ShardLoaderError(f"{url}: split {split!r} has no shards")
+        if rank is None or world_size is None:
+            rank, world_size = distributed_rank()
+        if not 0 <= rank < world_size:
+            raise ShardLoaderError(f"rank {rank} is not in [0, world_size={world_size})")
+        self.rank, self.world_size, self.seed, self.batch_size = rank, world_size, seed, batch_size
+        self.spec = SampleSpec(seq_len, label_shift, stride)
+        self.position_ids = position_ids
+        self.disk_budget = parse_size(disk_budget)
+        by_bytes = parse_size(window_bytes) or (self.disk_budget // 2 if self.disk_budget and not window_shards else None)
+        self.windows = make_windows(self.shards, window_shards, by_bytes)
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self.keep_files = keep_files
+        self.cache = WindowCache(self.opened, self.shards, self.cache_dir, self.disk_budget, keep_files)
+        self.cache.check_budget(self.windows)
+        self.epoch = 0
+        self.start_batch = 0
+        self.consumer = Consumer()
+
+    def plan(self, epoch: int | None = None) -> EpochPlan:
+        return EpochPlan(
+            self.shards, tuple(self.windows), self.spec, self.seed, self.epoch if epoch is None else epoch,
+            self.batch_size, self.rank, self.world_size,
+        )
+
+    def __len__(self) -> int:
+        """Batches this rank serves per epoch (over all of its workers)."""
+        return self.plan().total_batches
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch, self.start_batch = epoch, 0
+
+    def state_dict(self) -> dict[str, int]:
+        """Where this rank's stream stands: the epoch and the batches of it already served."""
+        return {"version": STATE_VERSION, "epoch": self.epoch, "batches": self.start_batch, "seed": self.seed}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        if state.get("version") != STATE_VERSION:
+            raise ShardLoaderError(f"state_dict version {state.get('version')!r} is not {STATE_VERSION}")
+        if state["seed"] != self.seed:
+            raise ShardLoaderError(f"state_dict was saved with seed {state['seed']}, this dataset has seed {self.seed}")
+        self.epoch, self.start_batch = state["epoch"], state["batches"]
+
+    def _make_batch(self, shards: dict[int, Shard], shard_ids: np.ndarray, starts: np.ndarray) -> dict[str, np.ndarray]:
+        span, m = self.spec.span, self.spec.label_shift
+        buf = np.empty((len(starts), span), dtype=np.int64)
+        for row, (i, s) in enumerate(zip(shard_ids.tolist(), starts.tolist())):
+            buf[row] = shards[i].tokens[s : s + span]
+        batch = {"input_ids": buf[:, :-m], "labels": buf[:, m:]}
+        if self.position_ids:
+            positions = np.empty((len(starts), self.spec.seq_len), dtype=np.int64)
+            for row, (i, s) in enumerate(zip(shard_ids.tolist(), starts.tolist())):
+                idx = np.arange(s, s + self.spec.seq_len)
+                offsets = shards[i].offsets
+                positions[row] = idx - offsets[np.searchsorted(offsets, idx, side="right") - 1]
+            batch["position_ids"] = positions
+        return batch
+
+    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
+        plan = self.plan()
+        first_pos, skip = plan.locate(self.start_batch) if self.start_batch < plan.total_batches else (len(plan.order), 0)
+        batch_index = self.start_batch
+        order = [self.windows[w] for w in plan.order]
+        per_window = plan.batches_per_window
+        workers = self.consumer
+        for pos in range(first_pos, len(order)):
+            window = order[pos]
+            shards = self.cache.acquire(window)
+            nxt = order[pos + 1] if pos + 1 < len(order) else None
+            if nxt is not None:
+                self.cache.prefetch(nxt)
+            shard_ids, starts = plan.window_starts(window)
+            for b in range(skip if pos == first_pos else 0, int(per_window[pos])):
+                if batch_index % workers.num_workers == workers.worker:
+                    rows = slice(b * self.batch_size, (b + 1) * self.batch_size)
+                    batch = self._make_batch(shards, shard_ids[rows], starts[rows])
+                    self.start_batch = batch_index + 1
+                    yield batch
+                batch_index += 1
+            del shards
+            self.cache.release(window, keep=set(nxt.shards) if nxt is not None else set())
+        self.start_batch = batch_index
+
+    @property
+    def stats(self):
+        return self.cache.stats
+
+    def close(self) -> None:
+        self.cache.close()
+
+
+def iter_sequences(url: str, split: str = "train", seq_len: int = 2048, batch_size: int = 8, **options) -> Iterator[dict[str, np.ndarray]]:
+    """The simplest read path: one epoch of batches, without shuffling the windows' order by hand."""
+    return iter(TokenDataset(url, split=split, seq_len=seq_len, batch_size=batch_size, **options))

@@ -21,5 +21,9 @@ class StoreError(ShardLoaderError):
     """A store could not be reached or refused a request after all retries."""
 
 
+class TransientStoreError(StoreError):
+    """A request failed in a way worth retrying: 5xx, throttling, a timeout, a reset, a short read."""
+
+
 class DiskBudgetError(ShardLoaderError):
     """The cache directory lacks the disk space (or budget) the requested work needs."""

@@ -1,0 +1,58 @@
+"""Retries with exponential backoff and full jitter, counting every attempt for the stats."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from .errors import StoreError, TransientStoreError
+
+T = TypeVar("T")
+
+
+@dataclass
+class RequestStats:
+    """Requests tried, retried and failed for good; bytes received. Safe to share between threads."""
+
+    requests: int = 0
+    retries: int = 0
+    failures: int = 0
+    bytes: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, **counts: int) -> None:
+        with self._lock:
+            for name, n in counts.items():
+                setattr(self, name, getattr(self, name) + n)
+
+    def as_dict(self) -> dict[str, int]:
+        return {"requests": self.requests, "retries": self.retries, "failures": self.failures, "bytes": self.bytes}
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 8
+    base_delay: float = 0.2
+    max_delay: float = 10.0
+
+    def delay(self, attempt: int) -> float:
+        return random.uniform(0, min(self.max_delay, self.base_delay * 2**attempt))
+
+
+def with_retries(call: Callable[[], T], what: str, policy: RetryPolicy, stats: RequestStats) -> T:
+    """Run `call`, retrying TransientStoreError up to `policy.attempts` times; other errors pass through."""
+    for attempt in range(policy.attempts):
+        stats.add(requests=1)
+        try:
+            return call()
+        except TransientStoreError as exc:
+            last = exc
+            if attempt + 1 < policy.attempts:
+                stats.add(retries=1)
+                time.sleep(policy.delay(attempt))
+    stats.add(failures=1)
+    raise StoreError(f"{what}: failed after {policy.attempts} attempts: {last}") from None
