@@ -11,9 +11,14 @@ from .catalog import format_catalog
 
 
 def _resources(args) -> dict:
-    from .resources import DatasetResource, StoreResource
+    """The spec from --spec; the store from the environment (see resources.py), --store overriding its root."""
+    from .resources import DatasetResource, store_resource_from_env
 
-    return {"dataset": DatasetResource(spec_path=args.spec or ""), "store": StoreResource(root=args.store)}
+    if args.store:
+        os.environ["DATASET_STORE_ROOT"] = args.store
+        if args.store.startswith(("s3://", "r2://")) and os.environ.get("DATASET_STORE") != "r2":
+            os.environ["DATASET_STORE"] = "s3"
+    return {"dataset": DatasetResource(spec_path=args.spec or ""), "store": store_resource_from_env()}
 
 
 def cmd_build(args) -> int:
@@ -25,8 +30,9 @@ def cmd_build(args) -> int:
 
     spec = load_spec(args.spec or None)
     instance = local_instance()
-    print(f"building dataset {spec.name!r} into {args.store} (Dagster home {os.environ['DAGSTER_HOME']})", flush=True)
-    result = build_dataset(instance, spec, _resources(args), workers=args.workers)
+    resources = _resources(args)
+    print(f"building dataset {spec.name!r} into {resources['store'].root} (Dagster home {os.environ['DAGSTER_HOME']})", flush=True)
+    result = build_dataset(instance, spec, resources, workers=args.workers)
     started = time.perf_counter()
     batch = next(iter_sequences(result.manifest_url, "train", seq_len=args.seq_len, batch_size=args.batch_size))
     read_ms = (time.perf_counter() - started) * 1000
@@ -63,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--spec", default=os.environ.get("SHARD_DATASET_SPEC", ""), help="dataset spec TOML (default: the built-in demo)")
-    common.add_argument("--store", default=os.environ.get("DATASET_STORE_ROOT", "data/store"), help="dataset root folder")
+    common.add_argument("--store", default=None, help="dataset root: a folder or s3://bucket/prefix (default: from the environment, else data/store)")
     b = sub.add_parser("build", parents=[common], help="materialise every asset end to end and read a first batch back")
     b.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="partitions processed at once")
     b.add_argument("--seq-len", type=int, default=128)

@@ -1,0 +1,139 @@
+"""Loopback S3 for tests: moto's ThreadedMotoServer behind a small HTTP proxy.
+
+The proxy behaves like R2 where it matters (it answers 501 to requests carrying
+x-amz-checksum-* headers or aws-chunked bodies), counts requests per object key, and
+injects seeded faults (error statuses, resets, stalls, truncated bodies) into GETs.
+"""
+
+from __future__ import annotations
+
+import http.client
+import logging
+import socket
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from tests.http_server import Faults
+
+ACCESS_KEY, SECRET_KEY = "AKIATESTKEY0000001", "testsecret/0000000000000000000000000000001"
+
+
+class S3Proxy:
+    def __init__(self, upstream_port: int, faults: Faults | None = None):
+        self.upstream_port, self.faults = upstream_port, faults or Faults()
+        self.gets: Counter = Counter()
+        self.rejected: Counter = Counter()
+        self.multipart_uploads = 0
+        self.fail_after: dict[str, int] = {}  # key -> GETs allowed before answering 403 for good
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _reply(self, status: int, body: bytes = b"") -> None:
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _forward(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+                if any(k.lower().startswith("x-amz-checksum-") or k.lower() == "x-amz-sdk-checksum-algorithm" for k in headers) or "aws-chunked" in (
+                    self.headers.get("Content-Encoding", "") + self.headers.get("x-amz-content-sha256", "")
+                ).lower():
+                    proxy.rejected[self.command] += 1
+                    self._reply(501, b"<Error><Code>NotImplemented</Code><Message>Header 'x-amz-checksum-crc32' with value is not implemented</Message></Error>")
+                    return
+                path = self.path.split("?", 1)[0]
+                if self.command == "POST" and self.path.endswith("?uploads"):
+                    proxy.multipart_uploads += 1
+                if self.command == "GET" and "?" not in self.path:
+                    proxy.gets[path] += 1
+                    allowed = proxy.fail_after.get(path)
+                    if allowed is not None and proxy.gets[path] > allowed:
+                        self._reply(403, b"<Error><Code>AccessDenied</Code></Error>")
+                        return
+                    fault = proxy.faults.draw()
+                    if fault == "error":
+                        self._reply(503, b"<Error><Code>SlowDown</Code></Error>")
+                        return
+                    if fault == "reset":
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                        self.close_connection = True
+                        return
+                    if fault == "stall":
+                        time.sleep(proxy.faults.stall_seconds)
+                else:
+                    fault = None
+                conn = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=60)
+                conn.request(self.command, self.path, body=body, headers=headers)
+                response = conn.getresponse()
+                data = response.read()
+                self.send_response(response.status)
+                for k, v in response.getheaders():
+                    if k.lower() not in ("transfer-encoding", "connection", "content-length", "server", "date"):
+                        self.send_header(k, v)
+                if fault == "truncate" and len(data) > 1:
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data[: len(data) // 2])
+                    self.close_connection = True
+                    return
+                length = response.getheader("Content-Length", "0") if self.command == "HEAD" else str(len(data))
+                self.send_header("Content-Length", length)
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+                conn.close()
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class LoopbackS3:
+    """moto on a free loopback port with a proxy in front; `url` is the proxy's endpoint."""
+
+    def __init__(self):
+        from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.moto = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        self.moto.start()
+        self.moto_url = f"http://127.0.0.1:{port}"
+        self.proxy = S3Proxy(port)
+        self.url = self.proxy.url
+
+    def client(self, via_proxy: bool = True, **config):
+        import boto3
+        from botocore.config import Config
+
+        return boto3.client(
+            "s3", endpoint_url=self.url if via_proxy else self.moto_url, region_name="auto",
+            aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY,
+            config=Config(s3={"addressing_style": "path"}, **config),
+        )
+
+    def create_bucket(self, name: str) -> None:
+        self.client(via_proxy=False).create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": "auto"})
+
+    def close(self) -> None:
+        self.proxy.close()
+        self.moto.stop()
