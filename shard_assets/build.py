@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from .checks import CHECKS
 from .definitions import ASSETS
 from .partitions import raw_files
 from .sources.listing import list_all_files
@@ -27,6 +28,7 @@ class BuildResult:
     partitions: int
     seconds: float
     run_ids: tuple[str, ...]
+    checks: dict[str, bool]
 
 
 def register_partitions(instance: dg.DagsterInstance, spec: DatasetSpec) -> list[str]:
@@ -44,7 +46,7 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 def _materialize(selection, instance, resources, partition_key=None) -> dg.ExecuteInJobResult:
     result = dg.materialize(
-        ASSETS,
+        [*ASSETS, *CHECKS],
         selection=selection,
         instance=instance,
         resources=resources,
@@ -100,4 +102,5 @@ def build_dataset(instance: dg.DagsterInstance, spec: DatasetSpec, resources: di
         partitions=len(keys),
         seconds=time.perf_counter() - started,
         run_ids=tuple(runs),
+        checks={e.check_name: e.passed for e in final.get_asset_check_evaluations()},
     )

@@ -41,6 +41,8 @@ def cmd_build(args) -> int:
     print(f"partitions    {result.partitions} ({len(result.run_ids)} Dagster runs)")
     for split in ("train", "val"):
         print(f"{split:<13} {result.tokens[split]:>12,} tokens  {result.documents[split]:>9,} documents")
+    failed = sorted(name for name, passed in result.checks.items() if not passed)
+    print(f"checks        {len(result.checks) - len(failed)} of {len(result.checks)} passed" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
     print(f"build time    {result.seconds:.1f} s")
     print(
         f"first batch   input_ids {batch['input_ids'].shape} {batch['input_ids'].dtype}, "

@@ -6,6 +6,7 @@ import dagster as dg
 
 from shard_loader.manifest import LATEST_KEY, FileRef
 
+from ..automation import REBUILD
 from ..layout import splits_record_key, tokenizer_key
 from ..publish import build_manifest, publish_manifest
 from ..records import get_record
@@ -54,6 +55,7 @@ def lineage_of(spec, parts: dict[str, dict], tokenizer_run_id: str | None) -> di
 @dg.asset(
     deps=[splits, tokenizer.tokenizer],
     code_version=CODE_VERSION,
+    automation_condition=REBUILD,
     group_name="publish",
     kinds={"json"},
     description="manifests/<version>.json (immutable) and manifest.json (the latest), the contract trainers read.",

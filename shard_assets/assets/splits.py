@@ -4,6 +4,7 @@ import numpy as np
 
 import dagster as dg
 
+from ..automation import REBUILD
 from ..documents import is_val
 from ..errors import PublishError
 from ..layout import part_record_key, raw_key, splits_record_key
@@ -52,6 +53,7 @@ def read_part_records(store: ObjectStore, fingerprint: str, partitions: list[str
 @dg.asset(
     deps=[tokenized_shards],
     code_version=CODE_VERSION,
+    automation_condition=REBUILD,
     group_name="build",
     kinds={"json"},
     description="Token and document totals per split over every partition; train and val proven disjoint.",

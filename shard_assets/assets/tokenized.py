@@ -8,6 +8,7 @@ import dagster as dg
 
 from shard_loader.checksum import sha256_file
 
+from ..automation import REBUILD
 from ..layout import part_record_key, raw_key, raw_record_key, shard_base_key, tokenizer_key
 from ..partitions import raw_files
 from ..records import get_record, put_record
@@ -45,6 +46,7 @@ def decoded_samples(tok, writer, count: int = 3, chars: int = 160) -> str:
     partitions_def=raw_files,
     deps=[raw_documents, tokenizer],
     code_version=CODE_VERSION,
+    automation_condition=REBUILD,
     group_name="build",
     kinds={"numpy"},
     description="Token ids of one raw partition, each document followed by the end-of-document id, split train/val by document hash.",

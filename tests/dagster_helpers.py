@@ -1,0 +1,46 @@
+"""Tiny datasets built with real Dagster runs, for orchestration tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dagster as dg
+
+from shard_assets.resources import DatasetResource, StoreResource
+
+WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau upsilon".split()
+
+
+def write_jsonl(path: Path, n: int, seed: int) -> None:
+    """`n` distinct documents of a few dozen words, deterministic in `seed`."""
+    lines = []
+    for i in range(n):
+        words = [WORDS[(seed * 7 + i * 13 + j * j) % len(WORDS)] for j in range(20 + (i * 7 + seed) % 40)]
+        lines.append(json.dumps({"text": f"Document {seed}-{i}: " + " ".join(words) + "."}))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def write_spec(path: Path, source_glob: str, vocab_size: int = 300, val_fraction: float = 0.2) -> Path:
+    path.write_text(
+        f'name = "tiny"\nval_fraction = {val_fraction}\nmin_chars = 10\n\n[tokenizer]\nkind = "train_bpe"\nvocab_size = {vocab_size}\n\n'
+        f'[[sources]]\nname = "web"\nuri = "{source_glob}"\nformat = "jsonl"\n'
+    )
+    return path
+
+
+def tiny_resources(spec: Path, store: Path) -> dict:
+    return {"dataset": DatasetResource(spec_path=str(spec)), "store": StoreResource(root=str(store))}
+
+
+def tiny_dataset(tmp: Path, files: int = 2, docs: int = 120) -> tuple[Path, Path, dict]:
+    """(spec path, store root, resources) of a JSONL source with `files` files."""
+    (tmp / "src").mkdir(parents=True, exist_ok=True)
+    for i in range(files):
+        write_jsonl(tmp / "src" / f"part{i}.jsonl", docs, seed=i)
+    spec = write_spec(tmp / "spec.toml", f"{tmp}/src/*.jsonl")
+    return spec, tmp / "store", tiny_resources(spec, tmp / "store")
+
+
+def instance() -> dg.DagsterInstance:
+    return dg.DagsterInstance.ephemeral()

@@ -1,0 +1,131 @@
+"""Issue 5 with real runs: the discovery sensor, asset checks that fail on broken input, staleness and
+automation after a tokenizer change, and re-tokenization that leaves the old manifest readable."""
+
+import json
+
+import dagster as dg
+import numpy as np
+import pytest
+from dagster._core.definitions.data_version import StaleStatus
+from dagster._utils.test.data_versions import get_stale_status_resolver
+
+import shard_loader
+from shard_assets.build import build_dataset, register_partitions
+from shard_assets.checks import CHECKS
+from shard_assets.definitions import ASSETS, build_definitions
+from shard_assets.resources import DatasetResource
+from shard_assets.sensors import raw_files_sensor
+from shard_assets.spec import load_spec
+from shard_loader.checksum import verify_file
+from tests.dagster_helpers import instance, tiny_dataset, tiny_resources, write_jsonl, write_spec
+
+
+def _tick(inst, spec, cursor):
+    ctx = dg.build_sensor_context(instance=inst, cursor=cursor, resources={"dataset": DatasetResource(spec_path=str(spec))})
+    result = raw_files_sensor(ctx)
+    for request in result.dynamic_partitions_requests:
+        inst.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    return result
+
+
+def test_the_sensor_registers_new_files_and_requests_runs_for_them_only(tmp_path):
+    spec, _, _ = tiny_dataset(tmp_path)
+    inst = instance()
+    first = _tick(inst, spec, None)
+    assert sorted(r.partition_key for r in first.run_requests) == ["web.part0", "web.part1"]
+    assert sorted(inst.get_dynamic_partitions("raw_files")) == ["web.part0", "web.part1"]
+    assert _tick(inst, spec, first.cursor).run_requests == []
+    write_jsonl(tmp_path / "src" / "part2.jsonl", 50, seed=2)
+    third = _tick(inst, spec, first.cursor)
+    assert [r.partition_key for r in third.run_requests] == ["web.part2"]
+    write_jsonl(tmp_path / "src" / "part0.jsonl", 60, seed=9)  # a raw file whose content changed
+    fourth = _tick(inst, spec, third.cursor)
+    assert [r.partition_key for r in fourth.run_requests] == ["web.part0"]
+    assert fourth.dynamic_partitions_requests == []
+
+
+def _run_checks(inst, resources):
+    result = dg.materialize([*ASSETS, *CHECKS], selection=dg.AssetSelection.all_asset_checks(), instance=inst, resources=resources, raise_on_error=False)
+    return {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+
+
+@pytest.fixture
+def built(tmp_path):
+    spec, store, resources = tiny_dataset(tmp_path)
+    inst = instance()
+    result = build_dataset(inst, load_spec(spec), resources)
+    assert all(result.checks.values()) and len(result.checks) == 5
+    return inst, spec, store, resources, result
+
+
+def _break_counts(store, m):
+    path = store / "raw/web/part0.json"
+    record = json.loads(path.read_text())
+    record["documents"] += 1
+    path.write_text(json.dumps(record))
+
+
+def _break_token_ids(store, m):
+    entry = m.splits["train"].shards[0]
+    tokens = np.load(store / entry.npy.key, mmap_mode="r+")
+    tokens[3] = m.tokenizer.vocab_size + 5
+    tokens.flush()
+
+
+def _break_overlap(store, m):
+    (store / "raw/web/part1.parquet").write_bytes((store / "raw/web/part0.parquet").read_bytes())
+    path = store / f"tokenized/{m.tokenizer.fingerprint}/parts/web.part1.json"
+    record = json.loads(path.read_text())
+    record["val_fraction"] = 0.9
+    path.write_text(json.dumps(record))
+
+
+def _break_a_file(store, m):
+    path = store / m.splits["val"].shards[0].bin.key
+    path.write_bytes(path.read_bytes()[:-8])
+
+
+def _break_offsets(store, m):
+    entry = m.splits["train"].shards[0]
+    offsets = np.fromfile(store / entry.bin.key, dtype="<i8")
+    offsets[2], offsets[3] = offsets[3], offsets[2]
+    offsets.tofile(store / entry.bin.key)
+
+
+@pytest.mark.parametrize(
+    "breaker, failing",
+    [
+        (_break_counts, {"counts_agree"}),
+        (_break_token_ids, {"token_ids_below_vocab", "files_match_manifest"}),
+        (_break_overlap, {"splits_are_disjoint"}),
+        (_break_a_file, {"files_match_manifest", "manifest_reads_with_shard_loader"}),
+        (_break_offsets, {"files_match_manifest", "manifest_reads_with_shard_loader"}),
+    ],
+)
+def test_each_check_fails_on_broken_input_and_passes_on_good(built, breaker, failing):
+    inst, _, store, resources, _ = built
+    assert all(_run_checks(inst, resources).values())
+    breaker(store, shard_loader.open_manifest(str(store)).manifest)
+    results = _run_checks(inst, resources)
+    assert {name for name, passed in results.items() if not passed} == failing
+
+
+def test_a_new_tokenizer_makes_tokenized_assets_stale_and_republishes_a_new_version(built, tmp_path):
+    inst, spec, store, _, first = built
+    old = shard_loader.open_manifest(str(store / f"manifests/{first.version}.json")).manifest
+    write_spec(spec, f"{tmp_path}/src/*.jsonl", vocab_size=360)  # the re-tokenization: a new vocabulary
+    resources = tiny_resources(spec, store)
+    defs = build_definitions(resources)
+    baseline = dg.evaluate_automation_conditions(defs=defs, instance=inst)
+    dg.materialize([*ASSETS], selection=["tokenizer"], instance=inst, resources=resources)
+    resolver = get_stale_status_resolver(inst, ASSETS)
+    key = dg.AssetKey("tokenized_shards")
+    assert {resolver.get_status(key, p) for p in ("web.part0", "web.part1")} == {StaleStatus.STALE}
+    automation = dg.evaluate_automation_conditions(defs=defs, instance=inst, cursor=baseline.cursor)
+    assert automation.get_requested_partitions(key) == {"web.part0", "web.part1"}
+    second = build_dataset(inst, load_spec(spec), resources)
+    assert second.version != first.version
+    assert shard_loader.open_manifest(str(store)).manifest.version == second.version
+    for ref in [old.tokenizer.file] + [r for s in old.splits.values() for e in s.shards for r in (e.npy, e.bin)]:
+        verify_file(store / ref.key, ref)  # the previous version is still whole for running trainers
+    assert sum(1 for _ in shard_loader.TokenDataset(str(store / f"manifests/{first.version}.json"), seq_len=16, batch_size=2)) > 0
