@@ -56,7 +56,7 @@ def lineage_of(spec, parts: dict[str, dict], tokenizer_run_id: str | None) -> di
     deps=[splits, tokenizer.tokenizer],
     code_version=CODE_VERSION,
     automation_condition=REBUILD,
-    group_name="publish",
+    group_name="dataset",
     kinds={"json"},
     description="manifests/<version>.json (immutable) and manifest.json (the latest), the contract trainers read.",
 )

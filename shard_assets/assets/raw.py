@@ -28,7 +28,7 @@ def find_source_file(spec, partition: str) -> SourceFile:
 @dg.asset(
     partitions_def=raw_files,
     code_version=CODE_VERSION,
-    group_name="build",
+    group_name="dataset",
     kinds={"parquet"},
     description="Documents of one source file: NFC, control characters stripped, short and duplicate documents dropped.",
 )

@@ -54,7 +54,7 @@ def read_part_records(store: ObjectStore, fingerprint: str, partitions: list[str
     deps=[tokenized_shards],
     code_version=CODE_VERSION,
     automation_condition=REBUILD,
-    group_name="build",
+    group_name="dataset",
     kinds={"json"},
     description="Token and document totals per split over every partition; train and val proven disjoint.",
 )

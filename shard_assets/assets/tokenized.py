@@ -47,7 +47,7 @@ def decoded_samples(tok, writer, count: int = 3, chars: int = 160) -> str:
     deps=[raw_documents, tokenizer],
     code_version=CODE_VERSION,
     automation_condition=REBUILD,
-    group_name="build",
+    group_name="dataset",
     kinds={"numpy"},
     description="Token ids of one raw partition, each document followed by the end-of-document id, split train/val by document hash.",
 )

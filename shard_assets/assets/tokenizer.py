@@ -36,7 +36,7 @@ def _training_texts(store: ObjectStore, partitions: list[str], max_bytes: int) -
 @dg.asset(
     deps=[raw_documents],
     code_version=CODE_VERSION,
-    group_name="build",
+    group_name="dataset",
     kinds={"huggingface"},
     description="A pretrained tokenizer (transformers) or a byte-level BPE trained on the raw documents.",
 )
