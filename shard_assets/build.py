@@ -41,6 +41,17 @@ def register_partitions(instance: dg.DagsterInstance, spec: DatasetSpec) -> list
     return keys
 
 
+def failure_message(result: dg.ExecuteInJobResult) -> str:
+    """The innermost error of a run's first failed step (Dagster wraps the asset's own exception)."""
+    failure = next((e for e in result.all_events if e.is_step_failure), None)
+    if failure is None:
+        return ""
+    error = failure.step_failure_data.error
+    while error.cause is not None:
+        error = error.cause
+    return f"{error.cls_name}: {error.message.strip()}"
+
+
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
@@ -55,8 +66,7 @@ def _materialize(selection, instance, resources, partition_key=None) -> dg.Execu
         raise_on_error=False,
     )
     if not result.success:
-        failure = next((e for e in result.all_events if e.is_step_failure), None)
-        detail = failure.step_failure_data.error.message.strip() if failure else "see the run's logs"
+        detail = failure_message(result) or "see the run's logs"
         where = f"{selection} [{partition_key}]" if partition_key else str(selection)
         raise BuildFailed(f"materialising {where} failed (run {result.run_id}): {detail}")
     return result
