@@ -42,14 +42,16 @@ def write_dataset(
     eod_id: int = 0,
     version: str = "v1",
     name: str = "synthetic",
+    tag: str = "synthetic",
 ) -> Manifest:
     """Publish `splits[split][shard][doc]` (token arrays without EOD) under `root`.
 
     Returns the manifest, also written to `manifests/<version>.json` and `manifest.json`.
+    Files go under `tag`, so datasets with different tags can share a root.
     """
     root = Path(root)
     dtype = token_dtype_for(vocab_size)
-    tok_ref = _ref(root, "tokenizers/synthetic/tokenizer.json", b'{"synthetic": true}\n')
+    tok_ref = _ref(root, f"tokenizers/{tag}/tokenizer.json", b'{"synthetic": true}\n')
     infos = {}
     for split, shards in splits.items():
         entries = []
@@ -59,7 +61,7 @@ def write_dataset(
             offsets = np.zeros(len(docs) + 1, dtype="<i8")
             offsets[1:] = np.cumsum([len(d) for d in with_eod])
             part = f"part-{i:05d}"
-            base = f"tokenized/synthetic/{split}/{part}"
+            base = f"tokenized/{tag}/{split}/{part}"
             npy = _ref(root, f"{base}.npy", _npy_bytes(tokens))
             bin_ = _ref(root, f"{base}.bin", offsets.tobytes())
             entries.append(ShardEntry(partition=part, tokens=len(tokens), documents=len(docs), npy=npy, bin=bin_))
