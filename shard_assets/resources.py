@@ -44,8 +44,11 @@ class StoreResource(dg.ConfigurableResource):
             return LocalFolderStore(self.root)
         from dagster_aws.s3 import S3Resource
 
+        from shard_loader.secrets import redact_client_logs
+
         from .store.s3 import S3ObjectStore
 
+        redact_client_logs()
         for name, value in R2_CHECKSUM_ENV.items():  # R2 rejects botocore's default CRC32 checksums
             os.environ.setdefault(name, value)
         client = S3Resource(

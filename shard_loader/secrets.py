@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 SECRET_VARIABLES = (
@@ -21,3 +22,26 @@ def redact(text: str, extra: tuple[str, ...] = ()) -> str:
         if value and len(value) >= 4:
             text = text.replace(value, "***")
     return text
+
+
+# botocore logs whole requests at DEBUG, the Authorization header (with the access key id) included.
+CLIENT_LOGGERS = ("botocore.endpoint", "botocore.auth", "botocore.hooks", "botocore.httpsession", "botocore.parsers", "urllib3.connectionpool", "s3transfer")
+
+
+class RedactingFilter(logging.Filter):
+    """Masks secret values in every record that passes through the logger it is attached to."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = redact(message)
+        if masked != message:
+            record.msg, record.args = masked, ()
+        return True
+
+
+def redact_client_logs() -> None:
+    """Attach the redacting filter to the HTTP client loggers (once), whatever level the user enables."""
+    for name in CLIENT_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RedactingFilter) for f in logger.filters):
+            logger.addFilter(RedactingFilter())

@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 
 from .errors import StoreError, TransientStoreError
 from .manifest import check_key
-from .secrets import redact
+from .secrets import redact, redact_client_logs
 
 TRANSIENT_CODES = {"500", "502", "503", "504", "429", "SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "Throttling"}
 
@@ -28,6 +28,7 @@ def make_client(endpoint_url: str | None = None, access_key_id: str | None = Non
     import boto3
     from botocore.config import Config
 
+    redact_client_logs()
     endpoint = endpoint_url or os.environ.get("S3_ENDPOINT_URL")
     if not endpoint and os.environ.get("R2_DATASET_ACCOUNT_ID"):
         endpoint = r2_endpoint(os.environ["R2_DATASET_ACCOUNT_ID"])
