@@ -40,10 +40,14 @@ def load_shard(opened: OpenedManifest, entry: ShardEntry, cache_dir: str | Path 
 
 @dataclass(frozen=True)
 class Consumer:
-    """Which share of a rank's batches this iterator serves: batch g goes to worker g % num_workers."""
+    """Which share of a rank's batches this iterator serves: batch g goes to worker (g // group) % num_workers.
+
+    Groups of consecutive batches travel together (the torch path hands a group over in one transfer).
+    """
 
     worker: int = 0
     num_workers: int = 1
+    group: int = 1
 
 
 class TokenDataset:
@@ -119,22 +123,23 @@ class TokenDataset:
             raise ShardLoaderError(f"state_dict was saved with seed {state['seed']}, this dataset has seed {self.seed}")
         self.epoch, self.start_batch = state["epoch"], state["batches"]
 
-    def _make_batch(self, shards: dict[int, Shard], shard_ids: np.ndarray, starts: np.ndarray) -> dict[str, np.ndarray]:
-        span, m = self.spec.span, self.spec.label_shift
-        buf = np.empty((len(starts), span), dtype=np.int64)
+    def fill(self, out: np.ndarray, shards: dict[int, Shard], shard_ids: np.ndarray, starts: np.ndarray) -> None:
+        """Copy each sample's `span` tokens into the rows of `out` (int64), converting on the way."""
+        span = self.spec.span
         for row, (i, s) in enumerate(zip(shard_ids.tolist(), starts.tolist())):
-            buf[row] = shards[i].tokens[s : s + span]
-        batch = {"input_ids": buf[:, :-m], "labels": buf[:, m:]}
-        if self.position_ids:
-            positions = np.empty((len(starts), self.spec.seq_len), dtype=np.int64)
-            for row, (i, s) in enumerate(zip(shard_ids.tolist(), starts.tolist())):
-                idx = np.arange(s, s + self.spec.seq_len)
-                offsets = shards[i].offsets
-                positions[row] = idx - offsets[np.searchsorted(offsets, idx, side="right") - 1]
-            batch["position_ids"] = positions
-        return batch
+            out[row] = shards[i].tokens[s : s + span]
 
-    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
+    def positions(self, shards: dict[int, Shard], shard_ids: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        """Each input token's position within its document, from the shard's `.bin` offsets."""
+        out = np.empty((len(starts), self.spec.seq_len), dtype=np.int64)
+        for row, (i, s) in enumerate(zip(shard_ids.tolist(), starts.tolist())):
+            idx = np.arange(s, s + self.spec.seq_len)
+            offsets = shards[i].offsets
+            out[row] = idx - offsets[np.searchsorted(offsets, idx, side="right") - 1]
+        return out
+
+    def samples(self) -> Iterator[tuple[dict[int, Shard], np.ndarray, np.ndarray]]:
+        """(open shards, shard ids, token starts) of each batch this consumer serves, in stream order."""
         plan = self.plan()
         first_pos, skip = plan.locate(self.start_batch) if self.start_batch < plan.total_batches else (len(plan.order), 0)
         batch_index = self.start_batch
@@ -149,15 +154,24 @@ class TokenDataset:
                 self.cache.prefetch(nxt)
             shard_ids, starts = plan.window_starts(window)
             for b in range(skip if pos == first_pos else 0, int(per_window[pos])):
-                if batch_index % workers.num_workers == workers.worker:
+                if (batch_index // workers.group) % workers.num_workers == workers.worker:
                     rows = slice(b * self.batch_size, (b + 1) * self.batch_size)
-                    batch = self._make_batch(shards, shard_ids[rows], starts[rows])
                     self.start_batch = batch_index + 1
-                    yield batch
+                    yield shards, shard_ids[rows], starts[rows]
                 batch_index += 1
             del shards
             self.cache.release(window, keep=set(nxt.shards) if nxt is not None else set())
         self.start_batch = batch_index
+
+    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
+        m = self.spec.label_shift
+        for shards, shard_ids, starts in self.samples():
+            buf = np.empty((len(starts), self.spec.span), dtype=np.int64)
+            self.fill(buf, shards, shard_ids, starts)
+            batch = {"input_ids": buf[:, :-m], "labels": buf[:, m:]}
+            if self.position_ids:
+                batch["position_ids"] = self.positions(shards, shard_ids, starts)
+            yield batch
 
     @property
     def stats(self):

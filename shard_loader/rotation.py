@@ -68,7 +68,7 @@ class WindowCache:
         if self.remote and cache_dir is None:
             raise DiskBudgetError(f"{opened.store.url} is remote: pass cache_dir for its shards")
         self.stats = RotationStats()
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shard-prefetch")
+        self._pool: ThreadPoolExecutor | None = None
         self._pending: dict[int, Future] = {}
         self._verified: set[str] = set()
 
@@ -104,6 +104,8 @@ class WindowCache:
         return shards
 
     def prefetch(self, window: Window) -> None:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shard-prefetch")
         if window.index not in self._pending:
             self._pending[window.index] = self._pool.submit(self._load, window)
 
@@ -125,7 +127,10 @@ class WindowCache:
                     cached_path(self.cache_dir, ref).unlink(missing_ok=True)
 
     def close(self) -> None:
+        """Stop prefetching; the cache can be used again (the next epoch starts a new prefetch thread)."""
         for future in self._pending.values():
             future.cancel()
         self._pending.clear()
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None

@@ -1,0 +1,158 @@
+"""Loader throughput, side by side in one run: shard_loader's numpy and torch paths against a
+memmap copy ceiling, a naive memmap loader and LitData; peak RSS at 1x and 10x the window;
+time to first batch with 10 and many shards; waits at window swaps over a throttled link."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from shard_loader import TokenDataset
+
+from .datasets import make_dataset
+
+B, S = 8, 2048
+
+
+def _rate(batches: int, seconds: float) -> float:
+    return batches * B * S / seconds
+
+
+def ceiling(files: list[np.ndarray], n: int, rng) -> float:
+    buf = np.empty((B, S + 1), dtype=np.int64)
+    started = time.perf_counter()
+    for i in range(n):
+        mm = files[i % len(files)]
+        for r, s in enumerate(rng.integers(0, len(mm) - S - 1, size=B)):
+            buf[r] = mm[s : s + S + 1]
+    return _rate(n, time.perf_counter() - started)
+
+
+def naive(files: list[np.ndarray], n: int, rng) -> float:
+    import torch
+
+    started = time.perf_counter()
+    for _ in range(n):
+        mm = files[rng.integers(len(files))]
+        starts = rng.integers(0, len(mm) - S - 1, size=B)
+        x = torch.from_numpy(np.stack([mm[s : s + S].astype(np.int64) for s in starts]))
+        y = torch.from_numpy(np.stack([mm[s + 1 : s + 1 + S].astype(np.int64) for s in starts]))
+        del x, y
+    return _rate(n, time.perf_counter() - started)
+
+
+def numpy_path(root: Path) -> tuple[float, int]:
+    ds = TokenDataset(str(root), seq_len=S, batch_size=B, window_shards=2)
+    started, n = time.perf_counter(), 0
+    for _ in ds:
+        n += 1
+    return _rate(n, time.perf_counter() - started), n
+
+
+def torch_path(root: Path, workers: int) -> float:
+    """Steady state: workers are started and warmed by a first epoch, the second epoch is timed."""
+    from shard_loader.torch_dataset import TokenDataLoader, TorchTokenDataset
+
+    ds = TorchTokenDataset(str(root), seq_len=S, batch_size=B, window_shards=2)
+    loader = TokenDataLoader(ds, num_workers=workers, prefetch_factor=4, persistent_workers=True)
+    for _ in loader:
+        pass
+    ds.set_epoch(1)
+    started, n = time.perf_counter(), 0
+    for _ in loader:
+        n += 1
+    return _rate(n, time.perf_counter() - started)
+
+
+def litdata_path(root: Path, work: Path) -> dict:
+    try:
+        from litdata import StreamingDataset, TokensLoader, optimize  # noqa: F401
+    except ImportError as exc:
+        return {"skipped": f"litdata not importable here ({exc}); install it with --no-deps to compare"}
+    return {"skipped": "litdata comparison not wired in this version"}
+
+
+RSS_SCRIPT = """
+import resource, sys
+from shard_loader import TokenDataset
+ds = TokenDataset(sys.argv[1], seq_len=2048, batch_size=8, window_shards=int(sys.argv[2]))
+for _ in ds:
+    pass
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+"""
+
+FIRST_BATCH_SCRIPT = """
+import sys, time
+started = time.perf_counter()
+from shard_loader import TokenDataset
+ds = TokenDataset(sys.argv[1], seq_len=2048, batch_size=1, window_shards=1)
+next(iter(ds))
+print(time.perf_counter() - started)
+"""
+
+
+def _python(script: str, *args) -> float:
+    return float(subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, check=True).stdout.split()[-1])
+
+
+def swap_waits(root: Path) -> dict:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.http_server import FolderServer
+
+    manifest = json.loads((root / "manifest.json").read_text())
+    largest = max(s["npy"]["size"] for s in manifest["splits"]["train"]["shards"])
+    with FolderServer(root, rate=4 * largest) as server, __import__("tempfile").TemporaryDirectory() as cache:
+        ds = TokenDataset(f"{server.url}/manifest.json", seq_len=S, batch_size=B, window_shards=1, cache_dir=cache)
+        per_window = len(ds) / len(ds.windows)
+        for _ in ds:
+            time.sleep(0.5 / per_window)  # consume a window in ~0.5 s; it arrives in ~0.25 s
+        ds.close()
+    return {"first_wait_s": round(ds.stats.waits[0], 3), "max_wait_after_first_s": round(max(ds.stats.waits[1:]), 4), "windows": len(ds.stats.waits)}
+
+
+def run(size, work: Path) -> dict:
+    work.mkdir(parents=True, exist_ok=True)
+    root = work / "dataset"
+    make_dataset(root, size.loader_tokens, shards=8)
+    files = [np.load(p, mmap_mode="r") for p in sorted((root / "tokenized/bench/train").glob("*.npy"))]
+    for f in files:
+        np.asarray(f).sum()  # warm the page cache for every contender
+    rng = np.random.default_rng(0)
+    numpy_rate, n = numpy_path(root)
+    result = {
+        "tokens": size.loader_tokens,
+        "batch": f"{B} x {S} int64 input_ids + labels",
+        "ceiling_memmap_copy": ceiling(files, n, rng),
+        "naive_memmap_stack": naive(files, n, rng),
+        "shard_loader_numpy": numpy_rate,
+        "shard_loader_torch_1_worker": torch_path(root, 1),
+        "shard_loader_torch_2_workers": torch_path(root, 2),
+        "litdata": litdata_path(root, work),
+    }
+    windowed = work / "ten_windows"
+    make_dataset(windowed, size.loader_tokens, shards=10, seed=1)
+    result["peak_rss_dataset_1x_window_bytes"] = _python(RSS_SCRIPT, windowed, 10)
+    result["peak_rss_dataset_10x_window_bytes"] = _python(RSS_SCRIPT, windowed, 1)
+    few, many = work / "few_shards", work / "many_shards"
+    make_dataset(few, 10 * 3000, shards=10, doc_len=1000)
+    make_dataset(many, size.many_shards * 3000, shards=size.many_shards, doc_len=1000)
+    result["first_batch_10_shards_s"] = _python(FIRST_BATCH_SCRIPT, few)
+    result[f"first_batch_{size.many_shards}_shards_s"] = _python(FIRST_BATCH_SCRIPT, many)
+    result["swap_waits"] = swap_waits(make_dataset(work / "swaps", 8_000_000, shards=6) and work / "swaps")
+    c = result["ceiling_memmap_copy"]
+    result["summary"] = [
+        {"figure": "numpy path, tokens/s", "value": f"{numpy_rate / 1e6:.0f}M ({numpy_rate / c:.2f} of ceiling, {numpy_rate / result['naive_memmap_stack']:.1f}x naive)", "target": ">= 0.5 of ceiling, >= 2x naive"},
+        {"figure": "torch DataLoader (1 worker), tokens/s", "value": f"{result['shard_loader_torch_1_worker'] / 1e6:.0f}M ({result['shard_loader_torch_1_worker'] / c:.2f} of ceiling, {result['shard_loader_torch_1_worker'] / result['naive_memmap_stack']:.1f}x naive)", "target": ">= 0.5 of ceiling, >= 2x naive"},
+        {"figure": "torch DataLoader (2 workers), tokens/s", "value": f"{result['shard_loader_torch_2_workers'] / 1e6:.0f}M"},
+        {"figure": "ceiling / naive, tokens/s", "value": f"{c / 1e6:.0f}M / {result['naive_memmap_stack'] / 1e6:.0f}M"},
+        {"figure": "LitData", "value": result["litdata"].get("skipped", "")},
+        {"figure": "peak RSS, dataset 1x / 10x the window", "value": f"{result['peak_rss_dataset_1x_window_bytes'] / 2**20:.0f} MiB / {result['peak_rss_dataset_10x_window_bytes'] / 2**20:.0f} MiB"},
+        {"figure": f"first batch, 10 / {size.many_shards} cached shards", "value": f"{result['first_batch_10_shards_s']:.2f} s / {result[f'first_batch_{size.many_shards}_shards_s']:.2f} s"},
+        {"figure": "wait at swaps after the first window (slow consumer)", "value": f"max {result['swap_waits']['max_wait_after_first_s'] * 1000:.1f} ms over {result['swap_waits']['windows']} windows (first {result['swap_waits']['first_wait_s']:.2f} s)", "target": "0"},
+    ]
+    return result

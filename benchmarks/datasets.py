@@ -1,0 +1,52 @@
+"""Synthetic published datasets of a given size, written with the builder's own shard writer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from shard_assets.publish import publish_manifest
+from shard_assets.shard_files import ShardWriter
+from shard_assets.store import LocalFolderStore
+from shard_loader.checksum import sha256_file
+from shard_loader.manifest import FileRef, Manifest, ShardEntry, SplitInfo, TokenizerInfo, token_dtype_for
+
+
+def _ref(root: Path, key: str) -> FileRef:
+    return FileRef(key=key, size=(root / key).stat().st_size, sha256=sha256_file(root / key))
+
+
+def make_dataset(root: Path, tokens: int, shards: int, vocab_size: int = 50257, doc_len: int = 1500, seed: int = 0) -> Manifest:
+    """`shards` train shards of about tokens/shards random tokens in documents of about doc_len tokens."""
+    root.mkdir(parents=True, exist_ok=True)
+    if (root / "manifest.json").exists():
+        from shard_loader import open_manifest
+
+        return open_manifest(str(root)).manifest
+    rng = np.random.default_rng(seed)
+    dtype = token_dtype_for(vocab_size)
+    (root / "tokenizers/bench").mkdir(parents=True, exist_ok=True)
+    (root / "tokenizers/bench/tokenizer.json").write_text('{"benchmark": true}\n')
+    entries = []
+    per_shard = max(1, tokens // shards)
+    for i in range(shards):
+        base = f"tokenized/bench/train/part-{i:05d}"
+        (root / base).parent.mkdir(parents=True, exist_ok=True)
+        writer = ShardWriter(root / f"{base}.npy", root / f"{base}.bin", dtype)
+        docs = max(1, per_shard // doc_len)
+        lengths = np.full(docs, per_shard // docs, dtype=np.int64)
+        lengths[-1] += per_shard - lengths.sum()
+        body = rng.integers(1, vocab_size, size=per_shard, dtype=np.int64).astype(dtype)
+        body[np.cumsum(lengths) - 1] = 0
+        writer.append(body, lengths)
+        writer.close()
+        entries.append(ShardEntry(f"part-{i:05d}", writer.tokens, writer.documents, _ref(root, f"{base}.npy"), _ref(root, f"{base}.bin")))
+    split = SplitInfo(tokens=sum(e.tokens for e in entries), documents=sum(e.documents for e in entries), shards=tuple(entries))
+    manifest = Manifest(
+        dataset="bench", version=f"bench-{tokens}-{shards}", created_at="2026-01-01T00:00:00Z",
+        tokenizer=TokenizerInfo("bench", "bench", vocab_size, 0, _ref(root, "tokenizers/bench/tokenizer.json")),
+        token_dtype=dtype, splits={"train": split}, lineage={},
+    )
+    publish_manifest(LocalFolderStore(root), manifest)
+    return manifest

@@ -1,0 +1,72 @@
+"""Run every benchmark (benchmarks/bench_*.py), write results.json and RESULTS.md.
+
+    python -m benchmarks.run --size small [--only tokenize,loader] [--out benchmarks/results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import time
+import traceback
+from pathlib import Path
+
+from .machine import machine_info
+from .sizes import get_size
+
+HERE = Path(__file__).parent
+
+
+def discover() -> list[str]:
+    return sorted(p.stem.removeprefix("bench_") for p in HERE.glob("bench_*.py"))
+
+
+def markdown(results: dict) -> str:
+    m = results["machine"]
+    lines = [
+        f"Measured {m['date']} on {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, Python {m['python']} (size `{results['size']}`).",
+        "",
+        "| benchmark | figure | value | target |",
+        "|---|---|---|---|",
+    ]
+    for name, result in results["benchmarks"].items():
+        if "skipped" in result or "error" in result:
+            lines.append(f"| {name} | — | {result.get('skipped') or 'error: ' + result['error'].splitlines()[-1]} | |")
+            continue
+        for row in result.get("summary", []):
+            lines.append(f"| {name} | {row['figure']} | {row['value']} | {row.get('target', '')} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__)
+    parser.add_argument("--size", default="small", help="small, medium or large")
+    parser.add_argument("--only", default="", help="comma-separated benchmark names (default: all)")
+    parser.add_argument("--out", type=Path, default=HERE / "results")
+    args = parser.parse_args(argv)
+    size = get_size(args.size)
+    names = [n for n in discover() if not args.only or n in args.only.split(",")]
+    args.out.mkdir(parents=True, exist_ok=True)
+    results = {"size": size.name, "machine": machine_info(), "benchmarks": {}}
+    for name in names:
+        print(f"== {name}", flush=True)
+        started = time.perf_counter()
+        try:
+            result = importlib.import_module(f"benchmarks.bench_{name}").run(size, args.out / "work" / name)
+        except Exception as exc:  # one broken benchmark must not hide the others' figures
+            result = {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"}
+        result["seconds"] = round(time.perf_counter() - started, 1)
+        results["benchmarks"][name] = result
+        for row in result.get("summary", []):
+            print(f"   {row['figure']}: {row['value']}  {row.get('target', '')}", flush=True)
+        if "skipped" in result or "error" in result:
+            print(f"   {result.get('skipped') or result['error']}", flush=True)
+    (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    (args.out / "RESULTS.md").write_text(markdown(results))
+    print(f"wrote {args.out / 'results.json'} and {args.out / 'RESULTS.md'}")
+    return 0 if all("error" not in r for r in results["benchmarks"].values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
