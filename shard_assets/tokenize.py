@@ -16,6 +16,7 @@ from .documents import is_val
 from .shard_files import ShardWriter
 
 MAX_PIECE_CHARS = 1 << 16
+MAX_BATCH_CHARS = 4 << 20  # the tokenizer holds ~100 bytes per token of a batch's Encodings: bound the batch by text, not rows
 SPLIT_NAMES = ("train", "val")
 
 
@@ -51,6 +52,18 @@ def _pieces(texts: list[str]) -> tuple[list[str], np.ndarray | None]:
     return pieces, np.asarray(owner, dtype=np.int64)
 
 
+def _by_size(texts: list[str]) -> list[slice]:
+    """Consecutive slices of `texts` holding at most MAX_BATCH_CHARS characters each (at least one document)."""
+    ends = np.cumsum([len(t) for t in texts])
+    slices, start = [], 0
+    while start < len(texts):
+        base = ends[start - 1] if start else 0
+        stop = max(start + 1, int(np.searchsorted(ends, base + MAX_BATCH_CHARS, side="right")))
+        slices.append(slice(start, stop))
+        start = stop
+    return slices
+
+
 def encode_documents(tokenizer, texts: list[str], eod_id: int, dtype: str) -> tuple[np.ndarray, np.ndarray]:
     """All documents' tokens, each followed by `eod_id`, and each document's length (EOD included)."""
     pieces, owner = _pieces(texts)
@@ -81,12 +94,14 @@ def tokenize_partition(
     try:
         pf = pq.ParquetFile(raw_path, pre_buffer=False)
         for batch in pf.iter_batches(batch_size=batch_documents, columns=["text", "doc_hash"]):
-            texts = batch.column(0).to_pylist()
-            val = is_val(batch.column(1).to_numpy(), val_fraction)
-            tokens, lengths = encode_documents(tokenizer, texts, eod_id, dtype)
-            token_is_val = np.repeat(val, lengths)
-            writers["train"].append(tokens[~token_is_val], lengths[~val])
-            writers["val"].append(tokens[token_is_val], lengths[val])
+            all_texts = batch.column(0).to_pylist()
+            all_val = is_val(batch.column(1).to_numpy(), val_fraction)
+            for chunk in _by_size(all_texts):
+                texts, val = all_texts[chunk], all_val[chunk]
+                tokens, lengths = encode_documents(tokenizer, texts, eod_id, dtype)
+                token_is_val = np.repeat(val, lengths)
+                writers["train"].append(tokens[~token_is_val], lengths[~val])
+                writers["val"].append(tokens[token_is_val], lengths[val])
         for w in writers.values():
             w.close()
     except BaseException:

@@ -15,7 +15,7 @@ from ..records import get_record, put_record
 from ..resources import DatasetResource, StoreResource
 from ..sources.listing import split_partition_key
 from ..store import ObjectStore
-from ..tokenize import tokenize_partition
+from ..tokenize import TokenizeStats, tokenize_partition
 from ..tokenizer import load_tokenizer
 from .raw import raw_documents
 from .tokenizer import current_tokenizer, tokenizer
@@ -27,6 +27,30 @@ def _publish_file(store: ObjectStore, path: Path, key: str) -> dict:
     ref = {"key": key, "size": path.stat().st_size, "sha256": sha256_file(path)}
     store.put_file(key, path)
     return ref
+
+
+def tokenize_and_publish(
+    store: ObjectStore, raw: str, tok, record, partition: str, val_fraction: float, batch_documents: int, workdir: Path
+) -> tuple[dict, TokenizeStats, dict]:
+    """The asset's work without Dagster: raw parquet from the store -> shard files -> the store.
+
+    Returns the shard entries per split (as published), the tokenization stats and the
+    closed writers (their files stay in `workdir`).
+    """
+    local_raw = workdir / "raw.parquet"
+    store.get_file(raw, local_raw)
+    writers, stats = tokenize_partition(local_raw, tok, record.eod_id, record.token_dtype, val_fraction, workdir / "out", partition, batch_documents)
+    shards = {}
+    for split, w in writers.items():
+        base = shard_base_key(record.fingerprint, split, partition)
+        shards[split] = {
+            "partition": partition,
+            "tokens": w.tokens,
+            "documents": w.documents,
+            "npy": _publish_file(store, w.npy_path, f"{base}.npy"),
+            "bin": _publish_file(store, w.bin_path, f"{base}.bin"),
+        }
+    return shards, stats, writers
 
 
 def decoded_samples(tok, writer, count: int = 3, chars: int = 160) -> str:
@@ -59,21 +83,9 @@ def tokenized_shards(context: dg.AssetExecutionContext, dataset: DatasetResource
     tok = load_tokenizer(objects.get_bytes(tokenizer_key(record.fingerprint)).decode())
     raw = get_record(objects, raw_record_key(source, part), f"tokenized_shards[{partition}]")
     with tempfile.TemporaryDirectory() as tmp:
-        local_raw = Path(tmp) / "raw.parquet"
-        objects.get_file(raw_key(source, part), local_raw)
-        writers, stats = tokenize_partition(
-            local_raw, tok, record.eod_id, record.token_dtype, spec.val_fraction, Path(tmp) / "out", partition, spec.batch_documents
+        shards, stats, writers = tokenize_and_publish(
+            objects, raw_key(source, part), tok, record, partition, spec.val_fraction, spec.batch_documents, Path(tmp)
         )
-        shards = {}
-        for split, w in writers.items():
-            base = shard_base_key(record.fingerprint, split, partition)
-            shards[split] = {
-                "partition": partition,
-                "tokens": w.tokens,
-                "documents": w.documents,
-                "npy": _publish_file(objects, w.npy_path, f"{base}.npy"),
-                "bin": _publish_file(objects, w.bin_path, f"{base}.bin"),
-            }
         samples = decoded_samples(tok, writers["train"])
     data_version = hashlib.sha256(
         "".join(shards[s][f]["sha256"] for s in sorted(shards) for f in ("npy", "bin")).encode()
