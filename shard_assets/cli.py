@@ -56,6 +56,33 @@ def cmd_presets(args) -> int:
     return 0
 
 
+def cmd_plan(args) -> int:
+    from .plan import format_plan, plan_build
+    from .spec import load_spec
+    from .tokenizer import build_tokenizer, load_tokenizer
+
+    spec = load_spec(args.spec or None)
+    text, record = build_tokenizer(spec.tokenizer, _sample_texts(spec))  # a pretrained one, or a BPE trained on a sample
+    plan = plan_build(spec, load_tokenizer(text), record.token_dtype, args.sample)
+    print(format_plan(plan))
+    return 0
+
+
+def _sample_texts(spec, budget: int = 4 << 20):
+    """A few MB of the first source's documents, to train a stand-in BPE when no tokenizer exists yet."""
+    from .sources.listing import list_source_files
+    from .sources.readers import iter_document_batches
+
+    source = spec.sources[0]
+    for file in list_source_files(source):
+        for batch in iter_document_batches(source, file, 1000):
+            for doc in batch:
+                yield doc
+                budget -= len(doc)
+                if budget <= 0:
+                    return
+
+
 def cmd_discover(args) -> int:
     from .build import register_partitions
     from .instance import local_instance
@@ -78,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--batch-size", type=int, default=4)
     b.set_defaults(func=cmd_build)
     sub.add_parser("presets", help="list the named corpus presets").set_defaults(func=cmd_presets)
+    p = sub.add_parser("plan", parents=[common], help="estimate tokens, bytes, disk and time from a sample of every file")
+    p.add_argument("--sample", type=int, default=200, help="documents sampled per file")
+    p.set_defaults(func=cmd_plan)
     sub.add_parser("discover", parents=[common], help="register a partition per source file").set_defaults(func=cmd_discover)
     args = parser.parse_args(argv)
     from .errors import BuildError

@@ -1,0 +1,43 @@
+"""The plan step estimates documents and tokens from a sample, close to what the build produces."""
+
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from shard_assets.plan import plan_build
+from shard_assets.spec import TokenizerSpec, load_spec
+from shard_assets.tokenize import encode_documents
+from shard_assets.tokenizer import build_tokenizer, load_tokenizer
+from tests.dagster_helpers import write_jsonl
+
+
+def test_estimates_are_close_to_the_truth(tmp_path):
+    (tmp_path / "src").mkdir()
+    for i in range(2):
+        write_jsonl(tmp_path / "src" / f"f{i}.jsonl", 600, seed=i)
+    texts = [f"parquet document {i} " + "lorem ipsum dolor " * (i % 30) for i in range(700)]
+    pq.write_table(pa.table({"text": texts}), tmp_path / "src" / "p.parquet")
+    spec_path = tmp_path / "spec.toml"
+    spec_path.write_text(
+        f'name = "p"\n[[sources]]\nname = "j"\nuri = "{tmp_path}/src/*.jsonl"\nformat = "jsonl"\n'
+        f'[[sources]]\nname = "q"\nuri = "{tmp_path}/src/*.parquet"\n'
+    )
+    spec = load_spec(spec_path)
+    text, record = build_tokenizer(TokenizerSpec(vocab_size=300), iter(texts))
+    tok = load_tokenizer(text)
+    plan = plan_build(spec, tok, record.token_dtype, sample_documents=60)
+    by_key = {f.file.partition_key: f for f in plan.files}
+    assert by_key["q.p"].documents == 700  # exact, from the parquet footer
+    truth = len(encode_documents(tok, texts, 0, "uint16")[0])
+    assert abs(by_key["q.p"].tokens - truth) / truth < 0.5
+    for key in ("j.f0", "j.f1"):
+        assert abs(by_key[key].documents - 600) / 600 < 0.25
+    assert plan.output_bytes > 2 * plan.tokens and plan.seconds > 0
+
+
+def test_plan_command_prints_totals():
+    out = subprocess.run([sys.executable, "-m", "shard_assets.cli", "plan", "--sample", "20"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "total" in out.stdout and "core-hours" in out.stdout and "stdlib.part-000" in out.stdout
