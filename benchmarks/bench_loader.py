@@ -15,6 +15,7 @@ import numpy as np
 from shard_loader import TokenDataset
 
 from .datasets import make_dataset
+from .machine import PEAK_RSS_SNIPPET
 
 B, S = 8, 2048
 
@@ -78,13 +79,12 @@ def litdata_path(root: Path, work: Path) -> dict:
 
 
 RSS_SCRIPT = """
-import resource, sys
+import sys
 from shard_loader import TokenDataset
 ds = TokenDataset(sys.argv[1], seq_len=2048, batch_size=8, window_shards=int(sys.argv[2]))
 for _ in ds:
     pass
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
-"""
+""" + f"print({PEAK_RSS_SNIPPET})\n"
 
 FIRST_BATCH_SCRIPT = """
 import sys, time

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .machine import PEAK_RSS_SNIPPET
+
 VOCAB = 50_000
 
 
@@ -126,15 +128,14 @@ def _parallel(fn, jobs: list) -> dict:
 
 
 RSS = """
-import resource, sys, tempfile
+import sys, tempfile
 from pathlib import Path
 from benchmarks.bench_tokenize import _record
 from shard_assets.tokenize import tokenize_partition
 tok, record = _record(Path(sys.argv[2]).read_text())
 with tempfile.TemporaryDirectory() as tmp:
     tokenize_partition(Path(sys.argv[1]), tok, 0, record.token_dtype, 0.01, Path(tmp), "p")
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
-"""
+""" + f"print({PEAK_RSS_SNIPPET})\n"
 
 
 def _rss(raw: Path, work: Path, repeat: int) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -19,11 +20,15 @@ def _ref(root: Path, key: str) -> FileRef:
 
 def make_dataset(root: Path, tokens: int, shards: int, vocab_size: int = 50257, doc_len: int = 1500, seed: int = 0) -> Manifest:
     """`shards` train shards of about tokens/shards random tokens in documents of about doc_len tokens."""
-    root.mkdir(parents=True, exist_ok=True)
+    version = f"bench-{tokens}-{shards}-{seed}"
     if (root / "manifest.json").exists():
         from shard_loader import open_manifest
 
-        return open_manifest(str(root)).manifest
+        existing = open_manifest(str(root)).manifest
+        if existing.version == version:
+            return existing
+        shutil.rmtree(root)
+    root.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     dtype = token_dtype_for(vocab_size)
     (root / "tokenizers/bench").mkdir(parents=True, exist_ok=True)
@@ -44,7 +49,7 @@ def make_dataset(root: Path, tokens: int, shards: int, vocab_size: int = 50257, 
         entries.append(ShardEntry(f"part-{i:05d}", writer.tokens, writer.documents, _ref(root, f"{base}.npy"), _ref(root, f"{base}.bin")))
     split = SplitInfo(tokens=sum(e.tokens for e in entries), documents=sum(e.documents for e in entries), shards=tuple(entries))
     manifest = Manifest(
-        dataset="bench", version=f"bench-{tokens}-{shards}", created_at="2026-01-01T00:00:00Z",
+        dataset="bench", version=version, created_at="2026-01-01T00:00:00Z",
         tokenizer=TokenizerInfo("bench", "bench", vocab_size, 0, _ref(root, "tokenizers/bench/tokenizer.json")),
         token_dtype=dtype, splits={"train": split}, lineage={},
     )

@@ -35,3 +35,8 @@ def machine_info() -> dict:
         "platform": platform.platform(),
         "packages": packages,
     }
+
+
+PEAK_RSS_SNIPPET = "int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1]) * 1024"
+"""Peak RSS of the current process in bytes. Unlike ru_maxrss, VmHWM starts afresh at exec, so a
+child started from a large parent reports its own peak."""

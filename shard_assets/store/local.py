@@ -77,14 +77,3 @@ class LocalFolderStore:
 
     def size(self, key: str) -> int:
         return self.path(key).stat().st_size
-
-    def list_keys(self, prefix: str) -> list[str]:
-        base = self.root / prefix.rstrip("/") if prefix else self.root
-        folder = base if base.is_dir() else base.parent
-        if not folder.is_dir():
-            return []
-        keys = (p.relative_to(self.root).as_posix() for p in folder.rglob("*") if p.is_file())
-        return sorted(k for k in keys if k.startswith(prefix) and not Path(k).name.startswith("."))
-
-    def delete(self, key: str) -> None:
-        self.path(key).unlink(missing_ok=True)

@@ -90,12 +90,3 @@ class S3ObjectStore:
 
     def size(self, key: str) -> int:
         return self._call("head", key, lambda: self.client.head_object(Bucket=self.bucket, Key=self._key(key))["ContentLength"])
-
-    def list_keys(self, prefix: str) -> list[str]:
-        full = self._key(prefix.rstrip("/")) if prefix else self.prefix
-        strip = len(self.prefix) + 1 if self.prefix else 0
-        pages = self._call("list", prefix, lambda: list(self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=full)))
-        return sorted(o["Key"][strip:] for page in pages for o in page.get("Contents", []) if o["Key"][strip:].startswith(prefix))
-
-    def delete(self, key: str) -> None:
-        self._call("delete", key, lambda: self.client.delete_object(Bucket=self.bucket, Key=self._key(key)))
