@@ -77,11 +77,13 @@ def _record(tok_json: str):
 
 def _ceiling(args) -> tuple[int, float]:
     store, key, tok_json = args
+    from shard_assets.tokenize import by_size
+
     tok, _ = _record(tok_json)
     texts = _texts(Path(store) / key)
     started, n = time.perf_counter(), 0
-    for i in range(0, len(texts), 1000):
-        n += sum(len(e.ids) for e in tok.encode_batch_fast(texts[i : i + 1000], add_special_tokens=False))
+    for chunk in by_size(texts):  # the same batches the asset encodes
+        n += sum(len(e.ids) for e in tok.encode_batch_fast(texts[chunk], add_special_tokens=False))
     return n, time.perf_counter() - started
 
 

@@ -52,7 +52,7 @@ def _pieces(texts: list[str]) -> tuple[list[str], np.ndarray | None]:
     return pieces, np.asarray(owner, dtype=np.int64)
 
 
-def _by_size(texts: list[str]) -> list[slice]:
+def by_size(texts: list[str]) -> list[slice]:
     """Consecutive slices of `texts` holding at most MAX_BATCH_CHARS characters each (at least one document)."""
     ends = np.cumsum([len(t) for t in texts])
     slices, start = [], 0
@@ -96,7 +96,7 @@ def tokenize_partition(
         for batch in pf.iter_batches(batch_size=batch_documents, columns=["text", "doc_hash"]):
             all_texts = batch.column(0).to_pylist()
             all_val = is_val(batch.column(1).to_numpy(), val_fraction)
-            for chunk in _by_size(all_texts):
+            for chunk in by_size(all_texts):
                 texts, val = all_texts[chunk], all_val[chunk]
                 tokens, lengths = encode_documents(tokenizer, texts, eod_id, dtype)
                 token_is_val = np.repeat(val, lengths)
