@@ -1,9 +1,16 @@
-"""Faults between loader and store, for a fixed seeded schedule: a loopback HTTP server fails,
-resets, stalls and truncates a share of requests, and drops every connection for 2 s; the loader's
-requests tried, retried and failed are counted, and the bytes served must equal the manifest's."""
+"""Faults, seeded: (1) between loader and store, a loopback HTTP server fails, resets, stalls and truncates
+a share of requests and drops every connection for 2 s; requests tried, retried and failed are counted, and
+the bytes served must equal the manifest's. (2) The build is SIGKILLed at random points (tokenization,
+upload, publish) and re-run; every manifest ever observed must verify. (3) A corpus of bad input files must
+each be refused with an error naming the file and the problem, and the published manifest stay whole."""
 
 from __future__ import annotations
 
+import os
+import random
+import re
+import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -17,18 +24,27 @@ from shard_loader.store_http import HttpStore
 
 from .datasets import make_dataset
 
+ROOT = Path(__file__).resolve().parents[1]
+KILLS = {"small": 8, "medium": 20, "large": 50}
 SCHEDULE = {"error_rate": 0.10, "reset_rate": 0.05, "stall_rate": 0.02, "truncate_rate": 0.05, "stall_seconds": 1.5, "seed": 20261122}
 
 
 def run(size, work: Path) -> dict:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(ROOT))
+    download = _download_faults(size, work)
+    crashes = _crash_loop(KILLS.get(size.name, 8), work / "crash")
+    bad = _bad_inputs(work / "bad", work / "crash" / "store")
+    return {**download, "crashes": crashes, "bad_inputs": bad, "summary": download["summary"] + crashes.pop("summary") + bad.pop("summary")}
+
+
+def _download_faults(size, work: Path) -> dict:
     from tests.http_server import Faults, FolderServer
 
     root = work / "dataset"
     manifest = make_dataset(root, min(size.loader_tokens, 20_000_000), shards=8, seed=3)
     refs = [r for e in manifest.split("train").shards for r in (e.npy, e.bin)]
     stats = RequestStats()
-    config = DownloadConfig(part_size=256 << 10, concurrency=8, retry=RetryPolicy(attempts=10, base_delay=0.05, max_delay=1.0))
+    config = DownloadConfig(part_size=256 << 10, concurrency=8, retry=RetryPolicy())  # the default retries users get
     faults = Faults(**SCHEDULE)
     with FolderServer(root, faults=faults) as server, tempfile.TemporaryDirectory() as cache:
         store = HttpStore(server.url, timeout=1.0)
@@ -61,5 +77,136 @@ def run(size, work: Path) -> dict:
             {"figure": "faults injected (seeded)", "value": ", ".join(f"{k} {v}" for k, v in sorted(injected.items()))},
             {"figure": "requests tried / retried / failed", "value": f"{stats.requests} / {stats.retries} / {stats.failures}"},
             {"figure": "bytes served and verified = manifest", "value": f"{served:,} of {expected:,} (lost {expected - served})", "target": "lost 0"},
+        ],
+    }
+
+
+def _lost_bytes(store: Path) -> tuple[int, int, list[str]]:
+    """(manifests checked, bytes referenced by them that are missing or mismatched, the failures)."""
+    from shard_loader import ShardLoaderError, open_manifest
+    from tests.build_helpers import manifest_paths
+
+    paths, lost, failures = manifest_paths(store), 0, []
+    for path in paths:
+        try:
+            m = open_manifest(str(path)).manifest
+        except ShardLoaderError as exc:
+            failures.append(str(exc))
+            continue
+        for ref in [m.tokenizer.file] + [r for s in m.splits.values() for e in s.shards for r in (e.npy, e.bin)]:
+            try:
+                verify_file(store / ref.key, ref)
+            except (ShardLoaderError, OSError) as exc:
+                lost += ref.size
+                failures.append(str(exc))
+    return len(paths), lost, failures
+
+
+def _build_process(work: Path, spec: Path) -> subprocess.Popen:
+    env = {**os.environ, "DAGSTER_HOME": str(work / "home"), "HF_HUB_OFFLINE": "1"}
+    command = [sys.executable, "-m", "shard_assets.cli", "build", "--spec", str(spec), "--store", str(work / "store"), "--workers", "1"]
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+
+
+def _crash_loop(kills: int, work: Path, seed: int = 20261122) -> dict:
+    """Publish once, then SIGKILL `kills` builds of new versions at seeded random moments; verify after each."""
+    import shutil
+
+    from tests.dagster_helpers import tiny_dataset, write_spec
+
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "home").mkdir(parents=True)
+    spec, store, _ = tiny_dataset(work, files=4, docs=300)
+    started = time.perf_counter()
+    first = _build_process(work, spec)
+    if first.wait() != 0:
+        raise RuntimeError(f"clean build failed: {first.stderr.read().decode()[-2000:]}")
+    clean_seconds = time.perf_counter() - started
+    rng = random.Random(seed)
+    killed, completed, checks, lost, failures, points = 0, 0, 0, 0, [], []
+    for attempt in range(3 * kills):
+        if killed == kills:
+            break
+        write_spec(spec, f"{work}/src/*.jsonl", vocab_size=320 + 10 * attempt)  # a new tokenizer: a new version
+        proc = _build_process(work, spec)
+        delay = rng.uniform(0.5, clean_seconds * 1.1)
+        time.sleep(delay)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            killed += 1
+            points.append(round(delay / clean_seconds, 2))
+        else:
+            completed += 1
+        proc.wait()
+        n, bytes_lost, why = _lost_bytes(store)
+        checks, lost, failures = checks + n, lost + bytes_lost, failures + why
+    rerun = _build_process(work, spec)
+    rerun_ok = rerun.wait() == 0
+    n, bytes_lost, why = _lost_bytes(store)
+    checks, lost, failures = checks + n, lost + bytes_lost, failures + why
+    temp_files = sum(1 for p in store.rglob("*") if p.name.endswith(".tmp"))
+    return {
+        "seed": seed,
+        "clean_build_seconds": round(clean_seconds, 1),
+        "kills": killed,
+        "builds_completed_before_the_kill": completed,
+        "kill_points_fraction_of_clean_build": sorted(points),
+        "rerun_after_kills_succeeded": rerun_ok,
+        "manifest_checks": checks,
+        "manifests_published": n,
+        "bytes_lost": lost,
+        "failures": failures[:10],
+        "unreferenced_temp_files_left": temp_files,
+        "summary": [
+            {"figure": "build SIGKILLs survived (seeded, random points)", "value": f"{killed if rerun_ok else 0} of {killed}, re-run completed: {rerun_ok}"},
+            {"figure": "manifests verified after kills / bytes lost", "value": f"{checks} checks of {n} manifests / {lost} bytes", "target": "lost 0"},
+            {"figure": "unreferenced temp files left by kills", "value": str(temp_files)},
+        ],
+    }
+
+
+def _bad_inputs(work: Path, published_store: Path) -> dict:
+    """Each bad file's partition must fail naming the file and problem; a full build over them must leave
+    the store's published manifest as it was, whole."""
+    import dagster as dg
+
+    from shard_assets.build import BuildFailed, build_dataset, failure_message, register_partitions
+    from shard_assets.definitions import ASSETS
+    from shard_assets.resources import DatasetResource, StoreResource
+    from shard_loader import open_manifest
+    from tests.build_helpers import BAD_INPUTS, GOOD_INPUTS, bad_corpus_spec, write_bad_corpus
+
+    write_bad_corpus(work / "src")
+    dataset = DatasetResource(spec_path=str(bad_corpus_spec(work / "spec.toml", work / "src")))
+    resources = {"dataset": dataset, "store": StoreResource(root=str(published_store))}
+    inst = dg.DagsterInstance.ephemeral()
+    register_partitions(inst, dataset.spec())
+    refused, wrong = 0, {}
+    for partition, pattern in BAD_INPUTS.items():
+        result = dg.materialize(ASSETS, selection=["raw_documents"], partition_key=partition, instance=inst, resources=resources, raise_on_error=False)
+        message = failure_message(result)
+        if not result.success and re.search(pattern, message):
+            refused += 1
+        else:
+            wrong[partition] = message
+    good = sum(dg.materialize(ASSETS, selection=["raw_documents"], partition_key=p, instance=inst, resources=resources, raise_on_error=False).success for p in GOOD_INPUTS)
+    before = open_manifest(str(published_store)).manifest.version
+    try:
+        build_dataset(inst, dataset.spec(), resources)
+        build_refused = False
+    except BuildFailed:
+        build_refused = True
+    kept = open_manifest(str(published_store)).manifest.version == before
+    _, lost, _ = _lost_bytes(published_store)
+    return {
+        "bad_files": len(BAD_INPUTS),
+        "refused_with_the_right_message": refused,
+        "wrong_or_missing_messages": wrong,
+        "good_files_next_to_them_built": f"{good} of {len(GOOD_INPUTS)}",
+        "full_build_refused": build_refused,
+        "published_manifest_kept_and_verified": kept and lost == 0,
+        "summary": [
+            {"figure": "bad input files refused naming file and problem", "value": f"{refused} of {len(BAD_INPUTS)}", "target": f"{len(BAD_INPUTS)} of {len(BAD_INPUTS)}"},
+            {"figure": "good files beside them built / published manifest kept", "value": f"{good} of {len(GOOD_INPUTS)} / {kept and lost == 0}"},
         ],
     }

@@ -49,6 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     names = [n for n in discover() if not args.only or n in args.only.split(",")]
     args.out.mkdir(parents=True, exist_ok=True)
     results = {"size": size.name, "machine": machine_info(), "benchmarks": {}}
+    previous = args.out / "results.json"
+    if args.only and previous.exists():  # update some benchmarks, keep the others' latest figures
+        kept = json.loads(previous.read_text())
+        if kept.get("size") == size.name and kept.get("machine", {}).get("cpu") == results["machine"]["cpu"]:
+            results["benchmarks"] = kept["benchmarks"]
     for name in names:
         print(f"== {name}", flush=True)
         started = time.perf_counter()
@@ -57,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # one broken benchmark must not hide the others' figures
             result = {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"}
         result["seconds"] = round(time.perf_counter() - started, 1)
+        result["measured"] = results["machine"]["date"]
         results["benchmarks"][name] = result
         for row in result.get("summary", []):
             print(f"   {row['figure']}: {row['value']}  {row.get('target', '')}", flush=True)

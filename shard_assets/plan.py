@@ -105,6 +105,22 @@ def plan_build(spec: DatasetSpec, tokenizer, token_dtype: str, sample_documents:
     return Plan(estimates, token_dtype, rate, os.cpu_count() or 1)
 
 
+def estimate_partition(texts: list[str], documents: int, text_bytes: int, tokenizer, token_dtype: str) -> dict[str, float]:
+    """What tokenizing a raw partition will produce and take, from a sample of its documents."""
+    if not texts:
+        return {}
+    started = time.perf_counter()
+    tokens, _ = encode_documents(tokenizer, texts, 0, token_dtype)
+    seconds = time.perf_counter() - started
+    sample_bytes = sum(len(t.encode("utf-8")) for t in texts)
+    estimated = len(tokens) * text_bytes / max(sample_bytes, 1)
+    return {
+        "estimated_tokens": round(estimated),
+        "estimated_shard_bytes": round(estimated * TOKEN_DTYPES[token_dtype] + 8 * (documents + 2)),
+        "estimated_tokenize_seconds_one_core": round(seconds * text_bytes / max(sample_bytes, 1), 1),
+    }
+
+
 def _human(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if n < 1000 or unit == "TB":

@@ -41,3 +41,22 @@ def test_plan_command_prints_totals():
     out = subprocess.run([sys.executable, "-m", "shard_assets.cli", "plan", "--sample", "20"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "total" in out.stdout and "core-hours" in out.stdout and "stdlib.part-000" in out.stdout
+
+
+def test_the_raw_asset_estimates_what_tokenizing_will_produce(tmp_path):
+    import dagster as dg
+
+    from shard_assets.build import build_dataset
+    from shard_assets.definitions import ASSETS
+    from shard_loader import open_manifest
+    from tests.dagster_helpers import instance, tiny_dataset
+
+    spec, store, resources = tiny_dataset(tmp_path)
+    inst = instance()
+    build_dataset(inst, load_spec(spec), resources)
+    result = dg.materialize(ASSETS, selection=["raw_documents"], partition_key="web.part0", instance=inst, resources=resources)
+    meta = result.asset_materializations_for_node("raw_documents")[0].metadata
+    shards = [e for s in open_manifest(str(store)).manifest.splits.values() for e in s.shards if e.partition == "web.part0"]
+    actual = sum(e.tokens - e.documents for e in shards)
+    assert abs(meta["estimated_tokens"].value - actual) / actual < 0.3
+    assert meta["estimated_shard_bytes"].value > 2 * actual

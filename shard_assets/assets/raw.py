@@ -6,13 +6,15 @@ from pathlib import Path
 
 import dagster as dg
 
-from ..errors import SourceError
-from ..layout import raw_key, raw_record_key
+from ..errors import SourceError, TokenizerError
+from ..layout import raw_key, raw_record_key, tokenizer_key
 from ..partitions import raw_files
+from ..plan import estimate_partition
 from ..raw import write_raw_partition
 from ..records import put_record
 from ..resources import DatasetResource, StoreResource
 from ..sources.listing import SourceFile, list_source_files, split_partition_key
+from ..tokenizer import load_tokenizer
 
 CODE_VERSION = "raw-1"
 
@@ -23,6 +25,22 @@ def find_source_file(spec, partition: str) -> SourceFile:
         if f.part == part:
             return f
     raise SourceError(f"partition {partition!r}: source {source_name!r} has no file named {part!r} any more")
+
+
+def _estimate(context, objects, parquet, stats) -> dict:
+    """Planning figures with the current tokenizer on the first documents; none before a tokenizer exists."""
+    import pyarrow.parquet as pq
+
+    from .tokenizer import current_tokenizer  # tokenizer.py depends on this module
+
+    try:
+        record = current_tokenizer(context.instance, objects)
+    except TokenizerError:
+        return {}
+    tok = load_tokenizer(objects.get_bytes(tokenizer_key(record.fingerprint)).decode())
+    batches = pq.ParquetFile(parquet).iter_batches(batch_size=200, columns=["text"])
+    sample = next(batches).column(0).to_pylist() if stats.documents_out else []
+    return estimate_partition(sample, stats.documents_out, stats.bytes_out, tok, record.token_dtype)
 
 
 @dg.asset(
@@ -42,6 +60,7 @@ def raw_documents(context: dg.AssetExecutionContext, dataset: DatasetResource, s
             sha = hashlib.file_digest(f, "sha256").hexdigest()
         key = raw_key(file.source, file.part)
         objects.put_file(key, out)
+        estimate = _estimate(context, objects, out, stats)
     data_version = stats.content_hash[:16]
     put_record(
         objects,
@@ -73,5 +92,6 @@ def raw_documents(context: dg.AssetExecutionContext, dataset: DatasetResource, s
             "bytes_in": stats.bytes_in,
             "bytes_out": stats.bytes_out,
             "length_histogram": dg.MetadataValue.md(histogram),
+            **estimate,
         },
     )
