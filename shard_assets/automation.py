@@ -1,6 +1,17 @@
-"""When downstream assets rebuild by themselves: after any upstream update (a new tokenizer, a new or
-changed raw partition) or a change of their own code version."""
+"""When assets rebuild by themselves: downstream of the tokenizer after any upstream update or a change of
+their own code version; the tokenizer once its raw inputs exist, and again when its own code changes."""
 
 import dagster as dg
 
-REBUILD = dg.AutomationCondition.eager() | dg.AutomationCondition.code_version_changed()
+AC = dg.AutomationCondition
+
+REBUILD = AC.eager() | AC.code_version_changed()
+
+# Trained once every registered raw partition is in (not on each new raw file: that would re-tokenize
+# everything); a new tokenizer otherwise comes from the schedule or a manual run.
+FIRST_TOKENIZER = (
+    (AC.missing() & AC.any_deps_updated()).since_last_handled() & ~AC.any_deps_missing() & ~AC.any_deps_in_progress() & ~AC.in_progress()
+) | AC.code_version_changed()
+
+# The manifest follows splits only: a new tokenizer must not publish before splits exist for it.
+PUBLISH = AC.eager().ignore(dg.AssetSelection.assets("tokenizer")) | AC.code_version_changed()

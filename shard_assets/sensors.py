@@ -1,4 +1,5 @@
-"""Discover raw files: register a partition per new source file and request a tokenize run for it.
+"""Discover raw files: register a partition per new source file and request a tokenize run for it
+(raw documents only while no tokenizer exists yet).
 
 The cursor maps each partition key to its file's fingerprint, so a file whose content
 changed (new ETag or sha256) is requested again, and unchanged files never are.
@@ -8,6 +9,8 @@ import json
 
 import dagster as dg
 
+from .assets.raw import raw_documents
+from .assets.tokenizer import TOKENIZER_KEY
 from .jobs import tokenize_job
 from .partitions import raw_files
 from .resources import DatasetResource
@@ -22,7 +25,12 @@ def raw_files_sensor(context: dg.SensorEvaluationContext, dataset: DatasetResour
     registered = set(context.instance.get_dynamic_partitions(raw_files.name))
     new = [f.partition_key for f in files if f.partition_key not in registered]
     changed = [f for f in files if f.partition_key in new or seen.get(f.partition_key, f.fingerprint) != f.fingerprint]
-    requests = [dg.RunRequest(run_key=f"{f.partition_key}:{f.fingerprint}", partition_key=f.partition_key) for f in changed]
+    # Before any tokenizer exists only raw documents can be built; automation trains the tokenizer on them, then tokenizes.
+    selection = None if context.instance.get_latest_materialization_event(TOKENIZER_KEY) else [raw_documents.key]
+    requests = [
+        dg.RunRequest(run_key=f"{f.partition_key}:{f.fingerprint}", partition_key=f.partition_key, asset_selection=selection)
+        for f in changed
+    ]
     return dg.SensorResult(
         run_requests=requests,
         dynamic_partitions_requests=[raw_files.build_add_request(new)] if new else [],

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from shard_assets.definitions import ASSETS
 from shard_assets.resources import DatasetResource, StoreResource
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau upsilon".split()
@@ -44,3 +45,24 @@ def tiny_dataset(tmp: Path, files: int = 2, docs: int = 120) -> tuple[Path, Path
 
 def instance() -> dg.DagsterInstance:
     return dg.DagsterInstance.ephemeral()
+
+
+AUTOMATED = ("tokenizer", "tokenized_shards", "splits", "manifest")
+
+
+def run_automation(defs: dg.Definitions, inst: dg.DagsterInstance, resources: dict, cursor) -> tuple[list, object]:
+    """Tick the automation conditions and run what each tick requests, as the automation sensor would,
+    until a tick requests nothing; returns [(asset, sorted partitions)] per request and the last cursor."""
+    requested = []
+    for _ in range(8):
+        result = dg.evaluate_automation_conditions(defs=defs, instance=inst, cursor=cursor)
+        cursor = result.cursor
+        if not result.total_requested:
+            return requested, cursor
+        for key in AUTOMATED:
+            partitions = result.get_requested_partitions(dg.AssetKey(key))
+            if partitions:
+                requested.append((key, sorted(p or "" for p in partitions)))
+            for p in partitions:
+                dg.materialize(ASSETS, selection=[key], partition_key=p, instance=inst, resources=resources)
+    raise AssertionError(f"automation kept requesting runs after 8 ticks: {requested}")

@@ -1,6 +1,7 @@
 """Issue 5 with real runs: the discovery sensor, asset checks that fail on broken input, staleness and
 automation after a tokenizer change, and re-tokenization that leaves the old manifest readable."""
 
+import importlib
 import json
 
 import dagster as dg
@@ -17,7 +18,7 @@ from shard_assets.resources import DatasetResource
 from shard_assets.sensors import raw_files_sensor
 from shard_assets.spec import load_spec
 from shard_loader.checksum import verify_file
-from tests.dagster_helpers import instance, tiny_dataset, tiny_resources, write_jsonl, write_spec
+from tests.dagster_helpers import instance, run_automation, tiny_dataset, tiny_resources, write_jsonl, write_spec
 
 
 def _tick(inst, spec, cursor):
@@ -110,6 +111,19 @@ def test_each_check_fails_on_broken_input_and_passes_on_good(built, breaker, fai
     assert {name for name, passed in results.items() if not passed} == failing
 
 
+def test_the_schedule_launches_the_tokenizer_job_on_a_configurable_cron(monkeypatch):
+    from shard_assets import schedules
+
+    request = schedules.retokenize_schedule.evaluate_tick(dg.build_schedule_context(instance=instance())).run_requests
+    assert len(request) == 1 and schedules.retokenize_schedule.job_name == "tokenizer_job"
+    monkeypatch.setenv("SHARD_RETOKENIZE_CRON", "15 1 * * *")
+    try:
+        assert importlib.reload(schedules).retokenize_schedule.cron_schedule == "15 1 * * *"
+    finally:
+        monkeypatch.delenv("SHARD_RETOKENIZE_CRON")
+        importlib.reload(schedules)
+
+
 def test_a_new_tokenizer_makes_tokenized_assets_stale_and_republishes_a_new_version(built, tmp_path):
     inst, spec, store, _, first = built
     old = shard_loader.open_manifest(str(store / f"manifests/{first.version}.json")).manifest
@@ -117,15 +131,15 @@ def test_a_new_tokenizer_makes_tokenized_assets_stale_and_republishes_a_new_vers
     resources = tiny_resources(spec, store)
     defs = build_definitions(resources)
     baseline = dg.evaluate_automation_conditions(defs=defs, instance=inst)
-    dg.materialize([*ASSETS], selection=["tokenizer"], instance=inst, resources=resources)
+    assert defs.resolve_job_def("tokenizer_job").execute_in_process(instance=inst).success  # what the schedule launches
     resolver = get_stale_status_resolver(inst, ASSETS)
     key = dg.AssetKey("tokenized_shards")
     assert {resolver.get_status(key, p) for p in ("web.part0", "web.part1")} == {StaleStatus.STALE}
-    automation = dg.evaluate_automation_conditions(defs=defs, instance=inst, cursor=baseline.cursor)
-    assert automation.get_requested_partitions(key) == {"web.part0", "web.part1"}
-    second = build_dataset(inst, load_spec(spec), resources)
-    assert second.version != first.version
-    assert shard_loader.open_manifest(str(store)).manifest.version == second.version
+    requested, _ = run_automation(defs, inst, resources, baseline.cursor)
+    assert requested == [("tokenized_shards", ["web.part0", "web.part1"]), ("splits", [""]), ("manifest", [""])]
+    latest = shard_loader.open_manifest(str(store)).manifest
+    assert latest.version != first.version and latest.tokenizer.vocab_size > old.tokenizer.vocab_size
+    assert latest.lineage["manifest_run_id"] != old.lineage["manifest_run_id"]
     for ref in [old.tokenizer.file] + [r for s in old.splits.values() for e in s.shards for r in (e.npy, e.bin)]:
         verify_file(store / ref.key, ref)  # the previous version is still whole for running trainers
     assert sum(1 for _ in shard_loader.TokenDataset(str(store / f"manifests/{first.version}.json"), seq_len=16, batch_size=2)) > 0

@@ -6,7 +6,7 @@ import dagster as dg
 
 from shard_loader.manifest import LATEST_KEY, FileRef
 
-from ..automation import REBUILD
+from ..automation import PUBLISH
 from ..layout import splits_record_key, tokenizer_key
 from ..publish import build_manifest, publish_manifest
 from ..records import get_record
@@ -55,7 +55,7 @@ def lineage_of(spec, parts: dict[str, dict], tokenizer_run_id: str | None) -> di
 @dg.asset(
     deps=[splits, tokenizer.tokenizer],
     code_version=CODE_VERSION,
-    automation_condition=REBUILD,
+    automation_condition=PUBLISH,
     group_name="dataset",
     kinds={"json"},
     description="manifests/<version>.json (immutable) and manifest.json (the latest), the contract trainers read.",
@@ -87,6 +87,7 @@ def manifest(context: dg.AssetExecutionContext, dataset: DatasetResource, store:
             "val_shards": len(m.splits["val"].shards),
             "train_documents": m.splits["train"].documents,
             "val_documents": m.splits["val"].documents,
+            "bytes": sum(r.size for s in m.splits.values() for e in s.shards for r in (e.npy, e.bin)),
             "token_dtype": m.token_dtype,
             "tokenizer_fingerprint": m.tokenizer.fingerprint,
         },

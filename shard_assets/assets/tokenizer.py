@@ -5,6 +5,7 @@ from collections.abc import Iterator
 
 import dagster as dg
 
+from ..automation import FIRST_TOKENIZER
 from ..errors import TokenizerError
 from ..layout import raw_key, tokenizer_info_key, tokenizer_key
 from ..partitions import raw_files
@@ -36,6 +37,7 @@ def _training_texts(store: ObjectStore, partitions: list[str], max_bytes: int) -
 @dg.asset(
     deps=[raw_documents],
     code_version=CODE_VERSION,
+    automation_condition=FIRST_TOKENIZER,
     group_name="dataset",
     kinds={"huggingface"},
     description="A pretrained tokenizer (transformers) or a byte-level BPE trained on the raw documents.",
