@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -110,8 +111,6 @@ def _build_process(work: Path, spec: Path) -> subprocess.Popen:
 
 def _crash_loop(kills: int, work: Path, seed: int = 20261122) -> dict:
     """Publish once, then SIGKILL `kills` builds of new versions at seeded random moments; verify after each."""
-    import shutil
-
     from tests.dagster_helpers import tiny_dataset, write_spec
 
     shutil.rmtree(work, ignore_errors=True)

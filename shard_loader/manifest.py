@@ -193,9 +193,11 @@ def parse_manifest(raw: bytes | str, origin: str = "manifest") -> Manifest:
     )
     if tokenizer.eod_id >= tokenizer.vocab_size:
         raise ManifestError(f"{origin}.tokenizer.eod_id: {tokenizer.eod_id} is not below vocab_size {tokenizer.vocab_size}")
-    if token_dtype_for(tokenizer.vocab_size) != dtype and dtype == "uint16":
+    if token_dtype_for(tokenizer.vocab_size) != dtype:
+        problem = "cannot hold" if dtype == "uint16" else "is not the format's dtype for"
         raise ManifestError(
-            f"{origin}.token_dtype: uint16 cannot hold ids of a vocabulary of {tokenizer.vocab_size}; expected uint32"
+            f"{origin}.token_dtype: {dtype} {problem} ids of a vocabulary of {tokenizer.vocab_size}; "
+            f"expected {token_dtype_for(tokenizer.vocab_size)}"
         )
     ds = _get(doc, "dataset", dict, origin)
     splits: dict[str, SplitInfo] = {}

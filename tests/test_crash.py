@@ -13,24 +13,12 @@ from pathlib import Path
 import numpy as np
 
 import shard_loader
-from shard_loader.checksum import verify_file
+from tests.build_helpers import assert_every_manifest_whole
 from tests.dagster_helpers import tiny_dataset, write_spec
 from tests.http_server import FolderServer
 from tests.synthetic import random_docs, write_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def assert_every_manifest_whole(store: Path) -> int:
-    """Every manifest in the store opens and every file it names matches; returns how many there are."""
-    paths = sorted((store / "manifests").glob("*.json")) if (store / "manifests").exists() else []
-    if (store / "manifest.json").exists():
-        paths.append(store / "manifest.json")
-    for path in paths:
-        m = shard_loader.open_manifest(str(path)).manifest
-        for ref in [m.tokenizer.file] + [r for s in m.splits.values() for e in s.shards for r in (e.npy, e.bin)]:
-            verify_file(store / ref.key, ref)
-    return len(paths)
 
 
 def _build(tmp, spec, store):
@@ -46,10 +34,10 @@ def test_sigkill_during_the_build_never_leaves_a_broken_manifest(tmp_path):
     (tmp_path / "home").mkdir()
     rng = random.Random(1234)
     kills = 0
-    for attempt in range(5):
+    for attempt in range(4):
         write_spec(spec, f"{tmp_path}/src/*.jsonl", vocab_size=300 + 20 * attempt)  # each attempt publishes a new version
         proc = _build(tmp_path, spec, store)
-        time.sleep(rng.uniform(1.0, 5.0))
+        time.sleep(rng.uniform(1.0, 4.0))
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             kills += 1
@@ -59,33 +47,7 @@ def test_sigkill_during_the_build_never_leaves_a_broken_manifest(tmp_path):
     proc = _build(tmp_path, spec, store)
     assert proc.wait(timeout=300) == 0, proc.stderr.read().decode()[-2000:]
     assert assert_every_manifest_whole(store) >= 2
-    assert shard_loader.open_manifest(str(store)).manifest.tokenizer.vocab_size <= 380
-
-
-PUBLISHER = """
-import sys
-from shard_assets.publish import publish_manifest
-from shard_assets.store import LocalFolderStore
-from shard_loader import open_manifest
-store = LocalFolderStore(sys.argv[1])
-manifest = open_manifest(sys.argv[2]).manifest
-for _ in range(40):
-    publish_manifest(store, manifest)
-"""
-
-
-def test_two_builds_publishing_at_once_never_tear_the_manifest(tmp_path):
-    rng = np.random.default_rng(2)
-    for name, docs in (("a", 10), ("b", 12)):
-        m = write_dataset(tmp_path / "store", {"train": [random_docs(rng, docs)]}, version=f"v{name}", tag=name)
-        (tmp_path / f"{name}.json").write_bytes(m.dumps())
-    procs = [subprocess.Popen([sys.executable, "-c", PUBLISHER, str(tmp_path / "store"), str(tmp_path / f"{n}.json")], cwd=ROOT) for n in ("a", "b")]
-    seen = set()
-    while any(p.poll() is None for p in procs):
-        seen.add(shard_loader.open_manifest(str(tmp_path / "store")).manifest.version)
-    assert all(p.wait() == 0 for p in procs)
-    assert seen <= {"va", "vb"} and seen
-    assert assert_every_manifest_whole(tmp_path / "store") == 3
+    assert shard_loader.open_manifest(str(store)).manifest.tokenizer.vocab_size == 360  # the re-run publishes the last spec
 
 
 TRAINER = """

@@ -5,12 +5,26 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import BinaryIO
 
 from shard_loader.manifest import check_key
 
 from .base import ObjectStoreError
+
+STALE_TEMP_SECONDS = 3600  # a temp file this old has no live writer: its process was killed mid-write
+
+
+def sweep_stale_temps(dest: Path) -> None:
+    """Delete temp files of `dest` left by writers killed mid-write (SIGKILL skips their cleanup)."""
+    cutoff = time.time() - STALE_TEMP_SECONDS
+    for tmp in dest.parent.glob(f".{dest.name}.*.tmp"):
+        try:
+            if tmp.stat().st_mtime < cutoff:
+                tmp.unlink()
+        except FileNotFoundError:  # another writer swept it first
+            pass
 
 
 class LocalFolderStore:
@@ -29,6 +43,7 @@ class LocalFolderStore:
     def _atomic_write(self, key: str, write) -> Path:
         dest = self.path(key)
         dest.parent.mkdir(parents=True, exist_ok=True)
+        sweep_stale_temps(dest)
         fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
