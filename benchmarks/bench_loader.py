@@ -4,10 +4,13 @@ time to first batch with 10 and many shards; waits at window swaps over a thrott
 
 from __future__ import annotations
 
+import argparse
 import json
+import shutil
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +19,7 @@ from shard_loader import TokenDataset
 
 from .datasets import make_dataset
 from .machine import PEAK_RSS_SNIPPET
+from .sizes import Size, get_size
 
 B, S = 8, 2048
 
@@ -70,12 +74,35 @@ def torch_path(root: Path, workers: int) -> float:
     return _rate(n, time.perf_counter() - started)
 
 
+def _litdata_tokens(path: str):
+    """LitData's optimize() input function: one shard's tokens as a tensor (module level: workers are spawned)."""
+    import torch
+
+    yield torch.from_numpy(np.load(path).astype(np.int32))
+
+
 def litdata_path(root: Path, work: Path) -> dict:
+    """LitData StreamingDataset + TokensLoader(block_size=2049) in-process, batches of 8 stacked to int64."""
     try:
-        from litdata import StreamingDataset, TokensLoader, optimize  # noqa: F401
+        import torch
+        from litdata import StreamingDataset, TokensLoader, optimize
     except ImportError as exc:
-        return {"skipped": f"litdata not importable here ({exc}); install it with --no-deps to compare"}
-    return {"skipped": "litdata comparison not wired in this version"}
+        return {"skipped": f"litdata not importable here ({exc}); install litdata and lightning-utilities with --no-deps"}
+    chunks = work / "litdata" / root.name
+    version = (root / "manifest.json").read_text()
+    if not (chunks / "source-manifest.json").exists() or (chunks / "source-manifest.json").read_text() != version:
+        shutil.rmtree(chunks, ignore_errors=True)
+        files = sorted(str(p) for p in (root / "tokenized/bench/train").glob("*.npy"))
+        optimize(fn=_litdata_tokens, inputs=files, output_dir=str(chunks), chunk_size=(S + 1) * 1024, item_loader=TokensLoader(), num_workers=1)
+        (chunks / "source-manifest.json").write_text(version)
+    ds = StreamingDataset(str(chunks), item_loader=TokensLoader(block_size=S + 1), shuffle=True, seed=0)
+    started, n, rows = time.perf_counter(), 0, []
+    for item in ds:
+        rows.append(item)
+        if len(rows) == B:
+            block = torch.stack(rows).long()
+            x, y, rows, n = block[:, :-1], block[:, 1:], [], n + 1
+    return {"tokens_per_s": _rate(n, time.perf_counter() - started), "batches": n}
 
 
 RSS_SCRIPT = """
@@ -115,7 +142,27 @@ def swap_waits(root: Path) -> dict:
     return {"first_wait_s": round(ds.stats.waits[0], 3), "max_wait_after_first_s": round(max(ds.stats.waits[1:]), 4), "windows": len(ds.stats.waits)}
 
 
-def run(size, work: Path) -> dict:
+def _versus_litdata(result: dict) -> str:
+    lit = result["litdata"]
+    if "skipped" in lit:
+        return f"skipped: {lit['skipped']}"
+    rate = lit["tokens_per_s"]
+    return (f"{rate / 1e6:.0f}M (numpy path {result['shard_loader_numpy'] / rate:.1f}x, "
+            f"torch 1 worker {result['shard_loader_torch_1_worker'] / rate:.1f}x)")
+
+
+def _size(size: Size | str | int) -> Size:
+    """A named size, or an int: the loader dataset's token count on top of the small size."""
+    if isinstance(size, Size):
+        return size
+    if isinstance(size, int):
+        return replace(get_size("small"), name=str(size), loader_tokens=size)
+    return get_size(size)
+
+
+def run(size: Size | str | int, work: Path) -> dict:
+    """Every loader measurement on datasets kept under `work`; the suite runner calls this."""
+    size = _size(size)
     work.mkdir(parents=True, exist_ok=True)
     root = work / "dataset"
     make_dataset(root, size.loader_tokens, shards=8)
@@ -150,9 +197,27 @@ def run(size, work: Path) -> dict:
         {"figure": "torch DataLoader (1 worker), tokens/s", "value": f"{result['shard_loader_torch_1_worker'] / 1e6:.0f}M ({result['shard_loader_torch_1_worker'] / c:.2f} of ceiling, {result['shard_loader_torch_1_worker'] / result['naive_memmap_stack']:.1f}x naive)", "target": ">= 0.5 of ceiling, >= 2x naive"},
         {"figure": "torch DataLoader (2 workers), tokens/s", "value": f"{result['shard_loader_torch_2_workers'] / 1e6:.0f}M"},
         {"figure": "ceiling / naive, tokens/s", "value": f"{c / 1e6:.0f}M / {result['naive_memmap_stack'] / 1e6:.0f}M"},
-        {"figure": "LitData", "value": result["litdata"].get("skipped", "")},
+        {"figure": "LitData StreamingDataset + TokensLoader, tokens/s", "value": _versus_litdata(result), "target": "shard_loader >= 3x"},
         {"figure": "peak RSS, dataset 1x / 10x the window", "value": f"{result['peak_rss_dataset_1x_window_bytes'] / 2**20:.0f} MiB / {result['peak_rss_dataset_10x_window_bytes'] / 2**20:.0f} MiB"},
         {"figure": f"first batch, 10 / {size.many_shards} cached shards", "value": f"{result['first_batch_10_shards_s']:.2f} s / {result[f'first_batch_{size.many_shards}_shards_s']:.2f} s"},
         {"figure": "wait at swaps after the first window (slow consumer)", "value": f"max {result['swap_waits']['max_wait_after_first_s'] * 1000:.1f} ms over {result['swap_waits']['windows']} windows (first {result['swap_waits']['first_wait_s']:.2f} s)", "target": "0"},
     ]
     return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_loader", description=__doc__)
+    parser.add_argument("--size", default="small", help="small, medium, large, or a token count")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "loader.json")
+    parser.add_argument("--work", type=Path, default=Path(__file__).parent / "results" / "work" / "loader")
+    args = parser.parse_args(argv)
+    result = run(int(args.size) if args.size.isdigit() else args.size, args.work)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    for row in result["summary"]:
+        print(f"{row['figure']:<58} {row['value']:<60} {row.get('target', '')}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

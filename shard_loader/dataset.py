@@ -123,6 +123,14 @@ class TokenDataset:
             raise ShardLoaderError(f"state_dict was saved with seed {state['seed']}, this dataset has seed {self.seed}")
         self.epoch, self.start_batch = state["epoch"], state["batches"]
 
+    def next_window(self) -> None:
+        """Finish the current window now (for trainers that move in fixed windows): the rest of its batches are skipped
+        and the stream continues with the next window's first batch; call it on every rank at the same step."""
+        plan = self.plan()
+        if 0 < self.start_batch < plan.total_batches:
+            pos, _ = plan.locate(self.start_batch - 1)
+            self.start_batch = int(plan.batches_per_window[: pos + 1].sum())
+
     def fill(self, out: np.ndarray, shards: dict[int, Shard], shard_ids: np.ndarray, starts: np.ndarray) -> None:
         """Copy each sample's `span` tokens into the rows of `out` (int64), converting on the way."""
         span = self.spec.span
@@ -154,6 +162,9 @@ class TokenDataset:
                 self.cache.prefetch(nxt)
             shard_ids, starts = plan.window_starts(window)
             for b in range(skip if pos == first_pos else 0, int(per_window[pos])):
+                if self.start_batch > batch_index:  # next_window() was called
+                    batch_index = self.start_batch
+                    break
                 if (batch_index // workers.group) % workers.num_workers == workers.worker:
                     rows = slice(b * self.batch_size, (b + 1) * self.batch_size)
                     self.start_batch = batch_index + 1

@@ -96,3 +96,17 @@ def test_state_from_another_seed_is_refused(unique_dataset):
     ds = TokenDataset(str(unique_dataset), seq_len=32, batch_size=4, seed=1)
     with pytest.raises(shard_loader.ShardLoaderError, match="seed 2"):
         ds.load_state_dict({**ds.state_dict(), "seed": 2})
+
+
+def test_next_window_skips_the_rest_of_the_window_and_state_follows(unique_dataset):
+    full = _stream(unique_dataset, seed=3, window_shards=2)
+    ds = TokenDataset(str(unique_dataset), seq_len=32, batch_size=4, seed=3, window_shards=2)
+    firsts = np.concatenate(([0], np.cumsum(ds.plan().batches_per_window)[:-1])).tolist()
+    assert len(firsts) == 3 and len(full) > 3
+    served, states = [], []
+    for batch in ds:
+        served.append(batch["input_ids"][:, :2].tolist())
+        ds.next_window()
+        states.append(ds.state_dict()["batches"])
+    assert served == [full[i] for i in firsts]
+    assert states == np.cumsum(ds.plan().batches_per_window).tolist()
