@@ -159,7 +159,7 @@ def run(size, work: Path) -> dict:
     store, keys, tok_json = _prepare(size, work)
     jobs = [(str(store), k, tok_json) for k in keys]
     ceiling, asset, loop = _parallel(_ceiling, jobs), _parallel(_asset, jobs), _parallel(_loop, jobs)
-    single = _parallel(_asset, jobs[:1])
+    single, single_ceiling = _parallel(_asset, jobs[:1]), _parallel(_ceiling, jobs[:1])
     rss1, rss10 = _rss(store / keys[0], work, 1), _rss(store / keys[0], work, 10)
     a, b, c = (x["per_core_tokens_per_s"] for x in (ceiling, asset, loop))
     vocab = _record(tok_json)[1].vocab_size
@@ -170,14 +170,16 @@ def run(size, work: Path) -> dict:
         "b_asset": asset,
         "c_per_document_loop": loop,
         "b_asset_one_process": single,
+        "a_tokenizer_alone_one_process": single_ceiling,
         "peak_rss_1x_bytes": rss1,
         "peak_rss_10x_bytes": rss10,
         "summary": [
             {"figure": "(a) tokenizer alone, tokens/s per core", "value": f"{a / 1e6:.3f}M ({ceiling['processes']} processes, vocab {vocab:,})"},
             {"figure": "(b) tokenized-shard asset, tokens/s per core", "value": f"{b / 1e6:.3f}M = {b / a:.2f} of (a), {b / c:.2f}x (c)", "target": ">= 0.9 of (a)"},
             {"figure": "(c) per-document loop, tokens/s per core", "value": f"{c / 1e6:.3f}M"},
-            {"figure": "(b) on every core / (c) in one process", "value": f"{b * asset['processes'] / c:.2f}x", "target": f"about {0.9 * asset['processes']:.1f}x"},
+            {"figure": "(b) on every core / (c) per core", "value": f"{b * asset['processes'] / c:.2f}x", "target": f"about {0.9 * asset['processes']:.1f}x"},
             {"figure": "(b) per core, 1 vs all processes", "value": f"{single['per_core_tokens_per_s'] / 1e6:.3f}M vs {b / 1e6:.3f}M ({b / single['per_core_tokens_per_s']:.2f})", "target": "within 10%"},
+            {"figure": "(a) per core, 1 vs all processes (the machine's own scaling)", "value": f"{single_ceiling['per_core_tokens_per_s'] / 1e6:.3f}M vs {a / 1e6:.3f}M ({a / single_ceiling['per_core_tokens_per_s']:.2f})"},
             {"figure": "peak RSS tokenizing 1x / 10x a partition", "value": f"{rss1 / 2**20:.0f} MiB / {rss10 / 2**20:.0f} MiB", "target": "flat"},
         ],
     }

@@ -41,10 +41,13 @@ class Plan:
     def documents(self) -> int:
         return sum(f.documents for f in self.files)
 
+    def output_bytes_as(self, dtype: str) -> int:
+        """Shard bytes: tokens (plus one end-of-document id each) at `dtype`'s width, and 8-byte offsets."""
+        return (self.tokens + self.documents) * TOKEN_DTYPES[dtype] + 8 * (self.documents + 2 * len(self.files))
+
     @property
     def output_bytes(self) -> int:
-        """Shard bytes: tokens (plus one end-of-document id each) at the dtype's width, and 8-byte offsets."""
-        return (self.tokens + self.documents) * TOKEN_DTYPES[self.token_dtype] + 8 * (self.documents + 2 * len(self.files))
+        return self.output_bytes_as(self.token_dtype)
 
     @property
     def local_disk_bytes(self) -> int:
@@ -137,12 +140,9 @@ def format_plan(plan: Plan) -> str:
     lines += [
         "",
         f"total          {plan.documents:,} documents, {plan.tokens:,} tokens in {len(plan.files)} partitions",
-        f"output         {_human(plan.output_bytes)} of shards ({plan.token_dtype})",
+        f"output         {_human(plan.output_bytes)} of shards ({plan.token_dtype}; uint16 {_human(plan.output_bytes_as('uint16'))}, uint32 {_human(plan.output_bytes_as('uint32'))})",
         f"local disk     {_human(plan.local_disk_bytes)} scratch for {plan.cores} partitions at once",
         f"time           {plan.seconds:,.0f} s ({hours:,.2f} h) on {plan.cores} cores at {plan.tokens_per_second_per_core / 1e6:.2f}M tokens/s per core (measured on the sample)",
         f"core-hours     {hours * plan.cores:,.3f}",
     ]
     return "\n".join(lines)
-
-
-
