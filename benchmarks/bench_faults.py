@@ -169,7 +169,7 @@ def _bad_inputs(work: Path, published_store: Path) -> dict:
     the store's published manifest as it was, whole."""
     import dagster as dg
 
-    from shard_assets.build import BuildFailed, build_dataset, failure_message, register_partitions
+    from shard_assets.build import QUIET, BuildFailed, build_dataset, failure_message, register_partitions
     from shard_assets.definitions import ASSETS
     from shard_assets.resources import DatasetResource, StoreResource
     from shard_loader import open_manifest
@@ -182,13 +182,13 @@ def _bad_inputs(work: Path, published_store: Path) -> dict:
     register_partitions(inst, dataset.spec())
     refused, wrong = 0, {}
     for partition, pattern in BAD_INPUTS.items():
-        result = dg.materialize(ASSETS, selection=["raw_documents"], partition_key=partition, instance=inst, resources=resources, raise_on_error=False)
+        result = dg.materialize(ASSETS, selection=["raw_documents"], partition_key=partition, instance=inst, resources=resources, run_config=QUIET, raise_on_error=False)
         message = failure_message(result)
         if not result.success and re.search(pattern, message):
             refused += 1
         else:
             wrong[partition] = message
-    good = sum(dg.materialize(ASSETS, selection=["raw_documents"], partition_key=p, instance=inst, resources=resources, raise_on_error=False).success for p in GOOD_INPUTS)
+    good = sum(dg.materialize(ASSETS, selection=["raw_documents"], partition_key=p, instance=inst, resources=resources, run_config=QUIET, raise_on_error=False).success for p in GOOD_INPUTS)
     before = open_manifest(str(published_store)).manifest.version
     try:
         build_dataset(inst, dataset.spec(), resources)
