@@ -28,9 +28,10 @@ def _published(store):
 
 
 def _local_file(store, key: str, tmp: Path) -> Path:
-    local = getattr(store, "path", None)
+    """The key's file: in place for a local store, else downloaded into `tmp`."""
+    local = store.local_path(key)
     if local is not None:
-        return local(key)
+        return local
     dest = tmp / key.replace("/", "__")
     store.get_file(key, dest)
     return dest

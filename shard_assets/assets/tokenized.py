@@ -37,8 +37,10 @@ def tokenize_and_publish(
     Returns the shard entries per split (as published), the tokenization stats and the
     closed writers (their files stay in `workdir`).
     """
-    local_raw = workdir / "raw.parquet"
-    store.get_file(raw, local_raw)
+    local_raw = store.local_path(raw)
+    if local_raw is None:
+        local_raw = workdir / "raw.parquet"
+        store.get_file(raw, local_raw)
     writers, stats = tokenize_partition(local_raw, tok, record.eod_id, record.token_dtype, val_fraction, workdir / "out", partition, batch_documents)
     shards = {}
     for split, w in writers.items():

@@ -87,6 +87,9 @@ class LocalFolderStore:
     def open_read(self, key: str) -> BinaryIO:
         return open(self.path(key), "rb")
 
+    def local_path(self, key: str) -> Path:
+        return self.path(key)
+
     def exists(self, key: str) -> bool:
         return self.path(key).is_file()
 

@@ -77,6 +77,9 @@ class S3ObjectStore:
         f.seek(0)
         return f
 
+    def local_path(self, key: str) -> None:
+        return None
+
     def exists(self, key: str) -> bool:
         from botocore.exceptions import ClientError
 
