@@ -141,7 +141,6 @@ with tempfile.TemporaryDirectory() as tmp:
 
 
 def _rss(raw: Path, work: Path, repeat: int) -> int:
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     table = pq.read_table(raw)

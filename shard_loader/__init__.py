@@ -4,7 +4,7 @@ Numpy and the standard library at its core; boto3 (`s3` extra) and torch (`torch
 are imported only when a remote S3/R2 store or the torch dataset is used.
 """
 
-from .dataset import TokenDataset, iter_sequences, load_shard
+from .dataset import TokenDataset, iter_sequences
 from .errors import (
     DiskBudgetError,
     IntegrityError,
@@ -31,7 +31,6 @@ __all__ = [
     "TokenDataset",
     "TokenizerInfo",
     "iter_sequences",
-    "load_shard",
     "open_manifest",
     "parse_manifest",
 ]

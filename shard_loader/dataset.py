@@ -10,13 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from .cache import ensure_local
 from .errors import ShardLoaderError
-from .manifest import ShardEntry
-from .opening import OpenedManifest, open_manifest
+from .opening import open_manifest
 from .rotation import WindowCache, parse_size
 from .sampler import EpochPlan, SampleSpec, make_windows
-from .shards import Shard, open_shard
+from .shards import Shard
 
 STATE_VERSION = 1
 
@@ -29,13 +27,6 @@ def distributed_rank() -> tuple[int, int]:
     if dist is not None and dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
-
-
-def load_shard(opened: OpenedManifest, entry: ShardEntry, cache_dir: str | Path | None = None) -> Shard:
-    """Fetch (if remote), verify and memory-map one shard of an opened manifest."""
-    npy = ensure_local(opened.store, entry.npy, cache_dir)
-    bin_ = ensure_local(opened.store, entry.bin, cache_dir)
-    return open_shard(entry, npy, bin_, opened.manifest.token_dtype)
 
 
 @dataclass(frozen=True)

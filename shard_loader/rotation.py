@@ -53,10 +53,6 @@ class RotationStats:
     windows_fetched: int = 0
     max_cache_bytes: int = 0
 
-    @property
-    def wait_after_first(self) -> float:
-        return sum(self.waits[1:])
-
 
 class WindowCache:
     """Holds the current window's shards open and prefetches the next one."""

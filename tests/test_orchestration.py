@@ -11,7 +11,7 @@ from dagster._core.definitions.data_version import StaleStatus
 from dagster._utils.test.data_versions import get_stale_status_resolver
 
 import shard_loader
-from shard_assets.build import build_dataset, register_partitions
+from shard_assets.build import build_dataset
 from shard_assets.checks import CHECKS
 from shard_assets.definitions import ASSETS, build_definitions
 from shard_assets.resources import DatasetResource

@@ -7,7 +7,6 @@ import os
 from pathlib import Path
 
 import dagster as dg
-import numpy as np
 import pytest
 
 from shard_assets.build import build_dataset
