@@ -94,7 +94,7 @@ def _lost_bytes(store: Path) -> tuple[int, int, list[str]]:
         except ShardLoaderError as exc:
             failures.append(str(exc))
             continue
-        for ref in [m.tokenizer.file] + [r for s in m.splits.values() for e in s.shards for r in (e.npy, e.bin)]:
+        for ref in m.files():
             try:
                 verify_file(store / ref.key, ref)
             except (ShardLoaderError, OSError) as exc:

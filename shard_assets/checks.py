@@ -84,7 +84,7 @@ def token_ids_below_vocab(context: dg.AssetCheckExecutionContext, store: StoreRe
 def files_match_manifest(context: dg.AssetCheckExecutionContext, store: StoreResource) -> dg.AssetCheckResult:
     objects = store.store()
     m = _published(objects)
-    refs = [m.tokenizer.file] + [r for s in m.splits.values() for e in s.shards for r in (e.npy, e.bin)]
+    refs = m.files()
     bad = []
     with tempfile.TemporaryDirectory() as tmp:
         for ref in refs:

@@ -87,7 +87,7 @@ def build_manifest(
 
 def check_files_present(store: ObjectStore, manifest: Manifest) -> None:
     """Every file the manifest names is in the store with its recorded size."""
-    refs = [manifest.tokenizer.file] + [r for s in manifest.splits.values() for e in s.shards for r in (e.npy, e.bin)]
+    refs = manifest.files()
     for ref in refs:
         if not store.exists(ref.key):
             raise PublishError(f"{ref.key}: referenced by manifest {manifest.version} but missing from {store.describe()}")

@@ -14,12 +14,6 @@ from .errors import ShardLoaderError
 from .opening import open_manifest
 
 
-def _refs(manifest, splits):
-    for name in splits or list(manifest.splits):
-        for entry in manifest.split(name).shards:
-            yield from (entry.npy, entry.bin)
-
-
 def cmd_info(args) -> int:
     m = open_manifest(args.url).manifest
     print(f"dataset     {m.dataset}  version {m.version}  created {m.created_at}")
@@ -34,7 +28,7 @@ def cmd_info(args) -> int:
 
 def cmd_fetch(args) -> int:
     opened = open_manifest(args.url)
-    refs = list(_refs(opened.manifest, args.split))
+    refs = opened.manifest.files(args.split or list(opened.manifest.splits))
     started, total = time.perf_counter(), sum(r.size for r in refs)
     for ref in refs:
         ensure_local(opened.store, ref, args.cache_dir)
@@ -46,7 +40,7 @@ def cmd_fetch(args) -> int:
 def cmd_verify(args) -> int:
     opened = open_manifest(args.url)
     bad = 0
-    for ref in _refs(opened.manifest, args.split):
+    for ref in opened.manifest.files(args.split or list(opened.manifest.splits)):
         path = opened.store.local_path(ref.key) or (cached_path(args.cache_dir, ref) if args.cache_dir else None)
         if path is None or not Path(path).exists():
             print(f"missing  {ref.key}")

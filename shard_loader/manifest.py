@@ -103,6 +103,12 @@ class Manifest:
             raise ManifestError(f"split {name!r} not in manifest of {self.dataset}@{self.version}; has {sorted(self.splits)}")
         return self.splits[name]
 
+    def files(self, splits: list[str] | None = None) -> list[FileRef]:
+        """Every file the manifest names: the tokenizer's, then each shard's .npy and .bin (of `splits`, default all)."""
+        names = splits if splits is not None else list(self.splits)
+        shards = [r for name in names for e in self.split(name).shards for r in (e.npy, e.bin)]
+        return shards if splits is not None else [self.tokenizer.file, *shards]
+
     def to_json(self) -> dict[str, Any]:
         """The manifest as the JSON document the builder publishes."""
         return {

@@ -65,6 +65,6 @@ def assert_every_manifest_whole(store: Path) -> int:
     paths = manifest_paths(store)
     for path in paths:
         m = shard_loader.open_manifest(str(path)).manifest
-        for ref in [m.tokenizer.file] + [r for s in m.splits.values() for e in s.shards for r in (e.npy, e.bin)]:
+        for ref in m.files():
             verify_file(store / ref.key, ref)
     return len(paths)

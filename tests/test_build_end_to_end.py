@@ -77,7 +77,7 @@ def test_every_published_file_matches_the_manifest(built):
     _, _, store, result = built
     m = shard_loader.open_manifest(str(store)).manifest
     assert m.version == result.version
-    refs = [m.tokenizer.file] + [r for s in m.splits.values() for e in s.shards for r in (e.npy, e.bin)]
+    refs = m.files()
     for ref in refs:
         verify_file(store / ref.key, ref)
     assert (store / f"manifests/{m.version}.json").read_bytes() == (store / "manifest.json").read_bytes()

@@ -140,6 +140,6 @@ def test_a_new_tokenizer_makes_tokenized_assets_stale_and_republishes_a_new_vers
     latest = shard_loader.open_manifest(str(store)).manifest
     assert latest.version != first.version and latest.tokenizer.vocab_size > old.tokenizer.vocab_size
     assert latest.lineage["manifest_run_id"] != old.lineage["manifest_run_id"]
-    for ref in [old.tokenizer.file] + [r for s in old.splits.values() for e in s.shards for r in (e.npy, e.bin)]:
+    for ref in old.files():
         verify_file(store / ref.key, ref)  # the previous version is still whole for running trainers
     assert sum(1 for _ in shard_loader.TokenDataset(str(store / f"manifests/{first.version}.json"), seq_len=16, batch_size=2)) > 0
