@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 
 from shard_loader.download import DEFAULT_CONFIG, download_file
-from shard_loader.manifest import FileRef
+from shard_loader.format import FileRef
 from shard_loader.retry import RequestStats
 from shard_loader.store_http import HttpStore
 

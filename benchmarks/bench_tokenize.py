@@ -68,7 +68,7 @@ def _texts(path: Path) -> list[str]:
 
 def _record(tok_json: str):
     from shard_assets.tokenizer import TokenizerRecord, fingerprint_of, load_tokenizer
-    from shard_loader.manifest import token_dtype_for
+    from shard_loader.format import token_dtype_for
 
     tok = load_tokenizer(tok_json)
     vocab = tok.get_vocab_size()

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 
 from shard_assets.publish import publish_manifest
-from shard_assets.shard_files import ShardWriter
+from shard_loader.format import ShardWriter
 from shard_assets.store import LocalFolderStore
 from shard_loader.checksum import sha256_file
-from shard_loader.manifest import FileRef, Manifest, ShardEntry, SplitInfo, TokenizerInfo, token_dtype_for
+from shard_loader.format import FileRef, Manifest, ShardEntry, SplitInfo, TokenizerInfo, token_dtype_for
 
 
 def _ref(root: Path, key: str) -> FileRef:

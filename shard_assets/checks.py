@@ -11,7 +11,7 @@ import numpy as np
 import shard_loader
 from shard_loader.checksum import verify_file
 from shard_loader.errors import ShardLoaderError
-from shard_loader.shards import open_shard
+from shard_loader.format import open_shard
 
 from .assets.manifest import manifest
 from .assets.splits import overlap_count, read_part_records, splits

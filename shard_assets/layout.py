@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-from shard_loader.manifest import check_key
+from shard_loader.format import check_key, shard_base_key, tokenizer_key
+
+__all__ = ["raw_key", "tokenizer_key", "tokenizer_info_key", "shard_base_key", "part_record_key", "splits_record_key", "raw_record_key"]
 
 
 def raw_key(source: str, part: str) -> str:
     return check_key(f"raw/{source}/{part}.parquet", "raw key")
 
 
-def tokenizer_key(fingerprint: str) -> str:
-    return check_key(f"tokenizers/{fingerprint}/tokenizer.json", "tokenizer key")
-
-
 def tokenizer_info_key(fingerprint: str) -> str:
     return check_key(f"tokenizers/{fingerprint}/info.json", "tokenizer info key")
-
-
-def shard_base_key(fingerprint: str, split: str, partition: str) -> str:
-    """`.npy` and `.bin` of a shard share this stem."""
-    return check_key(f"tokenized/{fingerprint}/{split}/{partition}", "shard key")
 
 
 def part_record_key(fingerprint: str, partition: str) -> str:

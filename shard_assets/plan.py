@@ -7,7 +7,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from shard_loader.manifest import TOKEN_DTYPES
+from shard_loader.format import TOKEN_DTYPES
 
 from .sources import demo
 from .sources.listing import SourceFile, list_source_files

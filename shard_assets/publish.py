@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from shard_loader.manifest import (
+from shard_loader.format import (
     LATEST_KEY,
     FileRef,
     Manifest,

@@ -44,7 +44,7 @@ class StoreResource(dg.ConfigurableResource):
             return LocalFolderStore(self.root)
         from dagster_aws.s3 import S3Resource
 
-        from shard_loader.secrets import redact_client_logs
+        from shard_loader.redaction import redact_client_logs
 
         from .store.s3 import S3ObjectStore
 

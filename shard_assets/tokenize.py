@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from .documents import is_val
-from .shard_files import ShardWriter
+from shard_loader.format import ShardWriter
 
 MAX_PIECE_CHARS = 1 << 16
 MAX_BATCH_CHARS = 4 << 20  # the tokenizer holds ~100 bytes per token of a batch's Encodings: bound the batch by text, not rows

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from shard_loader.manifest import token_dtype_for
+from shard_loader.format import token_dtype_for
 
 from .errors import TokenizerError
 from .spec import TokenizerSpec

@@ -13,7 +13,7 @@ from .errors import (
     ShardLoaderError,
     StoreError,
 )
-from .manifest import FileRef, Manifest, ShardEntry, SplitInfo, TokenizerInfo, parse_manifest
+from .format import FileRef, Manifest, ShardEntry, SplitInfo, TokenizerInfo, parse_manifest
 from .opening import OpenedManifest, open_manifest
 
 __all__ = [

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .checksum import verify_file
-from .manifest import FileRef
+from .format import FileRef
 from .store import Store
 
 

@@ -6,7 +6,7 @@ import hashlib
 from pathlib import Path
 
 from .errors import IntegrityError
-from .manifest import FileRef
+from .format import FileRef
 
 
 def sha256_file(path: str | Path) -> str:

@@ -14,7 +14,7 @@ from .errors import ShardLoaderError
 from .opening import open_manifest
 from .rotation import WindowCache, parse_size
 from .sampler import EpochPlan, SampleSpec, make_windows
-from .shards import Shard
+from .format import Shard
 
 STATE_VERSION = 1
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from .checksum import sha256_file
 from .errors import DiskBudgetError, IntegrityError
 from .locking import file_lock
-from .manifest import FileRef
+from .format import FileRef
 from .retry import RequestStats, RetryPolicy, with_retries
 from .store import Store
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .manifest import Manifest, parse_manifest
+from .format import Manifest, parse_manifest
 from .store import Store, open_store, split_manifest_url
 
 

@@ -18,7 +18,7 @@ from .cache import cached_path, ensure_local
 from .opening import OpenedManifest
 from .errors import DiskBudgetError
 from .sampler import Window
-from .shards import Shard, open_shard
+from .format import Shard, open_shard
 
 
 def parse_size(value: int | str | None) -> int | None:

@@ -19,7 +19,7 @@ from functools import cached_property
 import numpy as np
 
 from .errors import ShardLoaderError
-from .manifest import ShardEntry
+from .format import ShardEntry
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Protocol
 from urllib.parse import urlparse
 
 from .errors import StoreError
-from .manifest import LATEST_KEY, VERSIONS_DIR, check_key
+from .format import LATEST_KEY, VERSIONS_DIR, check_key
 
 
 class Store(Protocol):

@@ -12,7 +12,7 @@ import urllib.request
 from pathlib import Path
 
 from .errors import StoreError, TransientStoreError
-from .manifest import check_key
+from .format import check_key
 
 TRANSIENT_STATUS = {408, 429, 500, 502, 503, 504}
 

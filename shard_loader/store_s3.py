@@ -12,8 +12,8 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from .errors import StoreError, TransientStoreError
-from .manifest import check_key
-from .secrets import redact, redact_client_logs
+from .format import check_key
+from .redaction import redact, redact_client_logs
 
 TRANSIENT_CODES = {"500", "502", "503", "504", "429", "SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "Throttling"}
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shard_loader.manifest import (
+from shard_loader.format import (
     LATEST_KEY,
     FileRef,
     Manifest,

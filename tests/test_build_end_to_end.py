@@ -17,7 +17,7 @@ from shard_assets.documents import doc_hash, is_val
 from shard_assets.resources import DatasetResource, StoreResource
 from shard_assets.spec import load_spec
 from shard_loader.checksum import verify_file
-from shard_loader.shards import open_shard
+from shard_loader.format import open_shard
 
 
 @pytest.fixture(scope="module")

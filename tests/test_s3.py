@@ -14,7 +14,7 @@ from shard_assets.resources import DatasetResource, store_resource_from_env
 from shard_assets.spec import load_spec
 from shard_loader import IntegrityError, StoreError, TokenDataset
 from shard_loader.download import DownloadConfig, download_file
-from shard_loader.manifest import FileRef
+from shard_loader.format import FileRef
 from shard_loader.retry import RequestStats, RetryPolicy
 from shard_loader.store_s3 import S3Store
 from tests.http_server import Faults

@@ -6,7 +6,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from shard_assets.documents import doc_hashes, is_val, normalise
-from shard_assets.shard_files import HEADER_BYTES
+from shard_loader.format.shard import HEADER_BYTES
 from shard_assets.spec import TokenizerSpec
 from shard_assets.tokenize import MAX_BATCH_CHARS, MAX_PIECE_CHARS, tokenize_partition
 from shard_assets.tokenizer import build_tokenizer, load_tokenizer

@@ -4,7 +4,7 @@ import hashlib
 
 import dagster as dg
 
-from shard_loader.manifest import LATEST_KEY, FileRef
+from shard_loader.format import LATEST_KEY, FileRef
 
 from ..automation import PUBLISH
 from ..layout import splits_record_key, tokenizer_key

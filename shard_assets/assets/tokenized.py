@@ -6,8 +6,6 @@ from pathlib import Path
 
 import dagster as dg
 
-from shard_loader.checksum import sha256_file
-
 from ..automation import REBUILD
 from ..layout import part_record_key, raw_key, raw_record_key, shard_base_key, tokenizer_key
 from ..partitions import raw_files
@@ -23,8 +21,8 @@ from .tokenizer import current_tokenizer, tokenizer
 CODE_VERSION = "tokenized-1"
 
 
-def _publish_file(store: ObjectStore, path: Path, key: str) -> dict:
-    ref = {"key": key, "size": path.stat().st_size, "sha256": sha256_file(path)}
+def _publish_file(store: ObjectStore, path: Path, key: str, sha256: str) -> dict:
+    ref = {"key": key, "size": path.stat().st_size, "sha256": sha256}
     store.put_file(key, path)
     return ref
 
@@ -44,13 +42,13 @@ def tokenize_and_publish(
     writers, stats = tokenize_partition(local_raw, tok, record.eod_id, record.token_dtype, val_fraction, workdir / "out", partition, batch_documents)
     shards = {}
     for split, w in writers.items():
-        base = shard_base_key(record.fingerprint, split, partition)
+        base = shard_base_key(record.fingerprint, split, partition, w.content_hash)
         shards[split] = {
             "partition": partition,
             "tokens": w.tokens,
             "documents": w.documents,
-            "npy": _publish_file(store, w.npy_path, f"{base}.npy"),
-            "bin": _publish_file(store, w.bin_path, f"{base}.bin"),
+            "npy": _publish_file(store, w.npy_path, f"{base}.npy", w.npy_sha256),
+            "bin": _publish_file(store, w.bin_path, f"{base}.bin", w.bin_sha256),
         }
     return shards, stats, writers
 

@@ -11,7 +11,7 @@ class ObjectStoreError(Exception):
 
 
 class ObjectStore(Protocol):
-    """Keys are '/'-separated paths under the dataset root (see shard_loader.manifest.check_key).
+    """Keys are '/'-separated paths under the dataset root (see shard_loader.format.check_key).
 
     Every put is atomic: a reader sees the whole new object or the old one, never a part.
     """

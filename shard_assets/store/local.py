@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
-from shard_loader.manifest import check_key
+from shard_loader.format import check_key
 
 from .base import ObjectStoreError
 

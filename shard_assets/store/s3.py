@@ -11,8 +11,8 @@ import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
-from shard_loader.manifest import check_key
-from shard_loader.secrets import redact
+from shard_loader.format import check_key
+from shard_loader.redaction import redact
 
 from .base import ObjectStoreError
 

@@ -1,47 +1,28 @@
 """The published manifest: parsing, validation of every field and key, and serialisation.
 
-Keys are relative to the dataset root: the folder that holds `manifest.json`, which is
-also the parent of the `manifests/` folder holding the immutable versioned copies.
+Keys are relative to the dataset root (see keys.py).
 """
 
 from __future__ import annotations
 
 import json
-import posixpath
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .errors import ManifestError
+from ..errors import ManifestError
+from .keys import check_key
 
 FORMAT_NAME = "shard-dataset"
 FORMAT_VERSION = 1
-LATEST_KEY = "manifest.json"
-VERSIONS_DIR = "manifests"
 TOKEN_DTYPES = {"uint16": 2, "uint32": 4}
-SPLITS = ("train", "val")
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 
 def token_dtype_for(vocab_size: int) -> str:
     """The smallest token dtype that holds every id of a vocabulary of this size."""
     return "uint16" if vocab_size <= 1 << 16 else "uint32"
-
-
-def check_key(key: Any, where: str) -> str:
-    """Refuse a key that could escape the dataset root: absolute, `..`, a URL, or odd parts."""
-    if not isinstance(key, str) or not key:
-        raise ManifestError(f"{where}: key must be a non-empty string, got {key!r}")
-    if key.startswith("/") or key.startswith("\\") or _SCHEME.match(key):
-        raise ManifestError(f"{where}: key {key!r} is absolute; keys must be relative to the dataset root")
-    parts = key.replace("\\", "/").split("/")
-    if any(p in ("", ".", "..") for p in parts):
-        raise ManifestError(f"{where}: key {key!r} has an empty, '.' or '..' part; refusing to leave the dataset root")
-    if posixpath.normpath(key) != key:
-        raise ManifestError(f"{where}: key {key!r} is not in normal form")
-    return key
 
 
 @dataclass(frozen=True)
@@ -235,8 +216,3 @@ def parse_manifest(raw: bytes | str, origin: str = "manifest") -> Manifest:
         splits=splits,
         lineage=lineage,
     )
-
-
-def versioned_key(version: str) -> str:
-    """Where the immutable copy of a manifest version is published."""
-    return check_key(f"{VERSIONS_DIR}/{version}.json", "dataset.version")

@@ -1,0 +1,49 @@
+"""Keys of the published dataset: where each file lives under the dataset root, and which keys are safe.
+
+Keys are relative to the dataset root: the folder that holds `manifest.json`, which is
+also the parent of the `manifests/` folder holding the immutable versioned copies. A
+shard's key carries a hash of its content, so a key names exactly one content forever.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from typing import Any
+
+from ..errors import ManifestError
+
+LATEST_KEY = "manifest.json"
+VERSIONS_DIR = "manifests"
+SPLITS = ("train", "val")
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def check_key(key: Any, where: str) -> str:
+    """Refuse a key that could escape the dataset root: absolute, `..`, a URL, or odd parts."""
+    if not isinstance(key, str) or not key:
+        raise ManifestError(f"{where}: key must be a non-empty string, got {key!r}")
+    if key.startswith("/") or key.startswith("\\") or _SCHEME.match(key):
+        raise ManifestError(f"{where}: key {key!r} is absolute; keys must be relative to the dataset root")
+    parts = key.replace("\\", "/").split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise ManifestError(f"{where}: key {key!r} has an empty, '.' or '..' part; refusing to leave the dataset root")
+    if posixpath.normpath(key) != key:
+        raise ManifestError(f"{where}: key {key!r} is not in normal form")
+    return key
+
+
+def versioned_key(version: str) -> str:
+    """Where the immutable copy of a manifest version is published."""
+    return check_key(f"{VERSIONS_DIR}/{version}.json", "dataset.version")
+
+
+def tokenizer_key(fingerprint: str) -> str:
+    """The exact tokenizer.json a dataset was tokenized with; its fingerprint is a hash of its bytes."""
+    return check_key(f"tokenizers/{fingerprint}/tokenizer.json", "tokenizer key")
+
+
+def shard_base_key(fingerprint: str, split: str, partition: str, content_hash: str) -> str:
+    """The stem that a shard's `.npy` and `.bin` share: `tokenized/<tokenizer>/<split>/<partition>-<content hash>`."""
+    return check_key(f"tokenized/{fingerprint}/{split}/{partition}-{content_hash}", "shard key")
