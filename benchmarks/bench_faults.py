@@ -39,7 +39,7 @@ def run(size, work: Path) -> dict:
 
 
 def _download_faults(size, work: Path) -> dict:
-    from tests.http_server import Faults, FolderServer
+    from tests.support.http_server import Faults, FolderServer
 
     root = work / "dataset"
     manifest = make_dataset(root, min(size.loader_tokens, 20_000_000), shards=8, seed=3)
@@ -85,7 +85,7 @@ def _download_faults(size, work: Path) -> dict:
 def _lost_bytes(store: Path) -> tuple[int, int, list[str]]:
     """(manifests checked, bytes referenced by them that are missing or mismatched, the failures)."""
     from shard_loader import ShardLoaderError, open_manifest
-    from tests.build_helpers import manifest_paths
+    from tests.support.build_helpers import manifest_paths
 
     paths, lost, failures = manifest_paths(store), 0, []
     for path in paths:
@@ -111,7 +111,7 @@ def _build_process(work: Path, spec: Path) -> subprocess.Popen:
 
 def _crash_loop(kills: int, work: Path, seed: int = 20261122) -> dict:
     """Publish once, then SIGKILL `kills` builds of new versions at seeded random moments; verify after each."""
-    from tests.dagster_helpers import tiny_dataset, write_spec
+    from tests.support.dagster_helpers import tiny_dataset, write_spec
 
     shutil.rmtree(work, ignore_errors=True)
     (work / "home").mkdir(parents=True)
@@ -173,7 +173,7 @@ def _bad_inputs(work: Path, published_store: Path) -> dict:
     from shard_assets.definitions import ASSETS
     from shard_assets.resources import DatasetResource, StoreResource
     from shard_loader import open_manifest
-    from tests.build_helpers import BAD_INPUTS, GOOD_INPUTS, bad_corpus_spec, write_bad_corpus
+    from tests.support.build_helpers import BAD_INPUTS, GOOD_INPUTS, bad_corpus_spec, write_bad_corpus
 
     write_bad_corpus(work / "src")
     dataset = DatasetResource(spec_path=str(bad_corpus_spec(work / "spec.toml", work / "src")))

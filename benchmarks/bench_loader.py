@@ -129,7 +129,7 @@ def _python(script: str, *args) -> float:
 
 def swap_waits(root: Path) -> dict:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from tests.http_server import FolderServer
+    from tests.support.http_server import FolderServer
 
     manifest = json.loads((root / "manifest.json").read_text())
     largest = max(s["npy"]["size"] for s in manifest["splits"]["train"]["shards"])

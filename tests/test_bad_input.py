@@ -17,8 +17,10 @@ from shard_assets.sources.listing import list_all_files
 from shard_assets.spec import TokenizerSpec, load_spec
 from shard_assets.tokenize import encode_documents
 from shard_assets.tokenizer import build_tokenizer, load_pretrained, load_tokenizer
-from tests.build_helpers import BAD_INPUTS, GOOD_INPUTS, assert_every_manifest_whole, bad_corpus_spec, write_bad_corpus
-from tests.dagster_helpers import write_jsonl
+from tests.support.build_helpers import BAD_INPUTS, GOOD_INPUTS, assert_every_manifest_whole, bad_corpus_spec, write_bad_corpus
+from tests.support.dagster_helpers import write_jsonl
+
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")

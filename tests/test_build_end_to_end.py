@@ -19,6 +19,8 @@ from shard_assets.spec import load_spec
 from shard_loader.checksum import verify_file
 from shard_loader.format import open_shard
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):

@@ -5,8 +5,11 @@ import sys
 
 import numpy as np
 
-from tests.http_server import FolderServer
-from tests.synthetic import random_docs, write_dataset
+from tests.support.http_server import FolderServer
+from tests.support.synthetic import random_docs, write_dataset
+import pytest
+
+pytestmark = pytest.mark.integration
 
 
 def _run(*args):

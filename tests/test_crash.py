@@ -13,10 +13,13 @@ from pathlib import Path
 import numpy as np
 
 import shard_loader
-from tests.build_helpers import assert_every_manifest_whole
-from tests.dagster_helpers import tiny_dataset, write_spec
-from tests.http_server import FolderServer
-from tests.synthetic import random_docs, write_dataset
+from tests.support.build_helpers import assert_every_manifest_whole
+from tests.support.dagster_helpers import tiny_dataset, write_spec
+from tests.support.http_server import FolderServer
+from tests.support.synthetic import random_docs, write_dataset
+import pytest
+
+pytestmark = pytest.mark.system
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,6 +12,8 @@ import yaml
 from dagster._config import validate_config
 from dagster._core.instance.config import dagster_instance_config
 
+pytestmark = pytest.mark.system
+
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {"DAGSTER_PG_HOST": "db", "DAGSTER_PG_USER": "u", "DAGSTER_PG_PASSWORD": "p", "DAGSTER_PG_DB": "d",
        "R2_DATASET_BUCKET_NAME": "b", "S3_ENDPOINT_URL": "https://example.r2.cloudflarestorage.com"}

@@ -10,7 +10,7 @@ import pytest
 
 import shard_loader
 from shard_loader import IntegrityError, ManifestError, ShardFormatError, TokenDataset
-from tests.synthetic import random_docs, tamper_json, write_dataset
+from tests.support.synthetic import random_docs, tamper_json, write_dataset
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import shard_loader
-from tests.synthetic import random_docs, write_dataset
+from tests.support.synthetic import random_docs, write_dataset
 
 
 def test_sequences_are_consecutive_tokens_with_shifted_labels(tmp_path):

@@ -18,7 +18,9 @@ from shard_assets.resources import DatasetResource
 from shard_assets.sensors import raw_files_sensor
 from shard_assets.spec import load_spec
 from shard_loader.checksum import verify_file
-from tests.dagster_helpers import instance, run_automation, tiny_dataset, tiny_resources, write_jsonl, write_spec
+from tests.support.dagster_helpers import instance, run_automation, tiny_dataset, tiny_resources, write_jsonl, write_spec
+
+pytestmark = pytest.mark.integration
 
 
 def _tick(inst, spec, cursor):

@@ -11,7 +11,10 @@ from dagster._core.instance.ref import InstanceRef
 
 from shard_assets.build import register_partitions
 from shard_assets.spec import load_spec
-from tests.dagster_helpers import tiny_dataset
+from tests.support.dagster_helpers import tiny_dataset
+import pytest
+
+pytestmark = pytest.mark.system
 
 ROOT = Path(__file__).resolve().parents[1]
 

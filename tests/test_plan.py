@@ -10,7 +10,7 @@ from shard_assets.plan import plan_build
 from shard_assets.spec import TokenizerSpec, load_spec
 from shard_assets.tokenize import encode_documents
 from shard_assets.tokenizer import build_tokenizer, load_tokenizer
-from tests.dagster_helpers import write_jsonl
+from tests.support.dagster_helpers import write_jsonl
 
 
 def test_estimates_are_close_to_the_truth(tmp_path):
@@ -49,7 +49,7 @@ def test_the_raw_asset_estimates_what_tokenizing_will_produce(tmp_path):
     from shard_assets.build import build_dataset
     from shard_assets.definitions import ASSETS
     from shard_loader import open_manifest
-    from tests.dagster_helpers import instance, tiny_dataset
+    from tests.support.dagster_helpers import instance, tiny_dataset
 
     spec, store, resources = tiny_dataset(tmp_path)
     inst = instance()

@@ -18,8 +18,10 @@ from shard_assets.errors import PublishError
 from shard_assets.publish import publish_manifest
 from shard_assets.store import LocalFolderStore
 from shard_assets.store.local import STALE_TEMP_SECONDS
-from tests.build_helpers import assert_every_manifest_whole
-from tests.synthetic import random_docs, write_dataset
+from tests.support.build_helpers import assert_every_manifest_whole
+from tests.support.synthetic import random_docs, write_dataset
+
+pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,8 +8,8 @@ import pytest
 
 from shard_loader import DiskBudgetError, TokenDataset
 from shard_loader.rotation import cache_usage
-from tests.http_server import FolderServer
-from tests.synthetic import random_docs, write_dataset
+from tests.support.http_server import FolderServer
+from tests.support.synthetic import random_docs, write_dataset
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,10 @@ from shard_loader.download import DownloadConfig, download_file
 from shard_loader.format import FileRef
 from shard_loader.retry import RequestStats, RetryPolicy
 from shard_loader.store_s3 import S3Store
-from tests.http_server import Faults
-from tests.s3_proxy import ACCESS_KEY, SECRET_KEY, LoopbackS3
+from tests.support.http_server import Faults
+from tests.support.s3_proxy import ACCESS_KEY, SECRET_KEY, LoopbackS3
+
+pytestmark = pytest.mark.integration
 
 BUCKET = "datasets"
 

@@ -9,7 +9,7 @@ import pytest
 
 import shard_loader
 from shard_loader.dataset import Consumer, TokenDataset
-from tests.synthetic import write_dataset
+from tests.support.synthetic import write_dataset
 
 
 @pytest.fixture(scope="module")

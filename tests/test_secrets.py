@@ -17,7 +17,9 @@ from shard_assets.build import build_dataset
 from shard_assets.resources import DatasetResource, store_resource_from_env
 from shard_assets.store import ObjectStoreError
 from shard_loader import ShardLoaderError, TokenDataset
-from tests.dagster_helpers import tiny_dataset
+from tests.support.dagster_helpers import tiny_dataset
+
+pytestmark = pytest.mark.integration
 
 WRITE_ID, WRITE_SECRET = "AKIAZEBRAWRITE000001", "zebra-write-secret-MustNeverLeak-000001"
 READ_ID, READ_SECRET = "AKIAZEBRAREAD0000002", "zebra-read-secret-MustNeverLeak-0000002"
@@ -57,7 +59,7 @@ def _local(tmp: Path) -> Iterator[Deployment]:
 
 
 def _s3(tmp: Path) -> Iterator[Deployment]:
-    from tests.s3_proxy import LoopbackS3
+    from tests.support.s3_proxy import LoopbackS3
 
     s3 = LoopbackS3()
     try:

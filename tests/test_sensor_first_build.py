@@ -8,7 +8,10 @@ import shard_loader
 from shard_assets.definitions import ASSETS, build_definitions
 from shard_assets.resources import DatasetResource
 from shard_assets.sensors import raw_files_sensor
-from tests.dagster_helpers import instance, run_automation, tiny_dataset
+from tests.support.dagster_helpers import instance, run_automation, tiny_dataset
+import pytest
+
+pytestmark = pytest.mark.integration
 
 
 def test_sensor_runs_then_automation_build_the_whole_dataset(tmp_path):

@@ -6,7 +6,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from shard_loader.torch_dataset import TokenDataLoader, TorchTokenDataset  # noqa: E402
-from tests.synthetic import write_dataset  # noqa: E402
+from tests.support.synthetic import write_dataset  # noqa: E402
+
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 
 import shard_loader
 from shard_loader.checksum import verify_file
-from tests.dagster_helpers import write_jsonl
+from tests.support.dagster_helpers import write_jsonl
 
 # partition key -> regex the SourceError of that partition must match (file name first, then what is wrong)
 BAD_INPUTS = {

@@ -15,7 +15,7 @@ import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from tests.http_server import Faults
+from tests.support.http_server import Faults
 
 ACCESS_KEY, SECRET_KEY = "AKIATESTKEY0000001", "testsecret/0000000000000000000000000000001"
 

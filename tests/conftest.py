@@ -1,0 +1,7 @@
+"""Test tiers (markers registered in pyproject.toml): unmarked tests are the fast unit tier; `integration`
+runs real Dagster runs and loopback servers; `system` kills processes, races, and drives the browser.
+`scripts/test -m "not integration and not system"` is the fast tier; CI runs every tier."""
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the Hub is unreachable here: fail fast instead of retrying for a minute
