@@ -169,9 +169,9 @@ def _bad_inputs(work: Path, published_store: Path) -> dict:
     the store's published manifest as it was, whole."""
     import dagster as dg
 
-    from shard_assets.build import QUIET, BuildFailed, build_dataset, failure_message, register_partitions
+    from shard_assets.runner import QUIET, RunFailed, build_dataset, failure_message, register_partitions
     from shard_assets.definitions import ASSETS
-    from shard_assets.resources import DatasetResource, StoreResource
+    from shard_assets.defs.resources import DatasetResource, StoreResource
     from shard_loader import open_manifest
     from tests.support.build_helpers import BAD_INPUTS, GOOD_INPUTS, bad_corpus_spec, write_bad_corpus
 
@@ -193,7 +193,7 @@ def _bad_inputs(work: Path, published_store: Path) -> dict:
     try:
         build_dataset(inst, dataset.spec(), resources)
         build_refused = False
-    except BuildFailed:
+    except RunFailed:
         build_refused = True
     kept = open_manifest(str(published_store)).manifest.version == before
     _, lost, _ = _lost_bytes(published_store)

@@ -23,12 +23,12 @@ VOCAB = 50_000
 
 def _prepare(size, work: Path) -> tuple[Path, list[str], str]:
     """Raw partitions (the raw asset's own code) and a byte-level BPE trained on part of them."""
-    from shard_assets.raw import write_raw_partition
-    from shard_assets.sources.listing import list_source_files
-    from shard_assets.spec import parse_spec
-    from shard_assets.store import LocalFolderStore
-    from shard_assets.spec import TokenizerSpec
-    from shard_assets.tokenizer import build_tokenizer
+    from shard_assets.lib.raw_writer import write_raw_partition
+    from shard_assets.lib.sources.listing import list_source_files
+    from shard_assets.lib.spec import parse_spec
+    from shard_assets.lib.store import LocalFolderStore
+    from shard_assets.lib.spec import TokenizerSpec
+    from shard_assets.lib.tokenizer import build_tokenizer
 
     from .corpus import build_corpus
 
@@ -67,7 +67,7 @@ def _texts(path: Path) -> list[str]:
 
 
 def _record(tok_json: str):
-    from shard_assets.tokenizer import TokenizerRecord, fingerprint_of, load_tokenizer
+    from shard_assets.lib.tokenizer import TokenizerRecord, fingerprint_of, load_tokenizer
     from shard_loader.format import token_dtype_for
 
     tok = load_tokenizer(tok_json)
@@ -77,7 +77,7 @@ def _record(tok_json: str):
 
 def _ceiling(args) -> tuple[int, float]:
     store, key, tok_json = args
-    from shard_assets.tokenize import by_size
+    from shard_assets.lib.encoding import by_size
 
     tok, _ = _record(tok_json)
     texts = _texts(Path(store) / key)
@@ -90,7 +90,7 @@ def _ceiling(args) -> tuple[int, float]:
 def _asset(args) -> tuple[int, float]:
     store, key, tok_json = args
     from shard_assets.assets.tokenized import tokenize_and_publish
-    from shard_assets.store import LocalFolderStore
+    from shard_assets.lib.store import LocalFolderStore
 
     tok, record = _record(tok_json)
     started = time.perf_counter()
@@ -133,7 +133,7 @@ RSS = """
 import sys, tempfile
 from pathlib import Path
 from benchmarks.bench_tokenize import _record
-from shard_assets.tokenize import tokenize_partition
+from shard_assets.lib.encoding import tokenize_partition
 tok, record = _record(Path(sys.argv[2]).read_text())
 with tempfile.TemporaryDirectory() as tmp:
     tokenize_partition(Path(sys.argv[1]), tok, 0, record.token_dtype, 0.01, Path(tmp), "p")

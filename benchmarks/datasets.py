@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from shard_assets.publish import publish_manifest
+from shard_assets.lib.publish import promote, write_version
 from shard_loader.format import ShardWriter
-from shard_assets.store import LocalFolderStore
+from shard_assets.lib.store import LocalFolderStore
 from shard_loader.checksum import sha256_file
 from shard_loader.format import FileRef, Manifest, ShardEntry, SplitInfo, TokenizerInfo, token_dtype_for
 
@@ -53,5 +53,5 @@ def make_dataset(root: Path, tokens: int, shards: int, vocab_size: int = 50257, 
         tokenizer=TokenizerInfo("bench", "bench", vocab_size, 0, _ref(root, "tokenizers/bench/tokenizer.json")),
         token_dtype=dtype, splits={"train": split}, lineage={},
     )
-    publish_manifest(LocalFolderStore(root), manifest)
+    promote(LocalFolderStore(root), write_version(LocalFolderStore(root), manifest)[0])
     return manifest

@@ -1,37 +1,35 @@
-"""The Dagster code location: every asset, check, job, schedule, sensor and resource of the project."""
+"""The Dagster code location `shard_assets`: every asset, check, job, schedule, sensor and resource.
 
-import os
+`defs` is a function: nothing reads the environment at import; Dagster calls it when it loads the
+code location, and tests call `build_definitions(resources)` with their own store.
+"""
 
 import dagster as dg
 
-from .assets.manifest import manifest
-from .assets.raw import raw_documents
-from .assets.splits import splits
-from .assets.tokenized import tokenized_shards
-from .assets.tokenizer import tokenizer
-from .checks import CHECKS
-from .jobs import JOBS
-from .resources import default_resources
-from .schedules import SCHEDULES
-from .sensors import SENSORS
+from .defs.jobs import JOBS, retokenize_schedule
+from .defs.manifest import manifest
+from .defs.raw_documents import raw_documents
+from .defs.resources import default_resources
+from .defs.sensors import raw_files_sensor
+from .defs.splits import splits
+from .defs.tokenized_shards import tokenized_shards
+from .defs.tokenizer import tokenizer
 
 ASSETS = [raw_documents, tokenizer, tokenized_shards, splits, manifest]
-
-# One step per core at most: a tokenizer step keeps one core busy and holds one partition in memory.
-EXECUTOR = dg.multiprocess_executor.configured({"max_concurrent": int(os.environ.get("SHARD_MAX_CONCURRENT", os.cpu_count() or 1))})
 
 
 def build_definitions(resources: dict | None = None) -> dg.Definitions:
     """Definitions with the given resources (tests pass a temporary store), else those from the environment."""
     return dg.Definitions(
         assets=ASSETS,
-        asset_checks=CHECKS,
         jobs=JOBS,
-        schedules=SCHEDULES,
-        sensors=SENSORS,
-        executor=EXECUTOR,
+        schedules=[retokenize_schedule()],
+        sensors=[raw_files_sensor],
+        executor=dg.in_process_executor,  # steps are light or one-per-partition; concurrency comes from runs (dagster.yaml)
         resources=resources or default_resources(),
     )
 
 
-defs = build_definitions()
+@dg.definitions
+def defs() -> dg.Definitions:
+    return build_definitions()

@@ -4,4 +4,14 @@ runs real Dagster runs and loopback servers; `system` kills processes, races, an
 
 import os
 
+import pytest
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the Hub is unreachable here: fail fast instead of retrying for a minute
+
+
+@pytest.fixture(scope="session")
+def demo_spec(tmp_path_factory):
+    """The demo corpus and spec, written once per session as `shard-assets demo` writes them."""
+    from shard_assets.lib.demo import write_demo
+
+    return write_demo(tmp_path_factory.mktemp("demo"))

@@ -2,6 +2,7 @@
 the other partitions and the already published manifest are unaffected."""
 
 import re
+from pathlib import Path
 import time
 
 import dagster as dg
@@ -9,14 +10,15 @@ import numpy as np
 import pytest
 
 import shard_loader
-from shard_assets.build import BuildFailed, build_dataset, failure_message, register_partitions
+from shard_assets.defs.partitions import sync_partitions
+from shard_assets.runner import RunFailed, build_dataset, failure_message
 from shard_assets.definitions import ASSETS
-from shard_assets.errors import SourceError, TokenizerError
-from shard_assets.resources import DatasetResource, StoreResource
-from shard_assets.sources.listing import list_all_files
-from shard_assets.spec import TokenizerSpec, load_spec
-from shard_assets.tokenize import encode_documents
-from shard_assets.tokenizer import build_tokenizer, load_pretrained, load_tokenizer
+from shard_assets.lib.errors import SourceError, TokenizerError
+from shard_assets.defs.resources import DatasetResource, StoreResource
+from shard_assets.lib.sources.listing import list_all_files
+from shard_assets.lib.spec import TokenizerSpec, load_spec
+from shard_assets.lib.encoding import encode_documents
+from shard_assets.lib.tokenizer import build_tokenizer, load_pretrained, load_tokenizer
 from tests.support.build_helpers import BAD_INPUTS, GOOD_INPUTS, assert_every_manifest_whole, bad_corpus_spec, write_bad_corpus
 from tests.support.dagster_helpers import write_jsonl
 
@@ -32,12 +34,12 @@ def published(tmp_path_factory):
     (tmp / "good").mkdir()
     write_jsonl(tmp / "good" / "a.jsonl", 80, seed=1)
     good_spec = tmp / "good.toml"
-    good_spec.write_text(f'name = "bad"\nmin_chars = 10\n[tokenizer]\nvocab_size = 300\n[[sources]]\nname = "js"\nuri = "{tmp}/good/*.jsonl"\nformat = "jsonl"\n')
+    good_spec.write_text(f'name = "bad"\nmin_chars = 10\nval_fraction = 0.2\n[tokenizer]\nvocab_size = 300\n[[sources]]\nname = "js"\nuri = "{tmp}/good/*.jsonl"\nformat = "jsonl"\n')
     result = build_dataset(inst, load_spec(good_spec), {"dataset": DatasetResource(spec_path=str(good_spec)), "store": StoreResource(root=str(store))})
     write_bad_corpus(tmp / "src")
     spec = bad_corpus_spec(tmp / "spec.toml", tmp / "src")
     resources = {"dataset": DatasetResource(spec_path=str(spec)), "store": StoreResource(root=str(store))}
-    register_partitions(inst, load_spec(spec))
+    sync_partitions(inst, resources["store"].store(), load_spec(spec))
     return inst, resources, store, result
 
 
@@ -63,13 +65,30 @@ def test_good_files_next_to_bad_ones_still_build(published, partition):
     assert _materialize_raw(inst, resources, partition) == (True, "")
 
 
-def test_a_failed_full_build_names_the_file_and_loses_nothing_published(published):
+def test_bad_files_are_left_out_and_the_good_ones_beside_them_published(published, capsys):
     inst, resources, store, first = published
-    with pytest.raises(BuildFailed, match=r"raw_documents.*\[(js|pq)\.\w+\].*SourceError: .*\.(jsonl|parquet)"):
-        build_dataset(inst, resources["dataset"].spec(), resources)
-    assert shard_loader.open_manifest(str(store)).manifest.version == first.version
-    assert assert_every_manifest_whole(store) == 2
+    result = build_dataset(inst, resources["dataset"].spec(), resources)
+    assert result.version != first.version
+    assert result.left_out == len(BAD_INPUTS)
+    warnings = capsys.readouterr().err
+    for partition in BAD_INPUTS:
+        assert re.search(rf"ingest_job \[{re.escape(partition)}\].*SourceError", warnings), partition
+    m = shard_loader.open_manifest(str(store)).manifest
+    assert {e.partition for s in m.splits.values() for e in s.shards} == set(GOOD_INPUTS)
+    assert {x["partition"] for x in m.lineage["left_out"]} == set(BAD_INPUTS)
+    assert assert_every_manifest_whole(store) == 3  # the first version, the new one, manifest.json
     assert not [p for p in store.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_block_policy_refuses_to_publish_and_leaves_the_live_version(published, tmp_path):
+    inst, resources, store, _ = published
+    live = (store / "manifest.json").read_bytes()
+    spec_path = tmp_path / "block.toml"
+    spec_path.write_text(Path(resources["dataset"].spec_path).read_text().replace('min_chars = 10', 'min_chars = 10\non_partition_failure = "block"'))
+    blocking = {**resources, "dataset": DatasetResource(spec_path=str(spec_path))}
+    with pytest.raises(RunFailed, match=r"publish_job failed.*partitions cannot be published.*on_partition_failure"):
+        build_dataset(inst, blocking["dataset"].spec(), blocking)
+    assert (store / "manifest.json").read_bytes() == live
 
 
 def test_an_empty_source_is_refused_naming_it(tmp_path):

@@ -12,10 +12,10 @@ import pytest
 from tokenizers import Tokenizer
 
 import shard_loader
-from shard_assets.build import build_dataset
-from shard_assets.documents import doc_hash, is_val
-from shard_assets.resources import DatasetResource, StoreResource
-from shard_assets.spec import load_spec
+from shard_assets.runner import build_dataset
+from shard_assets.lib.text import doc_hash, is_val
+from shard_assets.defs.resources import DatasetResource, StoreResource
+from shard_assets.lib.spec import load_spec
 from shard_loader.checksum import verify_file
 from shard_loader.format import open_shard
 
@@ -23,12 +23,18 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
+def built(tmp_path_factory, demo_spec):
     store = tmp_path_factory.mktemp("store")
     instance = dg.DagsterInstance.ephemeral()
-    resources = {"dataset": DatasetResource(), "store": StoreResource(root=str(store))}
-    result = build_dataset(instance, load_spec(), resources)
+    resources = {"dataset": DatasetResource(spec_path=str(demo_spec)), "store": StoreResource(root=str(store))}
+    result = build_dataset(instance, load_spec(demo_spec), resources)
     return instance, resources, store, result
+
+
+def _raw_path(store, manifest, partition):
+    """The raw parquet a partition was tokenized from, as the manifest's lineage names it."""
+    keys = {f["partition"]: f["raw_key"] for source in manifest.lineage["sources"] for f in source["files"]}
+    return store / keys[partition]
 
 
 def _shards(store, manifest, split):
@@ -44,8 +50,7 @@ def test_every_document_decodes_to_its_normalised_text(built):
     checked = 0
     for split in ("train", "val"):
         for entry, shard in _shards(store, m, split):
-            source, part = entry.partition.split(".", 1)
-            raw = pq.read_table(store / f"raw/{source}/{part}.parquet")
+            raw = pq.read_table(_raw_path(store, m, entry.partition))
             in_split = is_val(raw.column("doc_hash").to_numpy(), val_fraction) == (split == "val")
             expected = [t for t, keep in zip(raw.column("text").to_pylist(), in_split) if keep]
             assert shard.offsets.shape[0] - 1 == len(expected) == entry.documents
@@ -87,11 +92,11 @@ def test_every_published_file_matches_the_manifest(built):
     assert tokens.dtype == np.uint16 and m.tokenizer.vocab_size <= 1 << 16
 
 
-def test_second_materialisation_publishes_the_same_content(built):
+def test_second_materialisation_publishes_the_same_content(built, demo_spec):
     instance, resources, store, first = built
     before = {p.relative_to(store): p.read_bytes() for p in store.rglob("*") if p.is_file() and "tokenized" in p.parts and p.suffix in (".npy", ".bin")}
     versioned = (store / f"manifests/{first.version}.json").read_bytes()
-    second = build_dataset(instance, load_spec(), resources)
+    second = build_dataset(instance, load_spec(demo_spec), resources)
     assert second.version == first.version
     assert second.tokens == first.tokens and second.documents == first.documents
     after = {p.relative_to(store): p.read_bytes() for p in store.rglob("*") if p.is_file() and "tokenized" in p.parts and p.suffix in (".npy", ".bin")}
@@ -103,8 +108,10 @@ def test_second_materialisation_publishes_the_same_content(built):
 def test_the_build_command_prints_a_summary_and_a_first_batch(tmp_path):
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1"}
     (tmp_path / "home").mkdir()
+    demo = subprocess.run([sys.executable, "-m", "shard_assets.cli", "demo", "--folder", str(tmp_path / "demo")], capture_output=True, text=True, env=env, timeout=120)
+    assert demo.returncode == 0, demo.stderr
     out = subprocess.run(
-        [sys.executable, "-m", "shard_assets.cli", "build", "--store", str(tmp_path / "store"), "--workers", "2"],
+        [sys.executable, "-m", "shard_assets.cli", "build", "--spec", str(tmp_path / "demo" / "demo.toml"), "--store", str(tmp_path / "store"), "--workers", "2"],
         capture_output=True, text=True, env=env, timeout=300,
     )
     assert out.returncode == 0, out.stderr[-3000:]

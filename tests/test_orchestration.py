@@ -1,7 +1,6 @@
 """Issue 5 with real runs: the discovery sensor, asset checks that fail on broken input, staleness and
 automation after a tokenizer change, and re-tokenization that leaves the old manifest readable."""
 
-import importlib
 import json
 
 import dagster as dg
@@ -11,44 +10,43 @@ from dagster._core.definitions.data_version import StaleStatus
 from dagster._utils.test.data_versions import get_stale_status_resolver
 
 import shard_loader
-from shard_assets.build import build_dataset
-from shard_assets.checks import CHECKS
+from shard_assets.runner import build_dataset
 from shard_assets.definitions import ASSETS, build_definitions
-from shard_assets.resources import DatasetResource
-from shard_assets.sensors import raw_files_sensor
-from shard_assets.spec import load_spec
+from shard_assets.defs.resources import DatasetResource, StoreResource
+from shard_assets.defs.sensors import raw_files_sensor
+from shard_assets.lib.spec import load_spec
 from shard_loader.checksum import verify_file
 from tests.support.dagster_helpers import instance, run_automation, tiny_dataset, tiny_resources, write_jsonl, write_spec
 
 pytestmark = pytest.mark.integration
 
 
-def _tick(inst, spec, cursor):
-    ctx = dg.build_sensor_context(instance=inst, cursor=cursor, resources={"dataset": DatasetResource(spec_path=str(spec))})
-    result = raw_files_sensor(ctx)
-    for request in result.dynamic_partitions_requests:
-        inst.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
-    return result
+def _tick(inst, spec, store):
+    resources = {"dataset": DatasetResource(spec_path=str(spec)), "store": StoreResource(root=str(store))}
+    return raw_files_sensor(dg.build_sensor_context(instance=inst, resources=resources))
 
 
 def test_the_sensor_registers_new_files_and_requests_runs_for_them_only(tmp_path):
-    spec, _, _ = tiny_dataset(tmp_path)
+    spec, store, _ = tiny_dataset(tmp_path)
     inst = instance()
-    first = _tick(inst, spec, None)
+    first = _tick(inst, spec, store)
     assert sorted(r.partition_key for r in first.run_requests) == ["web.part0", "web.part1"]
     assert sorted(inst.get_dynamic_partitions("raw_files")) == ["web.part0", "web.part1"]
-    assert _tick(inst, spec, first.cursor).run_requests == []
+    assert _tick(inst, spec, store).run_requests == []
     write_jsonl(tmp_path / "src" / "part2.jsonl", 50, seed=2)
-    third = _tick(inst, spec, first.cursor)
+    third = _tick(inst, spec, store)
     assert [r.partition_key for r in third.run_requests] == ["web.part2"]
     write_jsonl(tmp_path / "src" / "part0.jsonl", 60, seed=9)  # a raw file whose content changed
-    fourth = _tick(inst, spec, third.cursor)
+    fourth = _tick(inst, spec, store)
     assert [r.partition_key for r in fourth.run_requests] == ["web.part0"]
-    assert fourth.dynamic_partitions_requests == []
+    (tmp_path / "src" / "part1.jsonl").unlink()  # a vanished file leaves the partition set
+    _tick(inst, spec, store)
+    assert sorted(inst.get_dynamic_partitions("raw_files")) == ["web.part0", "web.part2"]
 
 
 def _run_checks(inst, resources):
-    result = dg.materialize([*ASSETS, *CHECKS], selection=dg.AssetSelection.all_asset_checks(), instance=inst, resources=resources, raise_on_error=False)
+    """Run the publish step again: splits and the manifest with their blocking checks, as publish_job does."""
+    result = dg.materialize(ASSETS, selection=["splits", "manifest"], instance=inst, resources=resources, raise_on_error=False)
     return {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
 
 
@@ -57,15 +55,23 @@ def built(tmp_path):
     spec, store, resources = tiny_dataset(tmp_path)
     inst = instance()
     result = build_dataset(inst, load_spec(spec), resources)
-    assert all(result.checks.values()) and len(result.checks) == 5
+    assert all(result.checks.values()) and len(result.checks) == 6
     return inst, spec, store, resources, result
 
 
-def _break_counts(store, m):
-    path = store / "raw/web/part0.json"
+def _edit_part_record(store, m, partition, edit):
+    path = store / f"tokenized/{m.tokenizer.fingerprint}/parts/{partition}.json"
     record = json.loads(path.read_text())
-    record["documents"] += 1
+    edit(record)
     path.write_text(json.dumps(record))
+
+
+def _break_counts(store, m):
+    _edit_part_record(store, m, "web.part0", lambda r: r["raw"].update(documents=r["raw"]["documents"] + 1))
+
+
+def _break_recorded_max_id(store, m):
+    _edit_part_record(store, m, "web.part1", lambda r: r.update(max_token_id=m.tokenizer.vocab_size))
 
 
 def _break_token_ids(store, m):
@@ -73,14 +79,6 @@ def _break_token_ids(store, m):
     tokens = np.load(store / entry.npy.key, mmap_mode="r+")
     tokens[3] = m.tokenizer.vocab_size + 5
     tokens.flush()
-
-
-def _break_overlap(store, m):
-    (store / "raw/web/part1.parquet").write_bytes((store / "raw/web/part0.parquet").read_bytes())
-    path = store / f"tokenized/{m.tokenizer.fingerprint}/parts/web.part1.json"
-    record = json.loads(path.read_text())
-    record["val_fraction"] = 0.9
-    path.write_text(json.dumps(record))
 
 
 def _break_a_file(store, m):
@@ -99,31 +97,30 @@ def _break_offsets(store, m):
     "breaker, failing",
     [
         (_break_counts, {"counts_agree"}),
-        (_break_token_ids, {"token_ids_below_vocab", "files_match_manifest"}),
-        (_break_overlap, {"splits_are_disjoint"}),
-        (_break_a_file, {"files_match_manifest", "manifest_reads_with_shard_loader"}),
-        (_break_offsets, {"files_match_manifest", "manifest_reads_with_shard_loader"}),
+        (_break_recorded_max_id, {"token_ids_below_vocab"}),
+        (_break_token_ids, {"reads_with_shard_loader"}),
+        (_break_a_file, {"files_present", "reads_with_shard_loader"}),
+        (_break_offsets, {"reads_with_shard_loader"}),
     ],
 )
 def test_each_check_fails_on_broken_input_and_passes_on_good(built, breaker, failing):
     inst, _, store, resources, _ = built
     assert all(_run_checks(inst, resources).values())
     breaker(store, shard_loader.open_manifest(str(store)).manifest)
+    live = (store / "manifest.json").read_bytes()
     results = _run_checks(inst, resources)
     assert {name for name, passed in results.items() if not passed} == failing
+    assert (store / "manifest.json").read_bytes() == live
 
 
 def test_the_schedule_launches_the_tokenizer_job_on_a_configurable_cron(monkeypatch):
-    from shard_assets import schedules
+    from shard_assets.defs.jobs import DEFAULT_CRON, retokenize_schedule
 
-    request = schedules.retokenize_schedule.evaluate_tick(dg.build_schedule_context(instance=instance())).run_requests
-    assert len(request) == 1 and schedules.retokenize_schedule.job_name == "tokenizer_job"
+    schedule = retokenize_schedule()
+    request = schedule.evaluate_tick(dg.build_schedule_context(instance=instance())).run_requests
+    assert len(request) == 1 and schedule.job_name == "tokenizer_job" and schedule.cron_schedule == DEFAULT_CRON
     monkeypatch.setenv("SHARD_RETOKENIZE_CRON", "15 1 * * *")
-    try:
-        assert importlib.reload(schedules).retokenize_schedule.cron_schedule == "15 1 * * *"
-    finally:
-        monkeypatch.delenv("SHARD_RETOKENIZE_CRON")
-        importlib.reload(schedules)
+    assert retokenize_schedule().cron_schedule == "15 1 * * *"
 
 
 def test_a_new_tokenizer_makes_tokenized_assets_stale_and_republishes_a_new_version(built, tmp_path):

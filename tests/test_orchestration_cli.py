@@ -9,8 +9,9 @@ from pathlib import Path
 import dagster as dg
 from dagster._core.instance.ref import InstanceRef
 
-from shard_assets.build import register_partitions
-from shard_assets.spec import load_spec
+from shard_assets.defs.partitions import sync_partitions
+from shard_assets.lib.store import LocalFolderStore
+from shard_assets.lib.spec import load_spec
 from tests.support.dagster_helpers import tiny_dataset
 import pytest
 
@@ -29,7 +30,7 @@ def test_cli_backfill_queues_one_run_per_chosen_partition(tmp_path):
     home.mkdir()
     (home / "dagster.yaml").symlink_to(ROOT / "dagster.yaml")
     with _instance(home) as inst:
-        assert register_partitions(inst, load_spec(spec)) == ["web.part0", "web.part1", "web.part2"]
+        assert sync_partitions(inst, LocalFolderStore(store), load_spec(spec))[2] == ["web.part0", "web.part1", "web.part2"]
     env = {**os.environ, "DAGSTER_HOME": str(home), "SHARD_DATASET_SPEC": str(spec), "DATASET_STORE_ROOT": str(store), "HF_HUB_OFFLINE": "1"}
     out = subprocess.run(
         [sys.executable, "-m", "dagster", "job", "backfill", "-w", "workspace.yaml", "-j", "tokenize_job", "--partitions", "web.part0,web.part2", "--noprompt"],

@@ -6,10 +6,10 @@ import sys
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shard_assets.plan import plan_build
-from shard_assets.spec import TokenizerSpec, load_spec
-from shard_assets.tokenize import encode_documents
-from shard_assets.tokenizer import build_tokenizer, load_tokenizer
+from shard_assets.lib.plan import plan_build
+from shard_assets.lib.spec import TokenizerSpec, load_spec
+from shard_assets.lib.encoding import encode_documents
+from shard_assets.lib.tokenizer import build_tokenizer, load_tokenizer
 from tests.support.dagster_helpers import write_jsonl
 
 
@@ -37,8 +37,8 @@ def test_estimates_are_close_to_the_truth(tmp_path):
     assert plan.output_bytes > 2 * plan.tokens and plan.seconds > 0
 
 
-def test_plan_command_prints_totals():
-    out = subprocess.run([sys.executable, "-m", "shard_assets.cli", "plan", "--sample", "20"], capture_output=True, text=True, timeout=300)
+def test_plan_command_prints_totals(demo_spec):
+    out = subprocess.run([sys.executable, "-m", "shard_assets.cli", "plan", "--spec", str(demo_spec), "--sample", "20"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "total" in out.stdout and "core-hours" in out.stdout and "stdlib.part-000" in out.stdout
 
@@ -46,7 +46,7 @@ def test_plan_command_prints_totals():
 def test_the_raw_asset_estimates_what_tokenizing_will_produce(tmp_path):
     import dagster as dg
 
-    from shard_assets.build import build_dataset
+    from shard_assets.runner import build_dataset
     from shard_assets.definitions import ASSETS
     from shard_loader import open_manifest
     from tests.support.dagster_helpers import instance, tiny_dataset

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 import shard_loader
-from shard_assets.errors import PublishError
-from shard_assets.publish import publish_manifest
-from shard_assets.store import LocalFolderStore
-from shard_assets.store.local import STALE_TEMP_SECONDS
+from shard_assets.lib.errors import PublishError
+from shard_assets.lib.publish import promote, publish, write_version
+from shard_assets.lib.store import LocalFolderStore
+from shard_assets.lib.store.local import STALE_TEMP_SECONDS
 from tests.support.build_helpers import assert_every_manifest_whole
 from tests.support.synthetic import random_docs, write_dataset
 
@@ -27,14 +27,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 PUBLISHER = """
 import sys
-from shard_assets.publish import publish_manifest
-from shard_assets.store import LocalFolderStore
-from shard_assets.store.local import STALE_TEMP_SECONDS
+from shard_assets.lib.publish import promote, write_version
+from shard_assets.lib.store import LocalFolderStore
+from shard_assets.lib.store.local import STALE_TEMP_SECONDS
 from shard_loader import open_manifest
 store = LocalFolderStore(sys.argv[1])
 manifest = open_manifest(sys.argv[2]).manifest
 for _ in range(int(sys.argv[3])):
-    publish_manifest(store, manifest)
+    promote(store, write_version(store, manifest)[0])
 """
 
 
@@ -89,7 +89,8 @@ def test_a_publisher_killed_at_random_moments_leaves_a_whole_manifest(tmp_path):
     fresh = store / "manifests" / ".va.json.live-writer.tmp"
     fresh.write_bytes(b"a writer still at work")
     for version in sorted(bodies):
-        publish_manifest(LocalFolderStore(store), shard_loader.open_manifest(str(tmp_path / f"{version}.json")).manifest)
+        m = shard_loader.open_manifest(str(tmp_path / f"{version}.json")).manifest
+        promote(LocalFolderStore(store), write_version(LocalFolderStore(store), m)[0])
     assert [p.name for p in store.rglob("*.tmp")] == [fresh.name]
 
 
@@ -99,31 +100,36 @@ def dataset(tmp_path):
     return tmp_path, shard_loader.open_manifest(str(tmp_path)).manifest, bodies
 
 
-def test_a_manifest_naming_a_missing_file_is_not_published(dataset):
+def test_a_version_naming_a_missing_file_is_written_but_never_made_live(dataset):
     root, m, bodies = dataset
     key = m.splits["train"].shards[0].bin.key
     (root / key).unlink()
-    other = replace(m, version="v-missing")
-    with pytest.raises(PublishError, match=f"{key}: referenced by manifest v-missing but missing from local folder"):
-        publish_manifest(LocalFolderStore(root), other)
+    published = publish(LocalFolderStore(root), replace(m, version="v-missing"), parts={}, val_fraction=0.0)
+    assert not published.live and "files_present" in published.failed
+    files = next(a for a in published.audits if a.name == "files_present")
+    assert f"{key}: missing" in files.problems
     assert (root / "manifest.json").read_bytes() == bodies[m.version]
-    assert not (root / "manifests" / "v-missing.json").exists()
 
 
-def test_a_manifest_whose_sizes_differ_from_the_files_is_not_published(dataset):
+def test_a_version_whose_sizes_differ_from_the_files_is_never_made_live(dataset):
     root, m, bodies = dataset
-    key = m.splits["train"].shards[0].npy.key
-    with open(root / key, "ab") as f:
+    ref = m.splits["train"].shards[0].npy
+    with open(root / ref.key, "ab") as f:
         f.write(b"tail")
-    with pytest.raises(PublishError, match=f"{key}: is {m.splits['train'].shards[0].npy.size + 4} bytes in local folder .*its record says"):
-        publish_manifest(LocalFolderStore(root), replace(m, version="v-grown"))
+    published = publish(LocalFolderStore(root), replace(m, version="v-grown"), parts={}, val_fraction=0.0)
+    files = next(a for a in published.audits if a.name == "files_present")
+    assert not published.live and f"{ref.key}: {ref.size + 4} bytes, manifest says {ref.size}" in files.problems
     assert (root / "manifest.json").read_bytes() == bodies[m.version]
 
 
-def test_republishing_a_version_keeps_the_first_copy(dataset):
+def test_republishing_a_version_keeps_the_first_copy_and_refuses_other_content(dataset):
     root, m, _ = dataset
-    first = publish_manifest(LocalFolderStore(root), m)
-    again = publish_manifest(LocalFolderStore(root), replace(m, created_at="2099-01-01T00:00:00Z"))
-    assert not first.created and not again.created
-    assert again.manifest.created_at == m.created_at
+    store = LocalFolderStore(root)
+    _, first, _ = write_version(store, m)
+    _, again, written = write_version(store, replace(m, created_at="2099-01-01T00:00:00Z"))
+    assert not first and not again
+    assert written.created_at == m.created_at
+    other = replace(m, tokenizer=replace(m.tokenizer, file=replace(m.tokenizer.file, size=m.tokenizer.file.size + 1)))
+    with pytest.raises(PublishError, match=f"manifests/{m.version}.json: .* already holds a different manifest"):
+        write_version(store, other)
     assert not [p for p in root.rglob("*") if p.name.endswith(".tmp")]

@@ -9,9 +9,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from shard_assets.build import build_dataset
-from shard_assets.resources import DatasetResource, store_resource_from_env
-from shard_assets.spec import load_spec
+from shard_assets.runner import build_dataset
+from shard_assets.defs.resources import DatasetResource, store_resource_from_env
+from shard_assets.lib.spec import load_spec
 from shard_loader import IntegrityError, StoreError, TokenDataset
 from shard_loader.download import DownloadConfig, download_file
 from shard_loader.format import FileRef
@@ -55,9 +55,9 @@ def _store(s3, **options) -> S3Store:
     return S3Store(f"s3://{BUCKET}", endpoint_url=s3.url, access_key_id=ACCESS_KEY, secret_access_key=SECRET_KEY, **options)
 
 
-def test_build_to_the_bucket_then_train_from_it_with_a_fresh_cache(s3, r2_env, tmp_path):
-    resources = {"dataset": DatasetResource(), "store": store_resource_from_env()}
-    result = build_dataset(dg.DagsterInstance.ephemeral(), load_spec(), resources)
+def test_build_to_the_bucket_then_train_from_it_with_a_fresh_cache(s3, r2_env, tmp_path, demo_spec):
+    resources = {"dataset": DatasetResource(spec_path=str(demo_spec)), "store": store_resource_from_env()}
+    result = build_dataset(dg.DagsterInstance.ephemeral(), load_spec(demo_spec), resources)
     assert result.manifest_url == f"s3://{BUCKET}/team/demo/manifest.json"
     assert s3.proxy.rejected["PUT"] == 0  # R2-like endpoint accepted every upload
     ds = TokenDataset(f"r2://{BUCKET}/team/demo/manifest.json", seq_len=128, batch_size=4, cache_dir=tmp_path / "cache",
@@ -76,7 +76,7 @@ def test_the_default_botocore_checksums_are_refused_and_the_store_avoids_them(s3
     store = store_resource_from_env().store()
     big = tmp_path / "big.bin"
     big.write_bytes(os.urandom(12 << 20))
-    from shard_assets.store import s3 as s3_module
+    from shard_assets.lib.store import s3 as s3_module
 
     before = s3.proxy.multipart_uploads
     s3_module.MULTIPART_THRESHOLD, old = 5 << 20, s3_module.MULTIPART_THRESHOLD

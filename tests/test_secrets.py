@@ -13,9 +13,9 @@ import dagster as dg
 import pytest
 
 import shard_loader
-from shard_assets.build import build_dataset
-from shard_assets.resources import DatasetResource, store_resource_from_env
-from shard_assets.store import ObjectStoreError
+from shard_assets.runner import build_dataset
+from shard_assets.defs.resources import DatasetResource, store_resource_from_env
+from shard_assets.lib.store import ObjectStoreError
 from shard_loader import ShardLoaderError, TokenDataset
 from tests.support.dagster_helpers import tiny_dataset
 

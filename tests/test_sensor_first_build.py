@@ -6,8 +6,7 @@ import dagster as dg
 import shard_loader
 
 from shard_assets.definitions import ASSETS, build_definitions
-from shard_assets.resources import DatasetResource
-from shard_assets.sensors import raw_files_sensor
+from shard_assets.defs.sensors import raw_files_sensor
 from tests.support.dagster_helpers import instance, run_automation, tiny_dataset
 import pytest
 
@@ -20,8 +19,8 @@ def test_sensor_runs_then_automation_build_the_whole_dataset(tmp_path):
     defs = build_definitions(resources)
     baseline = dg.evaluate_automation_conditions(defs=defs, instance=inst)
     assert baseline.total_requested == 0
-    tick = raw_files_sensor(dg.build_sensor_context(instance=inst, resources={"dataset": DatasetResource(spec_path=str(spec))}))
-    inst.add_dynamic_partitions("raw_files", list(tick.dynamic_partitions_requests[0].partition_keys))
+    tick = raw_files_sensor(dg.build_sensor_context(instance=inst, resources=resources))
+    assert sorted(inst.get_dynamic_partitions("raw_files")) == ["web.part0", "web.part1"]
     assert {tuple(r.asset_selection) for r in tick.run_requests} == {(dg.AssetKey("raw_documents"),)}
     for request in tick.run_requests:
         dg.materialize(ASSETS, selection=request.asset_selection, partition_key=request.partition_key, instance=inst, resources=resources)

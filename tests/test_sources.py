@@ -8,10 +8,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from shard_assets.errors import SpecError
-from shard_assets.sources.listing import list_source_files
-from shard_assets.sources.readers import iter_document_batches
-from shard_assets.spec import parse_spec
+from shard_assets.lib.errors import SpecError
+from shard_assets.lib.sources.listing import list_source_files
+from shard_assets.lib.sources.readers import iter_document_batches
+from shard_assets.lib.spec import parse_spec
 
 
 def _docs(spec, source_name):
@@ -66,8 +66,8 @@ def test_a_remote_source_without_a_cap_is_refused_unless_allowed():
         ({"name": "t", "sources": [{"name": "x", "uri": "/d", "format": "csv"}]}, r"sources\[0\].format: 'csv'"),
         ({"name": "t", "sources": [{"preset": "nope"}]}, r"sources\[0\].preset: unknown preset 'nope'"),
         ({"name": "t", "sources": []}, r"at least one \[\[sources\]\]"),
-        ({"name": "t", "val_fraction": 1.5, "sources": [{"name": "d", "format": "demo"}]}, "val_fraction must be in"),
-        ({"name": "t", "tokenizer": {"kind": "pretrained"}, "sources": [{"name": "d", "format": "demo"}]}, r"\[tokenizer\].name is needed"),
+        ({"name": "t", "val_fraction": 1.5, "sources": [{"name": "d", "uri": "x.jsonl", "format": "jsonl"}]}, "val_fraction must be in"),
+        ({"name": "t", "tokenizer": {"kind": "pretrained"}, "sources": [{"name": "d", "uri": "x.jsonl", "format": "jsonl"}]}, r"\[tokenizer\].name is needed"),
     ],
 )
 def test_bad_specs_name_the_field(spec, message):

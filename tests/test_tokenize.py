@@ -5,11 +5,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from shard_assets.documents import doc_hashes, is_val, normalise
+from shard_assets.lib.text import doc_hashes, is_val, normalise
 from shard_loader.format.shard import HEADER_BYTES
-from shard_assets.spec import TokenizerSpec
-from shard_assets.tokenize import MAX_BATCH_CHARS, MAX_PIECE_CHARS, tokenize_partition
-from shard_assets.tokenizer import build_tokenizer, load_tokenizer
+from shard_assets.lib.spec import TokenizerSpec
+from shard_assets.lib.encoding import MAX_BATCH_CHARS, MAX_PIECE_CHARS, tokenize_partition
+from shard_assets.lib.tokenizer import build_tokenizer, load_tokenizer
 
 VAL_FRACTION = 0.2
 

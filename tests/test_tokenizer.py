@@ -2,8 +2,8 @@
 
 import os
 
-from shard_assets.spec import TokenizerSpec
-from shard_assets.tokenizer import build_tokenizer, load_tokenizer
+from shard_assets.lib.spec import TokenizerSpec
+from shard_assets.lib.tokenizer import build_tokenizer, load_tokenizer
 
 TEXTS = [f"Document number {i} says: the quick brown fox jumps over the lazy dog, {i * 7} times." for i in range(300)]
 

@@ -87,6 +87,7 @@ class ShardWriter:
         self._write_offsets(np.zeros(1, dtype="<i8"))
         self.tokens = 0
         self.documents = 0
+        self.max_token_id = -1
         self.npy_sha256 = self.bin_sha256 = ""
 
     def _write_offsets(self, offsets: np.ndarray) -> None:
@@ -98,6 +99,8 @@ class ShardWriter:
         """`tokens` is the concatenation of documents whose lengths (EOD included) are `doc_lengths`."""
         self._npy.write(np.ascontiguousarray(tokens, dtype=self.dtype).tobytes())
         self._write_offsets(self.tokens + np.cumsum(doc_lengths, dtype=np.int64))
+        if tokens.shape[0]:
+            self.max_token_id = max(self.max_token_id, int(tokens.max()))
         self.tokens += int(tokens.shape[0])
         self.documents += int(doc_lengths.shape[0])
 

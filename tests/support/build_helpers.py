@@ -47,7 +47,7 @@ def write_bad_corpus(src: Path) -> None:
 def bad_corpus_spec(path: Path, src: Path) -> Path:
     """A spec with a parquet source 'pq' and a JSONL source 'js', both over the bad corpus in `src`."""
     path.write_text(
-        f'name = "bad"\nmin_chars = 10\n[tokenizer]\nvocab_size = 300\n'
+        f'name = "bad"\nmin_chars = 10\nval_fraction = 0.2\n[tokenizer]\nvocab_size = 300\n'
         f'[[sources]]\nname = "pq"\nuri = "{src}/*.parquet"\n'
         f'[[sources]]\nname = "js"\nuri = "{src}/*.jsonl"\nformat = "jsonl"\n'
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 import dagster as dg
 
 from shard_assets.definitions import ASSETS
-from shard_assets.resources import DatasetResource, StoreResource
+from shard_assets.defs.resources import DatasetResource, StoreResource
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau upsilon".split()
 

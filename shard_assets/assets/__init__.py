@@ -1,1 +1,0 @@
-"""The software-defined assets, in build order: raw documents, tokenizer, tokenized shards, splits, manifest."""

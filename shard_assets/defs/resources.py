@@ -1,0 +1,89 @@
+"""Dagster resources: the dataset specification and the object store every asset uses."""
+
+from __future__ import annotations
+
+import os
+
+import dagster as dg
+
+from ..lib.spec import DatasetSpec, load_spec
+from ..lib.store import LocalFolderStore, ObjectStore
+
+DEFAULT_LOCAL_ROOT = "data/store"
+DEFAULT_SPEC = "data/demo/demo.toml"  # written by `shard-assets demo`
+R2_CHECKSUM_ENV = {"AWS_REQUEST_CHECKSUM_CALCULATION": "when_required", "AWS_RESPONSE_CHECKSUM_VALIDATION": "when_required"}
+
+
+def _resolved(value: str) -> str:
+    """An EnvVar field's value: Dagster resolves it inside runs; scripts using the resource directly need this."""
+    return value.get_value() if isinstance(value, dg.EnvVar) else value
+
+
+class DatasetResource(dg.ConfigurableResource):
+    """Which dataset to build: a spec file (TOML)."""
+
+    spec_path: str = DEFAULT_SPEC
+
+    def spec(self) -> DatasetSpec:
+        return load_spec(self.spec_path)
+
+
+class StoreResource(dg.ConfigurableResource):
+    """Where the dataset is written: a local folder, or `s3://bucket/prefix` on an S3-compatible endpoint (R2).
+
+    Keys are best given as dg.EnvVar so their values never enter run config, logs or the UI.
+    """
+
+    root: str = DEFAULT_LOCAL_ROOT
+    endpoint_url: str = ""
+    region_name: str = "auto"
+    access_key_id: str = ""
+    secret_access_key: str = ""
+
+    def store(self) -> ObjectStore:
+        if not self.root.startswith(("s3://", "r2://")):
+            return LocalFolderStore(self.root)
+        from dagster_aws.s3 import S3Resource
+
+        from shard_loader.redaction import redact_client_logs
+
+        from ..lib.store.s3 import S3ObjectStore
+
+        redact_client_logs()
+        for name, value in R2_CHECKSUM_ENV.items():  # R2 rejects botocore's default CRC32 checksums
+            os.environ.setdefault(name, value)
+        client = S3Resource(
+            endpoint_url=self.endpoint_url or None,
+            region_name=self.region_name,
+            aws_access_key_id=_resolved(self.access_key_id) or None,
+            aws_secret_access_key=_resolved(self.secret_access_key) or None,
+        ).get_client()
+        bucket, _, prefix = self.root.split("://", 1)[1].partition("/")
+        return S3ObjectStore(client, bucket, prefix, self.endpoint_url)
+
+
+def store_resource_from_env() -> StoreResource:
+    """DATASET_STORE=r2 (with the R2_DATASET_* variables and DATASET_BINS_PATH) or s3 (S3_ENDPOINT_URL,
+    DATASET_STORE_ROOT=s3://...); otherwise the local folder DATASET_STORE_ROOT (default data/store)."""
+    kind = os.environ.get("DATASET_STORE", "local")
+    if kind == "r2":
+        account, bucket = os.environ.get("R2_DATASET_ACCOUNT_ID", ""), os.environ.get("R2_DATASET_BUCKET_NAME", "")
+        return StoreResource(
+            root=f"s3://{bucket}/{os.environ.get('DATASET_BINS_PATH', '').strip('/')}".rstrip("/"),
+            endpoint_url=os.environ.get("S3_ENDPOINT_URL") or f"https://{account}.r2.cloudflarestorage.com",
+            access_key_id=dg.EnvVar("R2_DATASET_WRITE_ACCESS_KEY_ID"),
+            secret_access_key=dg.EnvVar("R2_DATASET_WRITE_SECRET_ACCESS_KEY"),
+        )
+    if kind == "s3":
+        return StoreResource(
+            root=os.environ["DATASET_STORE_ROOT"],
+            endpoint_url=os.environ.get("S3_ENDPOINT_URL", ""),
+            access_key_id=dg.EnvVar("AWS_ACCESS_KEY_ID"),
+            secret_access_key=dg.EnvVar("AWS_SECRET_ACCESS_KEY"),
+        )
+    return StoreResource(root=os.environ.get("DATASET_STORE_ROOT", DEFAULT_LOCAL_ROOT))
+
+
+def default_resources() -> dict[str, dg.ConfigurableResource]:
+    """Resources from the environment: SHARD_DATASET_SPEC and the store variables above."""
+    return {"dataset": DatasetResource(spec_path=os.environ.get("SHARD_DATASET_SPEC") or DEFAULT_SPEC), "store": store_resource_from_env()}

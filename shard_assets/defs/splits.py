@@ -1,0 +1,51 @@
+"""Asset splits: which partitions the next version holds, token and document totals per split, and a
+blocking check that no document sits in both train and val."""
+
+import dagster as dg
+
+from ..lib.layout import splits_record_key
+from ..lib.records import put_record
+from ..lib.splits import overlap_count, select_partitions, summarise
+from ..lib.state import current_tokenizer, registered_partitions
+from .automation import REBUILD
+from .resources import DatasetResource, StoreResource
+from .tokenized_shards import tokenized_shards
+
+CODE_VERSION = "splits-2"
+DISJOINT = "splits_are_disjoint"
+
+
+@dg.asset(
+    deps=[tokenized_shards],
+    code_version=CODE_VERSION,
+    automation_condition=REBUILD,
+    group_name="dataset",
+    kinds={"json"},
+    owners=["team:data-engineering"],
+    tags={"stage": "publish"},
+    check_specs=[dg.AssetCheckSpec(DISJOINT, asset="splits", blocking=True, description="No document (by hash of its normalised text) is in both train and val.")],
+    description="Token and document totals per split over the tokenized partitions; failed or removed partitions left out with a reason.",
+)
+def splits(context: dg.AssetExecutionContext, dataset: DatasetResource, store: StoreResource) -> dg.MaterializeResult:
+    spec, objects = dataset.spec(), store.store()
+    record = current_tokenizer(objects)
+    selection = select_partitions(objects, spec, record.fingerprint, registered_partitions(objects))
+    overlap = overlap_count(objects, selection.parts)
+    summary = summarise(record.fingerprint, selection, overlap)
+    put_record(objects, splits_record_key(record.fingerprint), summary)
+    totals = summary.totals
+    left_out = "\n".join(f"- `{p}`: {why}" for p, why in summary.left_out.items())
+    return dg.MaterializeResult(
+        metadata={
+            "partitions": len(summary.partitions),
+            "partitions_left_out": len(summary.left_out),
+            "left_out": dg.MetadataValue.md(left_out or "none"),
+            "val_fraction": summary.val_fraction,
+            "train_tokens": totals["train"].tokens,
+            "val_tokens": totals["val"].tokens,
+            "train_documents": totals["train"].documents,
+            "val_documents": totals["val"].documents,
+            "documents_in_both_splits": overlap,
+        },
+        check_results=[dg.AssetCheckResult(check_name=DISJOINT, passed=overlap == 0, metadata={"documents_in_both_splits": overlap})],
+    )

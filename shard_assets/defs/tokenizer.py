@@ -1,0 +1,50 @@
+"""Asset tokenizer: a pretrained tokenizer or a BPE trained on the raw documents, stored under its
+fingerprint and made the store's current tokenizer (the pointer record every later asset reads)."""
+
+import dagster as dg
+
+from ..lib.errors import TokenizerError
+from ..lib.layout import raw_record_key, tokenizer_key
+from ..lib.records import RawRecord, find_record
+from ..lib.tokenizer import build_tokenizer, store_tokenizer, training_texts
+from .automation import FIRST_TOKENIZER
+from .partitions import raw_files
+from .raw_documents import raw_documents
+from .resources import DatasetResource, StoreResource
+
+CODE_VERSION = "tokenizer-1"
+
+
+@dg.asset(
+    deps=[raw_documents],
+    code_version=CODE_VERSION,
+    automation_condition=FIRST_TOKENIZER,
+    group_name="dataset",
+    kinds={"huggingface"},
+    owners=["team:data-engineering"],
+    tags={"stage": "tokenizer"},
+    description=(
+        "A pretrained tokenizer (transformers) or a byte-level BPE trained on the raw documents. "
+        "Materialising it again with a changed result re-tokenizes every partition."
+    ),
+)
+def tokenizer(context: dg.AssetExecutionContext, dataset: DatasetResource, store: StoreResource) -> dg.MaterializeResult:
+    spec, objects = dataset.spec(), store.store()
+    partitions = sorted(context.instance.get_dynamic_partitions(raw_files.name))
+    raws = [r for p in partitions if (r := find_record(objects, raw_record_key(p), RawRecord, "tokenizer")) is not None]
+    if spec.tokenizer.kind == "train_bpe" and not raws:
+        raise TokenizerError("no raw_documents partition is materialised to train the BPE on; run `shard-assets discover` and materialise raw_documents first")
+    text, record = build_tokenizer(spec.tokenizer, training_texts(objects, [r.key for r in raws], spec.tokenizer.train_max_bytes))
+    store_tokenizer(objects, text, record)
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(record.fingerprint),
+        metadata={
+            "fingerprint": record.fingerprint,
+            "name": record.name,
+            "vocab_size": record.vocab_size,
+            "eod_id": record.eod_id,
+            "token_dtype": record.token_dtype,
+            "key": tokenizer_key(record.fingerprint),
+            "trained_on_partitions": len(raws),
+        },
+    )

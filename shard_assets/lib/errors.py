@@ -1,0 +1,34 @@
+"""Exception types of the builder, under one root; each message names the file, key or field at fault
+and what to do. Every CLI prints them as one line (`error: ...`) and exits 2."""
+
+
+class BuildError(Exception):
+    """Base class for errors the builder raises on purpose."""
+
+
+class SpecError(BuildError, ValueError):
+    """The dataset specification is invalid."""
+
+
+class SourceError(BuildError):
+    """A source file cannot be read as configured: missing column, bad encoding, truncated, empty."""
+
+
+class TokenizerError(BuildError):
+    """The tokenizer cannot be loaded or trained as configured."""
+
+
+class RecordError(BuildError):
+    """A record the builder keeps in the store is missing or malformed."""
+
+
+class PublishError(BuildError):
+    """A manifest cannot be published: a referenced file is missing, differs from its record, or a check failed."""
+
+
+class ObjectStoreError(BuildError):
+    """A store read or write failed: a missing key, a refused request, an unreachable bucket."""
+
+
+class RunFailed(BuildError):
+    """A Dagster run of the build failed; the message names the job, partition and the innermost error."""

@@ -1,0 +1,136 @@
+"""Plan a build before starting it: from a sample of each source file, estimate documents, tokens,
+output bytes, local disk and time, so nobody starts a build that cannot finish."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+from shard_loader.format import TOKEN_DTYPES
+
+from .sources.listing import SourceFile, list_source_files
+from .sources.readers import iter_document_batches
+from .spec import DatasetSpec
+from .encoding import encode_documents
+
+SAMPLE_DOCUMENTS = 200
+
+
+@dataclass(frozen=True)
+class FileEstimate:
+    file: SourceFile
+    documents: int
+    tokens: int
+    text_bytes: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    files: list[FileEstimate]
+    token_dtype: str
+    tokens_per_second_per_core: float
+    cores: int
+
+    @property
+    def tokens(self) -> int:
+        return sum(f.tokens for f in self.files)
+
+    @property
+    def documents(self) -> int:
+        return sum(f.documents for f in self.files)
+
+    def output_bytes_as(self, dtype: str) -> int:
+        """Shard bytes: tokens (plus one end-of-document id each) at `dtype`'s width, and 8-byte offsets."""
+        return (self.tokens + self.documents) * TOKEN_DTYPES[dtype] + 8 * (self.documents + 2 * len(self.files))
+
+    @property
+    def output_bytes(self) -> int:
+        return self.output_bytes_as(self.token_dtype)
+
+    @property
+    def local_disk_bytes(self) -> int:
+        """Scratch per concurrently built partition: its raw text and its shards, times the cores in use."""
+        largest = max((f.text_bytes + f.tokens * TOKEN_DTYPES[self.token_dtype] for f in self.files), default=0)
+        return 2 * largest * self.cores
+
+    @property
+    def seconds(self) -> float:
+        return self.tokens / max(self.tokens_per_second_per_core * self.cores, 1.0)
+
+
+def _documents_in(file: SourceFile, source, sampled: int, sampled_bytes: int) -> int:
+    """Rows from parquet metadata; otherwise the file's listed size over the sample's bytes per document."""
+    if source.format == "parquet":
+        import fsspec
+        import pyarrow.parquet as pq
+
+        with fsspec.open(file.uri, "rb", **source.storage_options) as f:
+            total = pq.ParquetFile(f).metadata.num_rows
+    else:
+        size = file.size
+        total = sampled if size < 0 or not sampled_bytes else max(sampled, round(size * sampled / sampled_bytes))
+    return min(total, source.max_documents) if source.max_documents is not None else total
+
+
+def plan_build(spec: DatasetSpec, tokenizer, token_dtype: str, sample_documents: int = SAMPLE_DOCUMENTS) -> Plan:
+    """Estimate the whole build from the first `sample_documents` documents of every file."""
+    estimates, sampled_tokens, sampled_seconds = [], 0, 0.0
+    for source in spec.sources:
+        for file in list_source_files(source):
+            docs: list[str] = []
+            for batch in iter_document_batches(source, file, sample_documents):
+                docs += batch
+                if len(docs) >= sample_documents:
+                    break
+            docs = docs[:sample_documents]
+            started = time.perf_counter()
+            tokens, _ = encode_documents(tokenizer, docs, 0, token_dtype) if docs else ([], None)
+            sampled_seconds += time.perf_counter() - started
+            sampled_tokens += len(tokens)
+            text_bytes = sum(len(d.encode("utf-8", "surrogatepass")) for d in docs)
+            total = _documents_in(file, source, len(docs), text_bytes) if docs else 0
+            scale = total / len(docs) if docs else 0
+            estimates.append(FileEstimate(file, total, round(len(tokens) * scale), round(text_bytes * scale)))
+    rate = sampled_tokens / sampled_seconds if sampled_seconds else 0.0
+    return Plan(estimates, token_dtype, rate, os.cpu_count() or 1)
+
+
+def estimate_partition(texts: list[str], documents: int, text_bytes: int, tokenizer, token_dtype: str) -> dict[str, float]:
+    """What tokenizing a raw partition will produce and take, from a sample of its documents."""
+    if not texts:
+        return {}
+    started = time.perf_counter()
+    tokens, _ = encode_documents(tokenizer, texts, 0, token_dtype)
+    seconds = time.perf_counter() - started
+    sample_bytes = sum(len(t.encode("utf-8")) for t in texts)
+    estimated = len(tokens) * text_bytes / max(sample_bytes, 1)
+    return {
+        "estimated_tokens": round(estimated),
+        "estimated_shard_bytes": round(estimated * TOKEN_DTYPES[token_dtype] + 8 * (documents + 2)),
+        "estimated_tokenize_seconds_one_core": round(seconds * text_bytes / max(sample_bytes, 1), 1),
+    }
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:,.1f} {unit}"
+        n /= 1000
+    return f"{n:,.1f} PB"
+
+
+def format_plan(plan: Plan) -> str:
+    lines = [f"{'partition':<40} {'documents':>12} {'tokens':>16} {'text MB':>10}"]
+    for f in plan.files:
+        lines.append(f"{f.file.partition_key:<40} {f.documents:>12,} {f.tokens:>16,} {f.text_bytes / 1e6:>10.1f}")
+    hours = plan.seconds / 3600
+    lines += [
+        "",
+        f"total          {plan.documents:,} documents, {plan.tokens:,} tokens in {len(plan.files)} partitions",
+        f"output         {_human(plan.output_bytes)} of shards ({plan.token_dtype}; uint16 {_human(plan.output_bytes_as('uint16'))}, uint32 {_human(plan.output_bytes_as('uint32'))})",
+        f"local disk     {_human(plan.local_disk_bytes)} scratch for {plan.cores} partitions at once",
+        f"time           {plan.seconds:,.0f} s ({hours:,.2f} h) on {plan.cores} cores at {plan.tokens_per_second_per_core / 1e6:.2f}M tokens/s per core (measured on the sample)",
+        f"core-hours     {hours * plan.cores:,.3f}",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,216 @@
+"""Write, audit, publish: assemble a manifest version from the per-partition records, write
+`manifests/<version>.json` once, audit exactly that version, and only then replace `manifest.json`.
+
+A failing audit leaves `manifest.json` and every older version untouched. Audits cost what the
+records cost (counts, sizes, ids recorded at write time, a sampled read), never a full re-read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from shard_loader.checksum import verify_file
+from shard_loader.errors import ShardLoaderError
+from shard_loader.format import (
+    LATEST_KEY,
+    SPLITS,
+    FileRef,
+    Manifest,
+    SplitInfo,
+    TokenizerInfo,
+    open_shard,
+    parse_manifest,
+    versioned_key,
+)
+
+from .errors import ObjectStoreError, PublishError
+from .records import PartRecord, TokenizerRecord
+from .store import ObjectStore
+
+SAMPLED_SHARDS = 4
+
+
+@dataclass(frozen=True)
+class Audit:
+    """The outcome of one blocking audit of a written, not yet live, manifest version."""
+
+    name: str
+    passed: bool
+    summary: str
+    problems: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Published:
+    version: str
+    key: str
+    created: bool
+    live: bool
+    manifest: Manifest
+    audits: tuple[Audit, ...] = field(default_factory=tuple)
+
+    @property
+    def failed(self) -> list[str]:
+        return [a.name for a in self.audits if not a.passed]
+
+
+def content_version(dataset: str, tokenizer: TokenizerInfo, dtype: str, splits: dict[str, SplitInfo]) -> str:
+    """A version id that depends on the published content only, so a re-run with the same inputs republishes the same version."""
+    body = json.dumps(
+        {
+            "dataset": dataset,
+            "tokenizer": tokenizer.fingerprint,
+            "dtype": dtype,
+            "splits": {s: [(e.npy.sha256, e.bin.sha256) for e in info.shards] for s, info in splits.items()},
+        },
+        sort_keys=True,
+    )
+    return f"{dataset}-{hashlib.sha256(body.encode()).hexdigest()[:16]}"
+
+
+def build_manifest(dataset: str, tokenizer: TokenizerRecord, tokenizer_file: FileRef, parts: dict[str, PartRecord], lineage: dict) -> Manifest:
+    """The manifest of every partition's shards; shards with no document are left out."""
+    splits = {}
+    for split in SPLITS:
+        entries = tuple(p.shards[split] for _, p in sorted(parts.items()) if p.shards[split].documents)
+        splits[split] = SplitInfo(tokens=sum(e.tokens for e in entries), documents=sum(e.documents for e in entries), shards=entries)
+    info = TokenizerInfo(
+        name=tokenizer.name, fingerprint=tokenizer.fingerprint, vocab_size=tokenizer.vocab_size, eod_id=tokenizer.eod_id, file=tokenizer_file
+    )
+    return Manifest(
+        dataset=dataset,
+        version=content_version(dataset, info, tokenizer.token_dtype, splits),
+        created_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        tokenizer=info,
+        token_dtype=tokenizer.token_dtype,
+        splits=splits,
+        lineage=lineage,
+    )
+
+
+def put_immutable(store: ObjectStore, key: str, path: Path, ref: FileRef) -> bool:
+    """Upload a content-addressed file unless its key exists already; returns whether it uploaded.
+
+    An existing object of another size under the same key is refused: a key names one content forever.
+    """
+    if store.exists(key):
+        size = store.size(key)
+        if size != ref.size:
+            raise PublishError(f"{key}: already in {store.describe()} with {size} bytes, new content has {ref.size}; refusing to overwrite a published key")
+        return False
+    store.put_file(key, path)
+    return True
+
+
+def write_version(store: ObjectStore, manifest: Manifest) -> tuple[str, bool, Manifest]:
+    """Write `manifests/<version>.json` once; returns its key, whether this call created it, and the parsed copy.
+
+    A version already written with other content is refused, never replaced.
+    """
+    key = versioned_key(manifest.version)
+    created = store.put_bytes(key, manifest.dumps(), if_absent=True)
+    written = parse_manifest(store.get_bytes(key), origin=f"{store.describe()}/{key}")
+    if written.version != manifest.version or written.files() != manifest.files():
+        raise PublishError(f"{key}: {store.describe()} already holds a different manifest under this version; refusing to replace it")
+    return key, created, written
+
+
+def promote(store: ObjectStore, key: str) -> None:
+    """Make a written version live: replace manifest.json (atomically) with its bytes."""
+    store.put_bytes(LATEST_KEY, store.get_bytes(key))
+
+
+def _audit_files_present(store: ObjectStore, m: Manifest) -> Audit:
+    problems = []
+    for ref in m.files():
+        try:
+            size = store.size(ref.key)
+        except ObjectStoreError:
+            problems.append(f"{ref.key}: missing")
+            continue
+        if size != ref.size:
+            problems.append(f"{ref.key}: {size} bytes, manifest says {ref.size}")
+    return Audit("files_present", not problems, f"{len(m.files())} files, {len(problems)} missing or of another size", tuple(problems))
+
+
+def _audit_counts(m: Manifest, parts: dict[str, PartRecord]) -> Audit:
+    problems = []
+    for partition, part in parts.items():
+        tokenized = sum(part.shards[s].documents for s in SPLITS)
+        if part.raw.documents != tokenized:
+            problems.append(f"{partition}: {part.raw.documents} raw documents, {tokenized} tokenized")
+    for name, split in m.splits.items():
+        tokens = sum(p.shards[name].tokens for p in parts.values())
+        documents = sum(p.shards[name].documents for p in parts.values())
+        if (tokens, documents) != (split.tokens, split.documents):
+            problems.append(f"{name}: shards hold {tokens} tokens / {documents} documents, manifest says {split.tokens} / {split.documents}")
+    return Audit("counts_agree", not problems, "documents agree between raw and tokenized; tokens between shards and manifest", tuple(problems))
+
+
+def _audit_vocab(m: Manifest, parts: dict[str, PartRecord]) -> Audit:
+    worst = max((p.max_token_id for p in parts.values()), default=-1)
+    bad = tuple(f"{k}: max token id {p.max_token_id}" for k, p in parts.items() if p.max_token_id >= m.tokenizer.vocab_size)
+    return Audit("token_ids_below_vocab", not bad, f"max token id {worst} (recorded at write time), vocab size {m.tokenizer.vocab_size}", bad)
+
+
+def _audit_not_empty(m: Manifest, val_fraction: float) -> Audit:
+    wanted = ["train"] + (["val"] if val_fraction > 0 else [])
+    empty = tuple(f"{s}: 0 documents (val_fraction {val_fraction})" for s in wanted if m.splits[s].documents == 0)
+    return Audit("splits_not_empty", not empty, ", ".join(f"{s}: {m.splits[s].documents:,} documents" for s in wanted), empty)
+
+
+def _sample(m: Manifest) -> list:
+    shards = [e for s in m.splits.values() for e in s.shards]
+    if len(shards) <= SAMPLED_SHARDS:
+        return shards
+    step = (len(shards) - 1) / (SAMPLED_SHARDS - 1)
+    return [shards[round(i * step)] for i in range(SAMPLED_SHARDS)]
+
+
+def _audit_readable(store: ObjectStore, m: Manifest) -> Audit:
+    """The tokenizer and a deterministic sample of shards (first, last and evenly between) read back with
+    shard_loader's own reader and match their sha256."""
+    sample = _sample(m)
+    problems = []
+    with tempfile.TemporaryDirectory() as tmp:
+
+        def local(ref: FileRef) -> Path:
+            path = store.local_path(ref.key) or Path(tmp) / ref.key.replace("/", "__")
+            if not path.exists():
+                store.get_file(ref.key, path)
+            verify_file(path, ref)
+            return path
+
+        try:
+            local(m.tokenizer.file)
+            for e in sample:
+                open_shard(e, local(e.npy), local(e.bin), m.token_dtype)
+        except (ShardLoaderError, ObjectStoreError, OSError) as exc:
+            problems.append(str(exc))
+    return Audit("reads_with_shard_loader", not problems, f"tokenizer and {len(sample)} sampled shards verified and opened", tuple(problems))
+
+
+def audit(store: ObjectStore, m: Manifest, parts: dict[str, PartRecord], val_fraction: float) -> tuple[Audit, ...]:
+    """Every blocking audit of a written version, with the builder's own store client and credentials."""
+    return (
+        _audit_files_present(store, m),
+        _audit_counts(m, parts),
+        _audit_vocab(m, parts),
+        _audit_not_empty(m, val_fraction),
+        _audit_readable(store, m),
+    )
+
+
+def publish(store: ObjectStore, manifest: Manifest, parts: dict[str, PartRecord], val_fraction: float) -> Published:
+    """Write the version, audit it, and replace manifest.json only if every audit passed."""
+    key, created, written = write_version(store, manifest)
+    audits = audit(store, written, parts, val_fraction)
+    live = all(a.passed for a in audits)
+    if live:
+        promote(store, key)
+    return Published(version=written.version, key=key, created=created, live=live, manifest=written, audits=audits)

@@ -1,0 +1,106 @@
+"""Raw documents of one partition: read in batches, normalise, filter, deduplicate, write zstd parquet."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .errors import SourceError
+from .layout import raw_key, raw_record_key
+from .publish import put_immutable
+from .records import FileRef, RawRecord, SourceFileRef, put_record
+from .sources.listing import SourceFile, split_partition_key
+from .store import ObjectStore
+from .text import doc_hash, normalise
+from .sources.readers import iter_document_batches
+from .spec import DatasetSpec
+
+ROW_GROUP = 2000
+HISTOGRAM_EDGES = [0, 64, 256, 1024, 4096, 16384, 65536, 262144, math.inf]
+
+
+@dataclass
+class RawStats:
+    documents_in: int = 0
+    documents_out: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    dropped: Counter = field(default_factory=Counter)
+    length_histogram: Counter = field(default_factory=Counter)
+    content_hash: str = ""
+
+    def histogram_rows(self) -> list[tuple[str, int]]:
+        rows = []
+        for lo, hi in zip(HISTOGRAM_EDGES, HISTOGRAM_EDGES[1:]):
+            label = f"{lo}-{hi - 1}" if hi != math.inf else f"{lo}+"
+            rows.append((label, self.length_histogram.get(lo, 0)))
+        return rows
+
+
+def _bucket(n: int) -> int:
+    return max(lo for lo in HISTOGRAM_EDGES[:-1] if n >= lo)
+
+
+def write_raw_partition(spec: DatasetSpec, file: SourceFile, out: Path) -> RawStats:
+    """Normalise and filter one source file into a parquet at `out` (columns text, doc_hash)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    source = spec.source(file.source)
+    stats = RawStats()
+    seen: set[int] = set()
+    content = hashlib.sha256()
+    schema = pa.schema([("text", pa.large_string()), ("doc_hash", pa.uint64())])
+    with pq.ParquetWriter(out, schema, compression="zstd") as writer:
+        for batch in iter_document_batches(source, file, spec.batch_documents):
+            texts, hashes = [], []
+            for raw in batch:
+                stats.documents_in += 1
+                stats.bytes_in += len(raw.encode("utf-8", "surrogatepass"))
+                text = normalise(raw)
+                if not text:
+                    stats.dropped["empty"] += 1
+                    continue
+                if len(text) < spec.min_chars:
+                    stats.dropped["too_short"] += 1
+                    continue
+                h = doc_hash(text)
+                if h in seen:
+                    stats.dropped["duplicate"] += 1
+                    continue
+                seen.add(h)
+                texts.append(text)
+                hashes.append(h)
+                stats.length_histogram[_bucket(len(text))] += 1
+            if texts:
+                arr = np.array(hashes, dtype=np.uint64)
+                content.update(arr.tobytes())
+                stats.documents_out += len(texts)
+                stats.bytes_out += sum(len(t.encode("utf-8")) for t in texts)
+                writer.write_table(pa.table({"text": pa.array(texts, pa.large_string()), "doc_hash": arr}, schema=schema), ROW_GROUP)
+    if stats.documents_in == 0:
+        raise SourceError(f"{file.uri}: source {file.source!r} file has no documents (empty source)")
+    stats.content_hash = content.hexdigest()
+    return stats
+
+
+def build_raw(store: ObjectStore, spec: DatasetSpec, partition: str, source_file: SourceFileRef, workdir: Path, run_id: str) -> tuple[RawRecord, RawStats]:
+    """Write one partition's raw parquet under a content-hashed key and record it; no listing of the source."""
+    source, part = split_partition_key(partition)
+    out = workdir / "raw.parquet"
+    stats = write_raw_partition(spec, SourceFile(source, part, source_file.uri, source_file.fingerprint, source_file.size), out)
+    with open(out, "rb") as f:
+        sha = hashlib.file_digest(f, "sha256").hexdigest()
+    key = raw_key(partition, sha[:16])
+    put_immutable(store, key, out, FileRef(key=key, size=out.stat().st_size, sha256=sha))
+    record = RawRecord(
+        partition=partition, source=source, source_file=source_file, key=key, sha256=sha,
+        documents=stats.documents_out, data_version=stats.content_hash[:16], run_id=run_id,
+    )
+    put_record(store, raw_record_key(partition), record)
+    return record, stats

@@ -1,0 +1,101 @@
+"""List each source's files as partitions, with a fingerprint per file taken from metadata only (never content)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..errors import SourceError
+from ..spec import DatasetSpec, SourceSpec
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+_EXTENSIONS = re.compile(r"(\.(parquet|jsonl|json|txt|text|zst|zstd|gz))+$")
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One raw file of a source: the unit of partitioning."""
+
+    source: str
+    part: str
+    uri: str
+    fingerprint: str
+    size: int = -1
+
+    @property
+    def partition_key(self) -> str:
+        return partition_key(self.source, self.part)
+
+
+def partition_key(source: str, part: str) -> str:
+    return f"{source}.{part}"
+
+
+def split_partition_key(key: str) -> tuple[str, str]:
+    """(source name, part) of a partition key; source names never contain a dot."""
+    source, sep, part = key.partition(".")
+    if not sep or not part:
+        raise SourceError(f"partition key {key!r} is not of the form <source>.<part>")
+    return source, part
+
+
+def _part_name(path: str, base: str) -> str:
+    rel = path[len(base) :].lstrip("/") if path.startswith(base) else path.rsplit("/", 1)[-1]
+    return _UNSAFE.sub("_", _EXTENSIONS.sub("", rel).replace("/", "__")).strip("._") or "file"
+
+
+def _glob_base(path: str, is_dir: bool) -> str:
+    """The folder part names are taken relative to: the glob's fixed head, the folder, or the file's folder."""
+    if is_dir:
+        return path.rstrip("/")
+    head = re.split(r"[*?\[]", path, maxsplit=1)[0]
+    return head.rsplit("/", 1)[0]
+
+
+def fingerprint_from_info(info: dict) -> str:
+    """A fingerprint of a file's content from its listing metadata alone: S3/R2 ETag, the Hub's LFS sha256
+    or blob id, else size and modification time (local files). Listing never reads a file's bytes."""
+    size = info.get("size")
+    lfs = info.get("lfs") or {}
+    for name, value in (("etag", info.get("ETag") or info.get("etag")), ("sha256", lfs.get("sha256") or info.get("sha256")), ("blob", info.get("blob_id") or info.get("oid"))):
+        if value:
+            return f"{name}:{str(value).strip(chr(34))}:{size}"
+    mtime = info.get("mtime") or info.get("LastModified") or info.get("last_modified")
+    if mtime is not None:
+        return f"mtime:{mtime}:{size}"
+    raise SourceError(f"{info.get('name')}: the file system reports neither an ETag, a sha256 nor a modification time; cannot fingerprint it without reading it")
+
+
+def list_source_files(source: SourceSpec) -> list[SourceFile]:
+    """The files of one source, sorted; at most `max_files` of them."""
+    import fsspec
+
+    try:
+        fs, path = fsspec.core.url_to_fs(source.uri, **source.storage_options)
+        if any(c in path for c in "*?["):
+            paths = sorted(fs.glob(path))
+        elif fs.isdir(path):
+            paths = sorted(fs.find(path))
+        else:
+            paths = [path] if fs.exists(path) else []
+    except (OSError, ValueError, ImportError) as exc:
+        raise SourceError(f"source {source.name!r}: cannot list {source.uri} ({type(exc).__name__}: {exc})") from None
+    if source.max_files is not None:
+        paths = paths[: source.max_files]
+    if not paths:
+        raise SourceError(f"source {source.name!r}: no files match {source.uri}")
+    base = _glob_base(path, fs.isdir(path))
+    files = []
+    for p in paths:
+        info = fs.info(p)
+        if info.get("type") == "directory":
+            continue
+        files.append(SourceFile(source.name, _part_name(p, base), fs.unstrip_protocol(p), fingerprint_from_info(info), int(info.get("size") or -1)))
+    parts = [f.part for f in files]
+    if len(set(parts)) != len(parts):
+        raise SourceError(f"source {source.name!r}: two files map to the same partition name under {source.uri}")
+    return files
+
+
+def list_all_files(spec: DatasetSpec) -> list[SourceFile]:
+    return [f for s in spec.sources for f in list_source_files(s)]

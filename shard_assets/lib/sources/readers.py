@@ -1,0 +1,117 @@
+"""Read one source file's documents in batches, memory bounded, with errors that name the file."""
+
+from __future__ import annotations
+
+import codecs
+import itertools
+import json
+from collections.abc import Iterator
+
+from ..errors import SourceError
+from ..spec import SourceSpec
+from .listing import SourceFile
+
+PARQUET_BUFFER = 8 << 20
+TEXT_CHUNK = 4 << 20
+
+
+def _batched(docs: Iterator[str], size: int) -> Iterator[list[str]]:
+    while batch := list(itertools.islice(docs, size)):
+        yield batch
+
+
+def _open(source: SourceSpec, uri: str):
+    import fsspec
+
+    try:
+        return fsspec.open(uri, "rb", compression="infer", **source.storage_options).open()
+    except (OSError, ValueError) as exc:
+        raise SourceError(f"{uri}: cannot open ({type(exc).__name__}: {exc})") from None
+
+
+def _parquet_batches(source: SourceSpec, uri: str, size: int) -> Iterator[list[str]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    col = source.text_column
+    with _open(source, uri) as f:
+        try:
+            pf = pq.ParquetFile(f, pre_buffer=False, buffer_size=PARQUET_BUFFER)
+        except (pa.ArrowException, OSError) as exc:
+            raise SourceError(f"{uri}: not a readable parquet file ({exc})") from None
+        names = pf.schema_arrow.names
+        if col not in names:
+            raise SourceError(f"{uri}: no column {col!r} (text_column of source {source.name!r}); columns are {names}")
+        kind = pf.schema_arrow.field(col).type
+        if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind) or pa.types.is_large_binary(kind)):
+            raise SourceError(f"{uri}: column {col!r} has type {kind}, expected a string column")
+        row = 0
+        try:
+            for batch in pf.iter_batches(batch_size=size, columns=[col]):
+                arr = batch.column(0)
+                if arr.null_count:
+                    first = row + arr.is_null().to_pylist().index(True)
+                    raise SourceError(f"{uri}: column {col!r} has a null at row {first}; every document needs text")
+                if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+                    arr = arr.cast(pa.large_string() if pa.types.is_large_binary(kind) else pa.string())
+                arr.validate(full=True)
+                row += len(arr)
+                yield arr.to_pylist()
+        except (pa.ArrowException, OSError) as exc:
+            raise SourceError(f"{uri}: failed reading column {col!r} near row {row}: {exc}") from None
+
+
+def _jsonl_documents(source: SourceSpec, uri: str) -> Iterator[str]:
+    col = source.text_column
+    with _open(source, uri) as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise SourceError(f"{uri}:{lineno}: not a JSON object ({exc})") from None
+            text = record.get(col) if isinstance(record, dict) else None
+            if not isinstance(text, str):
+                raise SourceError(f"{uri}:{lineno}: field {col!r} is missing or not a string")
+            yield text
+
+
+def _text_documents(source: SourceSpec, uri: str) -> Iterator[str]:
+    sep = source.document_separator
+    decoder = codecs.getincrementaldecoder("utf-8")("strict")
+    pending, offset = "", 0
+    with _open(source, uri) as f:
+        while True:
+            chunk = f.read(TEXT_CHUNK)
+            try:
+                pending += decoder.decode(chunk, final=not chunk)
+            except UnicodeDecodeError as exc:
+                raise SourceError(f"{uri}: invalid UTF-8 at byte {offset + exc.start}") from None
+            offset += len(chunk)
+            if sep:
+                *docs, pending = pending.split(sep)
+                yield from docs
+            if not chunk:
+                break
+    if pending:
+        yield pending
+
+
+def iter_document_batches(source: SourceSpec, file: SourceFile, batch_documents: int) -> Iterator[list[str]]:
+    """Batches of raw document texts from one file, stopping after `max_documents`."""
+    if source.format == "parquet":
+        batches = _parquet_batches(source, file.uri, batch_documents)
+    elif source.format == "jsonl":
+        batches = _batched(_jsonl_documents(source, file.uri), batch_documents)
+    else:
+        batches = _batched(_text_documents(source, file.uri), batch_documents)
+    remaining = source.max_documents
+    for batch in batches:
+        if remaining is not None:
+            batch = batch[:remaining]
+            remaining -= len(batch)
+        if batch:
+            yield batch
+        if remaining == 0:
+            return

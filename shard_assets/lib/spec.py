@@ -1,0 +1,150 @@
+"""The dataset specification: sources, filters, tokenizer and split, read from a TOML file.
+
+A source is configured data, not code. A relative local uri is read relative to the spec file's folder.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from .presets import PRESETS
+from .errors import SpecError
+
+SOURCE_FORMATS = ("parquet", "jsonl", "text")
+FAILURE_POLICIES = ("skip", "block")
+LOCAL_SCHEMES = ("", "file")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """One source of raw documents. `max_documents` caps each of its files (partitions)."""
+
+    name: str
+    uri: str = ""
+    format: str = "parquet"
+    text_column: str = "text"
+    document_separator: str | None = None
+    max_documents: int | None = None
+    max_files: int | None = None
+    allow_unbounded: bool = False
+    storage_options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_remote(self) -> bool:
+        return _scheme(self.uri) not in LOCAL_SCHEMES
+
+
+@dataclass(frozen=True)
+class TokenizerSpec:
+    """Either a pretrained tokenizer (`name`: Hub id or local path) or a BPE trained on the raw documents."""
+
+    kind: str = "train_bpe"
+    name: str | None = None
+    vocab_size: int = 8192
+    eod_token: str = "<|endoftext|>"
+    train_max_bytes: int = 64 << 20
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    name: str
+    sources: tuple[SourceSpec, ...]
+    tokenizer: TokenizerSpec = TokenizerSpec()
+    val_fraction: float = 0.01
+    min_chars: int = 32
+    batch_documents: int = 1000
+    on_partition_failure: str = "skip"
+    origin: str = "<spec>"
+
+    def source(self, name: str) -> SourceSpec:
+        for s in self.sources:
+            if s.name == name:
+                return s
+        raise SpecError(f"{self.origin}: no source named {name!r}; sources are {[s.name for s in self.sources]}")
+
+
+def _scheme(uri: str) -> str:
+    return uri.split("://", 1)[0] if "://" in uri else ""
+
+
+def _build(cls, data: dict[str, Any], where: str):
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise SpecError(f"{where}: unknown field(s) {unknown}; known fields are {sorted(known)}")
+    try:
+        return cls(**data)
+    except TypeError as exc:
+        raise SpecError(f"{where}: {exc}") from None
+
+
+def _source(data: dict[str, Any], where: str, base: Path | None) -> SourceSpec:
+    data = dict(data)
+    preset = data.pop("preset", None)
+    if preset is not None:
+        if preset not in PRESETS:
+            raise SpecError(f"{where}.preset: unknown preset {preset!r}; presets are {sorted(PRESETS)}")
+        p = PRESETS[preset]
+        base = {"uri": p.uri, "format": p.format, "text_column": p.text_column, "document_separator": p.document_separator}
+        data = {**base, "name": preset, **data}
+    uri = data.get("uri")
+    if base is not None and isinstance(uri, str) and uri and _scheme(uri) == "" and not uri.startswith(("/", "~")):
+        data["uri"] = str(base / uri)
+    src = _build(SourceSpec, data, where)
+    if not _NAME.match(src.name):
+        raise SpecError(f"{where}.name: {src.name!r} must be lowercase letters, digits, '-' or '_'")
+    if src.format not in SOURCE_FORMATS:
+        raise SpecError(f"{where}.format: {src.format!r} is not one of {SOURCE_FORMATS}")
+    if not src.uri:
+        raise SpecError(f"{where}.uri: a {src.format} source needs a uri (a path, file://, s3:// or hf://datasets/...)")
+    if src.is_remote and src.max_documents is None and not src.allow_unbounded:
+        raise SpecError(
+            f"{where}: remote source {src.name!r} ({src.uri}) has no max_documents cap; set max_documents "
+            f"(per file) and max_files, or set allow_unbounded = true to read it all on purpose"
+        )
+    return src
+
+
+def parse_spec(data: dict[str, Any], origin: str, base: Path | None = None) -> DatasetSpec:
+    """A validated spec from parsed TOML; relative local uris are resolved against `base` (the spec's folder)."""
+    data = dict(data)
+    sources = data.pop("sources", None)
+    if not sources:
+        raise SpecError(f"{origin}: at least one [[sources]] entry is needed")
+    tok = _build(TokenizerSpec, data.pop("tokenizer", {}), f"{origin}: [tokenizer]")
+    if tok.kind not in ("train_bpe", "pretrained"):
+        raise SpecError(f"{origin}: [tokenizer].kind must be 'train_bpe' or 'pretrained', got {tok.kind!r}")
+    if tok.kind == "pretrained" and not tok.name:
+        raise SpecError(f"{origin}: [tokenizer].name is needed for a pretrained tokenizer (Hub id or local path)")
+    parsed = tuple(_source(s, f"{origin}: sources[{i}]", base) for i, s in enumerate(sources))
+    names = [s.name for s in parsed]
+    if len(set(names)) != len(names):
+        raise SpecError(f"{origin}: source names must be unique, got {names}")
+    spec = _build(DatasetSpec, {**data, "sources": parsed, "tokenizer": tok, "origin": origin}, origin)
+    if not 0.0 <= spec.val_fraction < 1.0:
+        raise SpecError(f"{origin}: val_fraction must be in [0, 1), got {spec.val_fraction}")
+    if spec.on_partition_failure not in FAILURE_POLICIES:
+        raise SpecError(f"{origin}: on_partition_failure must be one of {FAILURE_POLICIES}, got {spec.on_partition_failure!r}")
+    if not _NAME.match(spec.name):
+        raise SpecError(f"{origin}: name {spec.name!r} must be lowercase letters, digits, '-' or '_'")
+    return spec
+
+
+def load_spec(path: str | Path) -> DatasetSpec:
+    """Read and validate a spec file."""
+    if not path:
+        raise SpecError("no dataset spec given: pass --spec FILE or set SHARD_DATASET_SPEC (`shard-assets demo` writes one)")
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        hint = "run `shard-assets demo` to write the demo spec there" if path.name == "demo.toml" else "check --spec or SHARD_DATASET_SPEC"
+        raise SpecError(f"{path}: dataset spec file not found; {hint}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{path}: not valid TOML ({exc})") from None
+    return parse_spec(data, str(path), path.resolve().parent)

@@ -1,0 +1,108 @@
+"""The tokenizer: a pretrained one through transformers, or a byte-level BPE trained here.
+
+Whatever its origin, it is stored as one `tokenizer.json` whose sha256 is its fingerprint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from shard_loader.format import token_dtype_for
+
+from .errors import TokenizerError
+from .layout import tokenizer_info_key, tokenizer_key
+from .records import TokenizerRecord, put_record
+from .state import set_current_tokenizer
+from .store import ObjectStore
+from .spec import TokenizerSpec
+
+
+def fingerprint_of(tokenizer_json: str) -> str:
+    return hashlib.sha256(tokenizer_json.encode()).hexdigest()[:16]
+
+
+def train_bpe(texts: Iterable[str], vocab_size: int, eod_token: str):
+    """A byte-level BPE trained on `texts`; the end-of-document token gets id 0."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[eod_token],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    return tok
+
+
+def _is_local_path(name: str) -> bool:
+    return name.startswith(("/", "./", "../", "~")) or Path(name).expanduser().exists()
+
+
+def load_pretrained(name: str, eod_token: str):
+    """A tokenizer by Hub id or local path, via transformers; returns (tokenizers.Tokenizer, eod id)."""
+    if _is_local_path(name) and not Path(name).expanduser().exists():
+        raise TokenizerError(f"tokenizer path {name} does not exist")
+    try:
+        from transformers import AutoTokenizer
+
+        hf = AutoTokenizer.from_pretrained(str(Path(name).expanduser()) if _is_local_path(name) else name)
+    except (OSError, ValueError) as exc:
+        raise TokenizerError(f"cannot load tokenizer {name!r} through transformers: {exc}") from None
+    backend = getattr(hf, "backend_tokenizer", None)
+    if backend is None:
+        raise TokenizerError(f"tokenizer {name!r} has no fast (tokenizers) backend; only fast tokenizers are supported")
+    eod = backend.token_to_id(eod_token)
+    if eod is None:
+        eod = hf.eos_token_id
+    if eod is None:
+        raise TokenizerError(f"tokenizer {name!r} has neither the token {eod_token!r} nor an eos token; set [tokenizer].eod_token")
+    return backend, int(eod)
+
+
+def build_tokenizer(spec: TokenizerSpec, texts: Iterator[str]) -> tuple[str, TokenizerRecord]:
+    """The tokenizer's JSON and its record, from a pretrained name or by training on `texts`."""
+    if spec.kind == "pretrained":
+        tok, eod = load_pretrained(spec.name, spec.eod_token)
+        name = spec.name
+    else:
+        tok = train_bpe(texts, spec.vocab_size, spec.eod_token)
+        eod, name = tok.token_to_id(spec.eod_token), f"bpe-{spec.vocab_size}"
+    text = tok.to_str()
+    vocab = tok.get_vocab_size(with_added_tokens=True)
+    record = TokenizerRecord(name, fingerprint_of(text), vocab, eod, token_dtype_for(vocab))
+    return text, record
+
+
+def load_tokenizer(tokenizer_json: str):
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_str(tokenizer_json)
+
+
+def training_texts(store: ObjectStore, raw_keys: list[str], max_bytes: int) -> Iterator[str]:
+    """Raw documents of the given parquet keys in order, up to `max_bytes` of text."""
+    import pyarrow.parquet as pq
+
+    budget = max_bytes
+    for key in raw_keys:
+        with store.open_read(key) as f:
+            for batch in pq.ParquetFile(f).iter_batches(batch_size=1000, columns=["text"]):
+                for text in batch.column(0).to_pylist():
+                    yield text
+                    budget -= len(text)
+                    if budget <= 0:
+                        return
+
+
+def store_tokenizer(store: ObjectStore, tokenizer_json: str, record: TokenizerRecord) -> None:
+    """Write the tokenizer's file and record under its fingerprint, then make it the store's current tokenizer."""
+    store.put_bytes(tokenizer_key(record.fingerprint), tokenizer_json.encode())
+    put_record(store, tokenizer_info_key(record.fingerprint), record)
+    set_current_tokenizer(store, record)

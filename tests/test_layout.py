@@ -1,0 +1,100 @@
+"""The layout's rules, checked on the source itself: which layer may import which, no import cycles, no
+module named like a standard-library module, and a snapshot of what Dagster sees."""
+
+import ast
+import sys
+from pathlib import Path
+
+from shard_assets.definitions import build_definitions
+from shard_assets.defs.resources import DatasetResource, StoreResource
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("shard_assets", "shard_loader")
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every module a file imports, relative imports resolved to absolute names."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            found.add(base)
+            found |= {f"{base}.{a.name}" for a in node.names}
+    return found
+
+
+def _sources(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
+
+
+def _prefixed(names: set[str], prefixes: tuple[str, ...]) -> set[str]:
+    return {n for n in names if any(n == p or n.startswith(p + ".") for p in prefixes)}
+
+
+def test_the_library_never_imports_dagster():
+    bad = {str(p.relative_to(ROOT)): _prefixed(_imports(p), ("dagster", "dagster_aws", "shard_assets.defs", "shard_assets.runner", "shard_assets.definitions", "shard_assets.cli")) for p in _sources("shard_assets/lib")}
+    assert {k: v for k, v in bad.items() if v} == {}
+
+
+def test_the_loader_never_imports_the_builder_dagster_polars_or_transformers():
+    banned = ("shard_assets", "dagster", "polars", "transformers", "tokenizers", "pyarrow")
+    bad = {str(p.relative_to(ROOT)): _prefixed(_imports(p), banned) for p in _sources("shard_loader")}
+    assert {k: v for k, v in bad.items() if v} == {}
+
+
+def test_no_module_is_named_like_a_standard_library_module():
+    clashes = [str(p.relative_to(ROOT)) for pkg in PACKAGES for p in _sources(pkg) if p.stem in sys.stdlib_module_names]
+    assert clashes == []
+
+
+def test_there_are_no_import_cycles():
+    modules = {_module_name(p): p for pkg in PACKAGES for p in _sources(pkg)}
+    graph = {m: {i for i in _imports(p) if i in modules and i != m and not m.startswith(i + ".")} for m, p in modules.items()}
+    state: dict[str, int] = {}
+    cycles = []
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                cycles.append(path[path.index(n):] + [n] if n in path else [m, n])
+            elif n not in state:
+                visit(n, path + [n])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert cycles == []
+
+
+def test_definitions_snapshot(tmp_path):
+    defs = build_definitions({"dataset": DatasetResource(spec_path=str(tmp_path / "spec.toml")), "store": StoreResource(root=str(tmp_path))})
+    graph = defs.resolve_asset_graph()
+    assert sorted(k.to_user_string() for k in graph.get_all_asset_keys()) == ["manifest", "raw_documents", "splits", "tokenized_shards", "tokenizer"]
+    assert sorted(k.name for k in graph.asset_check_keys) == [
+        "counts_agree", "files_present", "reads_with_shard_loader", "splits_are_disjoint", "splits_not_empty", "token_ids_below_vocab",
+    ]
+    assert sorted(j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__")) == ["ingest_job", "publish_job", "tokenize_job", "tokenizer_job"]
+    assert [s.name for s in defs.schedules] == ["retokenize_schedule"] and [s.name for s in defs.sensors] == ["raw_files_sensor"]
+    partitioned = {k.to_user_string() for k in graph.get_all_asset_keys() if graph.get(k).partitions_def is not None}
+    assert partitioned == {"raw_documents", "tokenized_shards"}
+    labels = {k.to_user_string(): graph.get(k).automation_condition.get_label() for k in graph.get_all_asset_keys() if graph.get(k).automation_condition}
+    assert labels == {
+        "tokenizer": "once_raw_documents_exist",
+        "tokenized_shards": "rebuild_on_upstream_or_code_change",
+        "splits": "rebuild_on_upstream_or_code_change",
+        "manifest": "publish_after_splits",
+    }
