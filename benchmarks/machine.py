@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from importlib.metadata import PackageNotFoundError, version
 
 
@@ -27,7 +27,7 @@ def machine_info() -> dict:
             pass
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return {
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "cpu": _cpu_model(),
         "cores": os.cpu_count(),
         "memory_gib": round(mem / 2**30, 1),

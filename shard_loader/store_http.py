@@ -6,7 +6,6 @@ Standard library only.
 from __future__ import annotations
 
 import http.client
-import socket
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -32,7 +31,7 @@ class HttpStore:
             if exc.code in TRANSIENT_STATUS:
                 raise TransientStoreError(f"{url}: HTTP {exc.code} {exc.reason}") from None
             raise StoreError(f"{url}: HTTP {exc.code} {exc.reason}") from None
-        except (urllib.error.URLError, http.client.HTTPException, ConnectionError, socket.timeout, TimeoutError) as exc:
+        except (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError) as exc:
             raise TransientStoreError(f"{url}: {type(exc).__name__}: {exc}") from None
 
     def read_bytes(self, key: str) -> bytes:

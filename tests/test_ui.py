@@ -38,9 +38,12 @@ def _chromium(url: str, home: Path, *args: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def webserver(tmp_path_factory):
+def webserver(tmp_path_factory, demo_spec):
     tmp = tmp_path_factory.mktemp("ui")
-    env = {**os.environ, "DAGSTER_HOME": str(tmp / "home"), "DATASET_STORE_ROOT": str(tmp / "store"), "HF_HUB_OFFLINE": "1"}
+    env = {
+        **os.environ, "DAGSTER_HOME": str(tmp / "home"), "DATASET_STORE_ROOT": str(tmp / "store"),
+        "SHARD_DATASET_SPEC": str(demo_spec), "HF_HUB_OFFLINE": "1",
+    }
     (tmp / "home").mkdir()
     (tmp / "home" / "dagster.yaml").symlink_to(ROOT / "dagster.yaml")
     subprocess.run([sys.executable, "-m", "shard_assets.cli", "build", "--workers", "1"], cwd=ROOT, env=env, check=True, capture_output=True, timeout=300)

@@ -11,7 +11,7 @@ import hashlib
 import json
 import tempfile
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 from shard_loader.checksum import verify_file
@@ -85,7 +85,7 @@ def build_manifest(dataset: str, tokenizer: TokenizerRecord, tokenizer_file: Fil
     return Manifest(
         dataset=dataset,
         version=content_version(dataset, info, tokenizer.token_dtype, splits),
-        created_at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         tokenizer=info,
         token_dtype=tokenizer.token_dtype,
         splits=splits,

@@ -6,7 +6,6 @@ Whatever its origin, it is stored as one `tokenizer.json` whose sha256 is its fi
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 

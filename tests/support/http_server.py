@@ -111,7 +111,7 @@ class FolderServer:
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
-    def __enter__(self) -> "FolderServer":
+    def __enter__(self) -> FolderServer:
         self.thread.start()
         return self
 
