@@ -101,7 +101,7 @@ def litdata_path(root: Path, work: Path) -> dict:
         rows.append(item)
         if len(rows) == B:
             block = torch.stack(rows).long()
-            x, y, rows, n = block[:, :-1], block[:, 1:], [], n + 1
+            _inputs, _labels, rows, n = block[:, :-1], block[:, 1:], [], n + 1
     return {"tokens_per_s": _rate(n, time.perf_counter() - started), "batches": n}
 
 
