@@ -127,6 +127,24 @@ def cmd_discover(args) -> int:
     return 0
 
 
+def cmd_gc(args) -> int:
+    from .lib.retention import Policy, collect, parse_duration, plan_collection
+
+    resources = _resources(args)
+    policy = Policy(keep=args.keep, max_age_s=parse_duration(args.max_age, "--max-age"), grace_s=parse_duration(args.grace, "--grace"))
+    store = resources["store"].store()
+    plan = plan_collection(store, policy)
+    print(f"versions kept     {len(plan.kept_versions)}: {', '.join(plan.kept_versions) or '-'}")
+    print(f"versions dropped  {len(plan.dropped_versions)}: {', '.join(plan.dropped_versions) or '-'}")
+    for key, size in plan.deletions:
+        print(f"  {'delete' if args.delete else 'would delete'}  {key}  ({size:,} bytes)")
+    if args.delete:
+        print(f"freed             {collect(store, plan):,} bytes in {len(plan.deletions)} files")
+    else:
+        print(f"would free        {plan.bytes_freed:,} bytes in {len(plan.deletions)} files (dry run; pass --delete to delete)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     from .defs.resources import DEFAULT_SPEC
 
@@ -150,6 +168,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sample", type=_positive, default=200, help="documents sampled per file")
     p.set_defaults(func=cmd_plan)
     sub.add_parser("discover", parents=[common], help="register a partition per source file").set_defaults(func=cmd_discover)
+    g = sub.add_parser("gc", parents=[common], help="delete files no kept manifest version needs (a dry run unless --delete)")
+    g.add_argument("--keep", type=_positive, default=3, help="newest versions always kept (default %(default)s)")
+    g.add_argument("--max-age", default="30d", help="versions younger than this are kept (default %(default)s)")
+    g.add_argument("--grace", default="7d", help="a superseded version, and any file written, stays this long (default %(default)s)")
+    g.add_argument("--delete", action="store_true", help="delete; without it, only list what would be deleted")
+    g.set_defaults(func=cmd_gc)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

@@ -27,6 +27,7 @@ from shard_loader.format import (
     parse_manifest,
     versioned_key,
 )
+from shard_loader.format.manifest import CREATED_AT_FORMAT
 
 from .errors import ObjectStoreError, PublishError
 from .records import PartRecord, TokenizerRecord
@@ -85,7 +86,7 @@ def build_manifest(dataset: str, tokenizer: TokenizerRecord, tokenizer_file: Fil
     return Manifest(
         dataset=dataset,
         version=content_version(dataset, info, tokenizer.token_dtype, splits),
-        created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        created_at=datetime.now(UTC).strftime(CREATED_AT_FORMAT),
         tokenizer=info,
         token_dtype=tokenizer.token_dtype,
         splits=splits,

@@ -15,6 +15,7 @@ from .keys import check_key
 
 FORMAT_NAME = "shard-dataset"
 FORMAT_VERSION = 1
+CREATED_AT_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # UTC
 TOKEN_DTYPES = {"uint16": 2, "uint32": 4}
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")

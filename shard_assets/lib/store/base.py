@@ -50,6 +50,10 @@ class ObjectStore(Protocol):
         """Remove the object at `key`; a missing key is not an error."""
         ...
 
+    def modified(self, key: str) -> float:
+        """When the object at `key` was last written, in seconds since the epoch."""
+        ...
+
     def list(self, prefix: str) -> list[tuple[str, int]]:
         """(key, size) of every object whose key starts with `prefix`, sorted by key."""
         ...

@@ -110,6 +110,12 @@ class LocalFolderStore:
     def delete(self, key: str) -> None:
         self.path(key).unlink(missing_ok=True)
 
+    def modified(self, key: str) -> float:
+        try:
+            return self.path(key).stat().st_mtime
+        except FileNotFoundError:
+            raise self._missing(key) from None
+
     def list(self, prefix: str) -> list[tuple[str, int]]:
         folder = self.root / prefix.rsplit("/", 1)[0] if "/" in prefix else self.root
         if not folder.is_dir():

@@ -83,6 +83,9 @@ class S3ObjectStore:
     def delete(self, key: str) -> None:
         self._call("delete", key, lambda: self.client.delete_object(Bucket=self.bucket, Key=self._key(key)))
 
+    def modified(self, key: str) -> float:
+        return self._call("head", key, lambda: self.client.head_object(Bucket=self.bucket, Key=self._key(key))["LastModified"].timestamp())
+
     def list(self, prefix: str) -> list[tuple[str, int]]:
         full = f"{self.prefix}/{prefix}" if self.prefix else prefix
         pages = self._call("list", prefix, lambda: list(self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=full)))

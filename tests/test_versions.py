@@ -1,0 +1,141 @@
+"""Immutable versions with real Dagster runs: a rebuild never rewrites a file an older version names, a
+trainer mid-epoch on the old version finishes it, failed and removed inputs leave the next version, any
+Dagster home builds into any store, and retention frees only what no kept version needs."""
+
+import os
+import stat
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+import shard_loader
+from shard_assets.definitions import build_definitions
+from shard_assets.defs.partitions import sync_partitions
+from shard_assets.lib.retention import DAY, Policy, collect, plan_collection
+from shard_assets.lib.spec import load_spec
+from shard_assets.lib.store import LocalFolderStore
+from shard_assets.runner import build_dataset, run_job
+from tests.support.build_helpers import assert_every_manifest_whole
+from tests.support.dagster_helpers import instance, tiny_dataset, tiny_resources, write_jsonl
+
+pytestmark = pytest.mark.integration
+
+
+def _rebuild_partition(resources: dict, inst: dg.DagsterInstance, partition: str) -> str:
+    """What the sensor and automation do for one changed file: re-ingest and re-tokenize it, then publish."""
+    defs = build_definitions(resources)
+    sync_partitions(inst, resources["store"].store(), resources["dataset"].spec())
+    run_job(defs, "tokenize_job", inst, partition)
+    run_job(defs, "publish_job", inst)
+    return shard_loader.open_manifest(str(resources["store"].root)).manifest.version
+
+
+def _partitions(m) -> set[str]:
+    return {e.partition for s in m.splits.values() for e in s.shards}
+
+
+@pytest.fixture
+def built(tmp_path):
+    spec, store, resources = tiny_dataset(tmp_path, files=2, docs=150)
+    inst = instance()
+    first = build_dataset(inst, load_spec(spec), resources)
+    return tmp_path, spec, store, resources, inst, first
+
+
+def test_a_rebuild_of_a_changed_file_keeps_every_older_version_whole_and_readable(built):
+    tmp, _, store, resources, inst, first = built
+    old_url = str(store / f"manifests/{first.version}.json")
+    reader = shard_loader.TokenDataset(old_url, seq_len=16, batch_size=2)
+    expected = len(reader)
+    batches = iter(reader)
+    consumed = [next(batches) for _ in range(expected // 2)]
+    write_jsonl(tmp / "src" / "part0.jsonl", 170, seed=11)  # one raw file changes; the tokenizer does not
+    second = _rebuild_partition(resources, inst, "web.part0")
+    assert second != first.version
+    consumed += list(batches)  # the trainer on the old version finishes its epoch
+    assert len(consumed) == expected
+    old, new = (shard_loader.open_manifest(str(store / f"manifests/{v}.json")).manifest for v in (first.version, second))
+    assert old.tokenizer.fingerprint == new.tokenizer.fingerprint
+    changed = {e.npy.key for e in new.splits["train"].shards} - {e.npy.key for e in old.splits["train"].shards}
+    assert changed and all("/web.part0-" in k for k in changed)  # a new key for new content, never a rewrite
+    assert assert_every_manifest_whole(store) == 3
+
+
+def test_published_files_are_readable_by_others(built):
+    _, _, store, _, _, first = built
+    m = shard_loader.open_manifest(str(store)).manifest
+    umask = os.umask(0)
+    os.umask(umask)
+    for key in ["manifest.json", f"manifests/{first.version}.json", *(r.key for r in m.files())]:
+        assert stat.S_IMODE((store / key).stat().st_mode) == 0o666 & ~umask, key
+
+
+def test_a_bad_file_is_left_out_then_leaves_the_partition_set_when_deleted(built):
+    tmp, spec, store, resources, inst, _ = built
+    (tmp / "src" / "zz_bad.jsonl").write_text('{"text": "fine"}\n{broken\n')
+    write_jsonl(tmp / "src" / "part2.jsonl", 90, seed=5)  # a good new file beside it
+    second = build_dataset(inst, load_spec(spec), resources)
+    m = shard_loader.open_manifest(str(store)).manifest
+    assert m.version == second.version and _partitions(m) == {"web.part0", "web.part1", "web.part2"}
+    assert [x["partition"] for x in m.lineage["left_out"]] == ["web.zz_bad"]
+    assert "quarantined" in m.lineage["left_out"][0]["reason"] or "not tokenized" in m.lineage["left_out"][0]["reason"]
+    (tmp / "src" / "zz_bad.jsonl").unlink()
+    third = build_dataset(inst, load_spec(spec), resources)
+    assert third.left_out == 0 and "web.zz_bad" not in inst.get_dynamic_partitions("raw_files")
+    assert third.version == second.version  # the same content is the same immutable version, with its first lineage
+
+
+def test_a_source_removed_from_the_spec_leaves_the_next_version(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    write_jsonl(tmp_path / "a" / "x.jsonl", 120, seed=1)
+    write_jsonl(tmp_path / "b" / "y.jsonl", 120, seed=2)
+    spec = tmp_path / "spec.toml"
+    body = 'name = "two"\nval_fraction = 0.2\nmin_chars = 10\n[tokenizer]\nvocab_size = 300\n'
+    source = '[[sources]]\nname = "{0}"\nuri = "{1}/{0}/*.jsonl"\nformat = "jsonl"\n'
+    spec.write_text(body + source.format("a", tmp_path) + source.format("b", tmp_path))
+    resources, inst = tiny_resources(spec, tmp_path / "store"), instance()
+    build_dataset(inst, load_spec(spec), resources)
+    assert _partitions(shard_loader.open_manifest(str(tmp_path / "store")).manifest) == {"a.x", "b.y"}
+    spec.write_text(body + source.format("a", tmp_path))
+    build_dataset(inst, load_spec(spec), resources)
+    m = shard_loader.open_manifest(str(tmp_path / "store")).manifest
+    assert _partitions(m) == {"a.x"}
+    assert m.lineage["left_out"] == [{"partition": "b.y", "reason": "its source was removed from the spec"}]
+
+
+def test_one_home_two_stores_and_two_homes_one_store(tmp_path):
+    spec, _, _ = tiny_dataset(tmp_path, files=2, docs=100)
+    home_a, home_b = instance(), instance()
+    one = build_dataset(home_a, load_spec(spec), tiny_resources(spec, tmp_path / "one"))
+    two = build_dataset(home_a, load_spec(spec), tiny_resources(spec, tmp_path / "two"))  # same home, another store
+    again = build_dataset(home_b, load_spec(spec), tiny_resources(spec, tmp_path / "one"))  # another home, the first store
+    assert one.version == two.version == again.version  # the same inputs give the same content wherever they are built
+    for store in ("one", "two"):
+        assert assert_every_manifest_whole(tmp_path / store) == 2
+
+
+def test_gc_keeps_what_a_reader_of_an_old_version_needs_until_the_grace_period_ends(built):
+    tmp, _, store, resources, inst, first = built
+    write_jsonl(tmp / "src" / "part0.jsonl", 170, seed=11)
+    second = _rebuild_partition(resources, inst, "web.part0")
+    reader = shard_loader.TokenDataset(str(store / f"manifests/{first.version}.json"), seq_len=16, batch_size=2)
+    objects, policy = LocalFolderStore(store), Policy(keep=1, max_age_s=0, grace_s=7 * DAY)
+    within_grace = plan_collection(objects, policy)
+    assert first.version in within_grace.kept_versions and within_grace.deletions == ()
+    assert sum(1 for _ in reader) == len(reader)  # nothing it reads has gone
+    later = time.time() + 8 * DAY
+    dry_run = plan_collection(objects, policy, now=later)
+    assert dry_run.kept_versions == (second,) and dry_run.dropped_versions == (first.version,)
+    old = shard_loader.open_manifest(str(store / f"manifests/{first.version}.json")).manifest
+    only_old = {r.key for r in old.files()} - {r.key for r in shard_loader.open_manifest(str(store)).manifest.files()}
+    deleted = {k for k, _ in dry_run.deletions}
+    assert only_old <= deleted and f"manifests/{first.version}.json" in deleted
+    before = sum(p.stat().st_size for p in Path(store).rglob("*") if p.is_file())
+    assert collect(objects, dry_run) == dry_run.bytes_freed > 0
+    after = sum(p.stat().st_size for p in Path(store).rglob("*") if p.is_file())
+    assert before - after == dry_run.bytes_freed  # freed exactly what the dry run promised
+    assert assert_every_manifest_whole(store) == 2  # the kept version and manifest.json
+    assert plan_collection(objects, policy, now=later).deletions == ()
