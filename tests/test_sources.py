@@ -62,7 +62,12 @@ def test_a_remote_source_without_a_cap_is_refused_unless_allowed():
 @pytest.mark.parametrize(
     "spec, message",
     [
-        ({"name": "t", "sources": [{"name": "x", "uri": "/d", "colum": "t"}]}, r"sources\[0\]: unknown field\(s\) \['colum'\]"),
+        ({"name": "t", "sources": [{"name": "x", "uri": "/d", "text_colum": "t"}]}, r"sources\[0\]: unknown field 'text_colum'; did you mean 'text_column'\?"),
+        ({"name": "t", "sources": [{"name": "x", "uri": "/d", "max_documents": -3}]}, r"sources\[0\].max_documents: must be at least 1, got -3"),
+        ({"name": "t", "sources": [{"name": "x", "uri": "/d", "max_files": "10"}]}, r"sources\[0\].max_files: expected int, got '10'"),
+        ({"name": "t", "tokenizer": {"vocab_size": -5}, "sources": [{"name": "x", "uri": "/d"}]}, r"\[tokenizer\].vocab_size: must be between 257 and 4294967296, got -5"),
+        ({"name": "t", "batch_documents": 0, "sources": [{"name": "x", "uri": "/d"}]}, r"spec.toml.batch_documents: must be between 1 and 1000000, got 0"),
+        ({"name": "t", "on_partition_failure": "ignore", "sources": [{"name": "x", "uri": "/d"}]}, r"on_partition_failure must be one of \('skip', 'block'\)"),
         ({"name": "t", "sources": [{"name": "x", "uri": "/d", "format": "csv"}]}, r"sources\[0\].format: 'csv'"),
         ({"name": "t", "sources": [{"preset": "nope"}]}, r"sources\[0\].preset: unknown preset 'nope'"),
         ({"name": "t", "sources": []}, r"at least one \[\[sources\]\]"),

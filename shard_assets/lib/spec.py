@@ -5,8 +5,11 @@ A source is configured data, not code. A relative local uri is read relative to 
 
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
+import types
+import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -72,11 +75,44 @@ def _scheme(uri: str) -> str:
     return uri.split("://", 1)[0] if "://" in uri else ""
 
 
+# Allowed ranges of numeric fields, inclusive (None: unbounded); checked before any work starts.
+RANGES: dict[str, tuple[float | None, float | None]] = {
+    "max_documents": (1, None),
+    "max_files": (1, None),
+    "vocab_size": (257, 1 << 32),  # a byte-level BPE needs the 256 bytes and the end-of-document token
+    "train_max_bytes": (1 << 10, None),
+    "min_chars": (0, None),
+    "batch_documents": (1, 1_000_000),
+}
+
+
+def _check_value(name: str, kind: Any, value: Any, where: str) -> None:
+    """One field's type and range; the message names the field and says what is allowed."""
+    options = typing.get_args(kind) if typing.get_origin(kind) in (typing.Union, types.UnionType) else (kind,)
+    if value is None and type(None) in options:
+        return
+    base = next(o for o in options if o is not type(None))
+    base = typing.get_origin(base) or base
+    if base is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if base is not Any and (not isinstance(value, base) or (base is int and isinstance(value, bool))):
+        raise SpecError(f"{where}.{name}: expected {getattr(base, '__name__', base)}, got {value!r}")
+    low, high = RANGES.get(name, (None, None))
+    if (low is not None and value < low) or (high is not None and value > high):
+        bounds = f"at least {low}" if high is None else f"between {low} and {high}"
+        raise SpecError(f"{where}.{name}: must be {bounds}, got {value!r}")
+
+
 def _build(cls, data: dict[str, Any], where: str):
     known = {f.name for f in fields(cls)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise SpecError(f"{where}: unknown field(s) {unknown}; known fields are {sorted(known)}")
+    for name in sorted(set(data) - known):
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"known fields are {sorted(known)}"
+        raise SpecError(f"{where}: unknown field {name!r}; {hint}")
+    hints = typing.get_type_hints(cls)
+    for name, value in data.items():
+        if name not in ("sources", "tokenizer", "origin"):
+            _check_value(name, hints[name], value, where)
     try:
         return cls(**data)
     except TypeError as exc:

@@ -6,6 +6,7 @@ Whatever its origin, it is stored as one `tokenizer.json` whose sha256 is its fi
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -44,6 +45,18 @@ def _is_local_path(name: str) -> bool:
     return name.startswith(("/", "./", "../", "~")) or Path(name).expanduser().exists()
 
 
+def _load_failure(name: str, exc: Exception) -> str:
+    """What is actually wrong when transformers cannot load `name`: offline mode, or the name, or the network."""
+    if _is_local_path(name):
+        return f"tokenizer path {name} is not a loadable tokenizer folder ({' '.join(str(exc).split())[:200]})"
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return (
+            f"tokenizer {name!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set; "
+            "check the name, download it once without HF_HUB_OFFLINE, or give [tokenizer].name as a local folder"
+        )
+    return f"cannot load tokenizer {name!r} from the Hugging Face Hub: check the name and the network ({' '.join(str(exc).split())[:200]})"
+
+
 def load_pretrained(name: str, eod_token: str):
     """A tokenizer by Hub id or local path, via transformers; returns (tokenizers.Tokenizer, eod id)."""
     if _is_local_path(name) and not Path(name).expanduser().exists():
@@ -53,7 +66,7 @@ def load_pretrained(name: str, eod_token: str):
 
         hf = AutoTokenizer.from_pretrained(str(Path(name).expanduser()) if _is_local_path(name) else name)
     except (OSError, ValueError) as exc:
-        raise TokenizerError(f"cannot load tokenizer {name!r} through transformers: {exc}") from None
+        raise TokenizerError(_load_failure(name, exc)) from None
     backend = getattr(hf, "backend_tokenizer", None)
     if backend is None:
         raise TokenizerError(f"tokenizer {name!r} has no fast (tokenizers) backend; only fast tokenizers are supported")

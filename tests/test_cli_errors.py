@@ -1,0 +1,60 @@
+"""Common mistakes, run through the real `shard-assets` CLI: each gives one line saying what is wrong, where,
+and what to do, and exit status 2, before any expensive work; --debug gives the traceback instead."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def _cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "DAGSTER_HOME": str(cwd or "."), "SHARD_DATASET_SPEC": ""}
+    return subprocess.run([sys.executable, "-m", "shard_assets.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
+
+
+def _one_line_error(out: subprocess.CompletedProcess, pattern: str) -> None:
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), out.stderr
+    assert re.search(pattern, lines[0]), lines[0]
+
+
+def _spec(tmp_path, body: str):
+    path = tmp_path / "spec.toml"
+    path.write_text(f'name = "t"\n{body}\n[[sources]]\nname = "web"\nuri = "{tmp_path}/*.jsonl"\nformat = "jsonl"\n')
+    (tmp_path / "a.jsonl").write_text('{"text": "a document long enough to keep around"}\n')
+    return path
+
+
+def test_a_missing_spec_names_the_file_and_the_command_that_writes_the_demo(tmp_path):
+    _one_line_error(_cli("plan", cwd=tmp_path), r"data/demo/demo.toml: dataset spec file not found; run `shard-assets demo`")
+    _one_line_error(_cli("build", "--spec", str(tmp_path / "nope.toml"), cwd=tmp_path), r"nope.toml: dataset spec file not found")
+
+
+@pytest.mark.parametrize(
+    "body, pattern",
+    [
+        ("max_docs = 3", r"unknown field 'max_docs'"),
+        ("[tokenizer]\nvocab_size = -5", r"\[tokenizer\].vocab_size: must be between 257"),
+        ("val_fraction = 1.5", r"val_fraction must be in \[0, 1\)"),
+        ('[tokenizer]\nkind = "pretrained"\nname = "gpt-2-typo"', r"tokenizer 'gpt-2-typo' is not in the local Hugging Face cache and HF_HUB_OFFLINE is set"),
+    ],
+)
+def test_bad_specs_fail_plan_in_one_line(tmp_path, body, pattern):
+    _one_line_error(_cli("plan", "--spec", str(_spec(tmp_path, body)), cwd=tmp_path), pattern)
+
+
+def test_bad_arguments_are_refused_before_any_work(tmp_path):
+    out = _cli("build", "--spec", str(_spec(tmp_path, "")), "--seq-len", "-1", cwd=tmp_path)
+    assert out.returncode == 2 and "argument --seq-len: must be at least 1, got -1" in out.stderr
+    assert not (tmp_path / "data").exists()
+    _one_line_error(_cli("gc", "--store", str(tmp_path / "store"), "--max-age", "lots", cwd=tmp_path), r"--max-age: 'lots' is not a duration; write e.g. 30d")
+
+
+def test_debug_prints_the_traceback(tmp_path):
+    out = _cli("--debug", "plan", "--spec", str(tmp_path / "nope.toml"), cwd=tmp_path)
+    assert out.returncode != 0 and "Traceback (most recent call last)" in out.stderr and "SpecError" in out.stderr
