@@ -127,6 +127,19 @@ def cmd_discover(args) -> int:
     return 0
 
 
+def cmd_dev(args) -> int:
+    """`dagster dev` on the project's instance (.dagster_home, configured by dagster.yaml) and workspace."""
+    from .instance import prepare_home
+
+    project = Path(args.project).resolve()
+    home = prepare_home(project)
+    os.chdir(home)  # dagster.yaml sits beside DAGSTER_HOME's config here, so Dagster warns about no other copy
+    os.environ.setdefault("PYTHONWARNINGS", "ignore:Function `dev_command` is superseded")
+    command = [sys.executable, "-m", "dagster", "dev", "-w", str(project / "workspace.yaml"), "-h", args.host, "-p", str(args.port)]
+    os.execv(sys.executable, command)
+    return 0  # not reached: execv replaces this process
+
+
 def cmd_gc(args) -> int:
     from .lib.retention import Policy, collect, parse_duration, plan_collection
 
@@ -168,6 +181,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sample", type=_positive, default=200, help="documents sampled per file")
     p.set_defaults(func=cmd_plan)
     sub.add_parser("discover", parents=[common], help="register a partition per source file").set_defaults(func=cmd_discover)
+    v = sub.add_parser("dev", help="start the Dagster UI and daemon on the project's instance (.dagster_home)")
+    v.add_argument("--project", default=".", help="the repository folder holding workspace.yaml and dagster.yaml (default: .)")
+    v.add_argument("--host", default="127.0.0.1")
+    v.add_argument("--port", type=_positive, default=3000)
+    v.set_defaults(func=cmd_dev)
     g = sub.add_parser("gc", parents=[common], help="delete files no kept manifest version needs (a dry run unless --delete)")
     g.add_argument("--keep", type=_positive, default=3, help="newest versions always kept (default %(default)s)")
     g.add_argument("--max-age", default="30d", help="versions younger than this are kept (default %(default)s)")

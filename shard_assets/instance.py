@@ -11,9 +11,9 @@ STATE_DIR = ".dagster_home"
 
 
 def prepare_home(project_dir: str | Path = ".") -> Path:
-    """Create `<project>/.dagster_home` with a link to `<project>/dagster.yaml`, and point DAGSTER_HOME at it."""
+    """Create DAGSTER_HOME (default `<project>/.dagster_home`) with a link to `<project>/dagster.yaml`, and point DAGSTER_HOME at it."""
     project = Path(project_dir).resolve()
-    home = project / STATE_DIR
+    home = Path(os.environ.get("DAGSTER_HOME") or project / STATE_DIR)
     home.mkdir(exist_ok=True)
     config = home / "dagster.yaml"
     if (project / "dagster.yaml").is_file() and not config.exists():

@@ -1,6 +1,8 @@
-"""The Dagster webserver, started on loopback from workspace.yaml after a demo build, shows the asset
-graph and the manifest's metadata to a real browser (headless Chromium)."""
+"""`shard-assets dev`, the README's command, started on loopback after a demo build, shows the code location
+`shard_assets`, the asset graph, metadata with its length-histogram picture, and the automation page to a real
+browser (headless Chromium), without the misleading dagster.yaml warning."""
 
+import json
 import os
 import shutil
 import signal
@@ -48,24 +50,58 @@ def webserver(tmp_path_factory, demo_spec):
     (tmp / "home" / "dagster.yaml").symlink_to(ROOT / "dagster.yaml")
     subprocess.run([sys.executable, "-m", "shard_assets.cli", "build", "--workers", "1"], cwd=ROOT, env=env, check=True, capture_output=True, timeout=300)
     port = _free_port()
+    log = open(tmp / "dev.log", "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dagster_webserver", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        [sys.executable, "-m", "shard_assets.cli", "dev", "--project", str(ROOT), "--port", str(port)],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(120):
+        for _ in range(240):
             try:
                 urllib.request.urlopen(f"{url}/server_info", timeout=2)
                 break
             except OSError:
                 time.sleep(0.5)
         else:
-            pytest.fail("the Dagster webserver did not answer within 60 s")
+            pytest.fail(f"shard-assets dev did not answer within 120 s: {(tmp / 'dev.log').read_text()[-2000:]}")
         yield url, tmp
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        log.close()
+
+
+def test_dev_serves_the_shard_assets_location_without_the_dagster_yaml_warning(webserver):
+    url, tmp = webserver
+    query = json.dumps({"query": "{ workspaceOrError { ... on Workspace { locationEntries { name } } } }"}).encode()
+    request = urllib.request.Request(f"{url}/graphql", data=query, headers={"Content-Type": "application/json"})
+    body = json.loads(urllib.request.urlopen(request, timeout=30).read())
+    assert [e["name"] for e in body["data"]["workspaceOrError"]["locationEntries"]] == ["shard_assets"]
+    log = (tmp / "dev.log").read_text()
+    assert "will not be used" not in log and "SupersessionWarning" not in log
+
+
+def test_a_raw_partition_page_shows_its_row_count_schema_and_histogram(webserver):
+    url, tmp = webserver
+    page = f"{url}/assets/raw_documents?view=partitions&partition=stdlib.part-000"
+    dom = _chromium(page, tmp / "chrome4", "--dump-dom")
+    for shown in ("dagster/row_count", "dagster/column_schema", "normalised document text", "length_histogram", "Show Markdown"):
+        assert shown in dom, shown
+    shot = tmp / "raw-asset.png"
+    _chromium(page, tmp / "chrome5", f"--screenshot={shot}")
+    assert shot.exists() and shot.stat().st_size > 10_000
+
+
+def test_the_automation_page_lists_the_sensor_and_schedules(webserver):
+    url, tmp = webserver
+    dom = _chromium(f"{url}/automation", tmp / "chrome6", "--dump-dom")
+    for name in ("raw_files_sensor", "retokenize_schedule", "gc_schedule"):
+        assert name in dom
 
 
 def test_the_ui_shows_the_asset_graph(webserver):

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from ..lib.charts import bar_chart_svg, markdown_image
 from ..lib.errors import TokenizerError
 from ..lib.plan import estimate_partition
 from ..lib.raw_writer import RawStats, build_raw
@@ -47,7 +48,8 @@ def raw_documents(context: dg.AssetExecutionContext, dataset: DatasetResource, s
     with tempfile.TemporaryDirectory() as tmp:
         record, stats = build_raw(objects, spec, context.partition_key, source_file, Path(tmp), context.run.run_id)
         estimate = _estimate(objects, Path(tmp) / "raw.parquet", stats)
-    histogram = "| characters | documents |\n|---|---|\n" + "\n".join(f"| {b} | {n} |" for b, n in stats.histogram_rows())
+    rows = stats.histogram_rows()
+    chart = bar_chart_svg([b for b, _ in rows], [n for _, n in rows], "documents by length", "characters per document")
     return dg.MaterializeResult(
         data_version=dg.DataVersion(record.data_version),
         metadata={
@@ -68,7 +70,7 @@ def raw_documents(context: dg.AssetExecutionContext, dataset: DatasetResource, s
             "dropped_duplicate": stats.dropped["duplicate"],
             "bytes_in": dg.MetadataValue.int(stats.bytes_in),
             "bytes_out": dg.MetadataValue.int(stats.bytes_out),
-            "length_histogram": dg.MetadataValue.md(histogram),
+            "length_histogram": dg.MetadataValue.md(markdown_image(chart, "documents by length in characters")),
             **estimate,
         },
     )
