@@ -101,25 +101,26 @@ def _fetch_span(store: Store, key: str, fd: int, start: int, end: int, deadline:
 
 def _fetch_parts(store: Store, ref: FileRef, fd: int, journal: Path, count: int, config: DownloadConfig, stats: RequestStats,
                  deadline: Deadline, progress: _Progress) -> None:
-    """Parallel ranged GETs of the parts not yet in the journal; the first failure cancels the parts not started."""
+    """Parallel ranged GETs of the parts not yet in the journal; after the first failure no further part starts."""
     todo = [i for i in range(count) if i not in _done_parts(journal, count)]
-    journal_lock = threading.Lock()
+    journal_lock, failed = threading.Lock(), threading.Event()
 
     def fetch(i: int) -> None:
+        if failed.is_set():
+            return
         start, end = i * config.part_size, min(ref.size, (i + 1) * config.part_size)
         span = partial(_fetch_span, store, ref.key, fd, start, end, deadline, stats, progress)
-        with_retries(span, f"{ref.key} bytes {start}-{end}", config.retry, stats, deadline)
+        try:
+            with_retries(span, f"{ref.key} bytes {start}-{end}", config.retry, stats, deadline)
+        except BaseException:
+            failed.set()
+            raise
         with journal_lock, open(journal, "a") as j:
             j.write(f"{i}\n")
 
     with ThreadPoolExecutor(max_workers=max(1, min(config.concurrency, len(todo)))) as pool:
-        futures = [pool.submit(fetch, i) for i in todo]
-        try:
-            for future in futures:
-                future.result()
-        finally:
-            for future in futures:
-                future.cancel()
+        for future in [pool.submit(fetch, i) for i in todo]:
+            future.result()
 
 
 def _fetch_whole(store: Store, ref: FileRef, fd: int, journal: Path, config: DownloadConfig, stats: RequestStats,
