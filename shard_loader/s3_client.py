@@ -117,3 +117,20 @@ def make_s3_client(
         aws_secret_access_key=settings.secret_access_key,
         config=config,
     )
+
+
+def fsspec_options(settings: S3Settings) -> dict[str, Any]:
+    """`storage_options` for s3fs/fsspec with the same endpoint, keys and R2 checksum settings as `make_s3_client`,
+    so `s3://` raw sources are listed and read exactly as the store is."""
+    register_secret(settings.access_key_id, settings.secret_access_key)
+    return {
+        "key": settings.access_key_id,
+        "secret": settings.secret_access_key,
+        "endpoint_url": settings.endpoint_url,
+        "client_kwargs": {"region_name": settings.region},
+        "config_kwargs": {
+            "request_checksum_calculation": "when_required",
+            "response_checksum_validation": "when_required",
+            "s3": {"addressing_style": "path"},
+        },
+    }

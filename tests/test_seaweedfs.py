@@ -108,3 +108,14 @@ def test_an_object_uploaded_in_multipart_is_fetched_by_parallel_ranges(seaweed, 
     path = download_file(store, ref, tmp_path / "cache" / key, DownloadConfig(part_size=1 << 20, concurrency=4), stats)
     assert Path(path).read_bytes() == data
     assert stats.requests == 12 and stats.retries == 0 and stats.range_fallbacks == 0
+
+
+def test_s3fs_from_the_s3_extra_lists_and_reads_with_the_factorys_settings(seaweed, uploaded, reader_env):
+    import s3fs
+
+    from shard_loader.s3_client import fsspec_options, resolve_settings
+
+    fs = s3fs.S3FileSystem(**fsspec_options(resolve_settings()))
+    listed = fs.ls(f"{BUCKET}/{PREFIX}/tokenizers", detail=False)
+    assert listed and all(p.startswith(f"{BUCKET}/{PREFIX}/tokenizers/") for p in listed)
+    assert fs.cat(f"{BUCKET}/{PREFIX}/manifest.json") == uploaded.dumps()
