@@ -137,7 +137,8 @@ def _fetch(store: Store, ref: FileRef, part_path: Path, journal: Path, config: D
     """Fill the part file with the key's bytes: parallel ranges, or one whole GET when the server ignores Range."""
     count = max(1, -(-ref.size // config.part_size))
     _check_disk(ref, part_path.parent, ref.size if not part_path.exists() else min(ref.size, (count - len(_done_parts(journal, count))) * config.part_size))
-    deadline = Deadline.after(config.deadline_base + ref.size / config.min_rate, ref.key)
+    remedy = "check the server or network, or give slow links more time (DownloadConfig.min_rate, deadline_base)"
+    deadline = Deadline.after(config.deadline_base + ref.size / config.min_rate, ref.key, remedy)
     progress = _Progress(ref.key, ref.size, sys.stderr.isatty() if config.progress is None else config.progress)
     fd = os.open(part_path, os.O_RDWR | os.O_CREAT, 0o644)
     try:

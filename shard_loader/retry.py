@@ -47,15 +47,16 @@ class RetryPolicy:
 
 @dataclass(frozen=True)
 class Deadline:
-    """When a file must be complete: a stalled or trickling server fails in bounded time, not never."""
+    """When a transfer must be complete: a stalled or trickling server fails in bounded time, not never."""
 
     what: str
     seconds: float
     expires_at: float
+    remedy: str
 
     @classmethod
-    def after(cls, seconds: float, what: str) -> "Deadline":
-        return cls(what, seconds, time.monotonic() + seconds)
+    def after(cls, seconds: float, what: str, remedy: str = "check the server or network") -> "Deadline":
+        return cls(what, seconds, time.monotonic() + seconds, remedy)
 
     def left(self) -> float:
         return self.expires_at - time.monotonic()
@@ -64,8 +65,7 @@ class Deadline:
         """Raise DeadlineError once the time is up."""
         if self.left() <= 0:
             raise DeadlineError(
-                f"{self.what}: not complete after {self.seconds:,.0f} s, its deadline; the server stalls or sends too slowly. "
-                f"Check the server or network, or give slow links more time (DownloadConfig.min_rate / deadline_base)"
+                f"{self.what}: not complete after {self.seconds:,.0f} s, its deadline; the server stalls or sends too slowly: {self.remedy}"
             )
 
 

@@ -17,9 +17,14 @@ from urllib.parse import quote, unquote
 
 from .errors import StoreError, TransientStoreError
 from .format import check_key
-from .store import MAX_OBJECT_BYTES, check_range_answer, check_size, iter_body
+from .store import MAX_OBJECT_BYTES, check_range_answer, check_size, collect, iter_body
 
 TRANSIENT_STATUS = {408, 429, 500, 502, 503, 504}
+HINTS = {
+    401: "; the server wants credentials: use the bucket's public URL, or s3:// / r2:// with keys",
+    403: "; the server refuses access: check the URL and the bucket's public-access settings",
+    404: "; check the URL and that the dataset is published there",
+}
 NETWORK_ERRORS = (urllib.error.URLError, http.client.HTTPException, ConnectionError, socket.timeout, TimeoutError)
 
 
@@ -43,7 +48,7 @@ class HttpStore:
                 yield response
         except urllib.error.HTTPError as exc:
             error = TransientStoreError if exc.code in TRANSIENT_STATUS else StoreError
-            hint = "; check the URL and that the dataset is published there" if exc.code == 404 else ""
+            hint = HINTS.get(exc.code, "")
             raise error(f"{url}: HTTP {exc.code} {exc.reason}{hint}") from None
         except NETWORK_ERRORS as exc:
             raise TransientStoreError(f"{url}: {type(exc).__name__}: {exc}") from None
@@ -54,14 +59,11 @@ class HttpStore:
         return int(value) if value is not None and value.isdigit() else None
 
     def read_bytes(self, key: str, limit: int = MAX_OBJECT_BYTES) -> bytes:
+        where = f"{self.url}/{key}"
         with self._open(key, {}) as response:
             length = self._length(response)
-            check_size(f"{self.url}/{key}", length, limit)
-            if length is not None:
-                return b"".join(iter_body(response.read1, length, f"{self.url}/{key}", NETWORK_ERRORS))
-            body = response.read(limit + 1)
-        check_size(f"{self.url}/{key}", len(body), limit)
-        return body
+            check_size(where, length, limit)
+            return collect(iter_body(response.read1, length, where, NETWORK_ERRORS, limit), where)
 
     def size(self, key: str) -> int:
         with self._open(key, {}, method="HEAD") as response:

@@ -14,7 +14,7 @@ from urllib.parse import urlparse
 from .errors import StoreError, TransientStoreError
 from .format import check_key
 from .redaction import redact
-from .store import MAX_OBJECT_BYTES, check_range_answer, check_size, iter_body
+from .store import MAX_OBJECT_BYTES, check_range_answer, check_size, collect, iter_body
 
 TRANSIENT_CODES = {"500", "502", "503", "504", "429", "SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "Throttling"}
 HINTS = {
@@ -76,7 +76,7 @@ class S3Store:
         where = f"{self.url}/{key}"
         with response["Body"] as raw:  # botocore's body yields its urllib3 response, whose read1 is one socket read
             check_size(where, response["ContentLength"], limit)
-            return b"".join(iter_body(raw.read1, response["ContentLength"], where, _stream_errors()))
+            return collect(iter_body(raw.read1, response["ContentLength"], where, _stream_errors()), where)
 
     def size(self, key: str) -> int:
         return self._call(key, lambda: self.client.head_object(Bucket=self.bucket, Key=self._key(key))["ContentLength"])

@@ -10,7 +10,8 @@ import os
 import numpy as np
 import pytest
 
-from shard_loader import IntegrityError, ManifestError, TokenDataset
+import shard_loader
+from shard_loader import ManifestError, StoreError, TokenDataset
 from shard_loader.cli import main
 from shard_loader.download import DownloadConfig, download_file
 from shard_loader.errors import DeadlineError, DiskBudgetError, TooLargeError
@@ -68,7 +69,7 @@ def test_a_trickling_server_fails_at_the_files_deadline_with_a_clear_error(tmp_p
     with TrickleServer(size=ref.size, interval=0.1) as server:
         with pytest.raises(DeadlineError, match=r"tokenized/slow.npy: not complete after 1 s") as info:
             download_file(HttpStore(server.url, timeout=5.0), ref, tmp_path / ref.key, config, stats)
-    assert "too slowly" in str(info.value)
+    assert "too slowly" in str(info.value) and "DownloadConfig.min_rate" in str(info.value)
     assert stats.retries == 0  # a deadline is final: no 8 more attempts at a dead link
 
 
@@ -114,7 +115,7 @@ def test_a_tampered_tokenizer_fails_fetch_and_verify_naming_its_key(published, t
     key = m.tokenizer.file.key
     (root / key).write_bytes(b'{"evil": true}\n')
     assert main(["verify", str(root)]) == 1
-    assert f"{key}: size is" in capsys.readouterr().out or f"{key}: sha256 is" in capsys.readouterr().out
+    assert f"BAD      {key}: size is" in capsys.readouterr().out
     with FolderServer(root) as server:
         assert main(["fetch", server.url, "--cache-dir", str(tmp_path / "cache")]) == 2
     assert key in capsys.readouterr().err
@@ -133,3 +134,16 @@ def test_fetch_without_cache_dir_uses_the_default_cache_and_verify_finds_it(publ
         assert "all files verified" in capsys.readouterr().out
     cached = list((tmp_path / "xdg" / "shard_loader").glob(f"*/{m.tokenizer.file.key}"))
     assert len(cached) == 1 and cached[0].read_bytes() == (root / m.tokenizer.file.key).read_bytes()
+
+
+def test_a_trickling_manifest_read_fails_at_its_deadline(monkeypatch):
+    monkeypatch.setattr("shard_loader.store.READ_BYTES_SECONDS", 1.0)
+    with TrickleServer(size=10_000, interval=0.1) as server:
+        with pytest.raises(DeadlineError, match=r"manifest.json: not complete after 1 s"):
+            shard_loader.open_manifest(f"{server.url}/manifest.json")
+
+
+def test_http_errors_say_what_to_check(tmp_path):
+    with FolderServer(tmp_path) as server:
+        with pytest.raises(StoreError, match=r"manifest.json: HTTP 404 .*check the URL and that the dataset is published there"):
+            shard_loader.open_manifest(server.url)
