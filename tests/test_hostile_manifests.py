@@ -196,3 +196,13 @@ def test_a_manifest_that_is_a_fifo_is_refused_not_awaited(tmp_path):
     os.mkfifo(tmp_path / "manifest.json")
     with pytest.raises(UnsafeFileError, match="manifest.json is a FIFO"):
         shard_loader.open_manifest(str(tmp_path))
+
+
+def test_a_symlink_to_a_file_inside_the_root_is_refused_too(published):
+    root, m = published
+    key = m.splits["train"].shards[0].npy.key
+    twin = root / "twin.npy"
+    (root / key).rename(twin)
+    (root / key).symlink_to(twin)
+    with pytest.raises(UnsafeFileError, match=f"key {key} is a symlink"):
+        list(TokenDataset(str(root), seq_len=8, batch_size=1, window_shards=2))

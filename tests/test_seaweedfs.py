@@ -17,7 +17,7 @@ from shard_loader.download import DownloadConfig, download_file
 from shard_loader.format import FileRef
 from shard_loader.retry import RequestStats
 from shard_loader.store_s3 import S3Store, classify
-from tests.support.seaweedfs import READER, WRITER, seaweed_server
+from tests.support.seaweedfs import READER, WRITER, seaweed  # noqa: F401  (a session fixture)
 from tests.support.synthetic import random_docs, write_dataset
 
 pytestmark = pytest.mark.integration
@@ -27,18 +27,9 @@ PREFIX = "team/demo"
 
 
 @pytest.fixture(scope="session")
-def seaweed(tmp_path_factory):
-    server = seaweed_server(tmp_path_factory.mktemp("seaweedfs"))
-    try:
-        server.create_bucket(BUCKET)
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture(scope="session")
 def uploaded(seaweed, tmp_path_factory):
     """A synthetic dataset published under s3://datasets/team/demo with the writer keys."""
+    seaweed.create_bucket(BUCKET)
     root = tmp_path_factory.mktemp("published")
     rng = np.random.default_rng(21)
     manifest = write_dataset(root, {"train": [random_docs(rng, 40) for _ in range(3)], "val": [random_docs(rng, 5)]})
@@ -92,7 +83,7 @@ def test_a_wrong_secret_fails_once_with_a_masked_error_naming_what_to_check(seaw
     assert READER[0] not in str(info.value) and "wrong-secret" not in str(info.value)
 
 
-def test_an_object_uploaded_in_multipart_is_fetched_by_parallel_ranges(seaweed, tmp_path):
+def test_an_object_uploaded_in_multipart_is_fetched_by_parallel_ranges(seaweed, uploaded, tmp_path):
     from boto3.s3.transfer import TransferConfig
 
     data = os.urandom(12 << 20)  # three 5 MiB-minimum parts: the smallest multipart upload with an uneven last part

