@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
 from .cache import cached_path, ensure_local
 from .checksum import verify_file
