@@ -9,15 +9,27 @@ NoCredentialsError. boto3 is imported only when a client is made.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from .errors import CredentialsError
-from .redaction import redact_client_logs, register_secret
+from .redaction import redact, redact_client_logs, register_secret
 
 Role = Literal["read", "write"]
 ENDPOINT_VARIABLE = "S3_ENDPOINT_URL"
 ACCOUNT_VARIABLE = "R2_DATASET_ACCOUNT_ID"
+TRANSIENT_CODES = {"500", "502", "503", "504", "429", "SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "Throttling"}
+WHERE = f"{ENDPOINT_VARIABLE}/{ACCOUNT_VARIABLE}"
+HINTS = {  # S3 error code -> what to do; {id} and {secret} are the role's key variables
+    "AccessDenied": "the keys lack permission for this bucket, prefix or action; check {id}/{secret} (read-only keys cannot write)",
+    "InvalidAccessKeyId": "the access key id is unknown to this endpoint; check {id} and " + WHERE,
+    "SignatureDoesNotMatch": "the secret does not match the access key id; check {secret}",
+    "NoSuchBucket": "no such bucket at this endpoint; check the URL and " + WHERE,
+    "NoSuchKey": "no object at this key; check the URL and that the dataset is published there",
+    "404": "no object at this key; check the URL and that the dataset is published there",
+    "NotImplemented": "the endpoint does not support this request (R2 refuses checksum headers); make the client with shard_loader.s3_client.make_s3_client",
+}
 
 
 def r2_endpoint(account_id: str) -> str:
@@ -134,3 +146,37 @@ def fsspec_options(settings: S3Settings) -> dict[str, Any]:
             "s3": {"addressing_style": "path"},
         },
     }
+
+
+def s3_errors() -> tuple[type[BaseException], ...]:
+    """What a boto3 call, a transfer or reading a body can raise: botocore's, boto3's, urllib3's and the socket's errors."""
+    from boto3.exceptions import Boto3Error
+    from botocore.exceptions import BotoCoreError, ClientError
+    from urllib3.exceptions import HTTPError
+
+    return (ClientError, BotoCoreError, Boto3Error, HTTPError, OSError)
+
+
+@dataclass(frozen=True)
+class S3Failure:
+    """An S3 error as one masked line naming where it happened and what to do, and whether a retry may help."""
+
+    message: str
+    transient: bool
+
+
+def describe_s3_error(exc: BaseException, where: str, role: Role = "read") -> S3Failure:
+    """One masked line for any error in `s3_errors()`, with the S3 code and a hint naming the role's variables."""
+    from botocore.exceptions import ClientError
+
+    if isinstance(exc, ClientError):
+        code = str(exc.response.get("Error", {}).get("Code", ""))
+        status = str(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
+        text, transient = f"{code or status} {exc.response.get('Error', {}).get('Message', '')}".strip(), code in TRANSIENT_CODES or status in TRANSIENT_CODES
+    else:  # a transfer error (S3UploadFailedError) carries its code only in its text: "An error occurred (AccessDenied) ..."
+        found = re.search(r"An error occurred \((\w+)\)", str(exc))
+        code, status, text = found.group(1) if found else "", "", f"{type(exc).__name__}: {exc}"
+        transient = code in TRANSIENT_CODES or not found
+    id_var, secret_var = key_variables(role)
+    hint = (HINTS.get(code) or HINTS.get(status) or "").format(id=id_var, secret=secret_var)
+    return S3Failure(redact(f"{where}: {text}; {hint}" if hint else f"{where}: {text}"), transient)

@@ -12,10 +12,12 @@ import numpy as np
 import pytest
 
 from shard_loader import StoreError, TokenDataset
+from shard_loader.errors import TransientStoreError
 from shard_loader.cli import main
 from shard_loader.download import DownloadConfig, download_file
 from shard_loader.format import FileRef
 from shard_loader.retry import RequestStats
+from shard_loader.s3_client import describe_s3_error
 from shard_loader.store_s3 import S3Store, classify
 from tests.support.seaweedfs import READER, WRITER, seaweed  # noqa: F401  (a session fixture)
 from tests.support.synthetic import random_docs, write_dataset
@@ -65,15 +67,25 @@ def test_the_cli_fetches_into_the_default_cache_and_verifies_with_the_read_only_
     assert len(cached) == 1
 
 
-def test_the_read_only_keys_list_but_cannot_write(seaweed, uploaded):
+def test_the_read_only_keys_list_but_cannot_write_and_say_so(seaweed, uploaded, tmp_path):
+    from boto3.exceptions import S3UploadFailedError
+    from botocore.exceptions import ClientError
+
     reader = seaweed.client(READER)
     keys = [o["Key"] for o in reader.list_objects_v2(Bucket=BUCKET, Prefix=PREFIX)["Contents"]]
     assert f"{PREFIX}/manifest.json" in keys
-    with pytest.raises(Exception) as info:
+    where = f"s3://{BUCKET}/{PREFIX}/intruder.json"
+    with pytest.raises(ClientError) as put:
         reader.put_object(Bucket=BUCKET, Key=f"{PREFIX}/intruder.json", Body=b"{}")
-    error = classify(info.value, f"s3://{BUCKET}/{PREFIX}/intruder.json")
-    assert isinstance(error, StoreError) and "AccessDenied" in str(error) and "lack permission" in str(error)
-    assert READER[0] not in str(error) and READER[1] not in str(error)
+    (tmp_path / "intruder.json").write_bytes(b"{}")
+    with pytest.raises(S3UploadFailedError) as upload:  # what a builder's upload_file raises: not a botocore error at all
+        reader.upload_file(str(tmp_path / "intruder.json"), BUCKET, f"{PREFIX}/intruder.json")
+    error = classify(put.value, where)
+    assert isinstance(error, StoreError) and not isinstance(error, TransientStoreError) and "AccessDenied" in str(error)
+    failure = describe_s3_error(upload.value, where, role="write")
+    assert not failure.transient and "AccessDenied" in failure.message and "R2_DATASET_WRITE_ACCESS_KEY_ID" in failure.message
+    for text in (str(error), failure.message):
+        assert "lack permission" in text and READER[0] not in text and READER[1] not in text
 
 
 def test_a_wrong_secret_fails_once_with_a_masked_error_naming_what_to_check(seaweed, uploaded):
