@@ -41,8 +41,8 @@ class DownloadConfig:
 
 
 DEFAULT_CONFIG = DownloadConfig()
-STATS = RequestStats()
-log = logging.getLogger(__name__)  # process-wide request counts, reported by `shard-loader` and the benchmarks
+STATS = RequestStats()  # process-wide request counts, reported by `shard-loader` and the benchmarks
+log = logging.getLogger(__name__)
 
 
 def _sidecar(dest: Path, suffix: str) -> Path:
@@ -136,7 +136,8 @@ def _fetch_whole(store: Store, ref: FileRef, fd: int, journal: Path, config: Dow
 def _fetch(store: Store, ref: FileRef, part_path: Path, journal: Path, config: DownloadConfig, stats: RequestStats) -> None:
     """Fill the part file with the key's bytes: parallel ranges, or one whole GET when the server ignores Range."""
     count = max(1, -(-ref.size // config.part_size))
-    _check_disk(ref, part_path.parent, ref.size if not part_path.exists() else min(ref.size, (count - len(_done_parts(journal, count))) * config.part_size))
+    remaining = count - len(_done_parts(journal, count)) if part_path.exists() else count
+    _check_disk(ref, part_path.parent, min(ref.size, remaining * config.part_size))
     remedy = "check the server or network, or give slow links more time (DownloadConfig.min_rate, deadline_base)"
     deadline = Deadline.after(config.deadline_base + ref.size / config.min_rate, ref.key, remedy)
     progress = _Progress(ref.key, ref.size, sys.stderr.isatty() if config.progress is None else config.progress)

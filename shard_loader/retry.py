@@ -78,11 +78,11 @@ def with_retries(call: Callable[[], T], what: str, policy: RetryPolicy, stats: R
         except TransientStoreError as exc:
             last = exc
             if attempt + 1 < policy.attempts:
-                stats.add(retries=1)
                 delay = policy.delay(attempt)
                 if deadline is not None:
                     deadline.check()
                     delay = min(delay, max(deadline.left(), 0))
+                stats.add(retries=1)
                 time.sleep(delay)
     stats.add(failures=1)
     raise StoreError(f"{what}: failed after {policy.attempts} attempts: {last}") from None
