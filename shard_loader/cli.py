@@ -6,12 +6,12 @@ import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
 from .cache import cached_path, ensure_local
 from .checksum import verify_file
 from .errors import ShardLoaderError
-from .opening import open_manifest
+from .format import FileRef
+from .opening import OpenedManifest, open_manifest
 
 
 def cmd_info(args) -> int:
@@ -26,40 +26,52 @@ def cmd_info(args) -> int:
     return 0
 
 
+def _files(opened: OpenedManifest, splits: list[str] | None) -> list[FileRef]:
+    """The tokenizer's file, then the .npy and .bin of every shard of `splits` (default all): what fetch and verify cover."""
+    m = opened.manifest
+    return [m.tokenizer.file, *m.files(splits or list(m.splits))]
+
+
 def cmd_fetch(args) -> int:
     opened = open_manifest(args.url)
-    refs = opened.manifest.files(args.split or list(opened.manifest.splits))
+    refs = _files(opened, args.split)
+    cache = opened.cache_dir(args.cache_dir)
     started, total = time.perf_counter(), sum(r.size for r in refs)
     for ref in refs:
-        ensure_local(opened.store, ref, args.cache_dir)
+        ensure_local(opened.store, ref, cache)
     seconds = time.perf_counter() - started
-    print(f"{len(refs)} files, {total / 1e9:.3f} GB verified in {args.cache_dir or opened.store.url} in {seconds:.1f} s")
+    print(f"{len(refs)} files, {total / 1e9:.3f} GB verified in {cache or opened.store.url} in {seconds:.1f} s")
     return 0
 
 
 def cmd_verify(args) -> int:
     opened = open_manifest(args.url)
-    bad = 0
-    for ref in opened.manifest.files(args.split or list(opened.manifest.splits)):
-        path = opened.store.local_path(ref.key) or (cached_path(args.cache_dir, ref) if args.cache_dir else None)
-        if path is None or not Path(path).exists():
-            print(f"missing  {ref.key}")
-            bad += 1
-            continue
+    cache = opened.cache_dir(args.cache_dir)
+    missing = bad = 0
+    for ref in _files(opened, args.split):
         try:
+            path = opened.store.local_path(ref.key) or cached_path(cache, ref)
+            if not path.exists():
+                print(f"missing  {ref.key}")
+                missing += 1
+                continue
             verify_file(path, ref)
         except ShardLoaderError as exc:
             print(f"BAD      {exc}")
             bad += 1
-    print("all files verified" if not bad else f"{bad} files missing or bad")
-    return 1 if bad else 0
+    if missing and cache is not None:
+        print(f"{opened.store.url} is remote: its files are verified in the cache {cache}; "
+              f"run `shard-loader fetch {args.url}`{' --cache-dir ' + str(args.cache_dir) if args.cache_dir else ''} first")
+    print("all files verified" if not (bad or missing) else f"{missing} files missing, {bad} bad")
+    return 1 if bad or missing else 0
 
 
 def cmd_bench(args) -> int:
     from .dataset import TokenDataset
 
     started = time.perf_counter()
-    ds = TokenDataset(args.url, split=args.split[0] if args.split else "train", seq_len=args.seq_len, batch_size=args.batch_size, cache_dir=args.cache_dir)
+    cache = open_manifest(args.url).cache_dir(args.cache_dir)
+    ds = TokenDataset(args.url, split=args.split[0] if args.split else "train", seq_len=args.seq_len, batch_size=args.batch_size, cache_dir=cache)
     first, tokens = None, 0
     for i, batch in enumerate(ds):
         if first is None:
@@ -84,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name, help=help_)
         p.add_argument("url", help="manifest path or URL (a folder means its manifest.json)")
         p.add_argument("--split", action="append", help="split(s) to use (default: all; bench: train)")
-        p.add_argument("--cache-dir", default=None)
+        p.add_argument("--cache-dir", default=None, help="where a remote dataset's files go (default: one folder per dataset under $XDG_CACHE_HOME/shard_loader or ~/.cache/shard_loader)")
         p.set_defaults(func=func)
         if name == "info":
             p.add_argument("--json", action="store_true", help="also print the lineage")

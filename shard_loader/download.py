@@ -7,33 +7,42 @@ parts already written, so an interrupted download resumes) and `<dest>.lock`.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from .checksum import sha256_file
-from .errors import DiskBudgetError, IntegrityError
+from .errors import DiskBudgetError, IntegrityError, RangeNotSupportedError
 from .locking import file_lock
 from .format import FileRef
-from .retry import RequestStats, RetryPolicy, with_retries
+from .retry import Deadline, RequestStats, RetryPolicy, with_retries
 from .store import Store
 
 
 @dataclass(frozen=True)
 class DownloadConfig:
+    """How files are fetched. A file must arrive within `deadline_base + size / min_rate` seconds, retries included;
+    the per-read stall timeout is the store's `timeout`."""
+
     part_size: int = 8 << 20
     concurrency: int = 8
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     progress: bool | None = None  # None: only when stderr is a terminal
+    min_rate: float = 256 << 10  # bytes/s a whole file must average
+    deadline_base: float = 120.0  # seconds every file gets on top of size / min_rate
 
 
 DEFAULT_CONFIG = DownloadConfig()
 STATS = RequestStats()  # process-wide request counts, reported by `shard-loader` and the benchmarks
+log = logging.getLogger(__name__)
 
 
 def _sidecar(dest: Path, suffix: str) -> Path:
@@ -69,37 +78,79 @@ class _Progress:
             sys.stderr.flush()
 
 
-def _fetch_parts(store: Store, ref: FileRef, part_path: Path, journal: Path, config: DownloadConfig, stats: RequestStats) -> None:
+def _check_disk(ref: FileRef, folder: Path, needed: int) -> None:
+    """Refuse a file that cannot fit before anything is allocated for it (a manifest may claim 2**63 bytes)."""
+    free = shutil.disk_usage(folder).free
+    if free < needed:
+        raise DiskBudgetError(f"{ref.key}: needs {needed:,} bytes in {folder}, only {free:,} are free")
+
+
+def _fetch_span(store: Store, key: str, fd: int, start: int, end: int, deadline: Deadline, stats: RequestStats, progress: _Progress) -> None:
+    """Stream bytes [start, end) of `key` into `fd` at their offset, checking the deadline after every chunk.
+    `stats.bytes` counts a span once it is complete, so bytes of failed attempts are not counted twice."""
+    offset = start
+    with closing(store.stream(key, start, end)) as chunks:
+        for chunk in chunks:
+            os.pwrite(fd, chunk, offset)
+            offset += len(chunk)
+            progress.add(len(chunk))
+            deadline.check()
+    os.fdatasync(fd)
+    stats.add(bytes=end - start)
+
+
+def _fetch_parts(store: Store, ref: FileRef, fd: int, journal: Path, count: int, config: DownloadConfig, stats: RequestStats,
+                 deadline: Deadline, progress: _Progress) -> None:
+    """Parallel ranged GETs of the parts not yet in the journal; after the first failure no further part starts."""
+    todo = [i for i in range(count) if i not in _done_parts(journal, count)]
+    journal_lock, failed = threading.Lock(), threading.Event()
+
+    def fetch(i: int) -> None:
+        if failed.is_set():
+            return
+        start, end = i * config.part_size, min(ref.size, (i + 1) * config.part_size)
+        span = partial(_fetch_span, store, ref.key, fd, start, end, deadline, stats, progress)
+        try:
+            with_retries(span, f"{ref.key} bytes {start}-{end}", config.retry, stats, deadline)
+        except BaseException:
+            failed.set()
+            raise
+        with journal_lock, open(journal, "a") as j:
+            j.write(f"{i}\n")
+
+    with ThreadPoolExecutor(max_workers=max(1, min(config.concurrency, len(todo)))) as pool:
+        for future in [pool.submit(fetch, i) for i in todo]:
+            future.result()
+
+
+def _fetch_whole(store: Store, ref: FileRef, fd: int, journal: Path, config: DownloadConfig, stats: RequestStats,
+                 deadline: Deadline, progress: _Progress, reason: RangeNotSupportedError) -> None:
+    """The fallback for a server without Range: one streamed GET of the whole file (verified by the caller's sha256)."""
+    log.warning("%s; reading %s in one streamed GET instead of parallel ranges", reason, ref.key)
+    stats.add(range_fallbacks=1)
+    journal.unlink(missing_ok=True)
+    span = partial(_fetch_span, store, ref.key, fd, 0, ref.size, deadline, stats, progress)
+    with_retries(span, f"{ref.key} (whole file, no Range support)", config.retry, stats, deadline)
+
+
+def _fetch(store: Store, ref: FileRef, part_path: Path, journal: Path, config: DownloadConfig, stats: RequestStats) -> None:
+    """Fill the part file with the key's bytes: parallel ranges, or one whole GET when the server ignores Range."""
     count = max(1, -(-ref.size // config.part_size))
-    done = _done_parts(journal, count)
-    todo = [i for i in range(count) if i not in done]
-    needed = len(todo) * config.part_size
-    free = shutil.disk_usage(part_path.parent).free
-    if free < min(needed, ref.size):
-        raise DiskBudgetError(
-            f"{ref.key}: needs {min(needed, ref.size):,} bytes in {part_path.parent}, only {free:,} are free"
-        )
-    fd = os.open(part_path, os.O_RDWR | os.O_CREAT, 0o644)
-    journal_lock = threading.Lock()
+    remaining = count - len(_done_parts(journal, count)) if part_path.exists() else count
+    _check_disk(ref, part_path.parent, min(ref.size, remaining * config.part_size))
+    remedy = "check the server or network, or give slow links more time (DownloadConfig.min_rate, deadline_base)"
+    deadline = Deadline.after(config.deadline_base + ref.size / config.min_rate, ref.key, remedy)
     progress = _Progress(ref.key, ref.size, sys.stderr.isatty() if config.progress is None else config.progress)
+    fd = os.open(part_path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         if os.fstat(fd).st_size != ref.size:
             os.ftruncate(fd, ref.size)
-
-        def fetch(i: int) -> None:
-            start, end = i * config.part_size, min(ref.size, (i + 1) * config.part_size)
-            data = with_retries(lambda: store.read_range(ref.key, start, end), f"{ref.key} bytes {start}-{end}", config.retry, stats)
-            os.pwrite(fd, data, start)
-            os.fdatasync(fd)
-            stats.add(bytes=len(data))
-            progress.add(len(data))
-            with journal_lock, open(journal, "a") as j:
-                j.write(f"{i}\n")
-
-        if ref.size and todo:
-            with ThreadPoolExecutor(max_workers=min(config.concurrency, len(todo))) as pool:
-                for future in [pool.submit(fetch, i) for i in todo]:
-                    future.result()
+        if not ref.size:
+            return
+        try:
+            _fetch_parts(store, ref, fd, journal, count, config, stats, deadline, progress)
+        except RangeNotSupportedError as reason:
+            _fetch_whole(store, ref, fd, journal, config, stats, deadline, progress, reason)
     finally:
         os.close(fd)
 
@@ -115,7 +166,7 @@ def download_file(store: Store, ref: FileRef, dest: Path, config: DownloadConfig
             if dest.stat().st_size == ref.size:
                 return dest  # only a verified download is ever renamed to dest
             dest.unlink()
-        _fetch_parts(store, ref, part, journal, config, stats)
+        _fetch(store, ref, part, journal, config, stats)
         digest = sha256_file(part)
         if digest != ref.sha256:
             part.unlink(missing_ok=True)

@@ -27,3 +27,23 @@ class TransientStoreError(StoreError):
 
 class DiskBudgetError(ShardLoaderError):
     """The cache directory lacks the disk space (or budget) the requested work needs."""
+
+
+class CredentialsError(StoreError):
+    """An S3/R2 store was opened without keys: the message names the variables or options to set."""
+
+
+class RangeNotSupportedError(StoreError):
+    """The server answered a ranged GET with the whole file (status 200): it ignores Range."""
+
+
+class DeadlineError(StoreError):
+    """A file did not arrive within its deadline (a stalled or trickling server); not retried."""
+
+
+class UnsafeFileError(StoreError):
+    """A key names a symlink, FIFO, device or a path outside the dataset root; refused, never opened."""
+
+
+class TooLargeError(StoreError):
+    """An object is larger than the cap for its kind (a manifest, a file beyond free disk); refused before allocation."""

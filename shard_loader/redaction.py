@@ -16,9 +16,17 @@ SECRET_VARIABLES = (
 )
 
 
+_REGISTERED: set[str] = set()  # secrets given as arguments (store_options), not through the environment
+
+
+def register_secret(*values: str | None) -> None:
+    """Mask these values too from now on: keys passed as arguments are as secret as those in the environment."""
+    _REGISTERED.update(v for v in values if v and len(v) >= 4)
+
+
 def redact(text: str, extra: tuple[str, ...] = ()) -> str:
-    """`text` with every secret value (from the environment, plus `extra`) replaced by ***."""
-    for value in [os.environ.get(v, "") for v in SECRET_VARIABLES] + list(extra):
+    """`text` with every secret value (from the environment, registered ones, plus `extra`) replaced by ***."""
+    for value in [os.environ.get(v, "") for v in SECRET_VARIABLES] + sorted(_REGISTERED) + list(extra):
         if value and len(value) >= 4:
             text = text.replace(value, "***")
     return text

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from .errors import StoreError, TransientStoreError
+from .errors import DeadlineError, StoreError, TransientStoreError
 
 T = TypeVar("T")
 
@@ -22,6 +22,7 @@ class RequestStats:
     retries: int = 0
     failures: int = 0
     bytes: int = 0
+    range_fallbacks: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, **counts: int) -> None:
@@ -30,7 +31,8 @@ class RequestStats:
                 setattr(self, name, getattr(self, name) + n)
 
     def as_dict(self) -> dict[str, int]:
-        return {"requests": self.requests, "retries": self.retries, "failures": self.failures, "bytes": self.bytes}
+        return {"requests": self.requests, "retries": self.retries, "failures": self.failures, "bytes": self.bytes,
+                "range_fallbacks": self.range_fallbacks}
 
 
 @dataclass(frozen=True)
@@ -43,8 +45,32 @@ class RetryPolicy:
         return random.uniform(0, min(self.max_delay, self.base_delay * 2**attempt))
 
 
-def with_retries(call: Callable[[], T], what: str, policy: RetryPolicy, stats: RequestStats) -> T:
-    """Run `call`, retrying TransientStoreError up to `policy.attempts` times; other errors pass through."""
+@dataclass(frozen=True)
+class Deadline:
+    """When a transfer must be complete: a stalled or trickling server fails in bounded time, not never."""
+
+    what: str
+    seconds: float
+    expires_at: float
+    remedy: str
+
+    @classmethod
+    def after(cls, seconds: float, what: str, remedy: str = "check the server or network") -> Deadline:
+        return cls(what, seconds, time.monotonic() + seconds, remedy)
+
+    def left(self) -> float:
+        return self.expires_at - time.monotonic()
+
+    def check(self) -> None:
+        """Raise DeadlineError once the time is up."""
+        if self.left() <= 0:
+            raise DeadlineError(
+                f"{self.what}: not complete after {self.seconds:,.0f} s, its deadline; the server stalls or sends too slowly: {self.remedy}"
+            )
+
+
+def with_retries(call: Callable[[], T], what: str, policy: RetryPolicy, stats: RequestStats, deadline: Deadline | None = None) -> T:
+    """Run `call`, retrying TransientStoreError up to `policy.attempts` times (and never past `deadline`); other errors pass through."""
     for attempt in range(policy.attempts):
         stats.add(requests=1)
         try:
@@ -52,7 +78,11 @@ def with_retries(call: Callable[[], T], what: str, policy: RetryPolicy, stats: R
         except TransientStoreError as exc:
             last = exc
             if attempt + 1 < policy.attempts:
+                delay = policy.delay(attempt)
+                if deadline is not None:
+                    deadline.check()
+                    delay = min(delay, max(deadline.left(), 0))
                 stats.add(retries=1)
-                time.sleep(policy.delay(attempt))
+                time.sleep(delay)
     stats.add(failures=1)
     raise StoreError(f"{what}: failed after {policy.attempts} attempts: {last}") from None

@@ -15,3 +15,6 @@ def demo_spec(tmp_path_factory):
     from shard_assets.lib.demo import write_demo
 
     return write_demo(tmp_path_factory.mktemp("demo"))
+
+
+from tests.support.seaweedfs import seaweed  # noqa: E402,F401  (a session fixture: one S3 server shared by every module)

@@ -24,7 +24,7 @@ def test_info_fetch_verify_bench(tmp_path):
     with FolderServer(tmp_path / "pub") as server:
         fetched = _run("fetch", f"{server.url}/manifest.json", "--cache-dir", str(tmp_path / "cache"))
         assert fetched.returncode == 0, fetched.stderr
-        assert "8 files" in fetched.stdout
+        assert "9 files" in fetched.stdout  # the tokenizer and 8 shard files
         ok = _run("verify", f"{server.url}/manifest.json", "--cache-dir", str(tmp_path / "cache"))
         assert ok.returncode == 0 and "all files verified" in ok.stdout
         key = m.splits["train"].shards[1].npy.key

@@ -1,15 +1,20 @@
 """Hostile or broken manifests and shard files are refused with an error naming the key or field,
-before any file is used."""
+before any file is used; so are symlinks, FIFOs, devices and paths outside the dataset root."""
 
 import hashlib
 import io
 import json
+import os
+import stat
 
 import numpy as np
 import pytest
 
 import shard_loader
 from shard_loader import IntegrityError, ManifestError, ShardFormatError, TokenDataset
+from shard_loader.cli import main
+from shard_loader.errors import TooLargeError, UnsafeFileError
+from shard_loader.store import LocalStore
 from tests.support.synthetic import random_docs, tamper_json, write_dataset
 
 
@@ -127,3 +132,77 @@ def test_a_versioned_manifest_resolves_keys_from_the_dataset_root(published):
     opened = shard_loader.open_manifest(str(root / f"manifests/{m.version}.json"))
     assert opened.key == f"manifests/{m.version}.json" and opened.store.url == str(root)
     assert json.loads((root / opened.key).read_text())["dataset"]["version"] == m.version
+
+
+def _outside_copy(root, key, outside):
+    """A copy of a dataset file outside the dataset root, as an attacker's symlink target would be."""
+    target = outside / "copy"
+    target.write_bytes((root / key).read_bytes())
+    return target
+
+
+def test_a_symlink_inside_the_dataset_is_refused_even_with_the_right_bytes(published, tmp_path_factory, capsys):
+    root, m = published
+    key = m.splits["train"].shards[0].npy.key
+    target = _outside_copy(root, key, tmp_path_factory.mktemp("outside"))
+    (root / key).unlink()
+    (root / key).symlink_to(target)
+    with pytest.raises(UnsafeFileError, match=f"key {key} resolves to .*outside the dataset root"):
+        list(TokenDataset(str(root), seq_len=8, batch_size=1, window_shards=2))
+    assert main(["verify", str(root)]) == 1
+    assert f"BAD      {root.resolve()}: key {key} resolves to" in capsys.readouterr().out
+
+
+def test_a_symlinked_folder_pointing_outside_the_root_is_refused(published, tmp_path_factory):
+    root, m = published
+    key = m.splits["train"].shards[0].npy.key
+    folder, moved = (root / key).parent, tmp_path_factory.mktemp("outside") / "moved"
+    folder.rename(moved)
+    folder.symlink_to(moved)
+    with pytest.raises(UnsafeFileError, match="outside the dataset root"):
+        list(TokenDataset(str(root), seq_len=8, batch_size=1, window_shards=2))
+
+
+def test_a_fifo_named_by_a_key_is_refused_not_opened(published, capsys):
+    root, m = published
+    key = m.splits["train"].shards[0].bin.key
+    (root / key).unlink()
+    os.mkfifo(root / key)  # opening it for reading would block forever: it must be refused from its metadata
+    with pytest.raises(UnsafeFileError, match=f"key {key} is a FIFO"):
+        list(TokenDataset(str(root), seq_len=8, batch_size=1, window_shards=2))
+    assert main(["verify", str(root)]) == 1
+    assert "is a FIFO" in capsys.readouterr().out
+
+
+def test_a_device_named_by_a_key_is_refused(published):
+    root, m = published
+    key = m.splits["train"].shards[0].npy.key
+    (root / key).unlink()
+    try:
+        os.mknod(root / key, stat.S_IFCHR | 0o600, os.makedev(1, 5))  # /dev/zero: endless bytes
+    except PermissionError:
+        pytest.skip("creating a device node needs CAP_MKNOD")
+    with pytest.raises(UnsafeFileError, match=f"key {key} is a device"):
+        list(TokenDataset(str(root), seq_len=8, batch_size=1, window_shards=2))
+
+
+def test_a_manifest_over_the_read_cap_is_refused_unread(published):
+    root, _ = published
+    with pytest.raises(TooLargeError, match=r"manifest.json: [\d,]+ bytes is over the 64-byte cap"):
+        LocalStore(root).read_bytes("manifest.json", limit=64)
+
+
+def test_a_manifest_that_is_a_fifo_is_refused_not_awaited(tmp_path):
+    os.mkfifo(tmp_path / "manifest.json")
+    with pytest.raises(UnsafeFileError, match="manifest.json is a FIFO"):
+        shard_loader.open_manifest(str(tmp_path))
+
+
+def test_a_symlink_to_a_file_inside_the_root_is_refused_too(published):
+    root, m = published
+    key = m.splits["train"].shards[0].npy.key
+    twin = root / "twin.npy"
+    (root / key).rename(twin)
+    (root / key).symlink_to(twin)
+    with pytest.raises(UnsafeFileError, match=f"key {key} is a symlink"):
+        list(TokenDataset(str(root), seq_len=8, batch_size=1, window_shards=2))

@@ -159,3 +159,25 @@ def test_ranks_sharing_a_cache_fetch_each_object_once_and_jobs_do_not_interfere(
     assert _shared_memory() == shm_before
     leftovers = {p.name for p in tmp_path.rglob("*") if p.is_file() and not p.name.endswith((".bin", ".lock"))}
     assert leftovers == set()
+
+
+def test_keys_given_as_store_options_never_reach_logs_or_errors(s3, monkeypatch, tmp_path, caplog):
+    import logging
+
+    key_id, secret = "AKIAOPTIONSONLY00077", "options-only-secret-MustNeverLeak-0077"
+    for var in ("R2_DATASET_READ_ACCESS_KEY_ID", "R2_DATASET_READ_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    caplog.set_level(logging.DEBUG)  # botocore logs whole requests, the Authorization header with the key id included
+    ref = _upload(s3, "options/blob.bin", os.urandom(1000))
+    options = {"endpoint_url": s3.url, "access_key_id": key_id, "secret_access_key": secret}
+    store = S3Store(f"s3://{BUCKET}", **options)
+    download_file(store, ref, tmp_path / ref.key)
+    errors = []
+    s3.proxy.fail_after[f"/{BUCKET}/options/denied.json"] = 0
+    for key in ("options/missing.json", "options/denied.json"):
+        with pytest.raises(StoreError) as info:
+            store.read_bytes(key)
+        errors.append(f"{info.value!s} {info.value!r}")
+    text = caplog.text + "\n".join(errors)
+    assert "Authorization" in caplog.text and "AccessDenied" in text
+    assert key_id not in text and secret not in text
