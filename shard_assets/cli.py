@@ -53,6 +53,7 @@ def cmd_demo(args) -> int:
 
 def cmd_build(args) -> int:
     from shard_loader import iter_sequences
+    from shard_loader.opening import default_cache_dir
 
     from .instance import local_instance
     from .lib.spec import load_spec
@@ -72,8 +73,10 @@ def cmd_build(args) -> int:
     print(f"checks        {len(result.checks) - len(failed)} of {len(result.checks)} passed" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
     print(f"build time    {result.seconds:.1f} s")
     started = time.perf_counter()
-    cache = None if "://" not in result.manifest_url else Path(args.cache_dir or ".cache/shard_loader")
-    batch = next(iter_sequences(result.manifest_url, "train", seq_len=args.seq_len, batch_size=args.batch_size, cache_dir=cache))
+    store = resources["store"].store()
+    remote = "://" in result.manifest_url
+    options = {"store_options": {"client": store.client}, "cache_dir": args.cache_dir or default_cache_dir(result.manifest_url)} if remote else {}
+    batch = next(iter_sequences(result.manifest_url, "train", seq_len=args.seq_len, batch_size=args.batch_size, **options))
     read_ms = (time.perf_counter() - started) * 1000
     print(
         f"first batch   input_ids {batch['input_ids'].shape} {batch['input_ids'].dtype}, "
@@ -174,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--workers", type=_positive, default=int(os.environ.get("SHARD_BUILD_WORKERS", os.cpu_count() or 1)), help="partitions processed at once (SHARD_BUILD_WORKERS)")
     b.add_argument("--seq-len", type=_positive, default=128)
     b.add_argument("--batch-size", type=_positive, default=4)
-    b.add_argument("--cache-dir", default=None, help="where the read-back downloads shards of a remote store (default .cache/shard_loader)")
+    b.add_argument("--cache-dir", default=None, help="where the read-back of a remote store caches shards (default: under ~/.cache/shard_loader)")
     b.set_defaults(func=cmd_build)
     sub.add_parser("presets", help="list the named corpus presets").set_defaults(func=cmd_presets)
     p = sub.add_parser("plan", parents=[common], help="estimate tokens, bytes, disk and time from a sample of every file")

@@ -6,6 +6,8 @@ import os
 
 import pytest
 
+from tests.support.seaweedfs import seaweed  # noqa: F401  (a session fixture: one S3 server shared by every module)
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the Hub is unreachable here: fail fast instead of retrying for a minute
 
 
@@ -16,5 +18,3 @@ def demo_spec(tmp_path_factory):
 
     return write_demo(tmp_path_factory.mktemp("demo"))
 
-
-from tests.support.seaweedfs import seaweed  # noqa: E402,F401  (a session fixture: one S3 server shared by every module)

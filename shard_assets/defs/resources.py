@@ -6,12 +6,13 @@ import os
 
 import dagster as dg
 
+from shard_loader.s3_client import r2_endpoint
+
 from ..lib.spec import DatasetSpec, load_spec
 from ..lib.store import LocalFolderStore, ObjectStore
 
 DEFAULT_LOCAL_ROOT = "data/store"
 DEFAULT_SPEC = "data/demo/demo.toml"  # written by `shard-assets demo`
-R2_CHECKSUM_ENV = {"AWS_REQUEST_CHECKSUM_CALCULATION": "when_required", "AWS_RESPONSE_CHECKSUM_VALIDATION": "when_required"}
 
 
 def _resolved(value: str) -> str:
@@ -43,21 +44,14 @@ class StoreResource(dg.ConfigurableResource):
     def store(self) -> ObjectStore:
         if not self.root.startswith(("s3://", "r2://")):
             return LocalFolderStore(self.root)
-        from dagster_aws.s3 import S3Resource
-
-        from shard_loader.redaction import redact_client_logs
+        from shard_loader.s3_client import make_s3_client
 
         from ..lib.store.s3 import S3ObjectStore
 
-        redact_client_logs()
-        for name, value in R2_CHECKSUM_ENV.items():  # R2 rejects botocore's default CRC32 checksums
-            os.environ.setdefault(name, value)
-        client = S3Resource(
-            endpoint_url=self.endpoint_url or None,
-            region_name=self.region_name,
-            aws_access_key_id=_resolved(self.access_key_id) or None,
-            aws_secret_access_key=_resolved(self.secret_access_key) or None,
-        ).get_client()
+        client = make_s3_client(
+            self.endpoint_url or None, _resolved(self.access_key_id) or None, _resolved(self.secret_access_key) or None,
+            role="write", region=self.region_name, retries=5,
+        )
         bucket, _, prefix = self.root.split("://", 1)[1].partition("/")
         return S3ObjectStore(client, bucket, prefix, self.endpoint_url)
 
@@ -70,7 +64,7 @@ def store_resource_from_env() -> StoreResource:
         account, bucket = os.environ.get("R2_DATASET_ACCOUNT_ID", ""), os.environ.get("R2_DATASET_BUCKET_NAME", "")
         return StoreResource(
             root=f"s3://{bucket}/{os.environ.get('DATASET_BINS_PATH', '').strip('/')}".rstrip("/"),
-            endpoint_url=os.environ.get("S3_ENDPOINT_URL") or f"https://{account}.r2.cloudflarestorage.com",
+            endpoint_url=os.environ.get("S3_ENDPOINT_URL") or r2_endpoint(account),
             access_key_id=dg.EnvVar("R2_DATASET_WRITE_ACCESS_KEY_ID"),
             secret_access_key=dg.EnvVar("R2_DATASET_WRITE_SECRET_ACCESS_KEY"),
         )

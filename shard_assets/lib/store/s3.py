@@ -1,8 +1,8 @@
-"""The S3-compatible store (Cloudflare R2 in production) through a boto3 client from dagster-aws.
+"""The S3-compatible store (Cloudflare R2 in production), through shard_loader's one client factory.
 
-Uploads above the multipart threshold go up in parts; an S3 object appears only when
-complete, so a reader never sees part of one. Conditional puts (If-None-Match) make
-versioned manifests write-once.
+Uploads above the multipart threshold go up in parts; an S3 object appears only when complete, so a
+reader never sees part of one. Conditional puts (If-None-Match) make versioned manifests write-once;
+where a server refuses them, a checked plain put stands in and never replaces a different object.
 """
 
 from __future__ import annotations
@@ -12,12 +12,19 @@ from pathlib import Path
 from typing import BinaryIO
 
 from shard_loader.format import check_key
-from shard_loader.redaction import redact
+from shard_loader.s3_client import describe_s3_error, s3_errors
 
 from ..errors import ObjectStoreError
 
 MULTIPART_THRESHOLD = 64 << 20
 MULTIPART_CHUNK = 64 << 20
+PRECONDITION_FAILED = ("PreconditionFailed", "412", "ConditionalRequestConflict")
+NOT_SUPPORTED = ("NotImplemented", "501")
+
+
+def _code(exc: BaseException) -> str:
+    response = getattr(exc, "response", None) or {}
+    return str(response.get("Error", {}).get("Code") or response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
 
 
 class S3ObjectStore:
@@ -35,15 +42,13 @@ class S3ObjectStore:
         key = check_key(key, f"store key under {self.describe()}")
         return f"{self.prefix}/{key}" if self.prefix else key
 
-    def _fail(self, action: str, key: str, exc: Exception) -> ObjectStoreError:
-        return ObjectStoreError(redact(f"{self.describe()}: {action} {key} failed: {exc}"))
+    def _fail(self, action: str, key: str, exc: BaseException) -> ObjectStoreError:
+        return ObjectStoreError(describe_s3_error(exc, f"{self.describe()}: {action} {key} failed", role="write").message)
 
     def _call(self, action: str, key: str, fn):
-        from botocore.exceptions import BotoCoreError, ClientError
-
         try:
             return fn()
-        except (ClientError, BotoCoreError) as exc:
+        except s3_errors() as exc:  # botocore, boto3 transfers (S3UploadFailedError), urllib3, sockets: masked, key named
             raise self._fail(action, key, exc) from None
 
     def put_file(self, key: str, path: Path) -> None:
@@ -52,17 +57,28 @@ class S3ObjectStore:
         config = TransferConfig(multipart_threshold=MULTIPART_THRESHOLD, multipart_chunksize=MULTIPART_CHUNK, max_concurrency=8)
         self._call("upload", key, lambda: self.client.upload_file(str(path), self.bucket, self._key(key), Config=config))
 
-    def put_bytes(self, key: str, data: bytes, if_absent: bool = False) -> bool:
-        from botocore.exceptions import ClientError
+    def _put(self, key: str, data: bytes, **extra) -> None:
+        self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, **extra)
 
-        extra = {"IfNoneMatch": "*"} if if_absent else {}
-        try:
-            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, **extra)
+    def put_bytes(self, key: str, data: bytes, if_absent: bool = False) -> bool:
+        if not if_absent:
+            self._call("put", key, lambda: self._put(key, data))
             return True
-        except ClientError as exc:
-            if if_absent and exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412", "ConditionalRequestConflict"):
+        if self.exists(key):  # also covers servers that ignore If-None-Match, for every writer but a racing one
+            return False
+        try:
+            self._put(key, data, IfNoneMatch="*")
+            return True
+        except s3_errors() as exc:
+            if _code(exc) in PRECONDITION_FAILED:
                 return False
-            raise self._fail("put", key, exc) from None
+            if _code(exc) not in NOT_SUPPORTED:
+                raise self._fail("put", key, exc) from None
+        # The server refuses conditional puts: write, read back, and refuse if another writer's object won.
+        self._call("put", key, lambda: self._put(key, data))
+        if self.get_bytes(key) != data:
+            raise ObjectStoreError(f"{self.describe()}: {key} holds another writer's object after a put (the server refuses If-None-Match); not replacing it")
+        return True
 
     def get_bytes(self, key: str) -> bytes:
         return self._call("get", key, lambda: self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read())
@@ -93,13 +109,11 @@ class S3ObjectStore:
         return sorted((o["Key"][strip:], o["Size"]) for page in pages for o in page.get("Contents", []))
 
     def exists(self, key: str) -> bool:
-        from botocore.exceptions import ClientError
-
         try:
             self.client.head_object(Bucket=self.bucket, Key=self._key(key))
             return True
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+        except s3_errors() as exc:
+            if _code(exc) in ("404", "NoSuchKey", "NotFound"):
                 return False
             raise self._fail("head", key, exc) from None
 
