@@ -6,7 +6,7 @@ import sys
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shard_assets.lib.plan import plan_build
+from shard_assets.lib.plan import format_plan, plan_build
 from shard_assets.lib.spec import TokenizerSpec, load_spec
 from shard_assets.lib.encoding import encode_documents
 from shard_assets.lib.tokenizer import build_tokenizer, load_tokenizer
@@ -35,6 +35,20 @@ def test_estimates_are_close_to_the_truth(tmp_path):
     for key in ("j.f0", "j.f1"):
         assert abs(by_key[key].documents - 600) / 600 < 0.25
     assert plan.output_bytes > 2 * plan.tokens and plan.seconds > 0
+    assert not any(f.exact for f in plan.files)  # every file is larger than the sample: all extrapolated
+
+
+def test_a_file_read_whole_by_the_sample_is_exact_and_unmarked(tmp_path):
+    write_jsonl(tmp_path / "small.jsonl", 40, seed=4)
+    spec_path = tmp_path / "spec.toml"
+    spec_path.write_text(f'name = "p"\nmin_chars = 1\n[[sources]]\nname = "j"\nuri = "{tmp_path}/small.jsonl"\nformat = "jsonl"\n')
+    texts = [f"document {i} alpha beta" for i in range(50)]
+    text, record = build_tokenizer(TokenizerSpec(vocab_size=300), iter(texts))
+    tok = load_tokenizer(text)
+    plan = plan_build(load_spec(spec_path), tok, record.token_dtype, sample_documents=100)
+    (only,) = plan.files
+    assert only.exact and only.documents == 40
+    assert format_plan(plan).splitlines()[1].split()[1] == "40"  # no ~ before an exact count
 
 
 def test_plan_command_prints_totals(demo_spec):

@@ -23,6 +23,7 @@ class FileEstimate:
     documents: int
     tokens: int
     text_bytes: int
+    exact: bool  # the sample read the whole file: nothing was extrapolated
 
 
 @dataclass(frozen=True)
@@ -79,9 +80,11 @@ def plan_build(spec: DatasetSpec, tokenizer, token_dtype: str, sample_documents:
     for source in spec.sources:
         for file in list_source_files(source):
             docs: list[str] = []
+            exact = True
             for batch in iter_document_batches(source, file, sample_documents):
                 docs += batch
                 if len(docs) >= sample_documents:
+                    exact = False  # stopped early (a file of exactly this many documents is counted estimated, to be safe)
                     break
             docs = docs[:sample_documents]
             started = time.perf_counter()
@@ -89,9 +92,9 @@ def plan_build(spec: DatasetSpec, tokenizer, token_dtype: str, sample_documents:
             sampled_seconds += time.perf_counter() - started
             sampled_tokens += len(tokens)
             text_bytes = sum(len(d.encode("utf-8", "surrogatepass")) for d in docs)
-            total = _documents_in(file, source, len(docs), text_bytes) if docs else 0
+            total = len(docs) if exact else _documents_in(file, source, len(docs), text_bytes)
             scale = total / len(docs) if docs else 0
-            estimates.append(FileEstimate(file, total, round(len(tokens) * scale), round(text_bytes * scale)))
+            estimates.append(FileEstimate(file, total, round(len(tokens) * scale), round(text_bytes * scale), exact))
     rate = sampled_tokens / sampled_seconds if sampled_seconds else 0.0
     return Plan(estimates, token_dtype, rate, os.cpu_count() or 1)
 
@@ -121,9 +124,10 @@ def _human(n: float) -> str:
 
 
 def format_plan(plan: Plan) -> str:
-    lines = [f"{'partition':<40} {'documents':>12} {'tokens':>16} {'text MB':>10}"]
+    lines = [f"{'partition':<40} {'documents':>13} {'tokens':>17} {'text MB':>11}"]
     for f in plan.files:
-        lines.append(f"{f.file.partition_key:<40} {f.documents:>12,} {f.tokens:>16,} {f.text_bytes / 1e6:>10.1f}")
+        mark = " " if f.exact else "~"
+        lines.append(f"{f.file.partition_key:<40} {mark}{f.documents:>12,} {mark}{f.tokens:>16,} {mark}{f.text_bytes / 1e6:>10.1f}")
     hours = plan.seconds / 3600
     lines += [
         "",
@@ -132,5 +136,7 @@ def format_plan(plan: Plan) -> str:
         f"local disk     {_human(plan.local_disk_bytes)} scratch for {plan.cores} partitions at once",
         f"time           {plan.seconds:,.0f} s ({hours:,.2f} h) on {plan.cores} cores at {plan.tokens_per_second_per_core / 1e6:.2f}M tokens/s per core (measured on the sample)",
         f"core-hours     {hours * plan.cores:,.3f}",
+        "",
+        "~ marks estimates extrapolated from a sample; unmarked rows were read whole and are exact",
     ]
     return "\n".join(lines)
