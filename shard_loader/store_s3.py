@@ -14,7 +14,7 @@ from urllib.parse import urlparse
 from .errors import StoreError, TransientStoreError
 from .format import check_key
 from .s3_client import describe_s3_error, make_s3_client, s3_errors
-from .store import MAX_OBJECT_BYTES, check_range_answer, check_size, collect, iter_body
+from .transfer import MAX_OBJECT_BYTES, check_range_answer, check_size, collect, iter_body
 
 
 def classify(exc: BaseException, where: str) -> StoreError:

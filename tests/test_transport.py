@@ -137,7 +137,7 @@ def test_fetch_without_cache_dir_uses_the_default_cache_and_verify_finds_it(publ
 
 
 def test_a_trickling_manifest_read_fails_at_its_deadline(monkeypatch):
-    monkeypatch.setattr("shard_loader.store.READ_BYTES_SECONDS", 1.0)
+    monkeypatch.setattr("shard_loader.transfer.READ_BYTES_SECONDS", 1.0)
     with TrickleServer(size=10_000, interval=0.1) as server:
         with pytest.raises(DeadlineError, match=r"manifest.json: not complete after 1 s"):
             shard_loader.open_manifest(f"{server.url}/manifest.json")

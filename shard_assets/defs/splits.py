@@ -13,6 +13,7 @@ from .tokenized_shards import tokenized_shards
 
 CODE_VERSION = "splits-2"
 DISJOINT = "splits_are_disjoint"
+TINY_SPLIT = 100  # documents; a smaller split gets a warning in the metadata (an empty one fails the manifest's checks)
 
 
 @dg.asset(
@@ -35,11 +36,13 @@ def splits(context: dg.AssetExecutionContext, dataset: DatasetResource, store: S
     put_record(objects, splits_record_key(record.fingerprint), summary)
     totals = summary.totals
     left_out = "\n".join(f"- `{p}`: {why}" for p, why in summary.left_out.items())
+    small = [f"- **{s}** holds {t.documents:,} documents: evaluation on it will be noisy" for s, t in totals.items() if t.documents < TINY_SPLIT]
     return dg.MaterializeResult(
         metadata={
             "partitions": len(summary.partitions),
             "partitions_left_out": len(summary.left_out),
             "left_out": dg.MetadataValue.md(left_out or "none"),
+            "warnings": dg.MetadataValue.md("\n".join(small) or "none"),
             "val_fraction": summary.val_fraction,
             "train_tokens": totals["train"].tokens,
             "val_tokens": totals["val"].tokens,
