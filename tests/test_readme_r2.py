@@ -52,3 +52,29 @@ def test_the_readme_r2_commands_build_and_read_back(seaweed, tmp_path):
     assert read.returncode == 0, read.stderr[-3000:]
     for secret in (WRITER[1], READER[1], WRITER[0], READER[0]):
         assert secret not in build.stdout + build.stderr + read.stdout + read.stderr
+
+
+def test_s3_raw_sources_are_listed_and_read_with_the_stores_keys(seaweed, tmp_path):
+    seaweed.create_bucket("raw-corpus")
+    seaweed.create_bucket("built")
+    writer = seaweed.client(WRITER)
+    for i in range(2):
+        body = "".join(f'{{"text": "document {i}-{j}: a few words about object stores and tokens"}}\n' for j in range(120))
+        writer.put_object(Bucket="raw-corpus", Key=f"corpus/part-{i}.jsonl", Body=body.encode())
+    spec = tmp_path / "spec.toml"
+    spec.write_text(
+        'name = "s3raw"\nval_fraction = 0.2\nmin_chars = 10\n[tokenizer]\nvocab_size = 300\n'
+        '[[sources]]\nname = "web"\nuri = "s3://raw-corpus/corpus/*.jsonl"\nformat = "jsonl"\nallow_unbounded = true\n'
+    )
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("R2_", "AWS_", "DATASET_", "S3_"))}
+    env = {
+        **clean, "HF_HUB_OFFLINE": "1", "DAGSTER_HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "DATASET_STORE": "r2", "S3_ENDPOINT_URL": seaweed.url, "R2_DATASET_ACCOUNT_ID": "0123456789abcdef0123456789abcdef",
+        "R2_DATASET_BUCKET_NAME": "built", "DATASET_BINS_PATH": "s3raw",
+        "R2_DATASET_WRITE_ACCESS_KEY_ID": WRITER[0], "R2_DATASET_WRITE_SECRET_ACCESS_KEY": WRITER[1],
+    }
+    (tmp_path / "home").mkdir()
+    out = subprocess.run([str(ROOT / ".venv/bin/shard-assets"), "build", "--spec", str(spec), "--workers", "1"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert re.search(r"^partitions\s+2 \(0 left out", out.stdout, re.M), out.stdout
+    assert WRITER[1] not in out.stdout + out.stderr

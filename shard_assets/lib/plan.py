@@ -66,7 +66,7 @@ def _documents_in(file: SourceFile, source, sampled: int, sampled_bytes: int) ->
         import fsspec
         import pyarrow.parquet as pq
 
-        with fsspec.open(file.uri, "rb", **source.storage_options) as f:
+        with fsspec.open(file.uri, "rb", **source.fs_options) as f:
             total = pq.ParquetFile(f).metadata.num_rows
     else:
         size = file.size

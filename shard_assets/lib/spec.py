@@ -41,6 +41,17 @@ class SourceSpec:
     def is_remote(self) -> bool:
         return _scheme(self.uri) not in LOCAL_SCHEMES
 
+    @property
+    def fs_options(self) -> dict[str, Any]:
+        """fsspec options for reading the source: `storage_options` as given; for an `s3://` source without any,
+        the store's own endpoint and write keys (S3_ENDPOINT_URL / R2_DATASET_*), so raw files in the same
+        bucket or account are read as the store is."""
+        if self.storage_options or _scheme(self.uri) != "s3":
+            return self.storage_options
+        from shard_loader.s3_client import fsspec_options, resolve_settings
+
+        return fsspec_options(resolve_settings(role="write"))
+
 
 @dataclass(frozen=True)
 class TokenizerSpec:

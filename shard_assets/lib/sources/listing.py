@@ -71,7 +71,7 @@ def list_source_files(source: SourceSpec) -> list[SourceFile]:
     import fsspec
 
     try:
-        fs, path = fsspec.core.url_to_fs(source.uri, **source.storage_options)
+        fs, path = fsspec.core.url_to_fs(source.uri, **source.fs_options)
         if any(c in path for c in "*?["):
             paths = sorted(fs.glob(path))
         elif fs.isdir(path):

@@ -24,7 +24,7 @@ def _open(source: SourceSpec, uri: str):
     import fsspec
 
     try:
-        return fsspec.open(uri, "rb", compression="infer", **source.storage_options).open()
+        return fsspec.open(uri, "rb", compression="infer", **source.fs_options).open()
     except (OSError, ValueError) as exc:
         raise SourceError(f"{uri}: cannot open ({type(exc).__name__}: {exc})") from None
 
