@@ -41,7 +41,11 @@ def failure_message(result: dg.ExecuteInProcessResult) -> str:
     error = failure.step_failure_data.error
     while error.cause is not None:
         error = error.cause
-    return f"{error.cls_name}: {error.message.strip()}"
+    message = " ".join(error.message.split())
+    message = message.split(f"{error.cls_name}: ", 1)[-1]  # Dagster prefixes the class's dotted path
+    if error.cls_name == "DagsterAssetCheckFailedError":
+        message += "; the version was written but not made live: manifest.json is unchanged"
+    return f"{error.cls_name}: {message}"
 
 
 def run_job(defs: dg.Definitions, job: str, instance: dg.DagsterInstance, partition: str | None = None, assets: list[str] | None = None) -> dg.ExecuteInProcessResult:

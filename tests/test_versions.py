@@ -16,9 +16,9 @@ from shard_assets.defs.partitions import sync_partitions
 from shard_assets.lib.retention import DAY, Policy, collect, plan_collection
 from shard_assets.lib.spec import load_spec
 from shard_assets.lib.store import LocalFolderStore
-from shard_assets.runner import build_dataset, run_job
+from shard_assets.runner import RunFailed, build_dataset, run_job
 from tests.support.build_helpers import assert_every_manifest_whole
-from tests.support.dagster_helpers import instance, tiny_dataset, tiny_resources, write_jsonl
+from tests.support.dagster_helpers import instance, tiny_dataset, tiny_resources, write_jsonl, write_spec
 
 pytestmark = pytest.mark.integration
 
@@ -139,3 +139,13 @@ def test_gc_keeps_what_a_reader_of_an_old_version_needs_until_the_grace_period_e
     assert before - after == dry_run.bytes_freed  # freed exactly what the dry run promised
     assert assert_every_manifest_whole(store) == 2  # the kept version and manifest.json
     assert plan_collection(objects, policy, now=later).deletions == ()
+
+
+def test_an_empty_val_split_never_goes_live(tmp_path):
+    (tmp_path / "src").mkdir()
+    write_jsonl(tmp_path / "src" / "a.jsonl", 60, seed=3)
+    spec = write_spec(tmp_path / "spec.toml", f"{tmp_path}/src/*.jsonl", val_fraction=0.0001)
+    with pytest.raises(RunFailed, match=r"publish_job failed.*splits_not_empty"):
+        build_dataset(instance(), load_spec(spec), tiny_resources(spec, tmp_path / "store"))
+    assert not (tmp_path / "store" / "manifest.json").exists()
+    assert list((tmp_path / "store" / "manifests").glob("*.json"))  # written and audited, never made live
