@@ -77,7 +77,7 @@ class SeaweedS3:
         args = [
             binary, "server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={data}",
             f"-master.port={master}", f"-master.port.grpc={grpc[0]}", "-master.volumeSizeLimitMB=64",
-            f"-volume.port={volume}", f"-volume.port.grpc={grpc[1]}", "-volume.max=16",
+            f"-volume.port={volume}", f"-volume.port.grpc={grpc[1]}", "-volume.max=128",  # each bucket grows its own volumes (about 7 at a time): room for every test bucket
             "-filer", f"-filer.port={filer}", f"-filer.port.grpc={grpc[2]}",
             "-s3", f"-s3.port={s3}", f"-s3.port.grpc={grpc[3]}", f"-s3.config={self._config()}", "-s3.port.iceberg=0",
         ]
@@ -112,10 +112,25 @@ class SeaweedS3:
         """A client for this server made by the project's own factory, as the loader and the builder make theirs."""
         from shard_loader.s3_client import make_s3_client
 
-        return make_s3_client(self.url, keys[0], keys[1], **options)
+        return make_s3_client(self.url, keys[0], keys[1], **{"retries": 5, **options})
 
     def create_bucket(self, name: str) -> None:
-        self.client(WRITER).create_bucket(Bucket=name)
+        """Create a bucket and wait until it takes a write: SeaweedFS allocates a new bucket's volumes lazily and
+        answers 500 InternalError to the first writes meanwhile."""
+        from botocore.exceptions import ClientError
+
+        client = self.client(WRITER)
+        client.create_bucket(Bucket=name)
+        deadline = time.monotonic() + START_SECONDS
+        while True:
+            try:
+                client.put_object(Bucket=name, Key=".ready", Body=b"")
+                client.delete_object(Bucket=name, Key=".ready")
+                return
+            except ClientError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.25)  # polling an external process until it is ready, bounded by START_SECONDS
 
     def log_tail(self, n: int = 2000) -> str:
         path = self.workdir / "weed.log"
