@@ -21,18 +21,6 @@ from .sampler import Window
 from .format import Shard, open_shard
 
 
-def parse_size(value: int | str | None) -> int | None:
-    """Bytes from an int or a string such as '200GB', '512MiB', '1.5TB'."""
-    if value is None or isinstance(value, int):
-        return value
-    units = {"TIB": 1 << 40, "GIB": 1 << 30, "MIB": 1 << 20, "KIB": 1 << 10, "TB": 10**12, "GB": 10**9, "MB": 10**6, "KB": 10**3, "B": 1}
-    text = value.strip().upper().replace(" ", "")
-    for unit, factor in units.items():
-        if text.endswith(unit):
-            return int(float(text[: -len(unit)]) * factor)
-    return int(text)
-
-
 def cache_usage(cache_dir: Path) -> int:
     """Bytes of every file under the cache directory, measured on disk."""
     total = 0
