@@ -78,3 +78,19 @@ def test_two_successive_resumes_with_the_readme_settings_shape(root, full):
 def test_every_start_method_serves_the_rank_stream_it_was_built_for(root, full, method):
     loader = _loader(root, 2, multiprocessing_context=method)
     assert [samples_of(b, SIZES) for b in loader] == full
+
+
+class _ResolvesInWorker(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        from shard_loader.world import WorldError, resolve_world
+
+        try:
+            yield str(resolve_world())
+        except WorldError as e:
+            yield str(e)
+
+
+def test_the_world_cannot_be_guessed_inside_a_worker(monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    (message,) = list(torch.utils.data.DataLoader(_ResolvesInWorker(), batch_size=None, num_workers=1))
+    assert message.startswith("rank and world_size cannot be known inside a DataLoader worker")
