@@ -4,6 +4,11 @@ The first window is fetched while the caller waits; the next one is fetched in a
 background thread while the current one is consumed; a finished window's cached files are
 deleted (unless kept) so at most two windows are ever on disk. Files of a local-folder
 store are read in place and never deleted.
+
+Ranks and workers may share one cache directory: each holds a lease on the files of the
+windows it has loaded, and a finished window's file is deleted only once no live consumer
+holds it (lease.py), so no consumer ever loses a file between finding and opening it, and a
+deleted file is never one a consumer still maps.
 """
 
 from __future__ import annotations
@@ -14,11 +19,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cache import cached_path, ensure_local
+from .cache import cached_path, ensure_local, markers
 from .opening import OpenedManifest
 from .errors import DiskBudgetError
 from .sampler import Window
 from .format import Shard, open_shard
+from .lease import Lease, evict, hold
 
 
 def cache_usage(cache_dir: Path) -> int:
@@ -55,6 +61,7 @@ class WindowCache:
         self._pool: ThreadPoolExecutor | None = None
         self._pending: dict[int, Future] = {}
         self._verified: set[str] = set()
+        self._leases: dict[int, list[Lease]] = {}
 
     def check_budget(self, windows: list[Window]) -> None:
         """Refuse a disk budget that cannot hold the two largest windows at once."""
@@ -69,11 +76,13 @@ class WindowCache:
             )
 
     def _load(self, window: Window) -> dict[int, Shard]:
+        if self.remote:
+            self._leases[window.index] = [hold(cached_path(self.cache_dir, ref)) for i in window.shards for ref in self._refs(i)]
         shards = {}
         for i in window.shards:
             entry = self.shards[i]
             paths = []
-            for ref in (entry.npy, entry.bin):
+            for ref in self._refs(i):
                 local = self.opened.store.local_path(ref.key)
                 if local is not None and ref.key in self._verified:
                     paths.append(local)
@@ -101,20 +110,32 @@ class WindowCache:
         self.stats.waits.append(time.perf_counter() - started)
         return shards
 
+    def _refs(self, shard: int):
+        return (self.shards[shard].npy, self.shards[shard].bin)
+
+    def _drop_leases(self, index: int) -> None:
+        for lease in self._leases.pop(index, []):
+            lease.release()
+
     def release(self, window: Window, keep: set[int] = frozenset()) -> None:
-        """Delete a finished window's cached files, except shards in `keep` (needed by the next window)."""
+        """Give up a finished window; delete its cached files, except shards in `keep` (needed by the next window)
+        and files another consumer of the cache still holds."""
+        self._drop_leases(window.index)
         if not self.remote or self.keep_files:
             return
         for i in window.shards:
             if i not in keep:
-                for ref in (self.shards[i].npy, self.shards[i].bin):
-                    cached_path(self.cache_dir, ref).unlink(missing_ok=True)
+                for ref in self._refs(i):
+                    path = cached_path(self.cache_dir, ref)
+                    evict(path, markers(path))
 
     def close(self) -> None:
-        """Stop prefetching; the cache can be used again (the next epoch starts a new prefetch thread)."""
+        """Stop prefetching and give up every lease; the cache can be used again (with a new prefetch thread)."""
         for future in self._pending.values():
             future.cancel()
         self._pending.clear()
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+        for index in list(self._leases):
+            self._drop_leases(index)
