@@ -34,6 +34,8 @@ class Lease:
     fd: int
 
     def release(self) -> None:
+        """Let go of the file, stamping the lease with the time (eviction takes the least recently released first)."""
+        os.utime(self.fd)
         os.close(self.fd)
 
 

@@ -4,13 +4,17 @@ dead holders' leases expire, and only bytes verified against the manifest's sha2
 import json
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 
 from shard_loader import TokenDataset
 from shard_loader.cache import cached_path, markers
+from shard_loader.eviction import cache_usage
 from shard_loader.lease import evict, hold
 from tests.support.http_server import FolderServer
 from tests.support.positional import samples_of, write_positional
@@ -102,34 +106,95 @@ def test_a_same_size_republish_under_the_same_key_is_never_served_from_the_old_b
 
 RANK = """
 import json, sys, time
+import torch.distributed as dist
 from shard_loader.torch_dataset import TokenDataLoader, TorchTokenDataset
 from tests.support.positional import samples_of
-url, cache, rank, slow, sizes = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), json.loads(sys.argv[5])
+url, cache, rank, slow, budget, rendezvous, sizes = sys.argv[1:8]
+rank, slow, sizes = int(rank), float(slow), json.loads(sizes)
+if rendezvous != "-":  # ranks in lockstep, as DDP's all-reduce keeps them
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2)
 ds = TorchTokenDataset(url, seq_len=16, batch_size=2, seed=1, window_shards=1, rank=rank, world_size=2, cache_dir=cache,
-                       batches_per_transfer=2)
+                       batches_per_transfer=2, disk_budget=None if budget == "-" else int(budget))
 out = []
 for batch in TokenDataLoader(ds, num_workers=2):
     out.append(samples_of(batch, sizes))
-    time.sleep(slow)  # this rank's "GPU" is slower: the other rank runs ahead by windows
+    time.sleep(slow)  # this rank's "GPU" is slower
+    if rendezvous != "-":
+        dist.barrier()
 print(json.dumps(out))
 """
+
+
+class DiskInUse:
+    """Samples a cache's bytes on disk plus the bytes of deleted files still mapped by the consumers."""
+
+    def __init__(self, cache, pids):
+        self.cache, self.procs, self.peak, self.deleted_mapped = Path(cache), [psutil.Process(p) for p in pids], 0, 0
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _mapped_deleted(self):
+        total = 0
+        for proc in self.procs:
+            try:
+                for p in [proc, *proc.children(recursive=True)]:
+                    for line in Path(f"/proc/{p.pid}/maps").read_text().splitlines():
+                        if line.endswith("(deleted)") and str(self.cache) in line:
+                            start, end = (int(x, 16) for x in line.split()[0].split("-"))
+                            total += end - start
+            except (OSError, psutil.Error):
+                pass
+        return total
+
+    def _run(self):
+        while not self._stop.is_set():
+            deleted = self._mapped_deleted()
+            self.deleted_mapped = max(self.deleted_mapped, deleted)
+            self.peak = max(self.peak, cache_usage(self.cache) + deleted)
+            time.sleep(0.005)  # a sampling period, not a synchronisation
+
+    def stop(self):
+        self._stop.set()
+        self.thread.join()
+
+
+def _ranks(url, cache, sizes, slow, budget=None, rendezvous=None):
+    args = lambda r: [sys.executable, "-c", RANK, url, str(cache), str(r), str(slow[r]), str(budget or "-"), str(rendezvous or "-"), json.dumps(sizes)]  # noqa: E731
+    return [subprocess.Popen(args(r), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+
+
+def _expected(root, sizes):
+    return json.loads(json.dumps([[samples_of(b, sizes) for b in TokenDataset(str(root), rank=r, world_size=2, **OPTS)] for r in range(2)]))
 
 
 @pytest.mark.system
 def test_two_ranks_of_two_workers_share_a_cache_without_crashing(tmp_path):
     pytest.importorskip("torch")
-    write_positional(tmp_path / "pub", SIZES * 2)
-    expected = [[samples_of(b, SIZES * 2) for b in TokenDataset(str(tmp_path / "pub"), rank=r, world_size=2, **OPTS)] for r in range(2)]
-    expected = json.loads(json.dumps(expected))
+    sizes = SIZES * 2
+    write_positional(tmp_path / "pub", sizes)
     with FolderServer(tmp_path / "pub", rate=200_000) as server:
-        url = f"{server.url}/manifest.json"
-        for rep in range(3):
-            cache = tmp_path / f"cache{rep}"
-            procs = [
-                subprocess.Popen([sys.executable, "-c", RANK, url, str(cache), str(r), str(0.01 * r), json.dumps(SIZES * 2)],
-                                 cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                for r in range(2)
-            ]
+        for rep in range(2):
+            procs = _ranks(f"{server.url}/manifest.json", tmp_path / f"cache{rep}", sizes, slow=(0.0, 0.01))
             results = [p.communicate(timeout=300) for p in procs]
             assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in results]
-            assert [json.loads(out) for out, _ in results] == expected
+            assert [json.loads(out) for out, _ in results] == _expected(tmp_path / "pub", sizes)
+
+
+@pytest.mark.system
+def test_ranks_in_lockstep_fetch_each_file_once_per_node_within_the_disk_budget(tmp_path):
+    pytest.importorskip("torch")
+    sizes = SIZES * 3
+    manifest = write_positional(tmp_path / "pub", sizes)
+    largest = max(e.nbytes for e in manifest.splits["train"].shards)
+    budget = 10 * largest  # 2 ranks x 2 workers x (current + next window), and 2 windows of slack
+    with FolderServer(tmp_path / "pub", rate=400_000) as server:
+        procs = _ranks(f"{server.url}/manifest.json", tmp_path / "cache", sizes, (0.0, 0.005), budget, tmp_path / "rendezvous")
+        disk = DiskInUse(tmp_path / "cache", [p.pid for p in procs])
+        results = [p.communicate(timeout=300) for p in procs]
+        disk.stop()
+    assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in results]
+    assert [json.loads(out) for out, _ in results] == _expected(tmp_path / "pub", sizes)
+    fetched = {path: n for path, n in server.gets.items() if path.endswith((".npy", ".bin"))}
+    assert len(fetched) == 2 * len(sizes) and set(fetched.values()) == {1}  # 1.0x the split per node
+    assert disk.deleted_mapped == 0 and 0 < disk.peak <= budget
