@@ -7,7 +7,7 @@ import contextlib
 import hashlib
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,34 +21,11 @@ from .rotation import WindowCache
 from .sampler import Cursor, EpochPlan, SampleSpec, Segment, Window, make_windows
 from .state import LoaderState, Position, StreamKey
 from .store import open_store, split_manifest_url
-from .world import World, resolve_world
+from .world import Consumer, resolve_world
 
 
 class EmptyEpochError(ShardLoaderError):
     """The options leave no batch to serve in an epoch."""
-
-
-@dataclass(frozen=True)
-class Consumer:
-    """Which share of a plan's batches an iterator serves: batch k (counted from the plan's start)
-    goes to worker (k // group) % num_workers, so worker 0 always serves the first group after a resume.
-
-    Groups of consecutive batches travel together (the torch path hands a group over in one transfer).
-    """
-
-    worker: int = 0
-    num_workers: int = 1
-    group: int = 1
-
-    def owns(self, batch: int) -> bool:
-        return (batch // self.group) % self.num_workers == self.worker
-
-    def owns_any(self, first: int, count: int) -> bool:
-        """Whether any of batches [first, first + count) is this consumer's."""
-        if count <= 0:
-            return False
-        groups = range(first // self.group, (first + count - 1) // self.group + 1)
-        return any(q % self.num_workers == self.worker for q in groups[: self.num_workers])
 
 
 def _layout_digest(windows: list[Window]) -> str:

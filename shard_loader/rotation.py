@@ -26,7 +26,7 @@ from .eviction import cache_usage, make_room
 from .opening import OpenedManifest
 from .errors import DiskBudgetError
 from .sampler import Window
-from .format import Shard, open_shard
+from .format import FileRef, Shard, open_shard
 from .lease import Lease, evict, hold
 from .locking import file_lock
 
@@ -115,7 +115,7 @@ class WindowCache:
         self.stats.waits.append(time.perf_counter() - started)
         return shards
 
-    def _refs(self, shard: int):
+    def _refs(self, shard: int) -> tuple[FileRef, FileRef]:
         return (self.shards[shard].npy, self.shards[shard].bin)
 
     def _drop_leases(self, index: int) -> None:

@@ -26,9 +26,10 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from .arguments import integer
-from .dataset import Consumer, TokenDataset
+from .dataset import TokenDataset
 from .sampler import Cursor
 from .state import Position
+from .world import Consumer
 
 
 class TorchTokenDataset(IterableDataset):

@@ -1,6 +1,7 @@
-"""Who reads: the rank and world size of this process, resolved once where the dataset is built.
+"""Who reads: the rank and world size of this process, resolved once where the dataset is built,
+and the share of a rank's batches each DataLoader worker serves.
 
-Workers receive the resolved value with the dataset, so a spawned or forkserver worker (where
+Workers receive the resolved world with the dataset, so a spawned or forkserver worker (where
 torch.distributed is not initialised) never has to guess.
 """
 
@@ -62,3 +63,26 @@ def resolve_world(rank: int | None = None, world_size: int | None = None) -> Wor
     if dist is not None and dist.is_available() and dist.is_initialized():
         return World(dist.get_rank(), dist.get_world_size())
     return _from_environment() or World()
+
+
+@dataclass(frozen=True)
+class Consumer:
+    """Which share of a plan's batches an iterator serves: batch k (counted from the plan's start)
+    goes to worker (k // group) % num_workers, so worker 0 always serves the first group after a resume.
+
+    Groups of consecutive batches travel together (the torch path hands a group over in one transfer).
+    """
+
+    worker: int = 0
+    num_workers: int = 1
+    group: int = 1
+
+    def owns(self, batch: int) -> bool:
+        return (batch // self.group) % self.num_workers == self.worker
+
+    def owns_any(self, first: int, count: int) -> bool:
+        """Whether any of batches [first, first + count) is this consumer's."""
+        if count <= 0:
+            return False
+        groups = range(first // self.group, (first + count - 1) // self.group + 1)
+        return any(q % self.num_workers == self.worker for q in groups[: self.num_workers])

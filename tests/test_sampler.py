@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import shard_loader
-from shard_loader.dataset import Consumer, TokenDataset
+from shard_loader.dataset import TokenDataset
+from shard_loader.world import Consumer
 from tests.support.synthetic import write_dataset
 
 

@@ -8,7 +8,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shard_loader.dataset import Consumer
+from shard_loader.world import Consumer
 from shard_loader.format import FileRef, ShardEntry
 from shard_loader.sampler import Cursor, EpochPlan, SampleSpec, make_windows
 
