@@ -74,15 +74,22 @@ def test_every_sample_once_over_ranks_workers_and_start_methods(url, tmp_path, w
 
 
 def test_sigkilled_runs_restore_with_other_worker_counts_and_world_sizes(url, tmp_path):
-    plan = [(2, 2, "fork", 9), (3, 1, "spawn", 17), (2, 0, "fork", 0)]  # (world, workers, method, kill at step)
+    boundary = int(TokenDataset(url, rank=0, world_size=2, **NUMPY_OPTIONS).plan().batches_per_window[0])
+    plan = [  # (world, workers, method, checkpoint every, kill at step): at a window boundary, mid-window, at the epoch's end
+        (2, 2, "fork", 1, boundary),
+        (3, 1, "spawn", 4, boundary + 7),
+        (2, 0, "fork", 1, -1),
+        (3, 2, "fork", 1, 0),
+    ]
     served = Counter()
-    for run, (world, workers, method, kill_at) in enumerate(plan):
-        result = _torchrun(url, tmp_path, world, workers, method, run, every=4, kill_at=kill_at)
+    for run, (world, workers, method, every, kill_at) in enumerate(plan):
+        result = _torchrun(url, tmp_path, world, workers, method, run, every=every, kill_at=kill_at)
         assert (result.returncode != 0) == bool(kill_at), result.stderr[-3000:]
-        checkpoint = tmp_path / "checkpoint.json"
-        kept = json.loads(checkpoint.read_text())["step"] if kill_at and checkpoint.exists() else 10**9
-        for _, batches in _logs(tmp_path, run, world):  # batches after the last checkpoint are served again
+        kept = json.loads((tmp_path / "checkpoint.json").read_text())["step"] if kill_at else 10**9
+        logs = _logs(tmp_path, run, world)
+        for _, batches in logs:  # batches after the last checkpoint are served again
             served.update(s for step, b in batches if step <= kept for s in b)
+    assert all(not batches for _, batches in logs)  # restored at the epoch's end: nothing left to serve
     total, windows = _all_samples(url)
     assert max(served.values()) == 1
     assert 0 <= total - len(served) < windows * OPTIONS["batch_size"] * 3

@@ -1,5 +1,6 @@
 """A torchrun entry point: every rank reads an epoch of a positional dataset through TokenDataLoader,
-logs each batch it trains on, checkpoints the stream, and can SIGKILL itself at a given step.
+logs each batch it trains on, checkpoints the stream, and can SIGKILL itself at a given step
+(KILL_AT -1: right after the epoch's last batch, as a crash at the epoch's end).
 
     torchrun --standalone --nproc_per_node=N tests/support/dist_reader.py URL OUT SIZES WORKERS METHOD EVERY KILL_AT
 """
@@ -38,6 +39,8 @@ def main(url: str, out: str, sizes: list[int], workers: int, method: str, every:
                 os.replace(checkpoint + ".tmp", checkpoint)
             if step == kill_at and rank == 0:
                 os.kill(os.getpid(), signal.SIGKILL)
+    if kill_at < 0 and rank == 0:
+        os.kill(os.getpid(), signal.SIGKILL)
     dist.destroy_process_group()
 
 
