@@ -19,7 +19,7 @@ from .format import Shard
 from .opening import OpenedManifest, open_manifest
 from .rotation import WindowCache
 from .sampler import Cursor, EpochPlan, SampleSpec, Segment, Window, make_windows
-from .state import LoaderState, Position, StreamKey
+from .state import LoaderState, Position, StateError, StreamKey
 from .store import open_store, split_manifest_url
 from .world import Consumer, resolve_world
 
@@ -159,7 +159,17 @@ class TokenDataset:
         """Continue from a saved state; with another world size, the rest of the interrupted window is dealt anew."""
         saved = LoaderState.from_dict(state)
         saved.check(self.stream_key())
+        self._check_cursor(saved.position)
         self.position = saved.position
+
+    def _check_cursor(self, position: Position) -> None:
+        """Refuse a cursor outside the epoch it names (a hand-edited or corrupt state)."""
+        c, plan = position.cursor, self.plan(position)
+        inside = 0 <= c.window <= len(self.windows) and c.sample >= 0 and position.batches >= 0
+        if inside and c.window < len(self.windows):
+            inside = c.sample <= plan.window_samples(self.windows[plan.order[c.window]])
+        if not inside:
+            raise StateError(f"state_dict position (window {c.window}, sample {c.sample}, batches {position.batches}) is outside the epoch")
 
     def advanced(self, plan: EpochPlan, base: Position, served: int) -> Position:
         """The position once `served` batches of `plan` (which starts at `base`) are served."""

@@ -102,5 +102,12 @@ def test_a_malformed_state_is_refused(root, state, message):
         TokenDataset(root, **OPTS).load_state_dict(state)
 
 
+@pytest.mark.parametrize("change", [dict(window=-1), dict(window=99), dict(sample=10**6), dict(batches=-3)])
+def test_a_position_outside_the_epoch_is_refused(root, change):
+    state = TokenDataset(root, **OPTS).state_dict()
+    with pytest.raises(StateError, match="is outside the epoch"):
+        TokenDataset(root, **OPTS).load_state_dict({**state, **change})
+
+
 def test_state_errors_are_shard_loader_errors():
     assert issubclass(StateError, ShardLoaderError)
