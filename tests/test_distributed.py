@@ -40,11 +40,13 @@ def _torchrun(url, out, world, workers, method, run, every=0, kill_at=0):
 
 
 def _logs(out, run, world):
-    """Per rank: (header, [(step, samples)]) of one run."""
+    """Per rank: (header or None, [(step, samples)]) of one run."""
     logs = []
     for rank in range(world):
-        lines = [json.loads(line) for line in (out / f"run{run}-rank{rank}.log").read_text().splitlines()]
-        logs.append((lines[0], [(step, [tuple(s) for s in samples]) for step, samples in lines[1:]]))
+        path = out / f"run{run}-rank{rank}.log"  # absent or empty: torchrun stopped the rank (another was killed) early
+        lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+        header, batches = (lines[0], lines[1:]) if lines else (None, [])
+        logs.append((header, [(step, [tuple(s) for s in samples]) for step, samples in batches]))
     return logs
 
 
