@@ -1,7 +1,9 @@
 """Loader throughput, side by side in one run: shard_loader's numpy and torch paths against a
 real ceiling (random rows of an in-RAM array copied into a fresh int64 tensor) and a naive memmap
-loader, interleaved over REPS repetitions and reported as medians of per-repetition ratios; LitData; peak RSS at 1x and 10x the window;
-time to first batch with 10 and many shards; waits at window swaps over a throttled link."""
+loader, interleaved over REPS repetitions and reported as medians of per-repetition ratios;
+LitData; peak RSS at 1x and 10x the window; a DataLoader worker's own memory with 10 and many
+shards (fork and spawn); time to first batch with 10 and many shards; waits at window swaps
+over a throttled link."""
 
 from __future__ import annotations
 
@@ -160,6 +162,17 @@ print(time.perf_counter() - started)
 """
 
 
+WORKER_RSS_SCRIPT = """
+import sys, psutil
+from shard_loader.torch_dataset import TokenDataLoader, TorchTokenDataset
+ds = TorchTokenDataset(sys.argv[1], seq_len=2048, batch_size=1, window_shards=1, batches_per_transfer=1)
+loader = TokenDataLoader(ds, num_workers=2, persistent_workers=True, multiprocessing_context=sys.argv[2])
+next(iter(loader))
+workers = psutil.Process().children()
+print(max(p.memory_full_info().uss for p in workers))
+"""
+
+
 def _python(script: str, *args) -> float:
     return float(subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, check=True).stdout.split()[-1])
 
@@ -219,6 +232,9 @@ def run(size: Size | str | int, work: Path) -> dict:
     few, many = work / "few_shards", work / "many_shards"
     make_dataset(few, 10 * 3000, shards=10, doc_len=1000)
     make_dataset(many, size.many_shards * 3000, shards=size.many_shards, doc_len=1000)
+    for method in ("fork", "spawn"):  # memory a worker holds of its own: its unique set, after its first batch
+        result[f"worker_uss_10_shards_{method}_bytes"] = _python(WORKER_RSS_SCRIPT, few, method)
+        result[f"worker_uss_{size.many_shards}_shards_{method}_bytes"] = _python(WORKER_RSS_SCRIPT, many, method)
     result["first_batch_10_shards_s"] = _python(FIRST_BATCH_SCRIPT, few)
     result[f"first_batch_{size.many_shards}_shards_s"] = _python(FIRST_BATCH_SCRIPT, many)
     result["swap_waits"] = swap_waits(make_dataset(work / "swaps", 8_000_000, shards=6) and work / "swaps")
@@ -231,6 +247,9 @@ def run(size: Size | str | int, work: Path) -> dict:
         {"figure": "trainer thread CPU per batch (2 workers)", "value": f"{t['main_cpu_us_per_batch_2_workers']:.0f} us"},
         {"figure": "LitData StreamingDataset + TokensLoader, tokens/s", "value": _versus_litdata(result, t), "target": "shard_loader >= 3x"},
         {"figure": "peak RSS, dataset 1x / 10x the window", "value": f"{result['peak_rss_dataset_1x_window_bytes'] / 2**20:.0f} MiB / {result['peak_rss_dataset_10x_window_bytes'] / 2**20:.0f} MiB"},
+        *({"figure": f"worker unique memory ({m}), 10 / {size.many_shards} shards",
+           "value": f"{result[f'worker_uss_10_shards_{m}_bytes'] / 2**20:.0f} MiB / {result[f'worker_uss_{size.many_shards}_shards_{m}_bytes'] / 2**20:.0f} MiB"}
+          for m in ("fork", "spawn")),
         {"figure": f"first batch, 10 / {size.many_shards} cached shards", "value": f"{result['first_batch_10_shards_s']:.2f} s / {result[f'first_batch_{size.many_shards}_shards_s']:.2f} s"},
         {"figure": "wait at swaps after the first window (slow consumer)", "value": f"max {result['swap_waits']['max_wait_after_first_s'] * 1000:.1f} ms over {result['swap_waits']['windows']} windows (first {result['swap_waits']['first_wait_s']:.2f} s)", "target": "0"},
     ]
