@@ -18,7 +18,7 @@ from .errors import ShardLoaderError
 from .format import Shard
 from .opening import OpenedManifest, open_manifest
 from .rotation import WindowCache
-from .sampler import Cursor, EpochPlan, SampleSpec, Segment, Window, make_windows
+from .sampler import Cursor, EpochPlan, SampleSpec, Segment, Window, make_windows, sample_counts
 from .state import LoaderState, Position, StateError, StreamKey
 from .store import open_store, split_manifest_url
 from .world import Consumer, resolve_world
@@ -76,6 +76,7 @@ class TokenDataset:
             raise EmptyEpochError(f"{url}: split {split!r} has no shards")
         by_bytes = window_bytes or (self.disk_budget // 2 if self.disk_budget and not window_shards else None)
         self.windows = make_windows(self.shards, window_shards, by_bytes)
+        self.shard_samples, self.window_totals = sample_counts(self.spec, [e.tokens for e in self.shards], self.windows)
         self.cache = self._make_cache()
         self.cache.check_budget(self.windows)
         self.position = Position()
@@ -131,7 +132,7 @@ class TokenDataset:
         """This rank's plan for the rest of the epoch from `position` (default: where the stream stands)."""
         p = self.position if position is None else position
         return EpochPlan(
-            self.shards, tuple(self.windows), self.spec, self.seed, p.epoch, self.batch_size,
+            self.shard_samples, self.window_totals, tuple(self.windows), self.spec, self.seed, p.epoch, self.batch_size,
             self.world.rank, self.world.world_size, p.cursor,
         )
 

@@ -49,8 +49,10 @@ class SampleSpec:
     def step(self) -> int:
         return self.stride or self.seq_len
 
-    def samples_in(self, tokens: int) -> int:
-        return 0 if tokens < self.span else (tokens - self.span) // self.step + 1
+    def samples_in(self, tokens: np.ndarray) -> np.ndarray:
+        """Samples in shards of these token counts (int64, element-wise)."""
+        tokens = np.asarray(tokens, dtype=np.int64)
+        return np.where(tokens < self.span, 0, (tokens - self.span) // self.step + 1)
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,13 @@ def make_windows(shards: tuple[ShardEntry, ...], window_shards: int | None, wind
     return windows
 
 
+def sample_counts(spec: SampleSpec, tokens: list[int], windows: list[Window]) -> tuple[np.ndarray, np.ndarray]:
+    """Samples in each shard and in each window (windows are runs of consecutive shards)."""
+    per_shard = spec.samples_in(tokens)
+    starts = [w.shards[0] for w in windows]
+    return per_shard, np.add.reduceat(per_shard, starts) if starts else np.zeros(0, dtype=np.int64)
+
+
 @dataclass(frozen=True)
 class Cursor:
     """A point in an epoch's global stream: `sample` samples of the window at position `window`
@@ -98,9 +107,14 @@ class Segment:
 
 @dataclass(frozen=True)
 class EpochPlan:
-    """The batches one rank serves in one epoch from `start` on: window order and batches per window."""
+    """The batches one rank serves in one epoch from `start` on: window order and batches per window.
 
-    shards: tuple[ShardEntry, ...]
+    It needs only sample counts per shard and per window (see `sample_counts`), so building one
+    (at every resume or state_dict) touches no manifest object and costs little with many shards.
+    """
+
+    shard_samples: np.ndarray
+    window_totals: np.ndarray
     windows: tuple[Window, ...]
     spec: SampleSpec
     seed: int
@@ -116,7 +130,7 @@ class EpochPlan:
         return np.random.default_rng([self.seed, self.epoch]).permutation(len(self.windows))
 
     def window_samples(self, window: Window) -> int:
-        return sum(self.spec.samples_in(self.shards[i].tokens) for i in window.shards)
+        return int(self.window_totals[window.index])
 
     @property
     def global_batch(self) -> int:
@@ -163,7 +177,7 @@ class EpochPlan:
     def rows(self, segment: Segment) -> tuple[np.ndarray, np.ndarray]:
         """(shard index, token start) of every sample this rank takes from a segment, in serving order."""
         window = segment.window
-        counts = np.array([self.spec.samples_in(self.shards[i].tokens) for i in window.shards], dtype=np.int64)
+        counts = self.shard_samples[list(window.shards)]
         perm = np.random.default_rng([self.seed, self.epoch, window.index]).permutation(int(counts.sum()))
         taken = perm[segment.first : segment.first + segment.batches * self.global_batch]
         mine = taken.reshape(-1, self.world_size, self.batch_size)[:, self.rank, :].reshape(-1)

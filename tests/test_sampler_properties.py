@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from shard_loader.world import Consumer
 from shard_loader.format import FileRef, ShardEntry
-from shard_loader.sampler import Cursor, EpochPlan, SampleSpec, make_windows
+from shard_loader.sampler import Cursor, EpochPlan, SampleSpec, make_windows, sample_counts
 
 REF = FileRef("k", 1, "0" * 64)
 
@@ -33,7 +33,7 @@ def _plan(s, rank, world=None, start=Cursor()):
     shards = tuple(ShardEntry(f"p{i}", n, 1, REF, REF) for i, n in enumerate(s["sizes"]))
     windows = tuple(make_windows(shards, s["window_shards"], None))
     spec = SampleSpec(s["seq_len"], 1, s["stride"])
-    return EpochPlan(shards, windows, spec, 11, s["epoch"], s["batch"], rank, world or s["world"], start)
+    return EpochPlan(*sample_counts(spec, s["sizes"], list(windows)), windows, spec, 11, s["epoch"], s["batch"], rank, world or s["world"], start)
 
 
 def _batches(plan):
@@ -47,8 +47,9 @@ def _batches(plan):
 
 
 def _available(s):
-    plan = _plan(s, 0)
-    return sum(plan.window_samples(w) for w in plan.windows), len(plan.windows)
+    """Samples in the split, counted here independently of the sampler, and the window count."""
+    span, step = s["seq_len"] + 1, s["stride"] or s["seq_len"]
+    return sum(len(range(0, n - span + 1, step)) for n in s["sizes"]), len(_plan(s, 0).windows)
 
 
 @settings(max_examples=150, deadline=None, database=None)
