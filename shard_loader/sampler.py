@@ -137,19 +137,25 @@ class EpochPlan:
         return self.batch_size * self.world_size
 
     @cached_property
-    def segments(self) -> tuple[Segment, ...]:
-        """One segment per window from the start cursor's window on, in visiting order."""
-        out = []
-        for pos in range(self.start.window, len(self.order)):
-            window = self.windows[self.order[pos]]
-            first = self.start.sample if pos == self.start.window else 0
-            out.append(Segment(pos, window, first, (self.window_samples(window) - first) // self.global_batch))
-        return tuple(out)
+    def _firsts(self) -> np.ndarray:
+        """Samples already served of each window from the start cursor's on, in visiting order."""
+        firsts = np.zeros(max(len(self.order) - self.start.window, 0), dtype=np.int64)
+        firsts[:1] = self.start.sample
+        return firsts
 
     @cached_property
     def batches_per_window(self) -> np.ndarray:
-        """Rank batches of each segment, in visiting order."""
-        return np.array([s.batches for s in self.segments], dtype=np.int64)
+        """Rank batches of each window from the start cursor's on, in visiting order."""
+        totals = self.window_totals[self.order[self.start.window :]]
+        return (totals - self._firsts) // self.global_batch
+
+    @cached_property
+    def segments(self) -> tuple[Segment, ...]:
+        """One segment per window from the start cursor's window on, in visiting order."""
+        return tuple(
+            Segment(self.start.window + k, self.windows[w], int(first), int(batches))
+            for k, (w, first, batches) in enumerate(zip(self.order[self.start.window :], self._firsts, self.batches_per_window))
+        )
 
     @cached_property
     def _ends(self) -> np.ndarray:
@@ -169,10 +175,10 @@ class EpochPlan:
         if served == 0:
             return self.start
         seg, b = self.locate(served - 1)
-        segment = self.segments[seg]
-        if b + 1 < segment.batches:
-            return Cursor(segment.pos, segment.first + (b + 1) * self.global_batch)
-        return Cursor(segment.pos + 1, 0)
+        pos = self.start.window + seg
+        if b + 1 < self.batches_per_window[seg]:
+            return Cursor(pos, int(self._firsts[seg]) + (b + 1) * self.global_batch)
+        return Cursor(pos + 1, 0)
 
     def rows(self, segment: Segment) -> tuple[np.ndarray, np.ndarray]:
         """(shard index, token start) of every sample this rank takes from a segment, in serving order."""
