@@ -1,6 +1,9 @@
 """Loader throughput, side by side in one run: shard_loader's numpy and torch paths against a
-memmap copy ceiling, a naive memmap loader and LitData; peak RSS at 1x and 10x the window;
-time to first batch with 10 and many shards; waits at window swaps over a throttled link."""
+real ceiling (random rows of an in-RAM array copied into a fresh int64 tensor) and a naive memmap
+loader, interleaved over REPS repetitions and reported as medians of per-repetition ratios;
+LitData; peak RSS at 1x and 10x the window; a DataLoader worker's own memory with 10 and many
+shards (fork and spawn); time to first batch with 10 and many shards; waits at window swaps
+over a throttled link."""
 
 from __future__ import annotations
 
@@ -24,21 +27,27 @@ from .sizes import Size, get_size
 B, S = 8, 2048
 
 
+REPS = 5
+
+
 def _rate(batches: int, seconds: float) -> float:
     return batches * B * S / seconds
 
 
-def ceiling(files: list[np.ndarray], n: int, rng) -> float:
-    buf = np.empty((B, S + 1), dtype=np.int64)
+def ceiling(tokens: np.ndarray, n: int, rng) -> float:
+    """The real ceiling: random 2049-token rows of an in-RAM array copied into a fresh int64 tensor per batch."""
+    import torch
+
     started = time.perf_counter()
-    for i in range(n):
-        mm = files[i % len(files)]
-        for r, s in enumerate(rng.integers(0, len(mm) - S - 1, size=B)):
-            buf[r] = mm[s : s + S + 1]
+    for _ in range(n):
+        out = torch.empty((B, S + 1), dtype=torch.int64).numpy()
+        for r, s in enumerate(rng.integers(0, len(tokens) - S - 1, size=B).tolist()):
+            out[r] = tokens[s : s + S + 1]
     return _rate(n, time.perf_counter() - started)
 
 
 def naive(files: list[np.ndarray], n: int, rng) -> float:
+    """A naive in-process loader: a random memmapped shard, random offsets, np.stack of inputs and labels."""
     import torch
 
     started = time.perf_counter()
@@ -51,27 +60,57 @@ def naive(files: list[np.ndarray], n: int, rng) -> float:
     return _rate(n, time.perf_counter() - started)
 
 
-def numpy_path(root: Path) -> tuple[float, int]:
-    ds = TokenDataset(str(root), seq_len=S, batch_size=B, window_shards=2)
-    started, n = time.perf_counter(), 0
-    for _ in ds:
-        n += 1
-    return _rate(n, time.perf_counter() - started), n
+class NumpyPath:
+    """shard_loader's numpy path: one epoch per repetition."""
+
+    def __init__(self, root: Path):
+        self.ds = TokenDataset(str(root), seq_len=S, batch_size=B, window_shards=2)
+
+    def epoch(self, epoch: int) -> tuple[float, int]:
+        self.ds.set_epoch(epoch)
+        started, n = time.perf_counter(), sum(1 for _ in self.ds)
+        return _rate(n, time.perf_counter() - started), n
 
 
-def torch_path(root: Path, workers: int) -> float:
-    """Steady state: workers are started and warmed by a first epoch, the second epoch is timed."""
-    from shard_loader.torch_dataset import TokenDataLoader, TorchTokenDataset
+class TorchPath:
+    """shard_loader's DataLoader path with persistent workers, warmed by a first epoch; also the trainer
+    thread's CPU time per batch (what the main process pays, whatever the workers do)."""
 
-    ds = TorchTokenDataset(str(root), seq_len=S, batch_size=B, window_shards=2)
-    loader = TokenDataLoader(ds, num_workers=workers, prefetch_factor=4, persistent_workers=True)
-    for _ in loader:
-        pass
-    ds.set_epoch(1)
-    started, n = time.perf_counter(), 0
-    for _ in loader:
-        n += 1
-    return _rate(n, time.perf_counter() - started)
+    def __init__(self, root: Path, workers: int):
+        from shard_loader.torch_dataset import TokenDataLoader, TorchTokenDataset
+
+        self.ds = TorchTokenDataset(str(root), seq_len=S, batch_size=B, window_shards=2)
+        self.loader = TokenDataLoader(self.ds, num_workers=workers, prefetch_factor=4, persistent_workers=True)
+        self.epoch(0)
+
+    def epoch(self, epoch: int) -> tuple[float, float]:
+        self.ds.set_epoch(epoch)
+        started, cpu, n = time.perf_counter(), time.thread_time(), 0
+        for _ in self.loader:
+            n += 1
+        return _rate(n, time.perf_counter() - started), (time.thread_time() - cpu) / n * 1e6
+
+
+def throughput(root: Path, files: list[np.ndarray], reps: int = REPS) -> dict:
+    """Every variant once per repetition, interleaved; medians of rates and of per-repetition ratios to the ceiling."""
+    tokens = np.concatenate([np.asarray(f) for f in files])  # in RAM, in the shards' own dtype
+    numpy_path, one, two = NumpyPath(root), TorchPath(root, 1), TorchPath(root, 2)
+    rng = np.random.default_rng(0)
+    rows = []
+    for rep in range(1, reps + 1):
+        numpy_rate, n = numpy_path.epoch(rep)
+        row = {"ceiling": ceiling(tokens, n, rng), "naive": naive(files, n, rng), "numpy": numpy_rate}
+        row["torch_1_worker"], _ = one.epoch(rep)
+        row["torch_2_workers"], row["main_cpu_us_per_batch_2_workers"] = two.epoch(rep)
+        rows.append(row)
+    med = lambda f: float(np.median([f(r) for r in rows]))  # noqa: E731
+    out = {"reps": reps, "batches_per_rep": n, "per_rep": rows}
+    for name in ("ceiling", "naive", "numpy", "torch_1_worker", "torch_2_workers", "main_cpu_us_per_batch_2_workers"):
+        out[name] = med(lambda r: r[name])
+    for name in ("naive", "numpy", "torch_1_worker", "torch_2_workers"):
+        out[f"{name}_of_ceiling"] = med(lambda r: r[name] / r["ceiling"])
+        out[f"{name}_vs_naive"] = med(lambda r: r[name] / r["naive"])
+    return out
 
 
 def _litdata_tokens(path: str):
@@ -123,6 +162,17 @@ print(time.perf_counter() - started)
 """
 
 
+WORKER_RSS_SCRIPT = """
+import sys, psutil
+from shard_loader.torch_dataset import TokenDataLoader, TorchTokenDataset
+ds = TorchTokenDataset(sys.argv[1], seq_len=2048, batch_size=1, window_shards=1, batches_per_transfer=1)
+loader = TokenDataLoader(ds, num_workers=2, persistent_workers=True, multiprocessing_context=sys.argv[2])
+next(iter(loader))
+workers = psutil.Process().children()
+print(max(p.memory_full_info().uss for p in workers))
+"""
+
+
 def _python(script: str, *args) -> float:
     return float(subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, check=True).stdout.split()[-1])
 
@@ -142,13 +192,12 @@ def swap_waits(root: Path) -> dict:
     return {"first_wait_s": round(ds.stats.waits[0], 3), "max_wait_after_first_s": round(max(ds.stats.waits[1:]), 4), "windows": len(ds.stats.waits)}
 
 
-def _versus_litdata(result: dict) -> str:
+def _versus_litdata(result: dict, t: dict) -> str:
     lit = result["litdata"]
     if "skipped" in lit:
         return f"skipped: {lit['skipped']}"
     rate = lit["tokens_per_s"]
-    return (f"{rate / 1e6:.0f}M (numpy path {result['shard_loader_numpy'] / rate:.1f}x, "
-            f"torch 1 worker {result['shard_loader_torch_1_worker'] / rate:.1f}x)")
+    return f"{rate / 1e6:.0f}M (numpy path {t['numpy'] / rate:.1f}x, torch 1 worker {t['torch_1_worker'] / rate:.1f}x)"
 
 
 def _size(size: Size | str | int) -> Size:
@@ -169,16 +218,11 @@ def run(size: Size | str | int, work: Path) -> dict:
     files = [np.load(p, mmap_mode="r") for p in sorted((root / "tokenized/bench/train").glob("*.npy"))]
     for f in files:
         np.asarray(f).sum()  # warm the page cache for every contender
-    rng = np.random.default_rng(0)
-    numpy_rate, n = numpy_path(root)
+    t = throughput(root, files)
     result = {
         "tokens": size.loader_tokens,
         "batch": f"{B} x {S} int64 input_ids + labels",
-        "ceiling_memmap_copy": ceiling(files, n, rng),
-        "naive_memmap_stack": naive(files, n, rng),
-        "shard_loader_numpy": numpy_rate,
-        "shard_loader_torch_1_worker": torch_path(root, 1),
-        "shard_loader_torch_2_workers": torch_path(root, 2),
+        "throughput": t,
         "litdata": litdata_path(root, work),
     }
     windowed = work / "ten_windows"
@@ -188,17 +232,24 @@ def run(size: Size | str | int, work: Path) -> dict:
     few, many = work / "few_shards", work / "many_shards"
     make_dataset(few, 10 * 3000, shards=10, doc_len=1000)
     make_dataset(many, size.many_shards * 3000, shards=size.many_shards, doc_len=1000)
+    for method in ("fork", "spawn"):  # memory a worker holds of its own: its unique set, after its first batch
+        result[f"worker_uss_10_shards_{method}_bytes"] = _python(WORKER_RSS_SCRIPT, few, method)
+        result[f"worker_uss_{size.many_shards}_shards_{method}_bytes"] = _python(WORKER_RSS_SCRIPT, many, method)
     result["first_batch_10_shards_s"] = _python(FIRST_BATCH_SCRIPT, few)
     result[f"first_batch_{size.many_shards}_shards_s"] = _python(FIRST_BATCH_SCRIPT, many)
     result["swap_waits"] = swap_waits(make_dataset(work / "swaps", 8_000_000, shards=6) and work / "swaps")
-    c = result["ceiling_memmap_copy"]
+    ratio = lambda name: f"{t[name] / 1e6:.0f}M ({t[name + '_of_ceiling']:.2f} of ceiling, {t[name + '_vs_naive']:.1f}x naive)"  # noqa: E731
     result["summary"] = [
-        {"figure": "numpy path, tokens/s", "value": f"{numpy_rate / 1e6:.0f}M ({numpy_rate / c:.2f} of ceiling, {numpy_rate / result['naive_memmap_stack']:.1f}x naive)", "target": ">= 0.5 of ceiling, >= 2x naive"},
-        {"figure": "torch DataLoader (1 worker), tokens/s", "value": f"{result['shard_loader_torch_1_worker'] / 1e6:.0f}M ({result['shard_loader_torch_1_worker'] / c:.2f} of ceiling, {result['shard_loader_torch_1_worker'] / result['naive_memmap_stack']:.1f}x naive)", "target": ">= 0.5 of ceiling, >= 2x naive"},
-        {"figure": "torch DataLoader (2 workers), tokens/s", "value": f"{result['shard_loader_torch_2_workers'] / 1e6:.0f}M"},
-        {"figure": "ceiling / naive, tokens/s", "value": f"{c / 1e6:.0f}M / {result['naive_memmap_stack'] / 1e6:.0f}M"},
-        {"figure": "LitData StreamingDataset + TokensLoader, tokens/s", "value": _versus_litdata(result), "target": "shard_loader >= 3x"},
+        {"figure": f"ceiling / naive, tokens/s (medians of {t['reps']} interleaved reps)", "value": f"{t['ceiling'] / 1e6:.0f}M / {t['naive'] / 1e6:.0f}M"},
+        {"figure": "numpy path, tokens/s", "value": ratio("numpy"), "target": ">= 0.5 of ceiling, >= 2x naive"},
+        {"figure": "torch DataLoader (1 worker), tokens/s", "value": ratio("torch_1_worker"), "target": ">= 0.6 of ceiling, >= 2x naive"},
+        {"figure": "torch DataLoader (2 workers), tokens/s", "value": ratio("torch_2_workers"), "target": ">= 0.6 of ceiling, >= 2x naive"},
+        {"figure": "trainer thread CPU per batch (2 workers)", "value": f"{t['main_cpu_us_per_batch_2_workers']:.0f} us"},
+        {"figure": "LitData StreamingDataset + TokensLoader, tokens/s", "value": _versus_litdata(result, t), "target": "shard_loader >= 3x"},
         {"figure": "peak RSS, dataset 1x / 10x the window", "value": f"{result['peak_rss_dataset_1x_window_bytes'] / 2**20:.0f} MiB / {result['peak_rss_dataset_10x_window_bytes'] / 2**20:.0f} MiB"},
+        *({"figure": f"worker unique memory ({m}), 10 / {size.many_shards} shards",
+           "value": f"{result[f'worker_uss_10_shards_{m}_bytes'] / 2**20:.0f} MiB / {result[f'worker_uss_{size.many_shards}_shards_{m}_bytes'] / 2**20:.0f} MiB"}
+          for m in ("fork", "spawn")),
         {"figure": f"first batch, 10 / {size.many_shards} cached shards", "value": f"{result['first_batch_10_shards_s']:.2f} s / {result[f'first_batch_{size.many_shards}_shards_s']:.2f} s"},
         {"figure": "wait at swaps after the first window (slow consumer)", "value": f"max {result['swap_waits']['max_wait_after_first_s'] * 1000:.1f} ms over {result['swap_waits']['windows']} windows (first {result['swap_waits']['first_wait_s']:.2f} s)", "target": "0"},
     ]

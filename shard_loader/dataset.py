@@ -3,49 +3,42 @@ split over ranks and workers, deterministic from (seed, epoch), and resumable.""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .arguments import flag, optional_integer, optional_mapping, optional_path, integer, size_in_bytes, text
 from .errors import ShardLoaderError
-from .opening import open_manifest
-from .rotation import WindowCache, parse_size
-from .sampler import EpochPlan, SampleSpec, make_windows
 from .format import Shard
-
-STATE_VERSION = 1
-
-
-def distributed_rank() -> tuple[int, int]:
-    """(rank, world size) from torch.distributed when it is initialised, else (0, 1)."""
-    import sys
-
-    dist = sys.modules.get("torch.distributed")
-    if dist is not None and dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return 0, 1
+from .opening import OpenedManifest, open_manifest
+from .rotation import WindowCache
+from .sampler import Cursor, EpochPlan, SampleSpec, Segment, Window, make_windows, sample_counts
+from .state import LoaderState, Position, StateError, StreamKey
+from .store import open_store, split_manifest_url
+from .world import Consumer, resolve_world
 
 
-@dataclass(frozen=True)
-class Consumer:
-    """Which share of a rank's batches this iterator serves: batch g goes to worker (g // group) % num_workers.
+class EmptyEpochError(ShardLoaderError):
+    """The options leave no batch to serve in an epoch."""
 
-    Groups of consecutive batches travel together (the torch path hands a group over in one transfer).
-    """
 
-    worker: int = 0
-    num_workers: int = 1
-    group: int = 1
+def _layout_digest(windows: list[Window]) -> str:
+    """A short name of the window layout: states restore only onto the same layout."""
+    return hashlib.sha256(json.dumps([w.shards for w in windows]).encode()).hexdigest()[:16]
 
 
 class TokenDataset:
     """Batches of `input_ids` and `labels` (int64, shape (batch_size, seq_len)) from one split.
 
-    Iterating yields one epoch of this rank's batches; `set_epoch` moves to another.
-    `state_dict()` after k batches, loaded into a new dataset, continues with batch k + 1.
+    Iterating yields the rest of the current epoch of this rank's batches; `set_epoch` moves to
+    another. `state_dict()` after k batches, loaded into a new dataset (with any world size),
+    continues with the next batch.
     """
 
     def __init__(
@@ -67,60 +60,129 @@ class TokenDataset:
         position_ids: bool = False,
         store_options: dict[str, Any] | None = None,
     ):
-        self.url, self.split = url, split
-        self.opened = open_manifest(url, **(store_options or {}))
+        self.url, self.split = text("url", url), text("split", split)
+        self.batch_size, self.seed = integer("batch_size", batch_size, 1), integer("seed", seed, 0)
+        self.spec = SampleSpec(seq_len, label_shift, stride)
+        self.world = resolve_world(rank, world_size)
+        self.cache_dir = optional_path("cache_dir", cache_dir)
+        self.disk_budget = size_in_bytes("disk_budget", disk_budget)
+        window_shards = optional_integer("window_shards", window_shards, 1)
+        window_bytes = size_in_bytes("window_bytes", window_bytes)
+        self.keep_files, self.position_ids = flag("keep_files", keep_files), flag("position_ids", position_ids)
+        self.store_options = optional_mapping("store_options", store_options)
+        self.opened = open_manifest(url, **self.store_options)
         self.shards = self.opened.manifest.split(split).shards
         if not self.shards:
-            raise ShardLoaderError(f"{url}: split {split!r} has no shards")
-        if rank is None or world_size is None:
-            rank, world_size = distributed_rank()
-        if not 0 <= rank < world_size:
-            raise ShardLoaderError(f"rank {rank} is not in [0, world_size={world_size})")
-        self.rank, self.world_size, self.seed, self.batch_size = rank, world_size, seed, batch_size
-        self.spec = SampleSpec(seq_len, label_shift, stride)
-        self.position_ids = position_ids
-        self.disk_budget = parse_size(disk_budget)
-        by_bytes = parse_size(window_bytes) or (self.disk_budget // 2 if self.disk_budget and not window_shards else None)
+            raise EmptyEpochError(f"{url}: split {split!r} has no shards")
+        by_bytes = window_bytes or (self.disk_budget // 2 if self.disk_budget and not window_shards else None)
         self.windows = make_windows(self.shards, window_shards, by_bytes)
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
-        self.keep_files = keep_files
-        self.cache = WindowCache(self.opened, self.shards, self.cache_dir, self.disk_budget, keep_files)
+        self.shard_samples, self.window_totals = sample_counts(self.spec, [e.tokens for e in self.shards], self.windows)
+        self.cache = self._make_cache()
         self.cache.check_budget(self.windows)
-        self.epoch = 0
-        self.start_batch = 0
-        self.consumer = Consumer()
+        self.position = Position()
+        self._check_not_empty()
 
-    def plan(self, epoch: int | None = None) -> EpochPlan:
+    def _make_cache(self) -> WindowCache:
+        return WindowCache(self.opened, self.shards, self.cache_dir, self.disk_budget, self.keep_files)
+
+    def __getstate__(self) -> dict:
+        """Workers get the resolved world and the parsed manifest, never a live store connection or thread."""
+        state = dict(self.__dict__)
+        state["opened"] = (self.opened.manifest, self.opened.key)
+        del state["cache"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        manifest, key = state.pop("opened")
+        self.__dict__.update(state)
+        store = open_store(split_manifest_url(self.url)[0], **self.store_options)
+        self.opened = OpenedManifest(manifest=manifest, store=store, key=key)
+        self.cache = self._make_cache()
+
+    def _check_not_empty(self) -> None:
+        """Refuse options that give an epoch of 0 batches, saying which limit bites."""
+        plan = self.plan(Position())
+        if plan.total_batches:
+            return
+        longest = max(e.tokens for e in self.shards)
+        if longest < self.spec.span:
+            raise EmptyEpochError(
+                f"seq_len {self.spec.seq_len} + label_shift {self.spec.label_shift} needs {self.spec.span} tokens per sample, "
+                f"but the longest shard of split {self.split!r} has {longest}: an epoch would have 0 batches"
+            )
+        most = max(plan.window_samples(w) for w in self.windows)
+        raise EmptyEpochError(
+            f"the largest window holds {most} samples, fewer than batch_size {self.batch_size} x world_size "
+            f"{self.world.world_size}: an epoch would have 0 batches; use larger windows (window_shards/window_bytes) or a smaller batch_size"
+        )
+
+    @property
+    def rank(self) -> int:
+        return self.world.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.world.world_size
+
+    @property
+    def epoch(self) -> int:
+        return self.position.epoch
+
+    def plan(self, position: Position | None = None) -> EpochPlan:
+        """This rank's plan for the rest of the epoch from `position` (default: where the stream stands)."""
+        p = self.position if position is None else position
         return EpochPlan(
-            self.shards, tuple(self.windows), self.spec, self.seed, self.epoch if epoch is None else epoch,
-            self.batch_size, self.rank, self.world_size,
+            self.shard_samples, self.window_totals, tuple(self.windows), self.spec, self.seed, p.epoch, self.batch_size,
+            self.world.rank, self.world.world_size, p.cursor,
         )
 
     def __len__(self) -> int:
-        """Batches this rank serves per epoch (over all of its workers)."""
-        return self.plan().total_batches
+        """Batches this rank serves in the current epoch (over all of its workers)."""
+        return self.position.batches + self.plan().total_batches
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch, self.start_batch = epoch, 0
+        """Move to the start of `epoch`; a no-op when the stream is already in it, so a restored position survives."""
+        if integer("epoch", epoch, 0) != self.position.epoch:
+            self.position = Position(epoch)
 
-    def state_dict(self) -> dict[str, int]:
-        """Where this rank's stream stands: the epoch and the batches of it already served."""
-        return {"version": STATE_VERSION, "epoch": self.epoch, "batches": self.start_batch, "seed": self.seed}
+    def stream_key(self) -> StreamKey:
+        manifest = self.opened.manifest
+        return StreamKey(
+            manifest.dataset, manifest.version, self.split, self.spec.seq_len, self.batch_size, self.spec.step,
+            self.spec.label_shift, self.seed, _layout_digest(self.windows),
+        )
 
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        if state.get("version") != STATE_VERSION:
-            raise ShardLoaderError(f"state_dict version {state.get('version')!r} is not {STATE_VERSION}")
-        if state["seed"] != self.seed:
-            raise ShardLoaderError(f"state_dict was saved with seed {state['seed']}, this dataset has seed {self.seed}")
-        self.epoch, self.start_batch = state["epoch"], state["batches"]
+    def state_dict(self) -> dict:
+        """Where the stream stands (the same on every rank at the same step), and what it must be restored onto."""
+        return LoaderState(self.stream_key(), self.world.world_size, self.position).to_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from a saved state; with another world size, the rest of the interrupted window is dealt anew."""
+        saved = LoaderState.from_dict(state)
+        saved.check(self.stream_key())
+        self._check_cursor(saved.position)
+        self.position = saved.position
+
+    def _check_cursor(self, position: Position) -> None:
+        """Refuse a cursor outside the epoch it names (a hand-edited or corrupt state)."""
+        c, plan = position.cursor, self.plan(position)
+        inside = 0 <= c.window <= len(self.windows) and c.sample >= 0 and position.batches >= 0
+        if inside and c.window < len(self.windows):
+            inside = c.sample <= plan.window_samples(self.windows[plan.order[c.window]])
+        if not inside:
+            raise StateError(f"state_dict position (window {c.window}, sample {c.sample}, batches {position.batches}) is outside the epoch")
+
+    def advanced(self, plan: EpochPlan, base: Position, served: int) -> Position:
+        """The position once `served` batches of `plan` (which starts at `base`) are served."""
+        return replace(base, cursor=plan.cursor_after(served), batches=base.batches + served)
 
     def next_window(self) -> None:
         """Finish the current window now (for trainers that move in fixed windows): the rest of its batches are skipped
         and the stream continues with the next window's first batch; call it on every rank at the same step."""
-        plan = self.plan()
-        if 0 < self.start_batch < plan.total_batches:
-            pos, _ = plan.locate(self.start_batch - 1)
-            self.start_batch = int(plan.batches_per_window[: pos + 1].sum())
+        cursor = self.position.cursor
+        if cursor.sample:
+            rest = self.plan().segments[0].batches
+            self.position = Position(self.position.epoch, Cursor(cursor.window + 1, 0), self.position.batches + rest)
 
     def fill(self, out: np.ndarray, shards: dict[int, Shard], shard_ids: np.ndarray, starts: np.ndarray) -> None:
         """Copy each sample's `span` tokens into the rows of `out` (int64), converting on the way."""
@@ -137,43 +199,44 @@ class TokenDataset:
             out[row] = idx - offsets[np.searchsorted(offsets, idx, side="right") - 1]
         return out
 
-    def samples(self) -> Iterator[tuple[dict[int, Shard], np.ndarray, np.ndarray]]:
-        """(open shards, shard ids, token starts) of each batch this consumer serves, in stream order."""
-        plan = self.plan()
-        first_pos, skip = plan.locate(self.start_batch) if self.start_batch < plan.total_batches else (len(plan.order), 0)
-        batch_index = self.start_batch
-        order = [self.windows[w] for w in plan.order]
-        per_window = plan.batches_per_window
-        workers = self.consumer
-        for pos in range(first_pos, len(order)):
-            window = order[pos]
-            shards = self.cache.acquire(window)
-            nxt = order[pos + 1] if pos + 1 < len(order) else None
-            if nxt is not None:
-                self.cache.prefetch(nxt)
-            shard_ids, starts = plan.window_starts(window)
-            for b in range(skip if pos == first_pos else 0, int(per_window[pos])):
-                if self.start_batch > batch_index:  # next_window() was called
-                    batch_index = self.start_batch
-                    break
-                if (batch_index // workers.group) % workers.num_workers == workers.worker:
-                    rows = slice(b * self.batch_size, (b + 1) * self.batch_size)
-                    self.start_batch = batch_index + 1
-                    yield shards, shard_ids[rows], starts[rows]
-                batch_index += 1
-            del shards
-            self.cache.release(window, keep=set(nxt.shards) if nxt is not None else set())
-        self.start_batch = batch_index
+    def serve(self, plan: EpochPlan, consumer: Consumer = Consumer()) -> Iterator[tuple[int, dict[int, Shard], np.ndarray, np.ndarray]]:
+        """(batch index from the plan's start, open shards, shard ids, token starts) of each batch `consumer` serves."""
+        firsts = np.concatenate(([0], np.cumsum(plan.batches_per_window)[:-1])).tolist()
+        mine: list[tuple[int, Segment]] = [(k, s) for k, s in zip(firsts, plan.segments) if consumer.owns_any(k, s.batches)]
+        try:
+            for n, (first, segment) in enumerate(mine):
+                shards = self.cache.acquire(segment.window)
+                nxt = mine[n + 1][1].window if n + 1 < len(mine) else None
+                if nxt is not None:
+                    self.cache.prefetch(nxt)
+                shard_ids, starts = plan.rows(segment)
+                for b in range(segment.batches):
+                    if consumer.owns(first + b):
+                        rows = slice(b * self.batch_size, (b + 1) * self.batch_size)
+                        yield first + b, shards, shard_ids[rows], starts[rows]
+                del shards
+                self.cache.release(segment.window, keep=set(nxt.shards) if nxt is not None else set())
+        finally:
+            self.cache.close()
 
     def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
         m = self.spec.label_shift
-        for shards, shard_ids, starts in self.samples():
-            buf = np.empty((len(starts), self.spec.span), dtype=np.int64)
-            self.fill(buf, shards, shard_ids, starts)
-            batch = {"input_ids": buf[:, :-m], "labels": buf[:, m:]}
-            if self.position_ids:
-                batch["position_ids"] = self.positions(shards, shard_ids, starts)
-            yield batch
+        while True:
+            base = self.position
+            plan = self.plan(base)
+            with contextlib.closing(self.serve(plan)) as batches:
+                for k, shards, shard_ids, starts in batches:
+                    buf = np.empty((len(starts), self.spec.span), dtype=np.int64)
+                    self.fill(buf, shards, shard_ids, starts)
+                    batch = {"input_ids": buf[:, :-m], "labels": buf[:, m:]}
+                    if self.position_ids:
+                        batch["position_ids"] = self.positions(shards, shard_ids, starts)
+                    self.position = moved = self.advanced(plan, base, k + 1)
+                    yield batch
+                    if self.position is not moved:  # next_window(), set_epoch() or load_state_dict() moved the stream
+                        break
+                else:
+                    return
 
     @property
     def stats(self):
@@ -186,3 +249,4 @@ class TokenDataset:
 def iter_sequences(url: str, split: str = "train", seq_len: int = 2048, batch_size: int = 8, **options) -> Iterator[dict[str, np.ndarray]]:
     """The simplest read path: one epoch of batches, without shuffling the windows' order by hand."""
     return iter(TokenDataset(url, split=split, seq_len=seq_len, batch_size=batch_size, **options))
+

@@ -5,10 +5,15 @@ built, so start-up cost grows with the shard count only.
 
 Per epoch the window order is a permutation seeded by (seed, epoch); within a window
 the sample order is a permutation seeded by (seed, epoch, window). A window's shuffled
-samples are cut into global batches; a remainder smaller than `batch_size *
-world_size` samples is dropped (at most that many samples per window and epoch), so
-every rank gets the same number of batches and every sample is served at most once
-per epoch, exactly once unless dropped. Rank r takes global batches r, r + W, r + 2W...
+samples are cut into global batches of `batch_size * world_size` samples; rank r takes
+rows [r * batch_size, (r + 1) * batch_size) of each. A remainder smaller than a global
+batch is dropped (at most that many samples per window and epoch), so every rank gets the
+same number of batches and every sample is served at most once per epoch, exactly once
+unless dropped.
+
+A plan may start at a `Cursor` (a window and the samples of it already served over all
+ranks): the rest of that window is cut into global batches of the plan's world size, which
+is how a stream saved at one world size continues at another without loss or repetition.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .errors import ShardLoaderError
+from .arguments import integer, optional_integer
 from .format import ShardEntry
 
 
@@ -31,10 +36,9 @@ class SampleSpec:
     stride: int | None = None
 
     def __post_init__(self):
-        if self.seq_len < 1 or self.label_shift < 1:
-            raise ShardLoaderError(f"seq_len and label_shift must be positive, got {self.seq_len} and {self.label_shift}")
-        if self.stride is not None and self.stride < 1:
-            raise ShardLoaderError(f"stride must be positive, got {self.stride}")
+        integer("seq_len", self.seq_len, 1)
+        integer("label_shift", self.label_shift, 1)
+        optional_integer("stride", self.stride, 1)
 
     @property
     def span(self) -> int:
@@ -45,8 +49,10 @@ class SampleSpec:
     def step(self) -> int:
         return self.stride or self.seq_len
 
-    def samples_in(self, tokens: int) -> int:
-        return 0 if tokens < self.span else (tokens - self.span) // self.step + 1
+    def samples_in(self, tokens: np.ndarray) -> np.ndarray:
+        """Samples in shards of these token counts (int64, element-wise)."""
+        tokens = np.asarray(tokens, dtype=np.int64)
+        return np.where(tokens < self.span, 0, (tokens - self.span) // self.step + 1)
 
 
 @dataclass(frozen=True)
@@ -73,11 +79,42 @@ def make_windows(shards: tuple[ShardEntry, ...], window_shards: int | None, wind
     return windows
 
 
+def sample_counts(spec: SampleSpec, tokens: list[int], windows: list[Window]) -> tuple[np.ndarray, np.ndarray]:
+    """Samples in each shard and in each window (windows are runs of consecutive shards)."""
+    per_shard = spec.samples_in(tokens)
+    starts = [w.shards[0] for w in windows]
+    return per_shard, np.add.reduceat(per_shard, starts) if starts else np.zeros(0, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """A point in an epoch's global stream: `sample` samples of the window at position `window`
+    of the visiting order are already served (over all ranks), and every earlier window is done."""
+
+    window: int = 0
+    sample: int = 0
+
+
+@dataclass(frozen=True)
+class Segment:
+    """The part of one window a plan serves: from sample `first` on, `batches` batches per rank."""
+
+    pos: int
+    window: Window
+    first: int
+    batches: int
+
+
 @dataclass(frozen=True)
 class EpochPlan:
-    """The batches one rank serves in one epoch: window order and batches per window."""
+    """The batches one rank serves in one epoch from `start` on: window order and batches per window.
 
-    shards: tuple[ShardEntry, ...]
+    It needs only sample counts per shard and per window (see `sample_counts`), so building one
+    (at every resume or state_dict) touches no manifest object and costs little with many shards.
+    """
+
+    shard_samples: np.ndarray
+    window_totals: np.ndarray
     windows: tuple[Window, ...]
     spec: SampleSpec
     seed: int
@@ -85,6 +122,7 @@ class EpochPlan:
     batch_size: int
     rank: int
     world_size: int
+    start: Cursor = Cursor()
 
     @cached_property
     def order(self) -> np.ndarray:
@@ -92,35 +130,64 @@ class EpochPlan:
         return np.random.default_rng([self.seed, self.epoch]).permutation(len(self.windows))
 
     def window_samples(self, window: Window) -> int:
-        return sum(self.spec.samples_in(self.shards[i].tokens) for i in window.shards)
+        return int(self.window_totals[window.index])
 
-    def rank_batches(self, window: Window) -> int:
-        """Batches each rank takes from a window (the same for every rank)."""
-        return self.window_samples(window) // (self.batch_size * self.world_size)
+    @property
+    def global_batch(self) -> int:
+        return self.batch_size * self.world_size
+
+    @cached_property
+    def _firsts(self) -> np.ndarray:
+        """Samples already served of each window from the start cursor's on, in visiting order."""
+        firsts = np.zeros(max(len(self.order) - self.start.window, 0), dtype=np.int64)
+        firsts[:1] = self.start.sample
+        return firsts
 
     @cached_property
     def batches_per_window(self) -> np.ndarray:
-        """Rank batches of each window, in visiting order."""
-        return np.array([self.rank_batches(self.windows[w]) for w in self.order], dtype=np.int64)
+        """Rank batches of each window from the start cursor's on, in visiting order."""
+        totals = self.window_totals[self.order[self.start.window :]]
+        return (totals - self._firsts) // self.global_batch
+
+    @cached_property
+    def segments(self) -> tuple[Segment, ...]:
+        """One segment per window from the start cursor's window on, in visiting order."""
+        return tuple(
+            Segment(self.start.window + k, self.windows[w], int(first), int(batches))
+            for k, (w, first, batches) in enumerate(zip(self.order[self.start.window :], self._firsts, self.batches_per_window))
+        )
+
+    @cached_property
+    def _ends(self) -> np.ndarray:
+        return np.cumsum(self.batches_per_window)
 
     @property
     def total_batches(self) -> int:
-        return int(self.batches_per_window.sum())
+        return int(self._ends[-1]) if len(self._ends) else 0
 
     def locate(self, batch: int) -> tuple[int, int]:
-        """(position in visiting order, batch within that window) of the rank's `batch`-th batch of the epoch."""
-        ends = np.cumsum(self.batches_per_window)
-        pos = int(np.searchsorted(ends, batch, side="right"))
-        return pos, batch - (int(ends[pos - 1]) if pos else 0)
+        """(segment index, batch within that segment) of the rank's `batch`-th batch from the start."""
+        seg = int(np.searchsorted(self._ends, batch, side="right"))
+        return seg, batch - (int(self._ends[seg - 1]) if seg else 0)
 
-    def window_starts(self, window: Window) -> tuple[np.ndarray, np.ndarray]:
-        """(shard index, token start) of every sample this rank takes from a window, in serving order."""
-        counts = np.array([self.spec.samples_in(self.shards[i].tokens) for i in window.shards], dtype=np.int64)
-        total = int(counts.sum())
-        per_batch = self.batch_size * self.world_size
-        used = total - total % per_batch
-        perm = np.random.default_rng([self.seed, self.epoch, window.index]).permutation(total)[:used]
-        mine = perm.reshape(-1, self.world_size, self.batch_size)[:, self.rank, :].reshape(-1)
-        shard_pos = np.searchsorted(np.cumsum(counts), mine, side="right")
-        local = mine - np.concatenate(([0], np.cumsum(counts)))[shard_pos]
+    def cursor_after(self, served: int) -> Cursor:
+        """The global cursor once every rank has served `served` batches of this plan."""
+        if served == 0:
+            return self.start
+        seg, b = self.locate(served - 1)
+        pos = self.start.window + seg
+        if b + 1 < self.batches_per_window[seg]:
+            return Cursor(pos, int(self._firsts[seg]) + (b + 1) * self.global_batch)
+        return Cursor(pos + 1, 0)
+
+    def rows(self, segment: Segment) -> tuple[np.ndarray, np.ndarray]:
+        """(shard index, token start) of every sample this rank takes from a segment, in serving order."""
+        window = segment.window
+        counts = self.shard_samples[list(window.shards)]
+        perm = np.random.default_rng([self.seed, self.epoch, window.index]).permutation(int(counts.sum()))
+        taken = perm[segment.first : segment.first + segment.batches * self.global_batch]
+        mine = taken.reshape(-1, self.world_size, self.batch_size)[:, self.rank, :].reshape(-1)
+        ends = np.cumsum(counts)
+        shard_pos = np.searchsorted(ends, mine, side="right")
+        local = mine - (ends - counts)[shard_pos]
         return np.asarray(window.shards, dtype=np.int64)[shard_pos], local * self.spec.step

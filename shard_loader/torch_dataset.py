@@ -1,11 +1,14 @@
 """PyTorch integration: an IterableDataset whose workers hand over groups of whole int64 batches in
 one transfer, and a DataLoader that unpacks them and knows where its stream stands, so
-`state_dict()` resumes exactly even with another number of workers.
+`state_dict()` resumes exactly even with another number of workers or ranks.
 
-Worker w builds its own TokenDataset and serves the groups q of `batches_per_transfer`
-consecutive batches with q % num_workers == w; the DataLoader collects workers
-round-robin, so the rank's stream keeps its order. Epoch and start batch travel to
-(persistent) workers through a small shared tensor.
+The dataset is built once, in the trainer's process (where the rank and world size are
+resolved), and sent to every worker whatever the start method. Each time the loader is
+iterated, it records the position the trainer has reached in a small shared tensor (the
+anchor), and every worker plans the rest of the epoch from that anchor: the group q of `batches_per_transfer` batches
+counted from that point goes to worker q % num_workers, and the DataLoader asks workers in
+turn from worker 0, so the delivered stream is the rank's stream, in order, for any worker
+count and any resume or break point.
 
 Workers write groups into a ring of slots in shared memory made by TokenDataLoader and send
 only the slot number: a tensor sent through the DataLoader's queues costs milliseconds of
@@ -22,7 +25,11 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from .dataset import Consumer, TokenDataset
+from .arguments import integer
+from .dataset import TokenDataset
+from .sampler import Cursor
+from .state import Position
+from .world import Consumer
 
 
 class TorchTokenDataset(IterableDataset):
@@ -30,73 +37,79 @@ class TorchTokenDataset(IterableDataset):
 
     def __init__(self, url: str, batches_per_transfer: int = 16, **options: Any):
         super().__init__()
-        self.url, self.options, self.group = url, options, batches_per_transfer
-        self._main = TokenDataset(url, **options)
-        self.batch_size, self.label_shift = self._main.batch_size, self._main.spec.label_shift
-        self._position = torch.zeros(2, dtype=torch.int64).share_memory_()  # epoch, batches served
+        self.group = integer("batches_per_transfer", batches_per_transfer, 1)
+        self.data = TokenDataset(url, **options)
+        self.batch_size, self.label_shift = self.data.batch_size, self.data.spec.label_shift
+        # epoch, cursor window, cursor sample, rank batches before the cursor, batches served since the cursor
+        self._shared = torch.zeros(5, dtype=torch.int64).share_memory_()
         self.ring: torch.Tensor | None = None  # (workers * slots_per_worker, rows, span), set by TokenDataLoader
         self.slots_per_worker = 0
 
     def make_ring(self, workers: int, prefetch_factor: int) -> None:
         """Shared slots for `workers` workers that keep at most `prefetch_factor` groups in flight each."""
         self.slots_per_worker = prefetch_factor + 2
-        rows, span = self.group * self.batch_size, self._dataset().spec.span
+        rows, span = self.group * self.batch_size, self.data.spec.span
         self.ring = torch.empty((workers * self.slots_per_worker, rows, span), dtype=torch.int64).share_memory_()
 
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        state["_main"] = None  # each worker opens its own
-        return state
+    def anchor(self) -> Position:
+        """Where the current iteration started: fixed while workers run, so every worker plans from the same point."""
+        epoch, window, sample, batches, _ = self._shared.tolist()
+        return Position(epoch, Cursor(window, sample), batches)
 
-    def _dataset(self) -> TokenDataset:
-        if self._main is None:
-            self._main = TokenDataset(self.url, **self.options)
-        return self._main
+    def position(self) -> Position:
+        """Where the trainer's stream stands: the anchor advanced by the batches served since."""
+        anchor = self.anchor()
+        return self.data.advanced(self.data.plan(anchor), anchor, int(self._shared[4]))
+
+    def rebase(self) -> None:
+        """Anchor the next iteration where the trainer's stream stands (called before workers start or resume)."""
+        self._store(self.position())
+
+    def _store(self, position: Position) -> None:
+        c = position.cursor
+        self._shared.copy_(torch.tensor([position.epoch, c.window, c.sample, position.batches, 0]))
 
     def __len__(self) -> int:
-        """Batches (not groups) this rank serves per epoch."""
-        return len(self._dataset())
+        """Batches (not groups) this rank serves in the current epoch."""
+        return len(self.data)
 
     def set_epoch(self, epoch: int) -> None:
-        self._position[0], self._position[1] = epoch, 0
+        """Move to the start of `epoch`; a no-op when the stream is already in it, so a restored position survives."""
+        self.data.position = self.position()
+        self.data.set_epoch(epoch)
+        self._store(self.data.position)
 
-    def state_dict(self) -> dict[str, int]:
-        return {**self._dataset().state_dict(), "epoch": int(self._position[0]), "batches": int(self._position[1])}
+    def state_dict(self) -> dict:
+        self.data.position = self.position()
+        return self.data.state_dict()
 
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        self._dataset().load_state_dict(state)
-        self._position[0], self._position[1] = state["epoch"], state["batches"]
+    def load_state_dict(self, state: dict) -> None:
+        self.data.load_state_dict(state)
+        self._store(self.data.position)
 
     def advance(self) -> None:
         """Count one batch as served to the trainer (called by TokenDataLoader in the main process)."""
-        self._position[1] += 1
+        self._shared[4] += 1
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         info = get_worker_info()
-        if info is not None and self._main is None:
-            self._main = TokenDataset(self.url, **self.options)  # a persistent worker keeps it, and what it verified, across epochs
-        ds = self._main
-        ds.epoch, ds.start_batch = int(self._position[0]), int(self._position[1])
-        ds.consumer = Consumer(info.id, info.num_workers, self.group) if info is not None else Consumer(group=self.group)
+        ds = self.data
+        plan = ds.plan(self.anchor())
+        consumer = Consumer(info.id, info.num_workers, self.group) if info is not None else Consumer(group=self.group)
         rows = self.group * ds.batch_size
         use_ring = self.ring is not None and info is not None
-        buf, pos, filled, sent = None, [], 0, 0
-        try:
-            for shards, shard_ids, starts in ds.samples():
-                if buf is None:
-                    slot = info.id * self.slots_per_worker + sent % self.slots_per_worker if use_ring else None
-                    buf = self.ring[slot].numpy() if use_ring else np.empty((rows, ds.spec.span), dtype=np.int64)
-                ds.fill(buf[filled : filled + len(starts)], shards, shard_ids, starts)
-                if ds.position_ids:
-                    pos.append(ds.positions(shards, shard_ids, starts))
-                filled += len(starts)
-                if ds.start_batch % self.group == 0:
-                    yield self._pack(buf, filled, pos, slot)
-                    buf, pos, filled, sent = None, [], 0, sent + 1
-            if filled:
+        buf, slot, pos, filled, sent = None, None, [], 0, 0
+        for k, shards, shard_ids, starts in ds.serve(plan, consumer):
+            if buf is None:
+                slot = info.id * self.slots_per_worker + sent % self.slots_per_worker if use_ring else None
+                buf = self.ring[slot].numpy() if use_ring else np.empty((rows, ds.spec.span), dtype=np.int64)
+            ds.fill(buf[filled : filled + len(starts)], shards, shard_ids, starts)
+            if ds.position_ids:
+                pos.append(ds.positions(shards, shard_ids, starts))
+            filled += len(starts)
+            if (k + 1) % self.group == 0 or k + 1 == plan.total_batches:
                 yield self._pack(buf, filled, pos, slot)
-        finally:
-            ds.cache.close()
+                buf, pos, filled, sent = None, [], 0, sent + 1
 
     @staticmethod
     def _pack(buf: np.ndarray, filled: int, pos: list[np.ndarray], slot: int | None) -> dict:
@@ -121,6 +134,7 @@ class TokenDataLoader(DataLoader):
     def __iter__(self):
         b, m = self.dataset.batch_size, self.dataset.label_shift
         ring = self.dataset.ring
+        self.dataset.rebase()
         for group in super().__iter__():
             tokens = ring[group["slot"], : group["rows"]].clone() if "slot" in group else group["tokens"]
             if self.pin_memory and torch.cuda.is_available() and not tokens.is_pinned():
@@ -133,8 +147,8 @@ class TokenDataLoader(DataLoader):
                 self.dataset.advance()
                 yield batch
 
-    def state_dict(self) -> dict[str, int]:
+    def state_dict(self) -> dict:
         return self.dataset.state_dict()
 
-    def load_state_dict(self, state: dict[str, int]) -> None:
+    def load_state_dict(self, state: dict) -> None:
         self.dataset.load_state_dict(state)

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import shard_loader
-from shard_loader.dataset import Consumer, TokenDataset
+from shard_loader.dataset import TokenDataset
+from shard_loader.world import Consumer
 from tests.support.synthetic import write_dataset
 
 
@@ -33,8 +34,8 @@ def test_every_sample_once_per_epoch_over_two_ranks_and_three_workers(unique_dat
     for rank in range(2):
         for worker in range(3):
             ds = TokenDataset(str(unique_dataset), seq_len=32, batch_size=4, seed=3, rank=rank, world_size=2, window_shards=2)
-            ds.consumer = Consumer(worker, 3)
-            seen += [tuple(row[:2]) for b in ds for row in b["input_ids"].tolist()]  # EOD (0) repeats; two tokens do not
+            for _, shards, ids, starts in ds.serve(ds.plan(), Consumer(worker, 3)):
+                seen += [tuple(shards[i].tokens[s : s + 2].tolist()) for i, s in zip(ids, starts)]  # EOD (0) repeats; two tokens do not
     assert len(seen) == len(set(seen))
     ds = TokenDataset(str(unique_dataset), seq_len=32, batch_size=4, seed=3, rank=0, world_size=2, window_shards=2)
     plan = ds.plan()
@@ -101,7 +102,8 @@ def test_state_from_another_seed_is_refused(unique_dataset):
 def test_next_window_skips_the_rest_of_the_window_and_state_follows(unique_dataset):
     full = _stream(unique_dataset, seed=3, window_shards=2)
     ds = TokenDataset(str(unique_dataset), seq_len=32, batch_size=4, seed=3, window_shards=2)
-    firsts = np.concatenate(([0], np.cumsum(ds.plan().batches_per_window)[:-1])).tolist()
+    ends = np.cumsum(ds.plan().batches_per_window).tolist()
+    firsts = [0] + ends[:-1]
     assert len(firsts) == 3 and len(full) > 3
     served, states = [], []
     for batch in ds:
@@ -109,4 +111,4 @@ def test_next_window_skips_the_rest_of_the_window_and_state_follows(unique_datas
         ds.next_window()
         states.append(ds.state_dict()["batches"])
     assert served == [full[i] for i in firsts]
-    assert states == np.cumsum(ds.plan().batches_per_window).tolist()
+    assert states == ends

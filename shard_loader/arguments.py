@@ -1,0 +1,70 @@
+"""Checks of the loader's constructor arguments: each failure names the argument and what it got."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .errors import ShardLoaderError
+
+_UNITS = {"TIB": 1 << 40, "GIB": 1 << 30, "MIB": 1 << 20, "KIB": 1 << 10, "TB": 10**12, "GB": 10**9, "MB": 10**6, "KB": 10**3, "B": 1}
+
+
+class ArgumentError(ShardLoaderError, ValueError):
+    """A constructor argument has the wrong type or an impossible value."""
+
+
+def integer(name: str, value: Any, minimum: int) -> int:
+    """`value` if it is an int (not a bool) of at least `minimum`."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ArgumentError(f"{name} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ArgumentError(f"{name} must be at least {minimum}, got {value}")
+    return value
+
+
+def optional_integer(name: str, value: Any, minimum: int) -> int | None:
+    return None if value is None else integer(name, value, minimum)
+
+
+def flag(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ArgumentError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def text(name: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ArgumentError(f"{name} must be a non-empty string, got {value!r}")
+    return value
+
+
+def optional_path(name: str, value: Any) -> Path | None:
+    if value is None:
+        return None
+    if not isinstance(value, (str, Path)) or not str(value):
+        raise ArgumentError(f"{name} must be a path (str or Path), got {value!r}")
+    return Path(value)
+
+
+def optional_mapping(name: str, value: Any) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ArgumentError(f"{name} must be a dict, got {value!r}")
+    return value
+
+
+def size_in_bytes(name: str, value: Any) -> int | None:
+    """Bytes from a positive int or a string such as '200GB', '512MiB', '1.5TB'; None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        number = value.strip().upper().replace(" ", "")
+        factor = next((f for unit, f in _UNITS.items() if number.endswith(unit)), 1)
+        number = number.rstrip("KMGTIB")
+        try:
+            value = int(float(number) * factor)
+        except ValueError:
+            raise ArgumentError(f"{name} must be a byte count or a size such as '200GB' or '512MiB', got {value!r}") from None
+    return integer(name, value, 1)

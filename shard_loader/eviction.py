@@ -1,0 +1,55 @@
+"""Room under a shared cache's disk budget: evict verified files that no live consumer holds,
+least recently released first, so a rank that lags finds the windows it still needs on disk."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .cache import markers
+from .lease import evict, lease_path
+
+_MARK = ".ok-"
+
+
+def cache_usage(cache_dir: Path) -> int:
+    """Bytes of every file under the cache directory, measured on disk."""
+    total = 0
+    for root, _, files in os.walk(cache_dir):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(root, name)).st_size
+            except FileNotFoundError:
+                pass
+    return total
+
+
+def _released_at(path: Path) -> float:
+    """When a file's last holder let go of it (its lease's mtime), else when it was written."""
+    for p in (lease_path(path), path):
+        try:
+            return os.stat(p).st_mtime
+        except FileNotFoundError:
+            pass
+    return 0.0
+
+
+def verified_files(cache_dir: Path) -> list[Path]:
+    """The cached files that carry a verified marker, least recently released first."""
+    paths = {m.with_name(m.name.split(_MARK, 1)[0]) for m in cache_dir.rglob(f"*{_MARK}*")}
+    return sorted(paths, key=_released_at)
+
+
+def make_room(cache_dir: Path, budget: int, need: int) -> bool:
+    """Evict unheld files until `need` more bytes fit in `budget`; False if held files leave too little room."""
+    usage = cache_usage(cache_dir)
+    for path in verified_files(cache_dir):
+        if usage + need <= budget:
+            return True
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            continue
+        if evict(path, markers(path)):
+            usage -= size
+    return usage + need <= budget

@@ -1,0 +1,200 @@
+"""A cache directory shared by ranks and workers: leases keep a file on disk while anyone reads it,
+dead holders' leases expire, and only bytes verified against the manifest's sha256 are ever served."""
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+
+from shard_loader import TokenDataset
+from shard_loader.cache import cached_path, markers
+from shard_loader.eviction import cache_usage
+from shard_loader.lease import evict, hold
+from tests.support.http_server import FolderServer
+from tests.support.positional import samples_of, write_positional
+from tests.support.synthetic import write_dataset
+
+ROOT = Path(__file__).resolve().parents[1]
+SIZES = [int(n) for n in np.random.default_rng(8).integers(300, 900, size=6)]
+OPTS = dict(seq_len=16, batch_size=2, seed=1, window_shards=1)
+
+
+def _stream(url, cache, **kw):
+    ds = TokenDataset(url, cache_dir=cache, **{**OPTS, **kw})
+    try:
+        return [np.asarray(b["input_ids"]) for b in ds]
+    finally:
+        ds.close()
+
+
+def test_a_held_file_is_not_evicted_until_its_last_holder_releases(tmp_path):
+    path = tmp_path / "f.npy"
+    path.write_bytes(b"x")
+    first, second = hold(path), hold(path)
+    assert not evict(path) and path.exists()
+    first.release()
+    assert not evict(path) and path.exists()
+    second.release()
+    assert evict(path) and not path.exists()
+    assert hold(path).fd >= 0  # a new lease after eviction works on a fresh lease file
+
+
+HOLDER = """
+import sys
+from pathlib import Path
+from shard_loader.lease import hold
+lease = hold(Path(sys.argv[1]))
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_dead_holders_lease_expires(tmp_path):
+    path = tmp_path / "f.npy"
+    path.write_bytes(b"x")
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    assert not evict(path)
+    proc.kill()
+    proc.wait()
+    assert evict(path) and not path.exists()
+
+
+@pytest.mark.integration
+def test_flipped_bytes_in_a_cached_file_are_refetched_never_served(tmp_path):
+    write_positional(tmp_path / "pub", SIZES)
+    with FolderServer(tmp_path / "pub") as server:
+        url = f"{server.url}/manifest.json"
+        first = _stream(url, tmp_path / "cache", keep_files=True)
+        shard = TokenDataset(url, cache_dir=tmp_path / "cache", **OPTS).shards[2]
+        cached = cached_path(tmp_path / "cache", shard.npy)
+        assert markers(cached)
+        with open(cached, "r+b") as f:  # flip one token's bytes in place: same size and inode
+            f.seek(shard.npy.size - 12)
+            byte = f.read(1)
+            f.seek(-1, 1)
+            f.write(bytes([byte[0] ^ 0xFF]))
+        gets = server.gets.copy()
+        second = _stream(url, tmp_path / "cache", keep_files=True)
+        refetched = {p for p in server.gets if server.gets[p] > gets.get(p, 0)}
+    assert len(first) == len(second) and all(np.array_equal(a, b) for a, b in zip(first, second))
+    assert refetched == {"/manifest.json", f"/{shard.npy.key}"}
+
+
+@pytest.mark.integration
+def test_a_same_size_republish_under_the_same_key_is_never_served_from_the_old_bytes(tmp_path):
+    def publish(offset):
+        docs = [[np.arange(1, n) + offset] for n in SIZES]
+        write_dataset(tmp_path / "pub", {"train": docs}, vocab_size=1 << 20)
+
+    publish(0)
+    with FolderServer(tmp_path / "pub") as server:
+        url = f"{server.url}/manifest.json"
+        old = _stream(url, tmp_path / "cache", keep_files=True)
+        publish(1000)  # same keys, same sizes, other bytes
+        new = _stream(url, tmp_path / "cache", keep_files=True)
+    expected = [np.asarray(b["input_ids"]) for b in TokenDataset(str(tmp_path / "pub"), **OPTS)]
+    assert len(new) == len(expected) and all(np.array_equal(a, b) for a, b in zip(new, expected))
+    assert not any(np.array_equal(a, b) for a, b in zip(old, new))
+
+
+RANK = """
+import json, sys, time
+import torch.distributed as dist
+from shard_loader.torch_dataset import TokenDataLoader, TorchTokenDataset
+from tests.support.positional import samples_of
+url, cache, rank, slow, budget, rendezvous, sizes = sys.argv[1:8]
+rank, slow, sizes = int(rank), float(slow), json.loads(sizes)
+if rendezvous != "-":  # ranks in lockstep, as DDP's all-reduce keeps them
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2)
+ds = TorchTokenDataset(url, seq_len=16, batch_size=2, seed=1, window_shards=1, rank=rank, world_size=2, cache_dir=cache,
+                       batches_per_transfer=2, disk_budget=None if budget == "-" else int(budget))
+out = []
+for batch in TokenDataLoader(ds, num_workers=2):
+    out.append(samples_of(batch, sizes))
+    time.sleep(slow)  # this rank's "GPU" is slower
+    if rendezvous != "-":
+        dist.barrier()
+print(json.dumps(out))
+"""
+
+
+class DiskInUse:
+    """Samples a cache's bytes on disk plus the bytes of deleted files still mapped by the consumers."""
+
+    def __init__(self, cache, pids):
+        self.cache, self.procs, self.peak, self.deleted_mapped = Path(cache), [psutil.Process(p) for p in pids], 0, 0
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _mapped_deleted(self):
+        total = 0
+        for proc in self.procs:
+            try:
+                for p in [proc, *proc.children(recursive=True)]:
+                    for line in Path(f"/proc/{p.pid}/maps").read_text().splitlines():
+                        if line.endswith("(deleted)") and str(self.cache) in line:
+                            start, end = (int(x, 16) for x in line.split()[0].split("-"))
+                            total += end - start
+            except (OSError, psutil.Error):
+                pass
+        return total
+
+    def _run(self):
+        while not self._stop.is_set():
+            deleted = self._mapped_deleted()
+            self.deleted_mapped = max(self.deleted_mapped, deleted)
+            self.peak = max(self.peak, cache_usage(self.cache) + deleted)
+            time.sleep(0.005)  # a sampling period, not a synchronisation
+
+    def stop(self):
+        self._stop.set()
+        self.thread.join()
+
+
+def _ranks(url, cache, sizes, slow, budget=None, rendezvous=None):
+    args = lambda r: [sys.executable, "-c", RANK, url, str(cache), str(r), str(slow[r]), str(budget or "-"), str(rendezvous or "-"), json.dumps(sizes)]  # noqa: E731
+    return [subprocess.Popen(args(r), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+
+
+def _expected(root, sizes):
+    return json.loads(json.dumps([[samples_of(b, sizes) for b in TokenDataset(str(root), rank=r, world_size=2, **OPTS)] for r in range(2)]))
+
+
+@pytest.mark.system
+def test_two_ranks_of_two_workers_share_a_cache_without_crashing(tmp_path):
+    pytest.importorskip("torch")
+    sizes = SIZES * 2
+    write_positional(tmp_path / "pub", sizes)
+    with FolderServer(tmp_path / "pub", rate=200_000) as server:
+        for rep in range(2):
+            procs = _ranks(f"{server.url}/manifest.json", tmp_path / f"cache{rep}", sizes, slow=(0.0, 0.01))
+            results = [p.communicate(timeout=300) for p in procs]
+            assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in results]
+            assert [json.loads(out) for out, _ in results] == _expected(tmp_path / "pub", sizes)
+
+
+@pytest.mark.system
+def test_ranks_in_lockstep_fetch_each_file_once_per_node_within_the_disk_budget(tmp_path):
+    pytest.importorskip("torch")
+    sizes = SIZES * 3
+    manifest = write_positional(tmp_path / "pub", sizes)
+    largest = max(e.nbytes for e in manifest.splits["train"].shards)
+    budget = 10 * largest  # 2 ranks x 2 workers x (current + next window), and 2 windows of slack
+    with FolderServer(tmp_path / "pub", rate=400_000) as server:
+        procs = _ranks(f"{server.url}/manifest.json", tmp_path / "cache", sizes, (0.0, 0.005), budget, tmp_path / "rendezvous")
+        disk = DiskInUse(tmp_path / "cache", [p.pid for p in procs])
+        results = [p.communicate(timeout=300) for p in procs]
+        disk.stop()
+    assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in results]
+    assert [json.loads(out) for out, _ in results] == _expected(tmp_path / "pub", sizes)
+    fetched = {path: n for path, n in server.gets.items() if path.endswith((".npy", ".bin"))}
+    assert len(fetched) == 2 * len(sizes) and set(fetched.values()) == {1}  # 1.0x the split per node
+    assert disk.deleted_mapped == 0 and 0 < disk.peak <= budget

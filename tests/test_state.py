@@ -1,0 +1,113 @@
+"""The saved state: what must match is checked and named, a world-size change deals the rest of the
+interrupted window to the new ranks (nothing lost or repeated), and set_epoch keeps a restored position."""
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from shard_loader import ShardLoaderError, TokenDataset
+from shard_loader.state import StateError
+from tests.support.positional import samples_of, write_positional
+
+SIZES = [int(n) for n in np.random.default_rng(5).integers(150, 900, size=10)]
+OPTS = dict(seq_len=16, batch_size=3, seed=2, window_shards=3)
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("positional")
+    write_positional(root, SIZES)
+    return str(root)
+
+
+def _rank_stream(root, rank, world, state=None, stop=None):
+    ds = TokenDataset(root, rank=rank, world_size=world, **OPTS)
+    if state is not None:
+        ds.load_state_dict(state)
+    out = []
+    for batch in ds:
+        out.append(samples_of(batch, SIZES))
+        if len(out) == stop:
+            break
+    return out, ds.state_dict()
+
+
+@pytest.mark.parametrize("before,after,stop", [(2, 3, 7), (3, 2, 5), (2, 1, 11), (1, 3, 2), (3, 2, 0), (2, 3, 10**6)])
+def test_a_world_size_change_loses_and_repeats_nothing(root, before, after, stop):
+    served, states = Counter(), []
+    for rank in range(before):
+        head, state = _rank_stream(root, rank, before, stop=stop)
+        served.update(s for batch in head for s in batch)
+        states.append(state)
+    assert all(s == states[0] for s in states)  # every rank saves the same global position
+    for rank in range(after):
+        tail, _ = _rank_stream(root, rank, after, state=states[0])
+        served.update(s for batch in tail for s in batch)
+    assert max(served.values()) == 1
+    ds = TokenDataset(root, **OPTS)
+    total = sum(ds.plan().window_samples(w) for w in ds.windows)
+    # each window drops less than one global batch of the world size that served its end
+    assert 0 <= total - len(served) < len(ds.windows) * OPTS["batch_size"] * max(before, after)
+
+
+def test_same_world_size_resume_is_the_same_stream_in_order(root):
+    full, _ = _rank_stream(root, 1, 3)
+    head, state = _rank_stream(root, 1, 3, stop=4)
+    tail, _ = _rank_stream(root, 1, 3, state=state)
+    assert head + tail == full
+
+
+def test_set_epoch_keeps_a_position_just_restored_for_that_epoch(root):
+    ds = TokenDataset(root, **OPTS)
+    ds.set_epoch(3)
+    full = [samples_of(b, SIZES) for b in ds]
+    ds.set_epoch(3)
+    assert list(ds) == []  # epoch 3 is finished; set_epoch(3) does not rewind it
+    restored = TokenDataset(root, **OPTS)
+    first = TokenDataset(root, **OPTS)
+    first.set_epoch(3)
+    head = [samples_of(b, SIZES) for _, b in zip(range(5), first)]
+    restored.load_state_dict(first.state_dict())
+    restored.set_epoch(3)
+    assert head + [samples_of(b, SIZES) for b in restored] == full
+    restored.set_epoch(4)
+    assert restored.state_dict()["batches"] == 0 and restored.state_dict()["epoch"] == 4
+
+
+@pytest.mark.parametrize(
+    "field,change",
+    [("seq_len", dict(seq_len=8)), ("batch_size", dict(batch_size=2)), ("stride", dict(stride=4)),
+     ("label_shift", dict(label_shift=2)), ("seed", dict(seed=9)), ("windows", dict(window_shards=2))],
+)
+def test_a_state_for_another_stream_is_refused_naming_the_field(root, field, change):
+    state = TokenDataset(root, **OPTS).state_dict()
+    other = TokenDataset(root, **{**OPTS, **change})
+    with pytest.raises(StateError, match=f"saved with {field} "):
+        other.load_state_dict(state)
+
+
+def test_a_state_from_another_dataset_version_or_split_is_refused(root, tmp_path):
+    state = TokenDataset(root, **OPTS).state_dict()
+    write_positional(tmp_path, SIZES, version="v2")
+    with pytest.raises(StateError, match="saved with dataset_version 'v1', this dataset has dataset_version 'v2'"):
+        TokenDataset(str(tmp_path), **OPTS).load_state_dict(state)
+    with pytest.raises(StateError, match="saved with split 'val'"):
+        TokenDataset(root, **OPTS).load_state_dict({**state, "split": "val"})
+
+
+@pytest.mark.parametrize("state,message", [({}, "version None"), ({"version": 2}, "lacks dataset, "), ("x", "must be a dict")])
+def test_a_malformed_state_is_refused(root, state, message):
+    with pytest.raises(StateError, match=message):
+        TokenDataset(root, **OPTS).load_state_dict(state)
+
+
+@pytest.mark.parametrize("change", [dict(window=-1), dict(window=99), dict(sample=10**6), dict(batches=-3)])
+def test_a_position_outside_the_epoch_is_refused(root, change):
+    state = TokenDataset(root, **OPTS).state_dict()
+    with pytest.raises(StateError, match="is outside the epoch"):
+        TokenDataset(root, **OPTS).load_state_dict({**state, **change})
+
+
+def test_state_errors_are_shard_loader_errors():
+    assert issubclass(StateError, ShardLoaderError)
