@@ -13,6 +13,7 @@ from ..lib.records import PartRecord, SplitsRecord, get_record
 from ..lib.spec import DatasetSpec
 from ..lib.state import current_tokenizer
 from ..lib.version import code_version
+from .conventions import DATASET_ASSET
 from . import raw_documents, tokenized_shards, tokenizer
 from . import splits as splits_module
 from .automation import PUBLISH
@@ -73,9 +74,8 @@ def _check_result(a: Audit) -> dg.AssetCheckResult:
     deps=[splits, tokenizer.tokenizer],
     code_version=CODE_VERSION,
     automation_condition=PUBLISH,
-    group_name="dataset",
+    **DATASET_ASSET,
     kinds={"json"},
-    owners=["team:data-engineering"],
     tags={"stage": "publish"},
     check_specs=[dg.AssetCheckSpec(name, asset="manifest", blocking=True, description=text) for name, text in AUDITS.items()],
     description=(

@@ -13,6 +13,7 @@ from ..lib.state import current_tokenizer, registered_source_file
 from ..lib.store import ObjectStore
 from ..lib.tokenizer import load_tokenizer
 from ..lib.layout import tokenizer_key
+from .conventions import DATASET_ASSET
 from .partitions import raw_files
 from .resources import DatasetResource, StoreResource
 
@@ -36,9 +37,8 @@ def _estimate(objects: ObjectStore, parquet: Path, stats: RawStats) -> dict:
 @dg.asset(
     partitions_def=raw_files,
     code_version=CODE_VERSION,
-    group_name="dataset",
+    **DATASET_ASSET,
     kinds={"parquet"},
-    owners=["team:data-engineering"],
     tags={"stage": "ingest"},
     description="Documents of one source file: NFC, control characters stripped, short and duplicate documents dropped.",
 )

@@ -7,6 +7,7 @@ from ..lib.layout import splits_record_key
 from ..lib.records import put_record
 from ..lib.splits import overlap_count, select_partitions, summarise
 from ..lib.state import current_tokenizer, registered_partitions
+from .conventions import DATASET_ASSET
 from .automation import REBUILD
 from .resources import DatasetResource, StoreResource
 from .tokenized_shards import tokenized_shards
@@ -20,9 +21,8 @@ TINY_SPLIT = 100  # documents; a smaller split gets a warning in the metadata (a
     deps=[tokenized_shards],
     code_version=CODE_VERSION,
     automation_condition=REBUILD,
-    group_name="dataset",
+    **DATASET_ASSET,
     kinds={"json"},
-    owners=["team:data-engineering"],
     tags={"stage": "publish"},
     check_specs=[dg.AssetCheckSpec(DISJOINT, asset="splits", blocking=True, description="No document (by hash of its normalised text) is in both train and val.")],
     description="Token and document totals per split over the tokenized partitions; failed or removed partitions left out with a reason.",

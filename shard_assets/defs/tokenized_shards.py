@@ -13,6 +13,7 @@ from ..lib.records import Quarantine, RawRecord, get_record, put_record
 from ..lib.shard_build import build_partition_shards
 from ..lib.state import current_tokenizer
 from ..lib.tokenizer import load_tokenizer
+from .conventions import DATASET_ASSET
 from .automation import REBUILD
 from .partitions import raw_files
 from .raw_documents import raw_documents
@@ -38,9 +39,8 @@ def decoded_samples(tok, npy_path: Path, bin_path: Path, count: int = 3, chars: 
     deps=[raw_documents, tokenizer],
     code_version=CODE_VERSION,
     automation_condition=REBUILD,
-    group_name="dataset",
+    **DATASET_ASSET,
     kinds={"numpy"},
-    owners=["team:data-engineering"],
     tags={"stage": "tokenize"},
     pool="tokenize",
     description="Token ids of one raw partition, each document followed by the end-of-document id, split train/val by document hash.",

@@ -7,6 +7,7 @@ from ..lib.errors import TokenizerError
 from ..lib.layout import raw_record_key, tokenizer_key
 from ..lib.records import RawRecord, find_record
 from ..lib.tokenizer import build_tokenizer, store_tokenizer, training_texts
+from .conventions import DATASET_ASSET
 from .automation import FIRST_TOKENIZER
 from .partitions import raw_files
 from .raw_documents import raw_documents
@@ -19,9 +20,8 @@ CODE_VERSION = "tokenizer-1"
     deps=[raw_documents],
     code_version=CODE_VERSION,
     automation_condition=FIRST_TOKENIZER,
-    group_name="dataset",
+    **DATASET_ASSET,
     kinds={"huggingface"},
-    owners=["team:data-engineering"],
     tags={"stage": "tokenizer"},
     description=(
         "A pretrained tokenizer (transformers) or a byte-level BPE trained on the raw documents. "
