@@ -7,6 +7,7 @@ from pathlib import Path
 import dagster as dg
 
 from ..automation import REBUILD
+from ..encoders import Encoder, ReferenceEncoder, select_encoder
 from ..layout import part_record_key, raw_key, raw_record_key, shard_base_key, tokenizer_key
 from ..partitions import raw_files
 from ..records import get_record, put_record
@@ -14,11 +15,10 @@ from ..resources import DatasetResource, StoreResource
 from ..sources.listing import split_partition_key
 from ..store import ObjectStore
 from ..tokenize import TokenizeStats, tokenize_partition
-from ..tokenizer import load_tokenizer
 from .raw import raw_documents
 from .tokenizer import current_tokenizer, tokenizer
 
-CODE_VERSION = "tokenized-1"
+CODE_VERSION = "tokenized-2"  # whole documents, special-token strings as text, behind the exactness guard
 
 
 def _publish_file(store: ObjectStore, path: Path, key: str, sha256: str) -> dict:
@@ -28,7 +28,7 @@ def _publish_file(store: ObjectStore, path: Path, key: str, sha256: str) -> dict
 
 
 def tokenize_and_publish(
-    store: ObjectStore, raw: str, tok, record, partition: str, val_fraction: float, batch_documents: int, workdir: Path
+    store: ObjectStore, raw: str, encoder: Encoder, reference: Encoder, record, partition: str, val_fraction: float, batch_documents: int, workdir: Path
 ) -> tuple[dict, TokenizeStats, dict]:
     """The asset's work without Dagster: raw parquet from the store -> shard files -> the store.
 
@@ -39,7 +39,7 @@ def tokenize_and_publish(
     if local_raw is None:
         local_raw = workdir / "raw.parquet"
         store.get_file(raw, local_raw)
-    writers, stats = tokenize_partition(local_raw, tok, record.eod_id, record.token_dtype, val_fraction, workdir / "out", partition, batch_documents)
+    writers, stats = tokenize_partition(local_raw, encoder, reference, record.eod_id, record.token_dtype, val_fraction, workdir / "out", partition, batch_documents)
     shards = {}
     for split, w in writers.items():
         base = shard_base_key(record.fingerprint, split, partition, w.content_hash)
@@ -80,13 +80,14 @@ def tokenized_shards(context: dg.AssetExecutionContext, dataset: DatasetResource
     partition = context.partition_key
     source, part = split_partition_key(partition)
     record = current_tokenizer(context.instance, objects)
-    tok = load_tokenizer(objects.get_bytes(tokenizer_key(record.fingerprint)).decode())
+    tokenizer_json = objects.get_bytes(tokenizer_key(record.fingerprint)).decode()
+    encoder, reference = select_encoder(tokenizer_json), ReferenceEncoder(tokenizer_json)
     raw = get_record(objects, raw_record_key(source, part), f"tokenized_shards[{partition}]")
     with tempfile.TemporaryDirectory() as tmp:
         shards, stats, writers = tokenize_and_publish(
-            objects, raw_key(source, part), tok, record, partition, spec.val_fraction, spec.batch_documents, Path(tmp)
+            objects, raw_key(source, part), encoder, reference, record, partition, spec.val_fraction, spec.batch_documents, Path(tmp)
         )
-        samples = decoded_samples(tok, writers["train"])
+        samples = decoded_samples(reference.tokenizer, writers["train"])
     data_version = hashlib.sha256(
         "".join(shards[s][f]["sha256"] for s in sorted(shards) for f in ("npy", "bin")).encode()
     ).hexdigest()[:16]
@@ -102,6 +103,7 @@ def tokenized_shards(context: dg.AssetExecutionContext, dataset: DatasetResource
             "data_version": data_version,
             "run_id": context.run.run_id,
             "code_version": CODE_VERSION,
+            "encoder": stats.guard.to_dict(),
         },
     )
     return dg.MaterializeResult(
@@ -116,5 +118,6 @@ def tokenized_shards(context: dg.AssetExecutionContext, dataset: DatasetResource
             "tokens_per_second": round(stats.tokens_per_second),
             "seconds": round(stats.seconds, 3),
             "sample_documents": dg.MetadataValue.md(samples),
+            **{f"encoder_{k}": v for k, v in stats.guard.to_dict().items() if v is not None},
         },
     )
