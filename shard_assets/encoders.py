@@ -219,13 +219,14 @@ class GuardResult:
 class ExactnessGuard:
     """Re-encodes a deterministic sample of a partition's documents with the reference and compares ids.
 
-    The sample holds the first `minimum` documents, every `1/fraction`-th document after a
-    partition-keyed offset (so at least `fraction` of them in all), and the longest document.
+    Of the partition's `total` documents it samples every `stride`-th from the first, the stride
+    chosen so that at least max(`minimum`, `fraction` of them) are sampled, and the longest one.
     """
 
     engine: Encoder
     reference: Encoder
     partition: str
+    total: int
     fraction: float = 0.01
     minimum: int = 64
     policy: str = "fail"
@@ -238,8 +239,7 @@ class ExactnessGuard:
     def __post_init__(self) -> None:
         if self.policy not in ON_MISMATCH:
             raise BuildError(f"partition {self.partition}: on_mismatch policy {self.policy!r} is not one of {ON_MISMATCH}")
-        self._stride = max(1, math.floor(1 / self.fraction))
-        self._offset = int.from_bytes(hashlib.sha256(self.partition.encode()).digest()[:8], "little") % self._stride
+        self.stride = max(1, min(math.floor(1 / self.fraction), self.total // self.minimum))  # ceil(total / stride) >= both bounds
 
     @property
     def checks(self) -> bool:
@@ -253,7 +253,7 @@ class ExactnessGuard:
         if not self.checks or not n:
             return
         index = np.arange(first, first + n)
-        picked = np.flatnonzero((index < self.minimum) | (index % self._stride == self._offset))
+        picked = np.flatnonzero(index % self.stride == 0)
         self._compare([texts[i] for i in picked], [encoded.document(int(i)) for i in picked], index[picked])
         chars = np.fromiter(map(len, texts), dtype=np.int64, count=n)
         longest = int(chars.argmax())
@@ -280,7 +280,7 @@ class ExactnessGuard:
         if self._longest is not None:
             _, at, text, ids = self._longest
             self._longest = None
-            if at >= self.minimum and at % self._stride != self._offset:
+            if at % self.stride:
                 self._compare([text], [ids], np.array([at]))
         return self.result()
 

@@ -50,11 +50,8 @@ def encode_documents(tokenizer, texts: list[str], eod_id: int, dtype: str) -> tu
     return select_encoder(tokenizer.to_str()).encode(texts).with_eod(eod_id, dtype, "estimate")
 
 
-def _batches(raw_path: Path, val_fraction: float, batch_documents: int):
-    """(texts, is-val mask) of the raw parquet's documents, reading only the two columns, bounded by MAX_BATCH_CHARS."""
-    import pyarrow.parquet as pq
-
-    pf = pq.ParquetFile(raw_path, pre_buffer=False)
+def _batches(pf, val_fraction: float, batch_documents: int):
+    """(texts, is-val mask) of a raw ParquetFile's documents, reading only the two columns, bounded by MAX_BATCH_CHARS."""
     for batch in pf.iter_batches(batch_size=batch_documents, columns=["text", "doc_hash"]):
         texts, val = batch.column(0).to_pylist(), is_val(batch.column(1).to_numpy(), val_fraction)
         for chunk in by_size(texts):
@@ -62,15 +59,15 @@ def _batches(raw_path: Path, val_fraction: float, batch_documents: int):
 
 
 def _write_shards(
-    raw_path: Path, encoder: Encoder, guard: ExactnessGuard, eod_id: int, dtype: str, val_fraction: float, out_dir: Path, stem: str, batch_documents: int
+    pf, encoder: Encoder, guard: ExactnessGuard, eod_id: int, dtype: str, val_fraction: float, out_dir: Path, stem: str, batch_documents: int
 ) -> dict[str, ShardWriter]:
-    """Encode every document of `raw_path` into closed train/val writers; the guard's failure aborts them."""
+    """Encode every document of the raw ParquetFile into closed train/val writers; the guard's failure aborts them."""
     writers = {}
     for split in SPLIT_NAMES:
         (out_dir / split).mkdir(parents=True, exist_ok=True)
         writers[split] = ShardWriter(out_dir / split / f"{stem}.npy", out_dir / split / f"{stem}.bin", dtype)
     try:
-        for texts, val in _batches(raw_path, val_fraction, batch_documents):
+        for texts, val in _batches(pf, val_fraction, batch_documents):
             encoded = encoder.encode(texts)
             guard.check(texts, encoded)
             tokens, lengths = encoded.with_eod(eod_id, dtype, f"partition {stem}")
@@ -104,17 +101,20 @@ def tokenize_partition(
     `on_mismatch` decides what a guard difference does: "fail" raises ExactnessError,
     "reference" re-encodes the whole partition with the reference (recorded in the stats).
     """
+    import pyarrow.parquet as pq
+
     started = time.perf_counter()
-    guard = ExactnessGuard(encoder, reference, stem, policy=on_mismatch)
+    pf = pq.ParquetFile(raw_path, pre_buffer=False)
+    guard = ExactnessGuard(encoder, reference, stem, pf.metadata.num_rows, policy=on_mismatch)
     try:
-        writers = _write_shards(raw_path, encoder, guard, eod_id, dtype, val_fraction, out_dir, stem, batch_documents)
+        writers = _write_shards(pf, encoder, guard, eod_id, dtype, val_fraction, out_dir, stem, batch_documents)
         result = guard.result()
     except ExactnessError:
         if on_mismatch != "reference":
             raise
         result = replace(guard.result(), reencoded_with_reference=True)
-        plain = ExactnessGuard(reference, reference, stem, policy=on_mismatch)
-        writers = _write_shards(raw_path, reference, plain, eod_id, dtype, val_fraction, out_dir, stem, batch_documents)
+        plain = ExactnessGuard(reference, reference, stem, pf.metadata.num_rows, policy=on_mismatch)
+        writers = _write_shards(pq.ParquetFile(raw_path, pre_buffer=False), reference, plain, eod_id, dtype, val_fraction, out_dir, stem, batch_documents)
         result = replace(result, documents=plain.documents)
     stats = TokenizeStats(
         tokens={s: w.tokens for s, w in writers.items()},

@@ -151,12 +151,10 @@ def gpt2_json():
 @pytest.mark.parametrize("where", ["first", "longest"])
 def test_the_guard_fails_a_partition_where_the_engine_disagrees(tmp_path, gpt2_json, where):
     docs = [f"document {i} the quick brown fox" for i in range(5000)]
-    at = 0 if where == "first" else 4321  # the longest is outside the strided sample (offset differs) and after the first 64
+    at = 0 if where == "first" else 4321
     docs[at] = "MARK " + ("the quick brown fox " * 200 if where == "longest" else "")
     engine, reference = _Disagrees(gpt2_json, "test"), ReferenceEncoder(gpt2_json)
-    guard = ExactnessGuard(engine, reference, "p")
-    if where == "longest":
-        assert at % guard._stride != guard._offset
+    assert where == "first" or at % ExactnessGuard(engine, reference, "p", len(docs)).stride  # the longest is outside the strided sample
     with pytest.raises(ExactnessError, match=f"partition p: fastokens .* differs from the reference on 1 of .* \\(first: document {at}\\)"):
         _run(tmp_path, docs, engine, reference)
     assert not [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
@@ -173,12 +171,13 @@ def test_the_reference_policy_re_encodes_the_partition_and_says_so(tmp_path, gpt
 
 def test_the_sample_is_at_least_one_percent_and_64_documents_and_holds_the_longest(gpt2_json):
     engine, reference = select_encoder(gpt2_json), ReferenceEncoder(gpt2_json)
-    for n in (10, 100, 20_000):
-        guard = ExactnessGuard(engine, reference, f"part-{n}")
+    for n in (10, 100, 6_433, 20_050):
+        guard = ExactnessGuard(engine, reference, f"part-{n}", n)
         docs = [f"doc {i}" for i in range(n)]
         for start in range(0, n, 3000):
             batch = docs[start : start + 3000]
             guard.check(batch, engine.encode(batch))
         result = guard.finish()
         assert result.documents == n and result.differing == 0
-        assert result.sampled >= min(n, max(64, n // 100)) and result.engine == "fastokens"
+        assert result.sampled >= min(n, max(64, n / 100)) and result.engine == "fastokens"
+        assert result.sampled <= max(64, n / 100) * 1.6 + 1  # not much more: the reference costs ~100x the engine
