@@ -8,7 +8,6 @@ and every partition runs behind an `ExactnessGuard` that re-encodes a sample wit
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import math
@@ -82,10 +81,6 @@ class Encoder(ABC):
 
     @abstractmethod
     def _encode(self, texts: list[str]) -> Encoded: ...
-
-    def describe(self) -> dict:
-        """Name, version and reason, for asset metadata and lineage."""
-        return {"engine": self.name, "engine_version": self.version, "engine_reason": self.reason}
 
 
 def _is_valid_unicode(text: str) -> bool:
@@ -204,7 +199,9 @@ class GuardResult:
     engine_version: str
     engine_reason: str
     documents: int
+    tokens: int
     sampled: int
+    sampled_tokens: int
     differing: int
     first_differing: int | None
     policy: str
@@ -231,7 +228,9 @@ class ExactnessGuard:
     minimum: int = 64
     policy: str = "fail"
     documents: int = 0
+    tokens: int = 0
     sampled: int = 0
+    sampled_tokens: int = 0
     differing: int = 0
     first_differing: int | None = None
     _longest: tuple[int, int, str, np.ndarray] | None = field(default=None, repr=False)
@@ -250,6 +249,7 @@ class ExactnessGuard:
         """Compare the sampled documents of this batch (the next ones of the partition) with the reference; ExactnessError on a difference."""
         first, n = self.documents, len(texts)
         self.documents += n
+        self.tokens += int(encoded.lengths.sum())
         if not self.checks or not n:
             return
         index = np.arange(first, first + n)
@@ -265,6 +265,7 @@ class ExactnessGuard:
             return
         expected = self.reference.encode(texts)
         self.sampled += len(texts)
+        self.sampled_tokens += int(expected.lengths.sum())
         for i, got in enumerate(ids):
             if not np.array_equal(got, expected.document(i)):
                 self.differing += 1
@@ -287,6 +288,6 @@ class ExactnessGuard:
     def result(self, reencoded: bool = False) -> GuardResult:
         """The guard's counts so far."""
         return GuardResult(
-            self.engine.name, self.engine.version, self.engine.reason, self.documents, self.sampled,
-            self.differing, self.first_differing, self.policy, reencoded,
+            self.engine.name, self.engine.version, self.engine.reason, self.documents, self.tokens, self.sampled,
+            self.sampled_tokens, self.differing, self.first_differing, self.policy, reencoded,
         )

@@ -115,7 +115,7 @@ def tokenize_partition(
         result = replace(guard.result(), reencoded_with_reference=True)
         plain = ExactnessGuard(reference, reference, stem, pf.metadata.num_rows, policy=on_mismatch)
         writers = _write_shards(pq.ParquetFile(raw_path, pre_buffer=False), reference, plain, eod_id, dtype, val_fraction, out_dir, stem, batch_documents)
-        result = replace(result, documents=plain.documents)
+        result = replace(result, documents=plain.documents, tokens=plain.tokens)
     stats = TokenizeStats(
         tokens={s: w.tokens for s, w in writers.items()},
         documents={s: w.documents for s, w in writers.items()},
