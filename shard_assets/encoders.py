@@ -191,6 +191,12 @@ def select_encoder(tokenizer_json: str) -> Encoder:
     return ReferenceEncoder(tokenizer_json, f"reference fallback: {reason}")
 
 
+def encoders_for(tokenizer_json: str) -> tuple[Encoder, ReferenceEncoder]:
+    """The selected engine and the reference that guards it (the same object when the engine is the reference)."""
+    engine = select_encoder(tokenizer_json)
+    return engine, engine if isinstance(engine, ReferenceEncoder) else ReferenceEncoder(tokenizer_json)
+
+
 @dataclass(frozen=True)
 class GuardResult:
     """What the exactness guard compared in one partition, for asset metadata and manifest lineage."""

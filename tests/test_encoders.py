@@ -17,6 +17,7 @@ from shard_assets.encoders import (
     ExactnessGuard,
     FastokensEncoder,
     ReferenceEncoder,
+    encoders_for,
     select_encoder,
 )
 from shard_assets.tokenize import tokenize_partition
@@ -120,6 +121,8 @@ def test_an_unverified_shape_falls_back_to_the_reference_and_says_why(edit, reas
     edit(config)
     encoder = select_encoder(json.dumps(config))
     assert isinstance(encoder, ReferenceEncoder) and encoder.reason.startswith("reference fallback:") and reason in encoder.reason
+    engine, reference = encoders_for(json.dumps(config))
+    assert engine is reference and not ExactnessGuard(engine, reference, "p", 100).checks  # nothing to compare, nothing re-encoded
 
 
 class _Disagrees(FastokensEncoder):

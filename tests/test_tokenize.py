@@ -89,3 +89,7 @@ def test_a_text_that_encodes_to_the_eod_id_fails_the_partition(tmp_path):
         encoder = EodInside(text)  # as its own reference: the check holds whatever the engine
         tokenize_partition(tmp_path / "p.parquet", encoder, encoder, record.eod_id, "uint16", 0.5, tmp_path / "out", "p")
     assert not [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
+
+
+def test_normalise_keeps_every_line_break():
+    assert normalise("a\r\nb\rc\nd\r\n\r\ne") == "a\nb\nc\nd\n\ne"

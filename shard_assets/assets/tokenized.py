@@ -7,7 +7,7 @@ from pathlib import Path
 import dagster as dg
 
 from ..automation import REBUILD
-from ..encoders import Encoder, ReferenceEncoder, select_encoder
+from ..encoders import Encoder, encoders_for
 from ..layout import part_record_key, raw_key, raw_record_key, shard_base_key, tokenizer_key
 from ..partitions import raw_files
 from ..records import get_record, put_record
@@ -81,7 +81,7 @@ def tokenized_shards(context: dg.AssetExecutionContext, dataset: DatasetResource
     source, part = split_partition_key(partition)
     record = current_tokenizer(context.instance, objects)
     tokenizer_json = objects.get_bytes(tokenizer_key(record.fingerprint)).decode()
-    encoder, reference = select_encoder(tokenizer_json), ReferenceEncoder(tokenizer_json)
+    encoder, reference = encoders_for(tokenizer_json)
     raw = get_record(objects, raw_record_key(source, part), f"tokenized_shards[{partition}]")
     with tempfile.TemporaryDirectory() as tmp:
         shards, stats, writers = tokenize_and_publish(
