@@ -10,12 +10,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .documents import is_val
 from .encoders import Encoder, ExactnessError, ExactnessGuard, GuardResult, select_encoder
 from shard_loader.format import ShardWriter
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 MAX_BATCH_CHARS = 4 << 20  # bounds the text (and the reference's ~400 bytes per token) of one encode call
 SPLIT_NAMES = ("train", "val")
@@ -45,7 +49,7 @@ def by_size(texts: list[str]) -> list[slice]:
     return slices
 
 
-def encode_documents(tokenizer, texts: list[str], eod_id: int, dtype: str) -> tuple[np.ndarray, np.ndarray]:
+def encode_documents(tokenizer: Tokenizer, texts: list[str], eod_id: int, dtype: str) -> tuple[np.ndarray, np.ndarray]:
     """For estimates: the selected engine's tokens for a `tokenizers.Tokenizer`, EOD after each document, and lengths."""
     return select_encoder(tokenizer.to_str()).encode(texts).with_eod(eod_id, dtype, "estimate")
 
