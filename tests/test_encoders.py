@@ -76,6 +76,7 @@ def adversarial():
     return _adversarial()
 
 
+@pytest.mark.integration  # ~5 s per shape: the reference encodes a 3 MB document
 @pytest.mark.parametrize("shape", SHAPES)
 def test_the_chosen_engine_equals_the_reference_on_adversarial_text(shape, adversarial):
     tokenizer_json = SHAPES[shape]()

@@ -54,11 +54,12 @@ def test_shards_decode_to_each_document(tmp_path):
         offsets = np.fromfile(bin_, dtype="<i8")
         assert offsets[0] == 0 and offsets[-1] == len(tokens) == stats.tokens[split]
         assert len(offsets) - 1 == len(expected) == stats.documents[split]
+        reference_ids = reference.encode(expected)
         for i, doc in enumerate(expected):
             ids = tokens[offsets[i] : offsets[i + 1]]
             assert ids[-1] == record.eod_id and record.eod_id not in ids[:-1]
             assert tok.decode(ids[:-1].tolist()) == doc
-            assert np.array_equal(ids[:-1], reference.encode([doc]).ids)  # the whole-document reference, exactly
+            assert np.array_equal(ids[:-1], reference_ids.document(i))  # the whole-document reference, exactly
 
 
 def test_failed_partition_leaves_no_files(tmp_path):
