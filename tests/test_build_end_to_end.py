@@ -1,5 +1,6 @@
 """Issue 2: the demo builds end to end with real Dagster runs, and what it publishes is exactly right."""
 
+import json
 import os
 import re
 import subprocess
@@ -90,6 +91,18 @@ def test_every_published_file_matches_the_manifest(built):
     assert (store / f"manifests/{m.version}.json").read_bytes() == (store / "manifest.json").read_bytes()
     tokens = np.load(store / m.splits["train"].shards[0].npy.key, mmap_mode="r", allow_pickle=False)
     assert tokens.dtype == np.uint16 and m.tokenizer.vocab_size <= 1 << 16
+
+
+def test_every_tokenized_partition_names_its_encoder_and_passed_the_guard(built):
+    instance, _, store, _ = built
+    records = instance.fetch_materializations(dg.AssetKey("tokenized_shards"), limit=1000).records
+    assert records
+    for record in records:
+        meta = {k: v.value for k, v in record.asset_materialization.metadata.items()}
+        assert meta["encoder_engine"] == "fastokens" and meta["encoder_differing"] == 0
+        assert meta["encoder_sampled"] >= min(64, meta["encoder_documents"])
+    parts = [json.loads(p.read_text()) for p in store.glob("tokenized/*/parts/*.json")]
+    assert parts and all(p["encoder"]["engine"] == "fastokens" and p["encoder"]["differing"] == 0 for p in parts)
 
 
 def test_second_materialisation_publishes_the_same_content(built, demo_spec):

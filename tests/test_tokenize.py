@@ -8,32 +8,42 @@ import pytest
 from shard_assets.lib.text import doc_hashes, is_val, normalise
 from shard_loader.format.shard import HEADER_BYTES
 from shard_assets.lib.spec import TokenizerSpec
-from shard_assets.lib.encoding import MAX_BATCH_CHARS, MAX_PIECE_CHARS, tokenize_partition
+from shard_assets.lib.encoders import EncoderError, ReferenceEncoder, select_encoder
+from shard_assets.lib.encoding import MAX_BATCH_CHARS, tokenize_partition
 from shard_assets.lib.tokenizer import build_tokenizer, load_tokenizer
+
+LONG = 1 << 16
 
 VAL_FRACTION = 0.2
 
 
 def _documents() -> list[str]:
-    """Short documents, non-ASCII ones, one longer than a piece with spaces and one without, enough text for several batches."""
+    """Short documents, non-ASCII ones, long ones with and without spaces, CR line breaks, enough text for several batches."""
     rng = np.random.default_rng(1)
     words = ["alpha", "béta", "γάμμα", "日本語", "tab\there", "line\nbreak", "emoji🙂", "x"]
     docs = [" ".join(rng.choice(words, size=int(n))) for n in rng.integers(1, 400, size=500)]
-    docs.append(" ".join(rng.choice(words, size=40_000)))  # > MAX_PIECE_CHARS, cut before spaces
-    docs.append("ü" * (MAX_PIECE_CHARS * 2 + 7))  # > MAX_PIECE_CHARS without a space: cut mid-word
+    docs.append(" ".join(rng.choice(words, size=40_000)))  # long, with spaces
+    docs.append("ü" * (LONG * 2 + 7))  # long, without a space
+    docs.append("a  " + " " * LONG + "\n\r\nb")  # a long whitespace run (old cuts changed ids here)
+    docs.append("literal <|endoftext|> inside the text, twice: <|endoftext|>")
     docs.extend(" ".join(rng.choice(words, size=300_000)) for _ in range(3))  # > MAX_BATCH_CHARS together
     return [normalise(d) for d in docs]
 
 
 def test_shards_decode_to_each_document(tmp_path):
     docs = _documents()
-    assert max(map(len, docs)) > MAX_PIECE_CHARS and sum(map(len, docs)) > MAX_BATCH_CHARS
+    assert max(map(len, docs)) > LONG and sum(map(len, docs)) > MAX_BATCH_CHARS
     hashes = doc_hashes(docs)
     pq.write_table(pa.table({"text": docs, "doc_hash": hashes}), tmp_path / "p.parquet", row_group_size=100)
     text, record = build_tokenizer(TokenizerSpec(vocab_size=400), iter(docs[:200]))
     tok = load_tokenizer(text)
+    reference = ReferenceEncoder(text)
 
-    writers, stats = tokenize_partition(tmp_path / "p.parquet", tok, record.eod_id, record.token_dtype, VAL_FRACTION, tmp_path / "out", "p", batch_documents=64)
+    writers, stats = tokenize_partition(
+        tmp_path / "p.parquet", select_encoder(text), reference, record.eod_id, record.token_dtype, VAL_FRACTION, tmp_path / "out", "p", batch_documents=64
+    )
+    assert stats.guard.engine == "fastokens" and stats.guard.documents == len(docs) and stats.guard.differing == 0
+    assert stats.guard.sampled >= max(64, len(docs) // 100)
 
     val = is_val(hashes, VAL_FRACTION)
     for split, expected in (("train", [d for d, v in zip(docs, val) if not v]), ("val", [d for d, v in zip(docs, val) if v])):
@@ -44,19 +54,43 @@ def test_shards_decode_to_each_document(tmp_path):
         offsets = np.fromfile(bin_, dtype="<i8")
         assert offsets[0] == 0 and offsets[-1] == len(tokens) == stats.tokens[split]
         assert len(offsets) - 1 == len(expected) == stats.documents[split]
+        reference_ids = reference.encode(expected)
         for i, doc in enumerate(expected):
             ids = tokens[offsets[i] : offsets[i + 1]]
             assert ids[-1] == record.eod_id and record.eod_id not in ids[:-1]
             assert tok.decode(ids[:-1].tolist()) == doc
+            assert np.array_equal(ids[:-1], reference_ids.document(i))  # the whole-document reference, exactly
 
 
 def test_failed_partition_leaves_no_files(tmp_path):
     pq.write_table(pa.table({"text": ["a document"], "doc_hash": doc_hashes(["a document"])}), tmp_path / "p.parquet")
 
-    class Broken:
-        def encode_batch_fast(self, *args, **kwargs):
+    text, _ = build_tokenizer(TokenizerSpec(vocab_size=300), iter(["a document"] * 10))
+
+    class Broken(ReferenceEncoder):
+        def _encode(self, texts):
             raise RuntimeError("tokenizer failed")
 
     with pytest.raises(RuntimeError, match="tokenizer failed"):
-        tokenize_partition(tmp_path / "p.parquet", Broken(), 0, "uint16", 0.5, tmp_path / "out", "p")
+        tokenize_partition(tmp_path / "p.parquet", Broken(text), ReferenceEncoder(text), 0, "uint16", 0.5, tmp_path / "out", "p")
     assert not [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
+
+
+def test_a_text_that_encodes_to_the_eod_id_fails_the_partition(tmp_path):
+    pq.write_table(pa.table({"text": ["one", "two"], "doc_hash": doc_hashes(["one", "two"])}), tmp_path / "p.parquet")
+    text, record = build_tokenizer(TokenizerSpec(vocab_size=300), iter(["one two"] * 10))
+
+    class EodInside(ReferenceEncoder):
+        def _encode(self, texts):
+            encoded = super()._encode(texts)
+            encoded.ids[-1] = record.eod_id
+            return encoded
+
+    with pytest.raises(EncoderError, match="partition p: document 1 of the batch encodes to the end-of-document id 0"):
+        encoder = EodInside(text)  # as its own reference: the check holds whatever the engine
+        tokenize_partition(tmp_path / "p.parquet", encoder, encoder, record.eod_id, "uint16", 0.5, tmp_path / "out", "p")
+    assert not [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
+
+
+def test_normalise_keeps_every_line_break():
+    assert normalise("a\r\nb\rc\nd\r\n\r\ne") == "a\nb\nc\nd\n\ne"

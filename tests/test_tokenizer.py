@@ -29,3 +29,11 @@ def test_pretrained_tokenizer_from_a_local_path_through_transformers(tmp_path):
     assert record.name == str(tmp_path / "my-tokenizer")
     assert record.eod_id == hf.eos_token_id == 0
     assert record.vocab_size == len(hf)
+
+
+def test_training_reads_bounded_pieces():
+    from shard_assets.lib.tokenizer import training_pieces
+
+    pieces = list(training_pieces(["a" * 10, "b" * 25, "c" * 100], max_chars=40, piece_chars=8))
+    assert max(map(len, pieces)) <= 8 and sum(map(len, pieces)) == 40
+    assert "".join(pieces) == "a" * 10 + "b" * 25 + "c" * 5

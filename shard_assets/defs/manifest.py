@@ -46,7 +46,7 @@ def lineage_of(spec: DatasetSpec, parts: dict[str, PartRecord], summary: SplitsR
                 "raw_run_id": raw.run_id,
                 "tokenized_data_version": part.data_version,
                 "tokenized_run_id": part.run_id,
-                "encoder": part.encoder,
+                "encoder": part.encoder.to_dict() if part.encoder else None,
             }
         )
     return {

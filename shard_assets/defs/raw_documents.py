@@ -17,7 +17,7 @@ from .conventions import DATASET_ASSET
 from .partitions import raw_files
 from .resources import DatasetResource, StoreResource
 
-CODE_VERSION = "raw-2"
+CODE_VERSION = "raw-3"  # normalisation keeps lone-CR line breaks and replaces lone surrogates
 
 
 def _estimate(objects: ObjectStore, parquet: Path, stats: RawStats) -> dict:

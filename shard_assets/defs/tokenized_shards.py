@@ -12,7 +12,7 @@ from ..lib.layout import quarantine_key, raw_record_key, tokenizer_key
 from ..lib.records import Quarantine, RawRecord, get_record, put_record
 from ..lib.shard_build import build_partition_shards
 from ..lib.state import current_tokenizer
-from ..lib.tokenizer import load_tokenizer
+from ..lib.encoders import encoders_for
 from .conventions import DATASET_ASSET
 from .automation import REBUILD
 from .partitions import raw_files
@@ -20,7 +20,7 @@ from .raw_documents import raw_documents
 from .resources import DatasetResource, StoreResource
 from .tokenizer import tokenizer
 
-CODE_VERSION = "tokenized-2"
+CODE_VERSION = "tokenized-3"  # whole documents, special-token strings as text, behind the exactness guard
 
 
 def decoded_samples(tok, npy_path: Path, bin_path: Path, count: int = 3, chars: int = 160) -> str:
@@ -50,14 +50,14 @@ def tokenized_shards(context: dg.AssetExecutionContext, dataset: DatasetResource
     partition = context.partition_key
     record = current_tokenizer(objects)
     try:
-        tok = load_tokenizer(objects.get_bytes(tokenizer_key(record.fingerprint)).decode())
+        encoder, reference = encoders_for(objects.get_bytes(tokenizer_key(record.fingerprint)).decode())
         raw = get_record(objects, raw_record_key(partition), RawRecord, f"tokenized_shards[{partition}]")
         with tempfile.TemporaryDirectory() as tmp:
             built = build_partition_shards(
-                objects, raw, tok, record, spec.val_fraction, spec.batch_documents, Path(tmp), context.run.run_id, CODE_VERSION
+                objects, raw, encoder, reference, record, spec.val_fraction, spec.batch_documents, Path(tmp), context.run.run_id, CODE_VERSION
             )
             train = built.writers["train"]
-            samples = decoded_samples(tok, train.npy_path, train.bin_path)
+            samples = decoded_samples(reference.tokenizer, train.npy_path, train.bin_path)
     except BuildError as exc:
         put_record(objects, quarantine_key(record.fingerprint, partition), Quarantine(partition, record.fingerprint, str(exc), context.run.run_id))
         raise
@@ -76,5 +76,6 @@ def tokenized_shards(context: dg.AssetExecutionContext, dataset: DatasetResource
             "tokens_per_second": round(stats.tokens_per_second),
             "seconds": round(stats.seconds, 3),
             "sample_documents": dg.MetadataValue.md(samples),
+            **{f"encoder_{k}": v for k, v in stats.guard.to_dict().items() if v is not None},
         },
     )

@@ -1,22 +1,28 @@
-"""The tokenization hot path: raw parquet batches -> batch encode -> train/val shard files.
+"""The tokenization hot path: raw parquet batches -> an encoder's flat ids -> train/val shard files.
 
-No Python loop runs per token; per document only the tokenizer's own result list is read.
+Documents are encoded whole (never cut), by the engine `select_encoder` chose, behind an
+exactness guard that compares a sample of every partition with the reference.
+No Python loop runs per token or per document.
 """
 
 from __future__ import annotations
 
-import itertools
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .text import is_val
+from .encoders import Encoder, ExactnessError, ExactnessGuard, GuardResult, select_encoder
 from shard_loader.format import SPLITS, ShardWriter
 
-MAX_PIECE_CHARS = 1 << 16
-MAX_BATCH_CHARS = 4 << 20  # the tokenizer holds ~100 bytes per token of a batch's Encodings: bound the batch by text, not rows
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+MAX_BATCH_CHARS = 4 << 20  # bounds the text (and the reference's ~400 bytes per token) of one encode call
+
 
 
 @dataclass
@@ -24,31 +30,11 @@ class TokenizeStats:
     tokens: dict[str, int]
     documents: dict[str, int]
     seconds: float
+    guard: GuardResult
 
     @property
     def tokens_per_second(self) -> float:
         return sum(self.tokens.values()) / self.seconds if self.seconds else 0.0
-
-
-def _pieces(texts: list[str]) -> tuple[list[str], np.ndarray | None]:
-    """Cut documents longer than MAX_PIECE_CHARS before a space, so encoding stays linear in their size.
-
-    Returns the pieces and, when any document was cut, each piece's document index.
-    """
-    if all(len(t) <= MAX_PIECE_CHARS for t in texts):
-        return texts, None
-    pieces, owner = [], []
-    for i, text in enumerate(texts):
-        start = 0
-        while len(text) - start > MAX_PIECE_CHARS:
-            cut = text.rfind(" ", start + 1, start + MAX_PIECE_CHARS)
-            cut = cut if cut > start else start + MAX_PIECE_CHARS
-            pieces.append(text[start:cut])
-            owner.append(i)
-            start = cut
-        pieces.append(text[start:])
-        owner.append(i)
-    return pieces, np.asarray(owner, dtype=np.int64)
 
 
 def by_size(texts: list[str]) -> list[slice]:
@@ -63,53 +49,81 @@ def by_size(texts: list[str]) -> list[slice]:
     return slices
 
 
-def encode_documents(tokenizer, texts: list[str], eod_id: int, dtype: str) -> tuple[np.ndarray, np.ndarray]:
-    """All documents' tokens, each followed by `eod_id`, and each document's length (EOD included)."""
-    pieces, owner = _pieces(texts)
-    ids = [e.ids for e in tokenizer.encode_batch_fast(pieces, add_special_tokens=False)]
-    piece_lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-    lengths = piece_lengths if owner is None else np.bincount(owner, weights=piece_lengths, minlength=len(texts)).astype(np.int64)
-    lengths += 1
-    total = int(lengths.sum())
-    out = np.empty(total, dtype=dtype)
-    is_eod = np.zeros(total, dtype=bool)
-    is_eod[np.cumsum(lengths) - 1] = True
-    out[is_eod] = eod_id
-    out[~is_eod] = np.fromiter(itertools.chain.from_iterable(ids), dtype=dtype, count=total - len(texts))
-    return out, lengths
+def encode_documents(tokenizer: Tokenizer, texts: list[str], eod_id: int, dtype: str) -> tuple[np.ndarray, np.ndarray]:
+    """For estimates: the selected engine's tokens for a `tokenizers.Tokenizer`, EOD after each document, and lengths."""
+    return select_encoder(tokenizer.to_str()).encode(texts).with_eod(eod_id, dtype, "estimate")
 
 
-def tokenize_partition(
-    raw_path: Path, tokenizer, eod_id: int, dtype: str, val_fraction: float, out_dir: Path, stem: str, batch_documents: int = 1000
-) -> tuple[dict[str, ShardWriter], TokenizeStats]:
-    """Tokenize one raw parquet into `<out_dir>/<split>/<stem>.npy|.bin`; the closed writers name the files."""
-    import pyarrow.parquet as pq
+def _batches(pf, val_fraction: float, batch_documents: int):
+    """(texts, is-val mask) of a raw ParquetFile's documents, reading only the two columns, bounded by MAX_BATCH_CHARS."""
+    for batch in pf.iter_batches(batch_size=batch_documents, columns=["text", "doc_hash"]):
+        texts, val = batch.column(0).to_pylist(), is_val(batch.column(1).to_numpy(), val_fraction)
+        for chunk in by_size(texts):
+            yield texts[chunk], val[chunk]
 
-    started = time.perf_counter()
+
+def _write_shards(
+    pf, encoder: Encoder, guard: ExactnessGuard, eod_id: int, dtype: str, val_fraction: float, out_dir: Path, stem: str, batch_documents: int
+) -> dict[str, ShardWriter]:
+    """Encode every document of the raw ParquetFile into closed train/val writers; the guard's failure aborts them."""
     writers = {}
     for split in SPLITS:
         (out_dir / split).mkdir(parents=True, exist_ok=True)
         writers[split] = ShardWriter(out_dir / split / f"{stem}.npy", out_dir / split / f"{stem}.bin", dtype)
     try:
-        pf = pq.ParquetFile(raw_path, pre_buffer=False)
-        for batch in pf.iter_batches(batch_size=batch_documents, columns=["text", "doc_hash"]):
-            all_texts = batch.column(0).to_pylist()
-            all_val = is_val(batch.column(1).to_numpy(), val_fraction)
-            for chunk in by_size(all_texts):
-                texts, val = all_texts[chunk], all_val[chunk]
-                tokens, lengths = encode_documents(tokenizer, texts, eod_id, dtype)
-                token_is_val = np.repeat(val, lengths)
-                writers["train"].append(tokens[~token_is_val], lengths[~val])
-                writers["val"].append(tokens[token_is_val], lengths[val])
+        for texts, val in _batches(pf, val_fraction, batch_documents):
+            encoded = encoder.encode(texts)
+            guard.check(texts, encoded)
+            tokens, lengths = encoded.with_eod(eod_id, dtype, f"partition {stem}")
+            token_is_val = np.repeat(val, lengths)
+            writers["train"].append(tokens[~token_is_val], lengths[~val])
+            writers["val"].append(tokens[token_is_val], lengths[val])
+        guard.finish()
         for w in writers.values():
             w.close()
     except BaseException:
         for w in writers.values():
             w.abort()
         raise
+    return writers
+
+
+def tokenize_partition(
+    raw_path: Path,
+    encoder: Encoder,
+    reference: Encoder,
+    eod_id: int,
+    dtype: str,
+    val_fraction: float,
+    out_dir: Path,
+    stem: str,
+    batch_documents: int = 1000,
+    on_mismatch: str = "fail",
+) -> tuple[dict[str, ShardWriter], TokenizeStats]:
+    """Tokenize one raw parquet into `<out_dir>/<split>/<stem>.npy|.bin`; the closed writers name the files.
+
+    `on_mismatch` decides what a guard difference does: "fail" raises ExactnessError,
+    "reference" re-encodes the whole partition with the reference (recorded in the stats).
+    """
+    import pyarrow.parquet as pq
+
+    started = time.perf_counter()
+    pf = pq.ParquetFile(raw_path, pre_buffer=False)
+    guard = ExactnessGuard(encoder, reference, stem, pf.metadata.num_rows, policy=on_mismatch)
+    try:
+        writers = _write_shards(pf, encoder, guard, eod_id, dtype, val_fraction, out_dir, stem, batch_documents)
+        result = guard.result()
+    except ExactnessError:
+        if on_mismatch != "reference":
+            raise
+        result = replace(guard.result(), reencoded_with_reference=True)
+        plain = ExactnessGuard(reference, reference, stem, pf.metadata.num_rows, policy=on_mismatch)
+        writers = _write_shards(pq.ParquetFile(raw_path, pre_buffer=False), reference, plain, eod_id, dtype, val_fraction, out_dir, stem, batch_documents)
+        result = replace(result, documents=plain.documents, tokens=plain.tokens)
     stats = TokenizeStats(
         tokens={s: w.tokens for s, w in writers.items()},
         documents={s: w.documents for s, w in writers.items()},
         seconds=time.perf_counter() - started,
+        guard=result,
     )
     return writers, stats

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from shard_loader.format import FileRef, ShardEntry
 
+from .encoders import GuardResult
 from .errors import RecordError
 from .store import ObjectStore, ObjectStoreError
 
@@ -68,7 +69,7 @@ class PartRecord:
     data_version: str
     run_id: str
     code_version: str
-    encoder: dict[str, str] = field(default_factory=dict)
+    encoder: GuardResult | None = None  # which engine encoded it, and what the exactness guard compared
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from shard_loader.format import FileRef, ShardEntry, ShardWriter, shard_base_key
 
+from .encoders import Encoder
 from .encoding import TokenizeStats, tokenize_partition
 from .layout import part_record_key
 from .publish import put_immutable
@@ -34,16 +35,16 @@ def _entry(store: ObjectStore, w: ShardWriter, fingerprint: str, split: str, par
 
 
 def build_partition_shards(
-    store: ObjectStore, raw: RawRecord, tokenizer, tokenizer_record: TokenizerRecord, val_fraction: float,
+    store: ObjectStore, raw: RawRecord, encoder: Encoder, reference: Encoder, tokenizer_record: TokenizerRecord, val_fraction: float,
     batch_documents: int, workdir: Path, run_id: str, code_version: str,
 ) -> BuiltPartition:
-    """Tokenize the raw partition into a train and a val shard, upload them, and record the result."""
+    """Tokenize the raw partition into a train and a val shard (the engine behind the exactness guard), upload them, and record the result."""
     local_raw = store.local_path(raw.key)
     if local_raw is None:
         local_raw = workdir / "raw.parquet"
         store.get_file(raw.key, local_raw)
     writers, stats = tokenize_partition(
-        local_raw, tokenizer, tokenizer_record.eod_id, tokenizer_record.token_dtype, val_fraction, workdir / "out", raw.partition, batch_documents
+        local_raw, encoder, reference, tokenizer_record.eod_id, tokenizer_record.token_dtype, val_fraction, workdir / "out", raw.partition, batch_documents
     )
     shards = {split: _entry(store, w, tokenizer_record.fingerprint, split, raw.partition) for split, w in writers.items()}
     data_version = hashlib.sha256("".join(shards[s].npy.sha256 + shards[s].bin.sha256 for s in sorted(shards)).encode()).hexdigest()[:16]
@@ -57,6 +58,7 @@ def build_partition_shards(
         data_version=data_version,
         run_id=run_id,
         code_version=code_version,
+        encoder=stats.guard,
     )
     put_record(store, part_record_key(tokenizer_record.fingerprint, raw.partition), record)
     return BuiltPartition(record=record, stats=stats, writers=writers)

@@ -14,10 +14,13 @@ from collections.abc import Iterable
 import numpy as np
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_LINE_BREAK = re.compile(r"\r\n?")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def normalise(text: str) -> str:
-    """NFC, C0/C1 control characters removed (tab and newline kept; CRLF becomes LF), outer whitespace stripped."""
+    """NFC, CRLF and lone CR become LF (line breaks survive), C0/C1 controls removed (tab kept), lone surrogates become U+FFFD, outer whitespace stripped."""
+    text = _LINE_BREAK.sub("\n", _SURROGATE.sub("\ufffd", text))
     return _CONTROL.sub("", unicodedata.normalize("NFC", text)).strip()
 
 

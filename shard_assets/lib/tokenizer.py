@@ -24,6 +24,24 @@ def fingerprint_of(tokenizer_json: str) -> str:
     return hashlib.sha256(tokenizer_json.encode()).hexdigest()[:16]
 
 
+TRAIN_PIECE_CHARS = 1 << 16  # the trainer holds every pre-tokenized word of a text at once: feed it bounded pieces
+
+
+def training_pieces(texts: Iterable[str], max_chars: int, piece_chars: int = TRAIN_PIECE_CHARS) -> Iterator[str]:
+    """`texts` cut into pieces of at most `piece_chars`, stopping after `max_chars` in all, so training memory is bounded.
+
+    Cuts only move a few merge counts at the cut points; they never touch how documents are encoded.
+    """
+    budget = max_chars
+    for text in texts:
+        for start in range(0, len(text), piece_chars):
+            piece = text[start : start + min(piece_chars, budget)]
+            yield piece
+            budget -= len(piece)
+            if budget <= 0:
+                return
+
+
 def train_bpe(texts: Iterable[str], vocab_size: int, eod_token: str):
     """A byte-level BPE trained on `texts`; the end-of-document token gets id 0."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -84,7 +102,7 @@ def build_tokenizer(spec: TokenizerSpec, texts: Iterator[str]) -> tuple[str, Tok
         tok, eod = load_pretrained(spec.name, spec.eod_token)
         name = spec.name
     else:
-        tok = train_bpe(texts, spec.vocab_size, spec.eod_token)
+        tok = train_bpe(training_pieces(texts, spec.train_max_bytes), spec.vocab_size, spec.eod_token)
         eod, name = tok.token_to_id(spec.eod_token), f"bpe-{spec.vocab_size}"
     text = tok.to_str()
     vocab = tok.get_vocab_size(with_added_tokens=True)
