@@ -4,8 +4,11 @@ Numpy and the standard library at its core; boto3 (`s3` extra) and torch (`torch
 are imported only when a remote S3/R2 store or the torch dataset is used.
 """
 
-from .dataset import TokenDataset, iter_sequences
+from .arguments import ArgumentError
+from .dataset import EmptyEpochError, TokenDataset, iter_sequences
 from .errors import (
+    CredentialsError,
+    DeadlineError,
     DiskBudgetError,
     IntegrityError,
     ManifestError,
@@ -15,9 +18,15 @@ from .errors import (
 )
 from .format import FileRef, Manifest, ShardEntry, SplitInfo, TokenizerInfo, parse_manifest
 from .opening import OpenedManifest, open_manifest
+from .state import StateError
+from .world import WorldError
 
 __all__ = [
+    "ArgumentError",
+    "CredentialsError",
+    "DeadlineError",
     "DiskBudgetError",
+    "EmptyEpochError",
     "FileRef",
     "IntegrityError",
     "Manifest",
@@ -27,9 +36,11 @@ __all__ = [
     "ShardFormatError",
     "ShardLoaderError",
     "SplitInfo",
+    "StateError",
     "StoreError",
     "TokenDataset",
     "TokenizerInfo",
+    "WorldError",
     "iter_sequences",
     "open_manifest",
     "parse_manifest",

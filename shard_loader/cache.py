@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .checksum import verify_file
 from .errors import IntegrityError
+from .errors import StoreError
 from .format import FileRef
 from .locking import file_lock
 from .store import Store
@@ -59,7 +60,7 @@ def ensure_local(store: Store, ref: FileRef, cache_dir: str | Path | None) -> Pa
         verify_file(path, ref)
         return path
     if cache_dir is None:
-        raise ValueError(f"{store.url} is remote: pass cache_dir to download {ref.key}")
+        raise StoreError(f"{store.url} is remote: pass cache_dir to download {ref.key}")
     dest = cached_path(cache_dir, ref)
     if is_trusted(dest, ref):
         return dest

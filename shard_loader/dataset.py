@@ -71,6 +71,7 @@ class TokenDataset:
         self.keep_files, self.position_ids = flag("keep_files", keep_files), flag("position_ids", position_ids)
         self.store_options = optional_mapping("store_options", store_options)
         self.opened = open_manifest(url, **self.store_options)
+        self.cache_dir = self.opened.cache_dir(self.cache_dir)  # a remote store without one caches under ~/.cache/shard_loader
         self.shards = self.opened.manifest.split(split).shards
         if not self.shards:
             raise EmptyEpochError(f"{url}: split {split!r} has no shards")
