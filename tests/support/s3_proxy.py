@@ -27,6 +27,7 @@ class S3Proxy:
         self.rejected: Counter = Counter()
         self.multipart_uploads = 0
         self.fail_after: dict[str, int] = {}  # key -> GETs allowed before answering 403 for good
+        self.conditional = "honour"  # or "refuse" (501 to If-None-Match, as some servers answer) or "ignore" (drop it)
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -51,6 +52,12 @@ class S3Proxy:
                     proxy.rejected[self.command] += 1
                     self._reply(501, b"<Error><Code>NotImplemented</Code><Message>Header 'x-amz-checksum-crc32' with value is not implemented</Message></Error>")
                     return
+                conditional = next((k for k in headers if k.lower() == "if-none-match"), None)
+                if conditional and proxy.conditional == "refuse":
+                    self._reply(501, b"<Error><Code>NotImplemented</Code><Message>A header you provided implies functionality that is not implemented</Message></Error>")
+                    return
+                if conditional and proxy.conditional == "ignore":
+                    del headers[conditional]
                 path = self.path.split("?", 1)[0]
                 if self.command == "POST" and self.path.endswith("?uploads"):
                     proxy.multipart_uploads += 1
