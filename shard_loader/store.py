@@ -68,7 +68,9 @@ class LocalStore:
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError:
-            raise StoreError(f"{self.root}: no file for key {key}") from None
+            if not Path(self.root).is_dir():
+                raise StoreError(f"{self.root}: the folder does not exist, so it holds no dataset; check the path (or build one there)") from None
+            raise StoreError(f"{self.root}: no file for key {key}; check that a dataset is published there") from None
         except OSError as exc:
             raise UnsafeFileError(f"{self.root}: key {key} cannot be opened as a regular file: {exc.strerror}") from None
         if not stat.S_ISREG(os.fstat(fd).st_mode):

@@ -58,3 +58,8 @@ def test_bad_arguments_are_refused_before_any_work(tmp_path):
 def test_debug_prints_the_traceback(tmp_path):
     out = _cli("--debug", "plan", "--spec", str(tmp_path / "nope.toml"), cwd=tmp_path)
     assert out.returncode != 0 and "Traceback (most recent call last)" in out.stderr and "SpecError" in out.stderr
+
+
+def test_the_loader_cli_says_when_the_dataset_folder_does_not_exist(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "shard_loader.cli", "verify", str(tmp_path / "nowhere")], capture_output=True, text=True, timeout=120)
+    _one_line_error(out, r"nowhere: the folder does not exist, so it holds no dataset; check the path")
