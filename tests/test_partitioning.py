@@ -31,19 +31,19 @@ def test_without_a_budget_every_file_is_its_own_partition_named_after_it():
     layout = _layout()
     for name in ("part0", "part1"):
         layout.add(_file(name, 10_000), PartitionPolicy(), _no_row_groups)
-    assert {k: [p.uri for p in r.pieces] for k, r in layout.partitions.items()} == {"web.part0": ["/src/part0.jsonl"], "web.part1": ["/src/part1.jsonl"]}
-    assert layout.partitions["web.part0"].fingerprint == "mtime:v1:10000"  # a one-file partition keeps its file's fingerprint
+    assert {k: [p.uri for p in r.pieces] for k, r in layout.records().items()} == {"web.part0": ["/src/part0.jsonl"], "web.part1": ["/src/part1.jsonl"]}
+    assert layout.record("web.part0").fingerprint == "mtime:v1:10000"  # a one-file partition keeps its file's fingerprint
 
 
 def test_small_files_share_a_partition_up_to_the_budget_and_new_files_never_rename_old_partitions():
     policy, layout = PartitionPolicy(250), _layout()
     for i in range(5):
         layout.add(_file(f"f{i}", 100), policy, _no_row_groups)
-    before = dict(layout.partitions)
+    before = layout.records()
     assert {k: len(r.pieces) for k, r in before.items()} == {"web.f0": 2, "web.f2": 2, "web.f4": 1}
     touched = layout.add(_file("a_new_file_sorting_first", 100), policy, _no_row_groups)
     assert touched == {"web.f4"}  # it joins the partition still filling up
-    assert {k: r for k, r in layout.partitions.items() if k != "web.f4"} == {k: r for k, r in before.items() if k != "web.f4"}
+    assert {k: r for k, r in layout.records().items() if k != "web.f4"} == {k: r for k, r in before.items() if k != "web.f4"}
     assert layout.add(_file("g", 100), policy, _no_row_groups) == {"web.g"}  # web.f4 is full: a new partition
 
 
@@ -52,9 +52,9 @@ def test_a_changed_file_changes_only_its_partition_and_a_vanished_one_leaves_it(
     for i in range(4):
         layout.add(_file(f"f{i}", 100), policy, _no_row_groups)
     assert layout.update(_file("f1", 120, fp="v2"), policy, _no_row_groups) == {"web.f0"}
-    assert layout.fingerprint_of("/src/f1.jsonl") == "mtime:v2:120" and layout.partitions["web.f0"].size == 220
-    assert layout.remove("/src/f2.jsonl") == {"web.f2"} and [p.uri for p in layout.partitions["web.f2"].pieces] == ["/src/f3.jsonl"]
-    assert layout.remove("/src/f3.jsonl") == {"web.f2"} and "web.f2" not in layout.partitions
+    assert layout.fingerprint_of("/src/f1.jsonl") == "mtime:v2:120" and layout.record("web.f0").size == 220
+    assert layout.remove("/src/f2.jsonl") == {"web.f2"} and [p.uri for p in layout.record("web.f2").pieces] == ["/src/f3.jsonl"]
+    assert layout.remove("/src/f3.jsonl") == {"web.f2"} and layout.record("web.f2") is None
 
 
 def test_a_key_taken_by_a_partition_whose_first_file_left_gets_a_suffix():
@@ -105,6 +105,6 @@ def test_a_large_parquet_file_is_sliced_by_row_groups_and_each_slice_reads_its_r
     assert sorted(touched) == ["web.big.rg0", "web.big.rg4", "web.big.rg8"]
     read = []
     for key in sorted(touched, key=lambda k: int(k.rsplit("rg", 1)[1])):
-        (piece,) = layout.partitions[key].pieces
+        (piece,) = layout.record(key).pieces
         read += [d for b in iter_document_batches(source, piece, 64) for d in b]
     assert read == texts  # every row once, in order

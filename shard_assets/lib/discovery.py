@@ -90,13 +90,13 @@ def load_layout(store: ObjectStore, source: str) -> SourceLayout:
 
 
 def save_layout(store: ObjectStore, layout: SourceLayout) -> None:
-    rows = {k: [[p.uri, p.fingerprint, p.size, *(p.row_groups or (None, None))] for p in r.pieces] for k, r in layout.partitions.items()}
+    rows = {k: [[p.uri, p.fingerprint, p.size, *(p.row_groups or (None, None))] for p in r.pieces] for k, r in layout.records().items()}
     store.put_bytes(index_key(layout.source), json.dumps({"open": layout.open_key, "partitions": rows}, separators=(",", ":")).encode())
 
 
 def registered(store: ObjectStore, spec: DatasetSpec) -> dict[str, PartitionRecord]:
     """Every partition of the spec's sources with what it reads, in the order discovery registered them."""
-    return {k: r for s in spec.sources for k, r in load_layout(store, s.name).partitions.items()}
+    return {k: r for s in spec.sources for k, r in load_layout(store, s.name).records().items()}
 
 
 def _row_groups(source: SourceSpec) -> Callable[[SourceFile], list[int] | None]:
@@ -106,7 +106,7 @@ def _row_groups(source: SourceSpec) -> Callable[[SourceFile], list[int] | None]:
 def _commit(store: ObjectStore, layout: SourceLayout, touched: set[str], step: DiscoveryStep) -> None:
     """Write the touched partitions' registrations first, then the index: a step cut short is redone, not lost."""
     for key in sorted(touched):
-        record = layout.partitions.get(key)
+        record = layout.record(key)
         write_registration(store, key, record)
         step.touched[key] = record is not None
     save_layout(store, layout)

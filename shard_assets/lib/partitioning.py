@@ -91,79 +91,94 @@ RowGroupSizes = Callable[[SourceFile], list[int] | None]
 
 
 class SourceLayout:
-    """The partitions of one source, the partition still filling up, and which partitions hold each file."""
+    """The partitions of one source, the partition still filling up, and which partitions hold each file.
+    Every operation costs what the file touches, not what the source holds."""
 
     def __init__(self, source: str, partitions: dict[str, PartitionRecord], open_key: str | None):
-        self.source, self.partitions, self.open_key = source, partitions, open_key
-        self.holders: dict[str, list[str]] = {}
+        self.source, self.open_key = source, open_key
+        self._pieces: dict[str, list[FilePiece]] = {}
+        self._sizes: dict[str, int] = {}
+        self._holders: dict[str, list[str]] = {}
+        self._fingerprints: dict[str, str] = {}
         for key, record in partitions.items():
             for piece in record.pieces:
-                self.holders.setdefault(piece.uri, []).append(key)
+                self._append(key, piece)
+
+    def keys(self) -> list[str]:
+        """Partition keys in the order they were first registered."""
+        return list(self._pieces)
+
+    def record(self, key: str) -> PartitionRecord | None:
+        pieces = self._pieces.get(key)
+        return PartitionRecord(self.source, tuple(pieces)) if pieces else None
+
+    def records(self) -> dict[str, PartitionRecord]:
+        return {k: PartitionRecord(self.source, tuple(v)) for k, v in self._pieces.items()}
 
     def fingerprint_of(self, uri: str) -> str | None:
         """The fingerprint a file was registered with, None for a file never seen."""
-        keys = self.holders.get(uri)
-        return next(p.fingerprint for p in self.partitions[keys[0]].pieces if p.uri == uri) if keys else None
+        return self._fingerprints.get(uri)
 
     def files(self) -> set[str]:
-        return set(self.holders)
+        return set(self._holders)
 
     def _free_key(self, base: str) -> str:
         key, n = base, 1
-        while key in self.partitions:
+        while key in self._pieces:
             n += 1
             key = f"{base}.{n}"
         return key
 
-    def _put(self, key: str, record: PartitionRecord) -> None:
-        self.partitions[key] = record
-        for piece in record.pieces:
-            holders = self.holders.setdefault(piece.uri, [])
-            if key not in holders:
-                holders.append(key)
+    def _append(self, key: str, piece: FilePiece) -> None:
+        self._pieces.setdefault(key, []).append(piece)
+        self._sizes[key] = self._sizes.get(key, 0) + max(piece.size, 0)
+        holders = self._holders.setdefault(piece.uri, [])
+        if key not in holders:
+            holders.append(key)
+        self._fingerprints[piece.uri] = piece.fingerprint
 
     def remove(self, uri: str) -> set[str]:
         """Take a file out of its partitions (a partition left empty disappears); returns the partitions touched."""
-        touched = set(self.holders.pop(uri, []))
+        touched = set(self._holders.pop(uri, []))
+        self._fingerprints.pop(uri, None)
         for key in touched:
-            pieces = tuple(p for p in self.partitions[key].pieces if p.uri != uri)
-            if pieces:
-                self.partitions[key] = PartitionRecord(self.source, pieces)
-            else:
-                del self.partitions[key]
+            self._pieces[key] = [p for p in self._pieces[key] if p.uri != uri]
+            self._sizes[key] = sum(max(p.size, 0) for p in self._pieces[key])
+            if not self._pieces[key]:
+                del self._pieces[key], self._sizes[key]
                 if self.open_key == key:
                     self.open_key = None
         return touched
 
     def update(self, file: SourceFile, policy: PartitionPolicy, row_groups: RowGroupSizes) -> set[str]:
         """A changed file: a whole-file piece is updated where it is; a sliced file is sliced again."""
-        keys = self.holders.get(file.uri, [])
-        sliced = any(p.row_groups is not None for k in keys for p in self.partitions[k].pieces if p.uri == file.uri)
+        keys = self._holders.get(file.uri, [])
+        sliced = any(p.row_groups is not None for k in keys for p in self._pieces[k] if p.uri == file.uri)
         if sliced or len(keys) != 1:
             return self.remove(file.uri) | self.add(file, policy, row_groups)
-        record = self.partitions[keys[0]]
-        piece = FilePiece(file.uri, file.fingerprint, file.size)
-        self.partitions[keys[0]] = PartitionRecord(self.source, tuple(piece if p.uri == file.uri else p for p in record.pieces))
-        return {keys[0]}
+        key = keys[0]
+        self._pieces[key] = [FilePiece(file.uri, file.fingerprint, file.size) if p.uri == file.uri else p for p in self._pieces[key]]
+        self._sizes[key] = sum(max(p.size, 0) for p in self._pieces[key])
+        self._fingerprints[file.uri] = file.fingerprint
+        return {key}
 
     def add(self, file: SourceFile, policy: PartitionPolicy, row_groups: RowGroupSizes) -> set[str]:
         """Place a new file: sliced if larger than the budget, else into the partition filling up, else a new one."""
         target = policy.target_bytes
-        whole = FilePiece(file.uri, file.fingerprint, file.size)
         sizes = row_groups(file) if target and file.size > target else None
         if sizes and len(slices := row_group_slices(sizes, target)) > 1:
             touched = set()
             for start, stop in slices:
                 key = self._free_key(f"{file.partition_key}.rg{start}")
-                self._put(key, PartitionRecord(self.source, (FilePiece(file.uri, file.fingerprint, sum(sizes[start:stop]), (start, stop)),)))
+                self._append(key, FilePiece(file.uri, file.fingerprint, sum(sizes[start:stop]), (start, stop)))
                 touched.add(key)
             return touched
-        filling = self.partitions.get(self.open_key) if self.open_key else None
-        if filling is not None and filling.size + max(file.size, 0) <= target:
-            self._put(self.open_key, PartitionRecord(self.source, filling.pieces + (whole,)))
+        whole = FilePiece(file.uri, file.fingerprint, file.size)
+        if self.open_key in self._pieces and self._sizes[self.open_key] + max(file.size, 0) <= target:
+            self._append(self.open_key, whole)
             return {self.open_key}
         key = self._free_key(file.partition_key)
-        self._put(key, PartitionRecord(self.source, (whole,)))
+        self._append(key, whole)
         self.open_key = key if target and file.size < target else None
         return {key}
 
