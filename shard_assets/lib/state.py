@@ -40,8 +40,10 @@ def partition_record_key(partition: str) -> str:
 
 
 def registered_partitions(store: ObjectStore) -> list[str]:
-    """Every partition registered in this store, sorted."""
-    return sorted(key.rsplit("/", 1)[1][: -len(".json")] for key, _ in store.list(PARTITIONS_PREFIX) if key.endswith(".json"))
+    """Every partition registered in this store, sorted (records directly under the prefix predate the
+    folders and are not registrations)."""
+    keys = (key[len(PARTITIONS_PREFIX) :] for key, _ in store.list(PARTITIONS_PREFIX))
+    return sorted(k.split("/", 1)[1][: -len(".json")] for k in keys if k.count("/") == 1 and k.endswith(".json"))
 
 
 def write_registration(store: ObjectStore, partition: str, record: PartitionRecord | None) -> None:
