@@ -84,6 +84,8 @@ def test_contiguous_runs_hold_only_selected_adjacent_keys():
     order = ["a", "b", "c", "d", "e", "f"]
     assert contiguous_runs(["a", "b", "d", "e", "f"], order, 2) == [["a", "b"], ["d", "e"], ["f"]]
     assert contiguous_runs([], order, 2) == []
+    sizes = {"a": 10, "b": 10, "c": 500, "d": 10, "e": 10, "f": 10}
+    assert contiguous_runs(order, order, 32, sizes, max_bytes=100) == [["a", "b"], ["c"], ["d", "e", "f"]]  # a large partition runs alone
 
 
 def test_a_registration_round_trips_through_json():

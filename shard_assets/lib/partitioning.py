@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from .errors import SpecError
@@ -183,19 +183,24 @@ class SourceLayout:
         return {key}
 
 
-def contiguous_runs(selected: Iterable[str], order: list[str], limit: int) -> list[list[str]]:
-    """`selected` partitions cut into runs of at most `limit` keys that are adjacent in `order` (Dagster's key
-    order), so that each run is one partition range holding nothing unselected."""
+def contiguous_runs(selected: Iterable[str], order: list[str], limit: int, sizes: Mapping[str, int] | None = None, max_bytes: int = 0) -> list[list[str]]:
+    """`selected` partitions cut into runs of adjacent keys in `order` (Dagster's key order), so that each run
+    is one partition range holding nothing unselected: at most `limit` keys, and with `sizes`, no more than
+    `max_bytes` of source past a run's first partition (large partitions run alone, small ones together)."""
     chosen = set(selected)
     runs: list[list[str]] = []
     current: list[str] = []
+    held = 0
     for key in order:
-        if key in chosen and len(current) < limit:
+        size = sizes.get(key, 0) if sizes else 0
+        fits = len(current) < limit and (not sizes or not current or held + size <= max_bytes)
+        if key in chosen and fits:
             current.append(key)
+            held += size
             continue
         if current:
             runs.append(current)
-        current = [key] if key in chosen else []
+        current, held = ([key], size) if key in chosen else ([], 0)
     if current:
         runs.append(current)
     return runs
