@@ -44,7 +44,8 @@ class DiscoveryCursor:
 
 @dataclass(frozen=True)
 class DiscoveryBudget:
-    """How much one step may do: files handled and seconds spent (checked between chunks); None is unbounded."""
+    """How much one step may do: files registered (new or changed; an unchanged file costs a lookup) and seconds
+    spent, checked between chunks; None is unbounded."""
 
     max_files: int | None = None
     seconds: float | None = None
@@ -52,10 +53,11 @@ class DiscoveryBudget:
 
 @dataclass
 class DiscoveryStep:
-    """What a step did: partitions registered anew or changed, partitions removed, files handled, and where to resume."""
+    """What a step did: files looked at and registered, partitions new or changed and removed, and where to resume."""
 
     cursor: DiscoveryCursor
     files: int = 0
+    registered: int = 0
     pass_complete: bool = False
     touched: dict[str, bool] = field(default_factory=dict)  # partition -> registered after the step (False: removed)
 
@@ -105,6 +107,8 @@ def _row_groups(source: SourceSpec) -> Callable[[SourceFile], list[int] | None]:
 
 def _commit(store: ObjectStore, layout: SourceLayout, touched: set[str], step: DiscoveryStep) -> None:
     """Write the touched partitions' registrations first, then the index: a step cut short is redone, not lost."""
+    if not touched:
+        return
     for key in sorted(touched):
         record = layout.record(key)
         write_registration(store, key, record)
@@ -112,15 +116,16 @@ def _commit(store: ObjectStore, layout: SourceLayout, touched: set[str], step: D
     save_layout(store, layout)
 
 
-def _register(layout: SourceLayout, files: list[SourceFile], policy: PartitionPolicy, row_groups) -> set[str]:
+def _register(layout: SourceLayout, files: list[SourceFile], policy: PartitionPolicy, row_groups) -> tuple[set[str], int]:
+    """Place the new and changed files among `files`; returns the partitions touched and how many files were."""
     touched: set[str] = set()
+    count = 0
     for f in files:
         known = layout.fingerprint_of(f.uri)
-        if known is None:
-            touched |= layout.add(f, policy, row_groups)
-        elif known != f.fingerprint:
-            touched |= layout.update(f, policy, row_groups)
-    return touched
+        if known != f.fingerprint:
+            touched |= layout.add(f, policy, row_groups) if known is None else layout.update(f, policy, row_groups)
+            count += 1
+    return touched, count
 
 
 def discover(store: ObjectStore, spec: DatasetSpec, policy: PartitionPolicy, cursor: DiscoveryCursor = DiscoveryCursor(), budget: DiscoveryBudget = DiscoveryBudget()) -> DiscoveryStep:
@@ -130,7 +135,7 @@ def discover(store: ObjectStore, spec: DatasetSpec, policy: PartitionPolicy, cur
     step = DiscoveryStep(cursor if cursor.source < len(spec.sources) else DiscoveryCursor())
 
     def spent() -> bool:
-        over_files = budget.max_files is not None and step.files >= budget.max_files
+        over_files = budget.max_files is not None and step.registered >= budget.max_files
         return over_files or (budget.seconds is not None and time.monotonic() - started >= budget.seconds)
 
     while True:
@@ -143,8 +148,9 @@ def discover(store: ObjectStore, spec: DatasetSpec, policy: PartitionPolicy, cur
             if step.files and spent():  # every step handles at least one chunk
                 return step
             batch = pending[i : i + chunk]
-            _commit(store, layout, _register(layout, batch, policy, row_groups), step)
-            step.files += len(batch)
+            touched, count = _register(layout, batch, policy, row_groups)
+            _commit(store, layout, touched, step)
+            step.files, step.registered = step.files + len(batch), step.registered + count
             step.cursor = DiscoveryCursor(step.cursor.source, batch[-1].uri)
         listed = {f.uri for f in files}
         vanished = set().union(*(layout.remove(u) for u in sorted(layout.files() - listed)))
