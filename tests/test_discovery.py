@@ -79,9 +79,15 @@ def test_a_broken_index_is_named_with_what_to_do(tmp_path):
         load_layout(store, "web")
 
 
+def test_a_cursor_naming_a_source_that_left_the_spec_starts_a_new_pass(tmp_path):
+    _, spec, store = _corpus(tmp_path, 3)
+    step = discover(store, spec, PartitionPolicy(), DiscoveryCursor("gone", "file:///zzz"))
+    assert step.pass_complete and len(step.changed) == 3
+
+
 def test_a_sensor_cursor_from_elsewhere_starts_a_new_pass():
     assert DiscoveryCursor.from_json(None) == DiscoveryCursor.from_json('{"web/a.jsonl": "etag"}"') == DiscoveryCursor()
-    assert DiscoveryCursor.from_json(DiscoveryCursor(1, "x").to_json()) == DiscoveryCursor(1, "x")
+    assert DiscoveryCursor.from_json(DiscoveryCursor("web", "x").to_json()) == DiscoveryCursor("web", "x")
 
 
 def test_the_build_command_path_mirrors_grouped_partitions_into_dagster(tmp_path, monkeypatch):

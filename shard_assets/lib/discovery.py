@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from shard_loader.format import check_key
 
 from .errors import RecordError
-from .partitioning import FilePiece, PartitionPolicy, PartitionRecord, SourceLayout
+from .partitioning import FilePiece, PartitionPolicy, PartitionRecord, RowGroupSizes, SourceLayout
 from .sources.listing import SourceFile, list_source_files
 from .sources.readers import parquet_row_group_bytes
 from .spec import DatasetSpec, SourceSpec
@@ -24,9 +23,9 @@ CHUNK_FILES = 1000  # files registered between two saves of the source's index: 
 
 @dataclass(frozen=True)
 class DiscoveryCursor:
-    """Where the next step resumes: the source's position in the spec and the last file handled in this pass."""
+    """Where the next step resumes: the source (by name; empty for the first) and the last file handled in this pass."""
 
-    source: int = 0
+    source: str = ""
     after: str = ""
 
     def to_json(self) -> str:
@@ -37,7 +36,7 @@ class DiscoveryCursor:
         """The cursor a sensor stored; none (or one from an older layout) starts a new pass."""
         try:
             data = json.loads(text or "{}")
-            return cls(int(data.get("source", 0)), str(data.get("after", "")))
+            return cls(str(data.get("source", "")), str(data.get("after", "")))
         except (ValueError, TypeError, AttributeError):
             return cls()
 
@@ -101,7 +100,7 @@ def registered(store: ObjectStore, spec: DatasetSpec) -> dict[str, PartitionReco
     return {k: r for s in spec.sources for k, r in load_layout(store, s.name).records().items()}
 
 
-def _row_groups(source: SourceSpec) -> Callable[[SourceFile], list[int] | None]:
+def _row_groups(source: SourceSpec) -> RowGroupSizes:
     return (lambda f: parquet_row_group_bytes(source, f)) if source.format == "parquet" else (lambda f: None)
 
 
@@ -116,7 +115,7 @@ def _commit(store: ObjectStore, layout: SourceLayout, touched: set[str], step: D
     save_layout(store, layout)
 
 
-def _register(layout: SourceLayout, files: list[SourceFile], policy: PartitionPolicy, row_groups) -> tuple[set[str], int]:
+def _register(layout: SourceLayout, files: list[SourceFile], policy: PartitionPolicy, row_groups: RowGroupSizes) -> tuple[set[str], int]:
     """Place the new and changed files among `files`; returns the partitions touched and how many files were."""
     touched: set[str] = set()
     count = 0
@@ -132,14 +131,16 @@ def discover(store: ObjectStore, spec: DatasetSpec, policy: PartitionPolicy, cur
     """One step of discovery from `cursor`: register files chunk by chunk until the budget is spent or the pass
     over every source is complete (vanished files are forgotten at the end of each source's pass)."""
     started = time.monotonic()
-    step = DiscoveryStep(cursor if cursor.source < len(spec.sources) else DiscoveryCursor())
+    names = [s.name for s in spec.sources]
+    position = names.index(cursor.source) if cursor.source in names else 0  # a source gone from the spec: a new pass
+    step = DiscoveryStep(cursor if cursor.source in names else DiscoveryCursor(names[0]))
 
     def spent() -> bool:
         over_files = budget.max_files is not None and step.registered >= budget.max_files
         return over_files or (budget.seconds is not None and time.monotonic() - started >= budget.seconds)
 
     while True:
-        source = spec.sources[step.cursor.source]
+        source = spec.sources[position]
         files = list_source_files(source)
         layout, row_groups = load_layout(store, source.name), _row_groups(source)
         pending = [f for f in files if f.uri > step.cursor.after]
@@ -151,14 +152,13 @@ def discover(store: ObjectStore, spec: DatasetSpec, policy: PartitionPolicy, cur
             touched, count = _register(layout, batch, policy, row_groups)
             _commit(store, layout, touched, step)
             step.files, step.registered = step.files + len(batch), step.registered + count
-            step.cursor = DiscoveryCursor(step.cursor.source, batch[-1].uri)
+            step.cursor = DiscoveryCursor(source.name, batch[-1].uri)
         listed = {f.uri for f in files}
-        vanished = set().union(*(layout.remove(u) for u in sorted(layout.files() - listed)))
-        if vanished:
-            _commit(store, layout, vanished, step)
-        if step.cursor.source + 1 == len(spec.sources):
+        _commit(store, layout, set().union(*(layout.remove(u) for u in sorted(layout.files() - listed))), step)
+        position += 1
+        if position == len(names):
             step.cursor, step.pass_complete = DiscoveryCursor(), True
             return step
-        step.cursor = DiscoveryCursor(step.cursor.source + 1, "")
+        step.cursor = DiscoveryCursor(names[position])
         if spent():
             return step
