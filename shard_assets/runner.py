@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from .defs.partitions import PARTITIONS_PER_RUN, raw_files, run_target, sync_partitions
+from .defs.partitions import PARTITIONS_PER_RUN, RUN_BYTES, raw_files, run_target, sync_partitions
+from .lib.discovery import registered
 from .lib.partitioning import contiguous_runs
 from .lib.errors import RunFailed
 from .lib.spec import DatasetSpec
@@ -93,19 +94,20 @@ def _progress(done: int, total: int, label: str, started: float) -> None:
         print(line, file=sys.stderr, flush=True)
 
 
-def plan_runs(partitions: list[str], order: list[str], workers: int) -> list[list[str]]:
-    """Adjacent partitions grouped into runs of up to PARTITIONS_PER_RUN, but at least one run per worker."""
+def plan_runs(partitions: list[str], order: list[str], workers: int, sizes: dict[str, int]) -> list[list[str]]:
+    """Adjacent partitions grouped into runs of up to PARTITIONS_PER_RUN and RUN_BYTES of source (as the sensor
+    does), but at least one run per worker."""
     per_run = max(1, min(PARTITIONS_PER_RUN, math.ceil(len(partitions) / max(workers, 1))))
-    return contiguous_runs(partitions, order, per_run)
+    return contiguous_runs(partitions, order, per_run, sizes, RUN_BYTES)
 
 
-def run_partitions(defs: dg.Definitions, job: str, partitions: list[str], instance: dg.DagsterInstance, workers: int, assets: list[str] | None = None) -> tuple[list[str], dict[str, str]]:
-    """Runs of `job` over `partitions` (several adjacent partitions per run), `workers` runs at a time;
-    returns (run ids, {failed partition: message})."""
+def run_partitions(defs: dg.Definitions, job: str, partitions: list[str], sizes: dict[str, int], instance: dg.DagsterInstance, workers: int, assets: list[str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """Runs of `job` over `partitions` (several adjacent partitions per run; `sizes` in source bytes), `workers`
+    runs at a time; returns (run ids, {failed partition: message})."""
     started, runs, failures, done = time.perf_counter(), [], {}, 0
     label = f"{job}" + (f" ({','.join(assets)})" if assets else "")
     parallel = workers > 1 and instance.is_persistent
-    planned = plan_runs(partitions, instance.get_dynamic_partitions(raw_files.name), workers if parallel else 1)
+    planned = plan_runs(partitions, instance.get_dynamic_partitions(raw_files.name), workers if parallel else 1, sizes)
     if not parallel or len(planned) <= 1:
         for run in planned:
             more, failed = _run_isolating(defs, job, instance, run, assets)
@@ -135,10 +137,11 @@ def build_dataset(instance: dg.DagsterInstance, spec: DatasetSpec, resources: di
     defs = build_definitions(resources)
     store = resources["store"].store()
     _, _, keys = sync_partitions(instance, store, spec)
-    runs, failures = run_partitions(defs, "ingest_job", keys, instance, workers)
+    sizes = {k: r.size for k, r in registered(store, spec).items()}
+    runs, failures = run_partitions(defs, "ingest_job", keys, sizes, instance, workers)
     runs.append(run_job(defs, "tokenizer_job", instance).run_id)
     ingested = [k for k in keys if k not in failures]
-    tokenized, more = run_partitions(defs, "tokenize_job", ingested, instance, workers, assets=["tokenized_shards"])
+    tokenized, more = run_partitions(defs, "tokenize_job", ingested, sizes, instance, workers, assets=["tokenized_shards"])
     runs += tokenized
     for message in {**failures, **more}.values():
         print(f"warning: {message}", file=sys.stderr, flush=True)

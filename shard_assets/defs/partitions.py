@@ -23,6 +23,7 @@ T = TypeVar("T")
 raw_files = dg.DynamicPartitionsDefinition(name="raw_files")
 PARTITION_BYTES_ENV = "SHARD_PARTITION_BYTES"
 PARTITIONS_PER_RUN = 32  # per backfill, sensor or build run: the fixed cost of a run (~2 s here, a pod start on a cluster) spread over many partitions
+RUN_BYTES = 1 << 30  # source bytes per sensor or build run past its first partition: work-sized partitions get a run (a pod) each
 BACKFILL_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=PARTITIONS_PER_RUN)
 RANGE_TAGS = ("dagster/asset_partition_range_start", "dagster/asset_partition_range_end")
 

@@ -10,12 +10,11 @@ from ..lib.discovery import DiscoveryBudget, DiscoveryCursor
 from ..lib.partitioning import PartitionRecord, contiguous_runs
 from ..lib.state import has_tokenizer
 from .jobs import tokenize_job
-from .partitions import PARTITIONS_PER_RUN, discovery_step, raw_files, run_target
+from .partitions import PARTITIONS_PER_RUN, RUN_BYTES, discovery_step, raw_files, run_target
 from .raw_documents import raw_documents
 from .resources import DatasetResource, StoreResource
 
 TICK_BUDGET = DiscoveryBudget(max_files=20_000, seconds=20.0)  # well inside Dagster's 60 s tick deadline
-RUN_BYTES = 1 << 30  # source bytes per requested run past its first partition: work-sized partitions get a run (a pod) each
 
 
 def run_request(partitions: list[str], records: dict[str, PartitionRecord], selection: list[dg.AssetKey] | None) -> dg.RunRequest:
