@@ -1,9 +1,11 @@
 """`shard-assets build`: run the code location's own jobs in order on an instance, a pool of processes for
-the per-partition jobs (one concurrency setting: `workers`), with progress. No second wiring of the graph:
+the partitioned jobs (one concurrency setting: `workers`; up to PARTITIONS_PER_RUN adjacent partitions per
+run, and at least one run per worker), with progress. No second wiring of the graph:
 the runs are the defined jobs, named in the UI like any other."""
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import os
 import sys
@@ -13,7 +15,9 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from .defs.partitions import sync_partitions
+from .defs.partitions import PARTITIONS_PER_RUN, RUN_BYTES, raw_files, run_target, sync_partitions
+from .lib.discovery import registered
+from .lib.partitioning import contiguous_runs
 from .lib.errors import RunFailed
 from .lib.spec import DatasetSpec
 
@@ -48,23 +52,40 @@ def failure_message(result: dg.ExecuteInProcessResult) -> str:
     return f"{error.cls_name}: {message}"
 
 
-def run_job(defs: dg.Definitions, job: str, instance: dg.DagsterInstance, partition: str | None = None, assets: list[str] | None = None) -> dg.ExecuteInProcessResult:
-    """Execute one defined job in this process; a failure is a RunFailed naming the job, partition and cause."""
+def run_job(defs: dg.Definitions, job: str, instance: dg.DagsterInstance, partitions: list[str] | None = None, assets: list[str] | None = None) -> dg.ExecuteInProcessResult:
+    """Execute one defined job in this process, over adjacent `partitions` (one run for the range); a failure
+    is a RunFailed naming the job, partitions and cause."""
     selection = [dg.AssetKey(a) for a in assets] if assets else None
+    target = run_target(partitions) if partitions else {"partition_key": None, "tags": {}}
     result = defs.resolve_job_def(job).execute_in_process(
-        instance=instance, partition_key=partition, asset_selection=selection, run_config=QUIET, raise_on_error=False
+        instance=instance, asset_selection=selection, run_config=QUIET, raise_on_error=False, **target
     )
     if not result.success:
-        where = f"{job} [{partition}]" if partition else job
+        where = f"{job} [{partitions[0]}{f'..{partitions[-1]}' if len(partitions) > 1 else ''}]" if partitions else job
         raise RunFailed(f"{where} failed (run {result.run_id}): {failure_message(result) or 'see the run in the Dagster UI'}")
     return result
 
 
-def _run_in_worker(job: str, partition: str, assets: list[str] | None) -> str:
+def _run_in_worker(job: str, partitions: list[str], assets: list[str] | None) -> tuple[list[str], dict[str, str]]:
     """A pool process: load the definitions from the environment (as Dagster's own run workers do) and run one job."""
     from .definitions import build_definitions
 
-    return run_job(build_definitions(), job, dg.DagsterInstance.get(), partition, assets).run_id
+    return _run_isolating(build_definitions(), job, dg.DagsterInstance.get(), partitions, assets)
+
+
+def _run_isolating(defs: dg.Definitions, job: str, instance: dg.DagsterInstance, partitions: list[str], assets: list[str] | None) -> tuple[list[str], dict[str, str]]:
+    """One run over `partitions`; if it fails, one run per partition, so a bad partition fails alone.
+    Returns (run ids, {failed partition: message})."""
+    try:
+        return [run_job(defs, job, instance, partitions, assets).run_id], {}
+    except RunFailed as exc:
+        if len(partitions) == 1:
+            return [], {partitions[0]: str(exc)}
+    runs, failures = [], {}
+    for p in partitions:
+        more, failed = _run_isolating(defs, job, instance, [p], assets)
+        runs, failures = runs + more, {**failures, **failed}
+    return runs, failures
 
 
 def _progress(done: int, total: int, label: str, started: float) -> None:
@@ -77,27 +98,33 @@ def _progress(done: int, total: int, label: str, started: float) -> None:
         print(line, file=sys.stderr, flush=True)
 
 
-def run_partitions(defs: dg.Definitions, job: str, partitions: list[str], instance: dg.DagsterInstance, workers: int, assets: list[str] | None = None) -> tuple[list[str], dict[str, str]]:
-    """One run of `job` per partition, `workers` at a time; returns (run ids, {failed partition: message})."""
-    started, runs, failures = time.perf_counter(), [], {}
+def plan_runs(partitions: list[str], order: list[str], workers: int, sizes: dict[str, int]) -> list[list[str]]:
+    """Adjacent partitions grouped into runs of up to PARTITIONS_PER_RUN and RUN_BYTES of source (as the sensor
+    does), but at least one run per worker."""
+    per_run = max(1, min(PARTITIONS_PER_RUN, math.ceil(len(partitions) / max(workers, 1))))
+    return contiguous_runs(partitions, order, per_run, sizes, RUN_BYTES)
+
+
+def run_partitions(defs: dg.Definitions, job: str, partitions: list[str], sizes: dict[str, int], instance: dg.DagsterInstance, workers: int, assets: list[str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """Runs of `job` over `partitions` (several adjacent partitions per run; `sizes` in source bytes), `workers`
+    runs at a time; returns (run ids, {failed partition: message})."""
+    started, runs, failures, done = time.perf_counter(), [], {}, 0
     label = f"{job}" + (f" ({','.join(assets)})" if assets else "")
-    if workers <= 1 or not instance.is_persistent or len(partitions) <= 1:
-        for i, p in enumerate(partitions, 1):
-            try:
-                runs.append(run_job(defs, job, instance, p, assets).run_id)
-            except RunFailed as exc:
-                failures[p] = str(exc)
-            _progress(i, len(partitions), label, started)
+    parallel = workers > 1 and instance.is_persistent
+    planned = plan_runs(partitions, instance.get_dynamic_partitions(raw_files.name), workers if parallel else 1, sizes)
+    if not parallel or len(planned) <= 1:
+        for run in planned:
+            more, failed = _run_isolating(defs, job, instance, run, assets)
+            runs, failures, done = runs + more, {**failures, **failed}, done + len(run)
+            _progress(done, len(partitions), label, started)
         return runs, failures
     context = multiprocessing.get_context("spawn")  # fresh interpreters: no forked Dagster or tokenizer thread state
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = {pool.submit(_run_in_worker, job, p, assets): p for p in partitions}
-        for i, future in enumerate(as_completed(futures), 1):
-            try:
-                runs.append(future.result())
-            except RunFailed as exc:
-                failures[futures[future]] = str(exc)
-            _progress(i, len(partitions), label, started)
+        futures = {pool.submit(_run_in_worker, job, run, assets): run for run in planned}
+        for future in as_completed(futures):
+            more, failed = future.result()
+            runs, failures, done = runs + more, {**failures, **failed}, done + len(futures[future])
+            _progress(done, len(partitions), label, started)
     return runs, failures
 
 
@@ -114,10 +141,11 @@ def build_dataset(instance: dg.DagsterInstance, spec: DatasetSpec, resources: di
     defs = build_definitions(resources)
     store = resources["store"].store()
     _, _, keys = sync_partitions(instance, store, spec)
-    runs, failures = run_partitions(defs, "ingest_job", keys, instance, workers)
+    sizes = {k: r.size for k, r in registered(store, spec).items()}
+    runs, failures = run_partitions(defs, "ingest_job", keys, sizes, instance, workers)
     runs.append(run_job(defs, "tokenizer_job", instance).run_id)
     ingested = [k for k in keys if k not in failures]
-    tokenized, more = run_partitions(defs, "tokenize_job", ingested, instance, workers, assets=["tokenized_shards"])
+    tokenized, more = run_partitions(defs, "tokenize_job", ingested, sizes, instance, workers, assets=["tokenized_shards"])
     runs += tokenized
     for message in {**failures, **more}.values():
         print(f"warning: {message}", file=sys.stderr, flush=True)

@@ -13,6 +13,7 @@ import shard_loader
 from shard_assets.runner import build_dataset
 from shard_assets.definitions import ASSETS, build_definitions
 from shard_assets.defs.resources import DatasetResource, StoreResource
+from shard_assets.defs.partitions import RANGE_TAGS
 from shard_assets.defs.sensors import raw_files_sensor
 from shard_assets.lib.spec import load_spec
 from shard_loader.checksum import verify_file
@@ -30,7 +31,7 @@ def test_the_sensor_registers_new_files_and_requests_runs_for_them_only(tmp_path
     spec, store, _ = tiny_dataset(tmp_path)
     inst = instance()
     first = _tick(inst, spec, store)
-    assert sorted(r.partition_key for r in first.run_requests) == ["web.part0", "web.part1"]
+    assert [r.tags for r in first.run_requests] == [dict(zip(RANGE_TAGS, ["web.part0", "web.part1"]))]  # one run for both
     assert sorted(inst.get_dynamic_partitions("raw_files")) == ["web.part0", "web.part1"]
     assert _tick(inst, spec, store).run_requests == []
     write_jsonl(tmp_path / "src" / "part2.jsonl", 50, seed=2)

@@ -27,7 +27,7 @@ def _rebuild_partition(resources: dict, inst: dg.DagsterInstance, partition: str
     """What the sensor and automation do for one changed file: re-ingest and re-tokenize it, then publish."""
     defs = build_definitions(resources)
     sync_partitions(inst, resources["store"].store(), resources["dataset"].spec())
-    run_job(defs, "tokenize_job", inst, partition)
+    run_job(defs, "tokenize_job", inst, [partition])
     run_job(defs, "publish_job", inst)
     return shard_loader.open_manifest(str(resources["store"].root)).manifest.version
 

@@ -1,28 +1,91 @@
-"""Partitions: one per registered raw source file. Registration lists the spec's sources once, records each
-file in the store, and mirrors the set into Dagster's dynamic partitions; the sensor and the build command
-share this one code path."""
+"""Partitions: registered in the store by discovery (lib/discovery.py) and mirrored into Dagster's dynamic
+partitions. One per raw file by default; with SHARD_PARTITION_BYTES, small files are grouped and large
+parquet files cut into row-group ranges of about that many bytes. The sensor and the build command share
+this one code path; runs take up to PARTITIONS_PER_RUN adjacent partitions each."""
 
 from __future__ import annotations
 
+import hashlib
+import os
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
 import dagster as dg
 
-from ..lib.sources.listing import SourceFile, list_all_files
+from ..lib.discovery import DiscoveryBudget, DiscoveryCursor, DiscoveryStep, discover, registered
+from ..lib.errors import BuildError
+from ..lib.partitioning import PartitionPolicy, PartitionRecord
 from ..lib.spec import DatasetSpec
-from ..lib.state import register_source_files
 from ..lib.store import ObjectStore
 
+T = TypeVar("T")
+
 raw_files = dg.DynamicPartitionsDefinition(name="raw_files")
+PARTITION_BYTES_ENV = "SHARD_PARTITION_BYTES"
+PARTITIONS_PER_RUN = 32  # per backfill, sensor or build run: the fixed cost of a run (~2 s here, a pod start on a cluster) spread over many partitions
+RUN_BYTES = 1 << 30  # source bytes per sensor or build run past its first partition: work-sized partitions get a run (a pod) each
+BACKFILL_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=PARTITIONS_PER_RUN)
+RANGE_TAGS = ("dagster/asset_partition_range_start", "dagster/asset_partition_range_end")
 
 
-def sync_partitions(instance: dg.DagsterInstance, store: ObjectStore, spec: DatasetSpec) -> tuple[list[SourceFile], list[str], list[str]]:
-    """Register new or changed files and forget vanished ones; returns (changed files, removed partitions, all partitions)."""
-    files = list_all_files(spec)
-    changed, removed = register_source_files(store, files, [s.name for s in spec.sources])
-    keys = [f.partition_key for f in files]
+class PartitionsFailed(BuildError):
+    """Some partitions of a multi-partition run failed; the others were built. The message names each one."""
+
+
+def partition_policy() -> PartitionPolicy:
+    """How discovery sizes partitions: SHARD_PARTITION_BYTES (e.g. 256MB; unset or 0: one partition per file)."""
+    return PartitionPolicy.parse(os.environ.get(PARTITION_BYTES_ENV, "0"), PARTITION_BYTES_ENV)
+
+
+def run_target(partitions: list[str]) -> dict:
+    """What selects `partitions` (adjacent in Dagster's order) for one run: a partition key, or range tags."""
+    if len(partitions) == 1:
+        return {"partition_key": partitions[0], "tags": {}}
+    return {"partition_key": None, "tags": dict(zip(RANGE_TAGS, (partitions[0], partitions[-1])))}
+
+
+def mirror(instance: dg.DagsterInstance, store: ObjectStore, spec: DatasetSpec, removed: list[str]) -> dict[str, PartitionRecord]:
+    """Make Dagster's partition set the registered one: add what it lacks, delete the removed; returns every partition."""
+    keys = registered(store, spec)
     known = set(instance.get_dynamic_partitions(raw_files.name))
     if new := [k for k in keys if k not in known]:
         instance.add_dynamic_partitions(raw_files.name, new)
     for key in removed:
         if key in known:
             instance.delete_dynamic_partition(raw_files.name, key)
-    return changed, removed, keys
+    return keys
+
+
+def discovery_step(instance: dg.DagsterInstance, store: ObjectStore, spec: DatasetSpec, cursor: DiscoveryCursor, budget: DiscoveryBudget) -> tuple[DiscoveryStep, dict[str, PartitionRecord]]:
+    """One bounded step of discovery, mirrored into Dagster; returns the step and every registered partition."""
+    step = discover(store, spec, partition_policy(), cursor, budget)
+    return step, mirror(instance, store, spec, step.removed)
+
+
+def sync_partitions(instance: dg.DagsterInstance, store: ObjectStore, spec: DatasetSpec) -> tuple[list[str], list[str], list[str]]:
+    """A whole pass of discovery; returns (new or changed partitions, removed partitions, all partitions)."""
+    step, keys = discovery_step(instance, store, spec, DiscoveryCursor(), DiscoveryBudget())
+    return step.changed, step.removed, list(keys)
+
+
+def combined_version(versions: Iterable[str]) -> str:
+    """One data version for every partition of a multi-partition run (Dagster records one per run and asset)."""
+    return hashlib.sha256("\n".join(versions).encode()).hexdigest()[:16]
+
+
+def each_partition(context: dg.AssetExecutionContext, build: Callable[[str], T]) -> list[T]:
+    """`build` every partition of the run; one failure does not stop the others. A single-partition run
+    raises the partition's own error, a multi-partition run one PartitionsFailed naming every failure."""
+    keys = context.partition_keys
+    if len(keys) == 1:
+        return [build(keys[0])]
+    results, failures = [], []
+    for key in keys:
+        try:
+            results.append(build(key))
+        except BuildError as exc:
+            failures.append(f"{key}: {type(exc).__name__}: {exc}")
+            context.log.error(failures[-1])
+    if failures:
+        raise PartitionsFailed(f"{len(failures)} of {len(keys)} partitions failed (the others' files are written; fix or remove these, then rerun the range):\n" + "\n".join(failures))
+    return results

@@ -1,6 +1,7 @@
-"""Asset tokenized_shards: one partition tokenized into a train and a val shard (`.npy` tokens + `.bin`
+"""Asset tokenized_shards: each partition tokenized into a train and a val shard (`.npy` tokens + `.bin`
 offsets) under content-hashed keys; a failure is quarantined in the store with its error."""
 
+import functools
 import tempfile
 from pathlib import Path
 
@@ -10,12 +11,12 @@ import numpy as np
 from ..lib.errors import BuildError
 from ..lib.layout import quarantine_key, raw_record_key, tokenizer_key
 from ..lib.records import Quarantine, RawRecord, get_record, put_record
-from ..lib.shard_build import build_partition_shards
+from ..lib.shard_build import BuiltPartition, build_partition_shards
 from ..lib.state import current_tokenizer
 from ..lib.encoders import encoders_for
-from .conventions import DATASET_ASSET
 from .automation import REBUILD
-from .partitions import raw_files
+from .conventions import DATASET_ASSET
+from .partitions import BACKFILL_POLICY, combined_version, each_partition, raw_files
 from .raw_documents import raw_documents
 from .resources import DatasetResource, StoreResource
 from .tokenizer import tokenizer
@@ -36,6 +37,7 @@ def decoded_samples(tok, npy_path: Path, bin_path: Path, count: int = 3, chars: 
 
 @dg.asset(
     partitions_def=raw_files,
+    backfill_policy=BACKFILL_POLICY,
     deps=[raw_documents, tokenizer],
     code_version=CODE_VERSION,
     automation_condition=REBUILD,
@@ -47,35 +49,47 @@ def decoded_samples(tok, npy_path: Path, bin_path: Path, count: int = 3, chars: 
 )
 def tokenized_shards(context: dg.AssetExecutionContext, dataset: DatasetResource, store: StoreResource) -> dg.MaterializeResult:
     spec, objects = dataset.spec(), store.store()
-    partition = context.partition_key
     record = current_tokenizer(objects)
-    try:
-        encoder, reference = encoders_for(objects.get_bytes(tokenizer_key(record.fingerprint)).decode())
-        raw = get_record(objects, raw_record_key(partition), RawRecord, f"tokenized_shards[{partition}]")
-        with tempfile.TemporaryDirectory() as tmp:
-            built = build_partition_shards(
-                objects, raw, encoder, reference, record, spec.val_fraction, spec.batch_documents, Path(tmp), context.run.run_id, CODE_VERSION
-            )
-            train = built.writers["train"]
-            samples = decoded_samples(reference.tokenizer, train.npy_path, train.bin_path)
-    except BuildError as exc:
-        put_record(objects, quarantine_key(record.fingerprint, partition), Quarantine(partition, record.fingerprint, str(exc), context.run.run_id))
-        raise
-    objects.delete(quarantine_key(record.fingerprint, partition))
-    part, stats = built.record, built.stats
-    return dg.MaterializeResult(
-        data_version=dg.DataVersion(part.data_version),
-        metadata={
-            "tokenizer_fingerprint": record.fingerprint,
-            "tokens_train": stats.tokens["train"],
-            "tokens_val": stats.tokens["val"],
-            "documents_train": stats.documents["train"],
-            "documents_val": stats.documents["val"],
-            "max_token_id": part.max_token_id,
-            "bytes": sum(e.nbytes for e in part.shards.values()),
-            "tokens_per_second": round(stats.tokens_per_second),
-            "seconds": round(stats.seconds, 3),
-            "sample_documents": dg.MetadataValue.md(samples),
-            **{f"encoder_{k}": v for k, v in stats.guard.to_dict().items() if v is not None},
-        },
-    )
+    loaded = functools.cache(lambda: encoders_for(objects.get_bytes(tokenizer_key(record.fingerprint)).decode()))
+
+    def build(partition: str) -> tuple[BuiltPartition, str]:
+        try:
+            encoder, reference = loaded()
+            raw = get_record(objects, raw_record_key(partition), RawRecord, f"tokenized_shards[{partition}]")
+            with tempfile.TemporaryDirectory() as tmp:
+                built = build_partition_shards(
+                    objects, raw, encoder, reference, record, spec.val_fraction, spec.batch_documents, Path(tmp), context.run.run_id, CODE_VERSION
+                )
+                train = built.writers["train"]
+                samples = decoded_samples(reference.tokenizer, train.npy_path, train.bin_path)
+        except BuildError as exc:
+            put_record(objects, quarantine_key(record.fingerprint, partition), Quarantine(partition, record.fingerprint, str(exc), context.run.run_id))
+            raise
+        objects.delete(quarantine_key(record.fingerprint, partition))
+        return built, samples
+
+    results = each_partition(context, build)
+    parts = [b.record for b, _ in results]
+    tokens = {split: sum(b.stats.tokens[split] for b, _ in results) for split in ("train", "val")}
+    documents = {split: sum(b.stats.documents[split] for b, _ in results) for split in ("train", "val")}
+    seconds = sum(b.stats.seconds for b, _ in results)
+    metadata = {
+        "tokenizer_fingerprint": record.fingerprint,
+        "tokens_train": tokens["train"],
+        "tokens_val": tokens["val"],
+        "documents_train": documents["train"],
+        "documents_val": documents["val"],
+        "max_token_id": max(p.max_token_id for p in parts),
+        "bytes": sum(e.nbytes for p in parts for e in p.shards.values()),
+        "tokens_per_second": round(sum(tokens.values()) / seconds) if seconds else 0,
+        "seconds": round(seconds, 3),
+        "sample_documents": dg.MetadataValue.md(results[0][1]),
+        "encoder_engine": ", ".join(sorted({b.stats.guard.engine for b, _ in results})),
+        "encoder_documents": sum(b.stats.guard.documents for b, _ in results),
+        "encoder_sampled": sum(b.stats.guard.sampled for b, _ in results),  # re-encoded with the reference and compared
+        "encoder_differing": sum(b.stats.guard.differing for b, _ in results),
+    }
+    if len(parts) > 1:
+        metadata["partitions"] = len(parts)
+    version = parts[0].data_version if len(parts) == 1 else combined_version(p.data_version for p in parts)
+    return dg.MaterializeResult(data_version=dg.DataVersion(version), metadata=metadata)

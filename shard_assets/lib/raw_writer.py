@@ -13,7 +13,8 @@ import numpy as np
 from .errors import SourceError
 from .layout import raw_key, raw_record_key
 from .publish import put_immutable
-from .records import FileRef, RawRecord, SourceFileRef, put_record
+from .partitioning import PartitionRecord
+from .records import FileRef, RawRecord, put_record
 from .sources.listing import SourceFile, split_partition_key
 from .store import ObjectStore
 from .text import doc_hash, normalise
@@ -46,18 +47,20 @@ def _bucket(n: int) -> int:
     return max(lo for lo in HISTOGRAM_EDGES[:-1] if n >= lo)
 
 
-def write_raw_partition(spec: DatasetSpec, file: SourceFile, out: Path) -> RawStats:
-    """Normalise and filter one source file into a parquet at `out` (columns text, doc_hash)."""
+def write_raw_partition(spec: DatasetSpec, files: SourceFile | PartitionRecord, out: Path) -> RawStats:
+    """Normalise, filter and deduplicate one listed file, or a registered partition's files and row-group
+    ranges in order, into a parquet at `out` (columns text, doc_hash)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    source = spec.source(file.source)
+    source = spec.source(files.source)
+    pieces = [files] if isinstance(files, SourceFile) else list(files.pieces)
     stats = RawStats()
     seen: set[int] = set()
     content = hashlib.sha256()
     schema = pa.schema([("text", pa.large_string()), ("doc_hash", pa.uint64())])
     with pq.ParquetWriter(out, schema, compression="zstd") as writer:
-        for batch in iter_document_batches(source, file, spec.batch_documents):
+        for batch in (b for piece in pieces for b in iter_document_batches(source, piece, spec.batch_documents)):
             texts, hashes = [], []
             for raw in batch:
                 stats.documents_in += 1
@@ -84,22 +87,24 @@ def write_raw_partition(spec: DatasetSpec, file: SourceFile, out: Path) -> RawSt
                 stats.bytes_out += sum(len(t.encode("utf-8")) for t in texts)
                 writer.write_table(pa.table({"text": pa.array(texts, pa.large_string()), "doc_hash": arr}, schema=schema), ROW_GROUP)
     if stats.documents_in == 0:
-        raise SourceError(f"{file.uri}: source {file.source!r} file has no documents (empty source)")
+        where = pieces[0].uri if len(pieces) == 1 else f"{pieces[0].uri} and {len(pieces) - 1} more files"
+        raise SourceError(f"{where}: source {files.source!r} file has no documents (empty source)")
     stats.content_hash = content.hexdigest()
     return stats
 
 
-def build_raw(store: ObjectStore, spec: DatasetSpec, partition: str, source_file: SourceFileRef, workdir: Path, run_id: str) -> tuple[RawRecord, RawStats]:
-    """Write one partition's raw parquet under a content-hashed key and record it; no listing of the source."""
-    source, part = split_partition_key(partition)
+def build_raw(store: ObjectStore, spec: DatasetSpec, partition: str, registered: PartitionRecord, workdir: Path, run_id: str) -> tuple[RawRecord, RawStats]:
+    """Write one partition's raw parquet under a content-hashed key and record it; reads exactly the registered
+    pieces, no listing of the source."""
+    source, _ = split_partition_key(partition)
     out = workdir / "raw.parquet"
-    stats = write_raw_partition(spec, SourceFile(source, part, source_file.uri, source_file.fingerprint, source_file.size), out)
+    stats = write_raw_partition(spec, registered, out)
     with open(out, "rb") as f:
         sha = hashlib.file_digest(f, "sha256").hexdigest()
     key = raw_key(partition, sha[:16])
     put_immutable(store, key, out, FileRef(key=key, size=out.stat().st_size, sha256=sha))
     record = RawRecord(
-        partition=partition, source=source, source_file=source_file, key=key, sha256=sha,
+        partition=partition, source=source, source_file=registered.lineage(), key=key, sha256=sha,
         documents=stats.documents_out, data_version=stats.content_hash[:16], run_id=run_id,
     )
     put_record(store, raw_record_key(partition), record)

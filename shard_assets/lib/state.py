@@ -1,19 +1,17 @@
 """The builder's state in the store, not in any Dagster instance: which tokenizer is current, and which
-source file each partition was registered with. Any Dagster home can build into any store."""
+files each partition was registered with. Any Dagster home can build into any store."""
 
 from __future__ import annotations
+
+import hashlib
 
 from shard_loader.format import check_key
 
 from .errors import TokenizerError
 from .layout import CURRENT_TOKENIZER_KEY
-from .records import SourceFileRef, TokenizerRecord, find_record, get_record, put_record
-from .sources.listing import SourceFile
+from .partitioning import PartitionRecord
+from .records import TokenizerRecord, find_record, get_record, put_record
 from .store import ObjectStore
-
-
-def source_file_key(partition: str) -> str:
-    return check_key(f"state/partitions/{partition}.json", "partition registration key")
 
 
 def current_tokenizer(store: ObjectStore) -> TokenizerRecord:
@@ -35,27 +33,27 @@ def set_current_tokenizer(store: ObjectStore, record: TokenizerRecord) -> None:
 PARTITIONS_PREFIX = "state/partitions/"
 
 
+def partition_record_key(partition: str) -> str:
+    """A partition's registration, spread over 256 folders so no folder grows with the corpus."""
+    bucket = hashlib.sha1(partition.encode()).hexdigest()[:2]
+    return check_key(f"{PARTITIONS_PREFIX}{bucket}/{partition}.json", "partition registration key")
+
+
 def registered_partitions(store: ObjectStore) -> list[str]:
-    """Every partition registered in this store, sorted."""
-    return [key[len(PARTITIONS_PREFIX) : -len(".json")] for key, _ in store.list(PARTITIONS_PREFIX) if key.endswith(".json")]
+    """Every partition registered in this store, sorted (records directly under the prefix predate the
+    folders and are not registrations)."""
+    keys = (key[len(PARTITIONS_PREFIX) :] for key, _ in store.list(PARTITIONS_PREFIX))
+    return sorted(k.split("/", 1)[1][: -len(".json")] for k in keys if k.count("/") == 1 and k.endswith(".json"))
 
 
-def register_source_files(store: ObjectStore, files: list[SourceFile], sources: list[str]) -> tuple[list[SourceFile], list[str]]:
-    """Remember each listed file's URI, fingerprint and size under its partition, and forget the partitions of
-    `sources` whose file is gone. Returns the files that are new or changed, and the partitions removed."""
-    changed = []
-    for f in files:
-        ref = SourceFileRef(uri=f.uri, fingerprint=f.fingerprint, size=f.size)
-        if find_record(store, source_file_key(f.partition_key), SourceFileRef, "registration") != ref:
-            put_record(store, source_file_key(f.partition_key), ref)
-            changed.append(f)
-    listed = {f.partition_key for f in files}
-    removed = [p for p in registered_partitions(store) if p.split(".", 1)[0] in sources and p not in listed]
-    for p in removed:
-        store.delete(source_file_key(p))
-    return changed, removed
+def write_registration(store: ObjectStore, partition: str, record: PartitionRecord | None) -> None:
+    """Record what a partition reads, or forget a partition (None) whose files are gone."""
+    if record is None:
+        store.delete(partition_record_key(partition))
+    else:
+        put_record(store, partition_record_key(partition), record)
 
 
-def registered_source_file(store: ObjectStore, partition: str) -> SourceFileRef:
-    """The source file a partition was registered with: runs read it here instead of listing the source."""
-    return get_record(store, source_file_key(partition), SourceFileRef, f"partition {partition}")
+def registered_partition(store: ObjectStore, partition: str) -> PartitionRecord:
+    """The files (or row-group range) a partition was registered with: runs read them here instead of listing the source."""
+    return get_record(store, partition_record_key(partition), PartitionRecord, f"partition {partition}")

@@ -66,31 +66,34 @@ def fingerprint_from_info(info: dict) -> str:
     raise SourceError(f"{info.get('name')}: the file system reports neither an ETag, a sha256 nor a modification time; cannot fingerprint it without reading it")
 
 
+def _listing(fs, path: str) -> tuple[dict[str, dict], bool]:
+    """Every file under a glob, a folder or a single path with its metadata, from one listing (no per-file request)."""
+    if any(c in path for c in "*?["):
+        return fs.glob(path, detail=True), False
+    if fs.isdir(path):
+        return fs.find(path, detail=True), True
+    return ({path: fs.info(path)} if fs.exists(path) else {}), False
+
+
 def list_source_files(source: SourceSpec) -> list[SourceFile]:
-    """The files of one source, sorted; at most `max_files` of them."""
+    """The files of one source, sorted, with fingerprints from the listing's metadata; at most `max_files` of them."""
     import fsspec
 
     try:
         fs, path = fsspec.core.url_to_fs(source.uri, **source.fs_options)
-        if any(c in path for c in "*?["):
-            paths = sorted(fs.glob(path))
-        elif fs.isdir(path):
-            paths = sorted(fs.find(path))
-        else:
-            paths = [path] if fs.exists(path) else []
+        infos, is_dir = _listing(fs, path)
     except (OSError, ValueError, ImportError) as exc:
         raise SourceError(f"source {source.name!r}: cannot list {source.uri} ({type(exc).__name__}: {exc})") from None
+    paths = sorted(p for p, info in infos.items() if info.get("type") != "directory")
     if source.max_files is not None:
         paths = paths[: source.max_files]
     if not paths:
         raise SourceError(f"source {source.name!r}: no files match {source.uri}")
-    base = _glob_base(path, fs.isdir(path))
-    files = []
-    for p in paths:
-        info = fs.info(p)
-        if info.get("type") == "directory":
-            continue
-        files.append(SourceFile(source.name, _part_name(p, base), fs.unstrip_protocol(p), fingerprint_from_info(info), int(info.get("size") or -1)))
+    base = _glob_base(path, is_dir)
+    files = [
+        SourceFile(source.name, _part_name(p, base), fs.unstrip_protocol(p), fingerprint_from_info({"name": p, **infos[p]}), int(infos[p].get("size") or -1))
+        for p in paths
+    ]
     parts = [f.part for f in files]
     if len(set(parts)) != len(parts):
         raise SourceError(f"source {source.name!r}: two files map to the same partition name under {source.uri}")
@@ -98,4 +101,5 @@ def list_source_files(source: SourceSpec) -> list[SourceFile]:
 
 
 def list_all_files(spec: DatasetSpec) -> list[SourceFile]:
+    """The files of every source of the spec, source by source."""
     return [f for s in spec.sources for f in list_source_files(s)]

@@ -1,0 +1,164 @@
+"""Discovery in bounded steps: list a source (metadata only), register its new, changed and vanished files in
+chunks, and stop when the step's budget is spent; a small cursor says where the next step resumes. The build
+command runs one unbounded step, the sensor one bounded step per tick: the same code path."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+
+from shard_loader.format import check_key
+
+from .errors import RecordError
+from .partitioning import FilePiece, PartitionPolicy, PartitionRecord, RowGroupSizes, SourceLayout
+from .sources.listing import SourceFile, list_source_files
+from .sources.readers import parquet_row_group_bytes
+from .spec import DatasetSpec, SourceSpec
+from .state import write_registration
+from .store import ObjectStore
+
+CHUNK_FILES = 1000  # files registered between two saves of the source's index: the unit of resumable work
+
+
+@dataclass(frozen=True)
+class DiscoveryCursor:
+    """Where the next step resumes: the source (by name; empty for the first) and the last file handled in this pass."""
+
+    source: str = ""
+    after: str = ""
+
+    def to_json(self) -> str:
+        return json.dumps({"source": self.source, "after": self.after})
+
+    @classmethod
+    def from_json(cls, text: str | None) -> DiscoveryCursor:
+        """The cursor a sensor stored; none (or one from an older layout) starts a new pass."""
+        try:
+            data = json.loads(text or "{}")
+            return cls(str(data.get("source", "")), str(data.get("after", "")))
+        except (ValueError, TypeError, AttributeError):
+            return cls()
+
+
+@dataclass(frozen=True)
+class DiscoveryBudget:
+    """How much one step may do: files registered (new or changed; an unchanged file costs a lookup) and seconds
+    spent, checked between chunks; None is unbounded."""
+
+    max_files: int | None = None
+    seconds: float | None = None
+
+
+@dataclass
+class DiscoveryStep:
+    """What a step did: files looked at and registered, partitions new or changed and removed, and where to resume."""
+
+    cursor: DiscoveryCursor
+    files: int = 0
+    registered: int = 0
+    pass_complete: bool = False
+    touched: dict[str, bool] = field(default_factory=dict)  # partition -> registered after the step (False: removed)
+
+    @property
+    def changed(self) -> list[str]:
+        return [k for k, present in self.touched.items() if present]
+
+    @property
+    def removed(self) -> list[str]:
+        return [k for k, present in self.touched.items() if not present]
+
+
+def index_key(source: str) -> str:
+    """A source's partitions and their files in one object: what discovery compares a listing against."""
+    return check_key(f"state/discovery/{source}.json", "discovery index key")
+
+
+def load_layout(store: ObjectStore, source: str) -> SourceLayout:
+    """A source's registered layout (empty before its first discovery), every row checked."""
+    key = index_key(source)
+    if not store.exists(key):
+        return SourceLayout(source, {}, None)
+    try:
+        data = json.loads(store.get_bytes(key))
+        partitions = {
+            str(name): PartitionRecord(source, tuple(FilePiece(str(u), str(f), int(s), (int(a), int(b)) if a is not None else None) for u, f, s, a, b in rows))
+            for name, rows in data["partitions"].items()
+        }
+        return SourceLayout(source, partitions, data["open"])
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise RecordError(f"{key}: not a discovery index ({type(exc).__name__}: {exc}); delete it to register source {source!r} afresh") from None
+
+
+def save_layout(store: ObjectStore, layout: SourceLayout) -> None:
+    rows = {k: [[p.uri, p.fingerprint, p.size, *(p.row_groups or (None, None))] for p in r.pieces] for k, r in layout.records().items()}
+    store.put_bytes(index_key(layout.source), json.dumps({"open": layout.open_key, "partitions": rows}, separators=(",", ":")).encode())
+
+
+def registered(store: ObjectStore, spec: DatasetSpec) -> dict[str, PartitionRecord]:
+    """Every partition of the spec's sources with what it reads, in the order discovery registered them."""
+    return {k: r for s in spec.sources for k, r in load_layout(store, s.name).records().items()}
+
+
+def _row_groups(source: SourceSpec) -> RowGroupSizes:
+    return (lambda f: parquet_row_group_bytes(source, f)) if source.format == "parquet" else (lambda f: None)
+
+
+def _commit(store: ObjectStore, layout: SourceLayout, touched: set[str], step: DiscoveryStep) -> None:
+    """Write the touched partitions' registrations first, then the index: a step cut short is redone, not lost."""
+    if not touched:
+        return
+    for key in sorted(touched):
+        record = layout.record(key)
+        write_registration(store, key, record)
+        step.touched[key] = record is not None
+    save_layout(store, layout)
+
+
+def _register(layout: SourceLayout, files: list[SourceFile], policy: PartitionPolicy, row_groups: RowGroupSizes) -> tuple[set[str], int]:
+    """Place the new and changed files among `files`; returns the partitions touched and how many files were."""
+    touched: set[str] = set()
+    count = 0
+    for f in files:
+        known = layout.fingerprint_of(f.uri)
+        if known != f.fingerprint:
+            touched |= layout.add(f, policy, row_groups) if known is None else layout.update(f, policy, row_groups)
+            count += 1
+    return touched, count
+
+
+def discover(store: ObjectStore, spec: DatasetSpec, policy: PartitionPolicy, cursor: DiscoveryCursor = DiscoveryCursor(), budget: DiscoveryBudget = DiscoveryBudget()) -> DiscoveryStep:
+    """One step of discovery from `cursor`: register files chunk by chunk until the budget is spent or the pass
+    over every source is complete (vanished files are forgotten at the end of each source's pass)."""
+    started = time.monotonic()
+    names = [s.name for s in spec.sources]
+    position = names.index(cursor.source) if cursor.source in names else 0  # a source gone from the spec: a new pass
+    step = DiscoveryStep(cursor if cursor.source in names else DiscoveryCursor(names[0]))
+
+    def spent() -> bool:
+        over_files = budget.max_files is not None and step.registered >= budget.max_files
+        return over_files or (budget.seconds is not None and time.monotonic() - started >= budget.seconds)
+
+    while True:
+        source = spec.sources[position]
+        files = list_source_files(source)
+        layout, row_groups = load_layout(store, source.name), _row_groups(source)
+        pending = [f for f in files if f.uri > step.cursor.after]
+        chunk = min(CHUNK_FILES, budget.max_files or CHUNK_FILES)
+        for i in range(0, len(pending), chunk):
+            if step.files and spent():  # every step handles at least one chunk
+                return step
+            batch = pending[i : i + chunk]
+            touched, count = _register(layout, batch, policy, row_groups)
+            _commit(store, layout, touched, step)
+            step.files, step.registered = step.files + len(batch), step.registered + count
+            step.cursor = DiscoveryCursor(source.name, batch[-1].uri)
+        listed = {f.uri for f in files}
+        _commit(store, layout, set().union(*(layout.remove(u) for u in sorted(layout.files() - listed))), step)
+        position += 1
+        if position == len(names):
+            step.cursor, step.pass_complete = DiscoveryCursor(), True
+            return step
+        step.cursor = DiscoveryCursor(names[position])
+        if spent():
+            return step

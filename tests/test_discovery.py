@@ -1,0 +1,130 @@
+"""Discovery in bounded steps: a budget per step, a cursor of a few bytes that resumes, vanished and changed
+files, and (system tier) 30,000 tiny files registered by the sensor across ticks."""
+
+import json
+import os
+
+import dagster as dg
+import pytest
+
+from shard_assets.defs.partitions import RANGE_TAGS, PARTITIONS_PER_RUN, sync_partitions
+from shard_assets.defs.resources import DatasetResource, StoreResource
+from shard_assets.defs.sensors import TICK_BUDGET, raw_files_sensor
+from shard_assets.lib.discovery import DiscoveryBudget, DiscoveryCursor, discover, index_key, load_layout, registered
+from shard_assets.lib.errors import RecordError
+from shard_assets.lib.partitioning import PartitionPolicy
+from shard_assets.lib.spec import load_spec, parse_spec
+from shard_assets.lib.state import registered_partition, registered_partitions
+from shard_assets.lib.store import LocalFolderStore
+from tests.support.dagster_helpers import instance, write_spec
+
+
+def _corpus(tmp_path, n: int):
+    src = tmp_path / "src"
+    src.mkdir(exist_ok=True)
+    for i in range(n):
+        (src / f"f{i:05d}.jsonl").write_text(json.dumps({"text": f"document {i}"}) + "\n")
+    spec = parse_spec({"name": "t", "sources": [{"name": "web", "uri": f"{src}/*.jsonl", "format": "jsonl"}]}, "test")
+    return src, spec, LocalFolderStore(tmp_path / "store")
+
+
+def test_a_budgeted_step_resumes_from_its_cursor_until_the_pass_is_complete(tmp_path):
+    _, spec, store = _corpus(tmp_path, 25)
+    cursor, steps, changed = DiscoveryCursor(), [], []
+    while True:
+        step = discover(store, spec, PartitionPolicy(), cursor, DiscoveryBudget(max_files=10))
+        steps.append(step.files)
+        assert step.pass_complete or step.cursor.after == f"file://{tmp_path}/src/f{sum(steps) - 1:05d}.jsonl"  # a few bytes: the last file done
+        changed += step.changed
+        cursor = step.cursor
+        if step.pass_complete:
+            break
+    assert steps == [10, 10, 5] and sorted(changed) == [f"web.f{i:05d}" for i in range(25)]
+    assert registered_partitions(store) == sorted(changed)
+    assert registered_partition(store, "web.f00003").pieces[0].uri == f"file://{tmp_path}/src/f00003.jsonl"
+    again = discover(store, spec, PartitionPolicy())
+    assert again.pass_complete and again.changed == [] and again.files == 25
+
+
+def test_changed_and_vanished_files_are_found_and_unchanged_ones_cost_nothing(tmp_path):
+    src, spec, store = _corpus(tmp_path, 6)
+    discover(store, spec, PartitionPolicy())
+    (src / "f00002.jsonl").write_text(json.dumps({"text": "a longer, changed document"}) + "\n")
+    (src / "f00004.jsonl").unlink()
+    step = discover(store, spec, PartitionPolicy())
+    assert (step.changed, step.removed) == (["web.f00002"], ["web.f00004"])
+    assert "web.f00004" not in registered_partitions(store) and "web.f00004" not in registered(store, spec)
+
+
+def test_grouped_partitions_keep_their_keys_when_files_are_added(tmp_path):
+    src, spec, store = _corpus(tmp_path, 10)
+    size = (src / "f00000.jsonl").stat().st_size
+    policy = PartitionPolicy(size * 4)
+    discover(store, spec, policy)
+    before = registered(store, spec)
+    assert list(before) == ["web.f00000", "web.f00004", "web.f00008"]
+    for name in ("a_first.jsonl", "f00010.jsonl", "f00011.jsonl", "f00012.jsonl"):
+        (src / name).write_text(json.dumps({"text": "new"}) + "\n")
+    step = discover(store, spec, policy)
+    after = registered(store, spec)
+    assert {k: after[k] for k in ("web.f00000", "web.f00004")} == {k: before[k] for k in ("web.f00000", "web.f00004")}
+    assert sorted(step.changed) == ["web.f00008", "web.f00011"]  # the partition filling up, then a new one
+
+
+def test_a_broken_index_is_named_with_what_to_do(tmp_path):
+    _, spec, store = _corpus(tmp_path, 2)
+    discover(store, spec, PartitionPolicy())
+    store.put_bytes(index_key("web"), b'{"open": null, "partitions": {"web.x": [["only-a-uri"]]}}')
+    with pytest.raises(RecordError, match=r"state/discovery/web.json: not a discovery index .*delete it to register source 'web' afresh"):
+        load_layout(store, "web")
+
+
+def test_a_cursor_naming_a_source_that_left_the_spec_starts_a_new_pass(tmp_path):
+    _, spec, store = _corpus(tmp_path, 3)
+    step = discover(store, spec, PartitionPolicy(), DiscoveryCursor("gone", "file:///zzz"))
+    assert step.pass_complete and len(step.changed) == 3
+
+
+def test_a_sensor_cursor_from_elsewhere_starts_a_new_pass():
+    assert DiscoveryCursor.from_json(None) == DiscoveryCursor.from_json('{"web/a.jsonl": "etag"}"') == DiscoveryCursor()
+    assert DiscoveryCursor.from_json(DiscoveryCursor("web", "x").to_json()) == DiscoveryCursor("web", "x")
+
+
+def test_the_build_command_path_mirrors_grouped_partitions_into_dagster(tmp_path, monkeypatch):
+    src, _, store = _corpus(tmp_path, 9)
+    spec = load_spec(write_spec(tmp_path / "spec.toml", f"{src}/*.jsonl"))
+    monkeypatch.setenv("SHARD_PARTITION_BYTES", str((src / "f00000.jsonl").stat().st_size * 3))
+    inst = instance()
+    changed, removed, keys = sync_partitions(inst, store, spec)
+    assert keys == ["web.f00000", "web.f00003", "web.f00006"] == inst.get_dynamic_partitions("raw_files") == changed and removed == []
+
+
+@pytest.mark.system
+def test_the_sensor_registers_30000_tiny_files_across_bounded_ticks(tmp_path):
+    files = 30_000
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(files):
+        with open(src / f"f{i:05d}.jsonl", "w") as f:
+            f.write('{"text": "a tiny document"}\n')
+    spec = write_spec(tmp_path / "spec.toml", f"{src}/*.jsonl")
+    resources = {"dataset": DatasetResource(spec_path=str(spec)), "store": StoreResource(root=str(tmp_path / "store"))}
+    inst, cursor, ticks = instance(), None, []
+    while True:
+        result = raw_files_sensor(dg.build_sensor_context(instance=inst, resources=resources, cursor=cursor))
+        cursor = result.cursor
+        ticks.append(result)
+        assert len(cursor) < 200 + len(str(src))  # where to resume, not a map of every file
+        if cursor == DiscoveryCursor().to_json():
+            break
+        assert len(ticks) < 10
+    assert len(ticks) >= -(-files // TICK_BUDGET.max_files)  # the budget (files, or seconds on a slow box) cut the pass into ticks
+    assert len(inst.get_dynamic_partitions("raw_files")) == files
+    order = inst.get_dynamic_partitions("raw_files")
+    position = {k: i for i, k in enumerate(order)}
+    spans = [(r.tags.get(RANGE_TAGS[0], r.partition_key), r.tags.get(RANGE_TAGS[1], r.partition_key)) for t in ticks for r in t.run_requests]
+    covered = [order[i] for first, last in spans for i in range(position[first], position[last] + 1)]
+    assert sorted(covered) == sorted(order)  # every partition in exactly one run
+    assert len(covered) / len(spans) > PARTITIONS_PER_RUN - 1  # runs are full but at tick boundaries
+    steady = raw_files_sensor(dg.build_sensor_context(instance=inst, resources=resources, cursor=cursor))
+    assert steady.run_requests == [] and os.listdir(tmp_path / "store" / "state" / "partitions").__len__() == 256
