@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("plan", parents=[common], help="estimate tokens, bytes, disk and time from a sample of every file")
     p.add_argument("--sample", type=_positive, default=200, help="documents sampled per file")
     p.set_defaults(func=cmd_plan)
-    sub.add_parser("discover", parents=[common], help="register a partition per source file").set_defaults(func=cmd_discover)
+    sub.add_parser("discover", parents=[common], help="list the sources and register their partitions (one per file, or sized by SHARD_PARTITION_BYTES)").set_defaults(func=cmd_discover)
     v = sub.add_parser("dev", help="start the Dagster UI and daemon on the project's instance (.dagster_home)")
     v.add_argument("--project", default=".", help="the repository folder holding workspace.yaml and dagster.yaml (default: .)")
     v.add_argument("--host", default="127.0.0.1")
