@@ -1,6 +1,7 @@
 """Asset raw_documents: each partition's documents, normalised, filtered and deduplicated, as zstd parquet."""
 
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 import dagster as dg
@@ -38,16 +39,8 @@ def _estimate(objects: ObjectStore, parquet: Path, stats: RawStats) -> dict:
 
 def _metadata(registered: PartitionRecord, record: RawRecord, stats: RawStats, estimate: dict) -> dict:
     """What the UI shows for one partition: its source, counts, drops by reason and a length histogram."""
-    rows = stats.histogram_rows()
-    chart = bar_chart_svg([b for b, _ in rows], [n for _, n in rows], "documents by length", "characters per document")
     return {
-        "dagster/row_count": stats.documents_out,
-        "dagster/column_schema": dg.TableSchema(
-            columns=[
-                dg.TableColumn("text", "large_string", description="normalised document text"),
-                dg.TableColumn("doc_hash", "uint64", description="blake2b-64 of the text: dedup key and split"),
-            ]
-        ),
+        **_table(stats.documents_out, [stats]),
         "source_uri": dg.MetadataValue.path(record.source_file.uri),
         "source_fingerprint": registered.fingerprint,
         "source_files": len(registered.pieces),
@@ -59,8 +52,24 @@ def _metadata(registered: PartitionRecord, record: RawRecord, stats: RawStats, e
         "dropped_duplicate": stats.dropped["duplicate"],
         "bytes_in": dg.MetadataValue.int(stats.bytes_in),
         "bytes_out": dg.MetadataValue.int(stats.bytes_out),
-        "length_histogram": dg.MetadataValue.md(markdown_image(chart, "documents by length in characters")),
         **estimate,
+    }
+
+
+def _table(rows: int, stats: list[RawStats]) -> dict:
+    """The standard row count and column schema, and a picture of the documents' lengths over `stats`."""
+    counts = sum((s.length_histogram for s in stats), Counter())
+    rows_by_length = RawStats(length_histogram=counts).histogram_rows()
+    chart = bar_chart_svg([b for b, _ in rows_by_length], [n for _, n in rows_by_length], "documents by length", "characters per document")
+    return {
+        "dagster/row_count": rows,
+        "dagster/column_schema": dg.TableSchema(
+            columns=[
+                dg.TableColumn("text", "large_string", description="normalised document text"),
+                dg.TableColumn("doc_hash", "uint64", description="blake2b-64 of the text: dedup key and split"),
+            ]
+        ),
+        "length_histogram": dg.MetadataValue.md(markdown_image(chart, "documents by length in characters")),
     }
 
 
@@ -68,6 +77,7 @@ def _summary(built: list[tuple[RawRecord, RawStats]]) -> dict:
     """What the UI shows for a multi-partition run: totals, and one table row per partition."""
     rows = "\n".join(f"| {r.partition} | {s.documents_in} | {s.documents_out} | {r.key} |" for r, s in built)
     return {
+        **_table(sum(s.documents_out for _, s in built), [s for _, s in built]),
         "partitions": len(built),
         "documents_in": sum(s.documents_in for _, s in built),
         "documents_out": sum(s.documents_out for _, s in built),
