@@ -18,7 +18,7 @@ from shard_loader.format import FileRef
 from shard_loader.retry import RequestStats, RetryPolicy
 from shard_loader.store_s3 import S3Store
 from tests.support.http_server import Faults
-from tests.support.s3_proxy import ACCESS_KEY, SECRET_KEY, LoopbackS3
+from tests.support.s3_proxy import ACCESS_KEY, SECRET_KEY, loopback_s3_with_bucket
 
 pytestmark = pytest.mark.integration
 
@@ -27,10 +27,8 @@ BUCKET = "datasets"
 
 @pytest.fixture(scope="module")
 def s3():
-    server = LoopbackS3()
-    server.create_bucket(BUCKET)
-    yield server
-    server.close()
+    with loopback_s3_with_bucket(BUCKET) as server:
+        yield server
 
 
 @pytest.fixture

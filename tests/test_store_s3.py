@@ -7,7 +7,7 @@ import pytest
 from shard_assets.lib.errors import ObjectStoreError
 from shard_assets.lib.store.s3 import S3ObjectStore
 from shard_loader.s3_client import make_s3_client
-from tests.support.s3_proxy import ACCESS_KEY, SECRET_KEY, LoopbackS3
+from tests.support.s3_proxy import ACCESS_KEY, SECRET_KEY, loopback_s3_with_bucket
 
 pytestmark = pytest.mark.integration
 
@@ -16,10 +16,8 @@ BUCKET = "store-tests"
 
 @pytest.fixture(scope="module")
 def s3():
-    server = LoopbackS3()
-    server.create_bucket(BUCKET)
-    yield server
-    server.close()
+    with loopback_s3_with_bucket(BUCKET) as server:
+        yield server
 
 
 def _store(s3, prefix: str) -> S3ObjectStore:

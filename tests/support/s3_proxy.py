@@ -7,6 +7,8 @@ injects seeded faults (error statuses, resets, stalls, truncated bodies) into GE
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 import http.client
 import logging
 import socket
@@ -144,3 +146,14 @@ class LoopbackS3:
     def close(self) -> None:
         self.proxy.close()
         self.moto.stop()
+
+
+@contextlib.contextmanager
+def loopback_s3_with_bucket(bucket: str) -> Iterator[LoopbackS3]:
+    """A LoopbackS3 (moto behind the R2-like proxy) holding `bucket`, closed afterwards."""
+    server = LoopbackS3()
+    try:
+        server.create_bucket(bucket)
+        yield server
+    finally:
+        server.close()
