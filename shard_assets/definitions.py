@@ -11,6 +11,7 @@ from .defs.manifest import manifest
 from .defs.raw_documents import raw_documents
 from .defs.resources import default_resources
 from .defs.retention import gc_job, gc_schedule
+from .defs.verification import verify_job
 from .defs.sensors import raw_files_sensor
 from .defs.splits import splits
 from .defs.tokenized_shards import tokenized_shards
@@ -23,7 +24,7 @@ def build_definitions(resources: dict | None = None) -> dg.Definitions:
     """Definitions with the given resources (tests pass a temporary store), else those from the environment."""
     return dg.Definitions(
         assets=ASSETS,
-        jobs=[*JOBS, gc_job],
+        jobs=[*JOBS, gc_job, verify_job],
         schedules=[retokenize_schedule(), gc_schedule],
         sensors=[raw_files_sensor],
         executor=dg.in_process_executor,  # steps are light or one-per-partition; concurrency comes from runs (dagster.yaml)

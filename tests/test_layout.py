@@ -87,7 +87,7 @@ def test_definitions_snapshot(tmp_path):
     assert sorted(k.name for k in graph.asset_check_keys) == [
         "counts_agree", "files_present", "reads_with_shard_loader", "splits_are_disjoint", "splits_not_empty", "token_ids_below_vocab",
     ]
-    assert sorted(j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__")) == ["gc_job", "ingest_job", "publish_job", "tokenize_job", "tokenizer_job"]
+    assert sorted(j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__")) == ["gc_job", "ingest_job", "publish_job", "tokenize_job", "tokenizer_job", "verify_job"]
     assert sorted(s.name for s in defs.schedules) == ["gc_schedule", "retokenize_schedule"] and [s.name for s in defs.sensors] == ["raw_files_sensor"]
     partitioned = {k.to_user_string() for k in graph.get_all_asset_keys() if graph.get(k).partitions_def is not None}
     assert partitioned == {"raw_documents", "tokenized_shards"}

@@ -149,3 +149,15 @@ def test_an_empty_val_split_never_goes_live(tmp_path):
         build_dataset(instance(), load_spec(spec), tiny_resources(spec, tmp_path / "store"))
     assert not (tmp_path / "store" / "manifest.json").exists()
     assert list((tmp_path / "store" / "manifests").glob("*.json"))  # written and audited, never made live
+
+
+def test_the_verify_job_reads_every_byte_and_names_a_flipped_one(built):
+    _, _, store, resources, inst, _ = built
+    defs = build_definitions(resources)
+    assert run_job(defs, "verify_job", inst).success
+    shard = shard_loader.open_manifest(str(store)).manifest.splits["train"].shards[-1].npy
+    data = bytearray((store / shard.key).read_bytes())
+    data[-1] ^= 0xFF  # same size: only a full read can tell
+    (store / shard.key).write_bytes(bytes(data))
+    with pytest.raises(RunFailed, match=rf"verify_job failed.*{shard.key}: sha256 is"):
+        run_job(defs, "verify_job", inst)
