@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from shard_assets.lib.errors import SpecError
+from shard_assets.lib.errors import SourceError, SpecError
 from shard_assets.lib.sources.listing import list_source_files
 from shard_assets.lib.sources.readers import iter_document_batches
 from shard_assets.lib.spec import parse_spec
@@ -85,3 +85,10 @@ def test_presets_command_lists_the_catalogue():
     for name in ("dclm-baseline", "fineweb", "fineweb-edu", "tiny-shakespeare"):
         assert name in out
     assert "hf://datasets/mlfoundations/dclm-baseline-1.0-parquet" in out
+
+
+def test_an_hf_source_in_offline_mode_says_offline_mode_is_on(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    spec = parse_spec({"name": "t", "sources": [{"preset": "tiny-shakespeare", "max_documents": 10}]}, "spec.toml")
+    with pytest.raises(SourceError, match=r"HF_HUB_OFFLINE is set, so hf://datasets/karpathy/.* cannot be listed from the Hub"):
+        list_source_files(spec.sources[0])

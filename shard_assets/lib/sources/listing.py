@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 
@@ -88,6 +89,8 @@ def list_source_files(source: SourceSpec) -> list[SourceFile]:
     if source.max_files is not None:
         paths = paths[: source.max_files]
     if not paths:
+        if source.uri.startswith("hf://") and os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+            raise SourceError(f"source {source.name!r}: HF_HUB_OFFLINE is set, so {source.uri} cannot be listed from the Hub; unset HF_HUB_OFFLINE, or copy the files and point uri at them")
         raise SourceError(f"source {source.name!r}: no files match {source.uri}")
     base = _glob_base(path, is_dir)
     files = [
