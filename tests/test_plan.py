@@ -74,3 +74,9 @@ def test_the_raw_asset_estimates_what_tokenizing_will_produce(tmp_path):
     actual = sum(e.tokens - e.documents for e in shards)
     assert abs(meta["estimated_tokens"].value - actual) / actual < 0.3
     assert meta["estimated_shard_bytes"].value > 2 * actual
+
+
+def test_sizes_read_with_units():
+    from shard_assets.lib.plan import human_bytes
+
+    assert [human_bytes(n) for n in (999, 569_395, 2.5e9, 7.3e15)] == ["999.0 B", "569.4 kB", "2.5 GB", "7.3 PB"]

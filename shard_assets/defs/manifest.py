@@ -8,6 +8,7 @@ import dagster as dg
 from shard_loader.format import LATEST_KEY, FileRef
 
 from ..lib.layout import part_record_key, splits_record_key, tokenizer_key
+from ..lib.plan import human_bytes
 from ..lib.publish import Audit, build_manifest, publish
 from ..lib.records import PartRecord, SplitsRecord, get_record
 from ..lib.spec import DatasetSpec
@@ -116,6 +117,7 @@ def manifest(context: dg.AssetExecutionContext, dataset: DatasetResource, store:
             "val_documents": m.splits["val"].documents,
             "partitions_left_out": len(summary.left_out),
             "bytes": dg.MetadataValue.int(sum(r.size for r in m.files())),
+            "size": human_bytes(sum(r.size for r in m.files())),
             "token_dtype": m.token_dtype,
             "tokenizer_fingerprint": m.tokenizer.fingerprint,
         },

@@ -8,7 +8,7 @@ import dagster as dg
 
 from ..lib.charts import bar_chart_svg, markdown_image
 from ..lib.errors import TokenizerError
-from ..lib.plan import estimate_partition
+from ..lib.plan import estimate_partition, human_bytes
 from ..lib.partitioning import PartitionRecord
 from ..lib.raw_writer import RawStats, build_raw
 from ..lib.records import RawRecord
@@ -52,6 +52,7 @@ def _metadata(registered: PartitionRecord, record: RawRecord, stats: RawStats, e
         "dropped_duplicate": stats.dropped["duplicate"],
         "bytes_in": dg.MetadataValue.int(stats.bytes_in),
         "bytes_out": dg.MetadataValue.int(stats.bytes_out),
+        "size": f"{human_bytes(stats.bytes_in)} of text in, {human_bytes(stats.bytes_out)} kept",
         **estimate,
     }
 

@@ -115,9 +115,10 @@ def estimate_partition(texts: list[str], documents: int, text_bytes: int, tokeni
     }
 
 
-def _human(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if n < 1000 or unit == "TB":
+def human_bytes(n: float) -> str:
+    """A byte count with a decimal unit (kB, MB, ...), for people reading plans and metadata."""
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if n < 1000:
             return f"{n:,.1f} {unit}"
         n /= 1000
     return f"{n:,.1f} PB"
@@ -132,8 +133,8 @@ def format_plan(plan: Plan) -> str:
     lines += [
         "",
         f"total          {plan.documents:,} documents, {plan.tokens:,} tokens in {len(plan.files)} partitions",
-        f"output         {_human(plan.output_bytes)} of shards ({plan.token_dtype}; uint16 {_human(plan.output_bytes_as('uint16'))}, uint32 {_human(plan.output_bytes_as('uint32'))})",
-        f"local disk     {_human(plan.local_disk_bytes)} scratch for {plan.cores} partitions at once",
+        f"output         {human_bytes(plan.output_bytes)} of shards ({plan.token_dtype}; uint16 {human_bytes(plan.output_bytes_as('uint16'))}, uint32 {human_bytes(plan.output_bytes_as('uint32'))})",
+        f"local disk     {human_bytes(plan.local_disk_bytes)} scratch for {plan.cores} partitions at once",
         f"time           {plan.seconds:,.0f} s ({hours:,.2f} h) on {plan.cores} cores at {plan.tokens_per_second_per_core / 1e6:.2f}M tokens/s per core (measured on the sample)",
         f"core-hours     {hours * plan.cores:,.3f}",
         "",
