@@ -40,7 +40,7 @@ def cmd_fetch(args) -> int:
     for ref in refs:
         ensure_local(opened.store, ref, cache)
     seconds = time.perf_counter() - started
-    print(f"{len(refs)} files, {total / 1e9:.3f} GB verified in {cache or opened.store.url} in {seconds:.1f} s")
+    print(f"{len(refs)} files, {total / 1e9:.3f} GB verified in {cache or opened.store.url} in {seconds:.1f} s ({total / 1e6 / max(seconds, 1e-6):,.1f} MB/s)")
     return 0
 
 
@@ -48,7 +48,13 @@ def cmd_verify(args) -> int:
     opened = open_manifest(args.url)
     cache = opened.cache_dir(args.cache_dir)
     missing = bad = 0
-    for ref in _files(opened, args.split):
+    refs = _files(opened, args.split)
+    started, total, done = time.perf_counter(), sum(r.size for r in refs), 0
+    for i, ref in enumerate(refs, 1):
+        if sys.stderr.isatty():  # a terminal sees a line redrawn in place; a pipe only the summary
+            rate = done / 1e6 / max(time.perf_counter() - started, 1e-6)
+            print(f"\rverifying {i}/{len(refs)} files, {done / 1e6:,.1f}/{total / 1e6:,.1f} MB, {rate:,.1f} MB/s", end="", file=sys.stderr, flush=True)
+        done += ref.size
         try:
             path = opened.store.local_path(ref.key) or cached_path(cache, ref)
             if not path.exists():
@@ -62,7 +68,11 @@ def cmd_verify(args) -> int:
     if missing and cache is not None:
         print(f"{opened.store.url} is remote: its files are verified in the cache {cache}; "
               f"run `shard-loader fetch {args.url}`{' --cache-dir ' + str(args.cache_dir) if args.cache_dir else ''} first")
-    print("all files verified" if not (bad or missing) else f"{missing} files missing, {bad} bad")
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    seconds = time.perf_counter() - started
+    summary = f"{len(refs)} files, {total / 1e9:.3f} GB in {seconds:.1f} s ({total / 1e6 / max(seconds, 1e-6):,.1f} MB/s)"
+    print(f"all files verified: {summary}" if not (bad or missing) else f"{missing} files missing, {bad} bad of {summary}")
     return 1 if bad or missing else 0
 
 
