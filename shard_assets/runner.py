@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import multiprocessing
-import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -163,7 +162,3 @@ def build_dataset(instance: dg.DagsterInstance, spec: DatasetSpec, resources: di
         run_ids=tuple(runs),
         checks={e.check_name: e.passed for e in final.get_asset_check_evaluations()},
     )
-
-
-def default_workers() -> int:
-    return int(os.environ.get("SHARD_BUILD_WORKERS", os.cpu_count() or 1))
