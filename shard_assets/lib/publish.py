@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, UTC
 from pathlib import Path
 
-from shard_loader.checksum import verify_file
 from shard_loader.errors import ShardLoaderError
 from shard_loader.format import (
     LATEST_KEY,
@@ -32,6 +31,7 @@ from shard_loader.format.manifest import CREATED_AT_FORMAT
 from .errors import ObjectStoreError, PublishError
 from .records import PartRecord, TokenizerRecord
 from .store import ObjectStore
+from .verification import verified_local
 
 SAMPLED_SHARDS = 4
 
@@ -179,18 +179,11 @@ def _audit_readable(store: ObjectStore, m: Manifest) -> Audit:
     sample = _sample(m)
     problems = []
     with tempfile.TemporaryDirectory() as tmp:
-
-        def local(ref: FileRef) -> Path:
-            path = store.local_path(ref.key) or Path(tmp) / ref.key.replace("/", "__")
-            if not path.exists():
-                store.get_file(ref.key, path)
-            verify_file(path, ref)
-            return path
-
+        folder = Path(tmp)
         try:
-            local(m.tokenizer.file)
+            verified_local(store, m.tokenizer.file, folder)
             for e in sample:
-                open_shard(e, local(e.npy), local(e.bin), m.token_dtype)
+                open_shard(e, verified_local(store, e.npy, folder), verified_local(store, e.bin, folder), m.token_dtype)
         except (ShardLoaderError, ObjectStoreError, OSError) as exc:
             problems.append(str(exc))
     return Audit("reads_with_shard_loader", not problems, f"tokenizer and {len(sample)} sampled shards verified and opened", tuple(problems))

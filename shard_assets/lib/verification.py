@@ -10,7 +10,7 @@ from pathlib import Path
 
 from shard_loader.checksum import verify_file
 from shard_loader.errors import ShardLoaderError
-from shard_loader.format import LATEST_KEY, parse_manifest
+from shard_loader.format import LATEST_KEY, FileRef, parse_manifest
 
 from .errors import ObjectStoreError
 from .store import ObjectStore
@@ -24,23 +24,27 @@ class Verification:
     problems: tuple[str, ...]
 
 
+def verified_local(store: ObjectStore, ref: FileRef, folder: Path) -> Path:
+    """`ref`'s file checked against its size and sha256: in place for a local store, else downloaded into `folder`."""
+    path = store.local_path(ref.key)
+    if path is None:
+        path = folder / ref.key.replace("/", "__")
+        store.get_file(ref.key, path)
+    verify_file(path, ref)
+    return path
+
+
 def verify_live_version(store: ObjectStore) -> Verification:
     """Read every file of the live manifest (in place for a local store, else one at a time through a temp folder)."""
     manifest = parse_manifest(store.get_bytes(LATEST_KEY), origin=f"{store.describe()}/{LATEST_KEY}")
     problems = []
     with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
         for ref in manifest.files():
             try:
-                local = store.local_path(ref.key)
-                if local is not None:
-                    verify_file(local, ref)
-                    continue
-                copy = Path(tmp) / "file"
-                store.get_file(ref.key, copy)
-                try:
-                    verify_file(copy, ref)
-                finally:
-                    copy.unlink(missing_ok=True)
+                path = verified_local(store, ref, folder)
+                if path.parent == folder:  # a downloaded copy: keep one file at a time on disk
+                    path.unlink()
             except (ShardLoaderError, ObjectStoreError, OSError) as exc:
                 problems.append(str(exc))
     return Verification(manifest.version, len(manifest.files()), sum(r.size for r in manifest.files()), tuple(problems))
