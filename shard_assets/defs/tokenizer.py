@@ -34,7 +34,7 @@ def tokenizer(context: dg.AssetExecutionContext, dataset: DatasetResource, store
     raws = [r for p in partitions if (r := find_record(objects, raw_record_key(p), RawRecord, "tokenizer")) is not None]
     if spec.tokenizer.kind == "train_bpe" and not raws:
         raise TokenizerError("no raw_documents partition is materialised to train the BPE on; run `shard-assets discover` and materialise raw_documents first")
-    text, record = build_tokenizer(spec.tokenizer, training_texts(objects, [r.key for r in raws], spec.tokenizer.train_max_bytes))
+    text, record = build_tokenizer(spec.tokenizer, training_texts(objects, [r.key for r in raws]))
     store_tokenizer(objects, text, record)
     return dg.MaterializeResult(
         data_version=dg.DataVersion(record.fingerprint),

@@ -116,19 +116,15 @@ def load_tokenizer(tokenizer_json: str):
     return Tokenizer.from_str(tokenizer_json)
 
 
-def training_texts(store: ObjectStore, raw_keys: list[str], max_bytes: int) -> Iterator[str]:
-    """Raw documents of the given parquet keys in order, up to `max_bytes` of text."""
+def training_texts(store: ObjectStore, raw_keys: list[str]) -> Iterator[str]:
+    """Raw documents of the given parquet keys in order, read lazily: `build_tokenizer` stops reading once it has
+    `train_max_bytes` (see training_pieces)."""
     import pyarrow.parquet as pq
 
-    budget = max_bytes
     for key in raw_keys:
         with store.open_read(key) as f:
             for batch in pq.ParquetFile(f).iter_batches(batch_size=1000, columns=["text"]):
-                for text in batch.column(0).to_pylist():
-                    yield text
-                    budget -= len(text)
-                    if budget <= 0:
-                        return
+                yield from batch.column(0).to_pylist()
 
 
 def store_tokenizer(store: ObjectStore, tokenizer_json: str, record: TokenizerRecord) -> None:
