@@ -47,7 +47,7 @@ def make_dataset(root: Path, tokens: int, shards: int, vocab_size: int = 50257, 
         writer.append(body, lengths)
         writer.close()
         entries.append(ShardEntry(f"part-{i:05d}", writer.tokens, writer.documents, _ref(root, f"{base}.npy"), _ref(root, f"{base}.bin")))
-    split = SplitInfo(tokens=sum(e.tokens for e in entries), documents=sum(e.documents for e in entries), shards=tuple(entries))
+    split = SplitInfo.of(entries)
     manifest = Manifest(
         dataset="bench", version=version, created_at="2026-01-01T00:00:00Z",
         tokenizer=TokenizerInfo("bench", "bench", vocab_size, 0, _ref(root, "tokenizers/bench/tokenizer.json")),

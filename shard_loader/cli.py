@@ -15,14 +15,14 @@ from .opening import OpenedManifest, open_manifest
 
 
 def cmd_info(args) -> int:
-    m = open_manifest(args.url).manifest
+    opened = open_manifest(args.url, splits=[])  # totals are in the manifest itself: no shard table is read
+    m = opened.manifest
     print(f"dataset     {m.dataset}  version {m.version}  created {m.created_at}")
     print(f"tokenizer   {m.tokenizer.name} ({m.tokenizer.fingerprint}), vocab {m.tokenizer.vocab_size:,}, eod {m.tokenizer.eod_id}, {m.token_dtype}")
     for name, split in m.splits.items():
-        size = sum(e.nbytes for e in split.shards)
-        print(f"{name:<11} {split.tokens:>15,} tokens {split.documents:>12,} documents {len(split.shards):>7,} shards {size / 1e9:>9.3f} GB")
+        print(f"{name:<11} {split.tokens:>15,} tokens {split.documents:>12,} documents {split.shard_count:>7,} shards {split.nbytes / 1e9:>9.3f} GB")
     if args.json:
-        print(json.dumps(m.to_json()["lineage"], indent=2))
+        print(json.dumps(opened.lineage(), indent=2))
     return 0
 
 
@@ -33,7 +33,7 @@ def _files(opened: OpenedManifest, splits: list[str] | None) -> list[FileRef]:
 
 
 def cmd_fetch(args) -> int:
-    opened = open_manifest(args.url)
+    opened = open_manifest(args.url, cache_dir=args.cache_dir)
     refs = _files(opened, args.split)
     cache = opened.cache_dir(args.cache_dir)
     started, total = time.perf_counter(), sum(r.size for r in refs)
@@ -45,7 +45,7 @@ def cmd_fetch(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    opened = open_manifest(args.url)
+    opened = open_manifest(args.url, cache_dir=args.cache_dir)
     cache = opened.cache_dir(args.cache_dir)
     missing = bad = 0
     refs = _files(opened, args.split)
@@ -80,8 +80,8 @@ def cmd_bench(args) -> int:
     from .dataset import TokenDataset
 
     started = time.perf_counter()
-    cache = open_manifest(args.url).cache_dir(args.cache_dir)
-    ds = TokenDataset(args.url, split=args.split[0] if args.split else "train", seq_len=args.seq_len, batch_size=args.batch_size, cache_dir=cache)
+    split = args.split[0] if args.split else "train"
+    ds = TokenDataset(args.url, split=split, seq_len=args.seq_len, batch_size=args.batch_size, cache_dir=args.cache_dir)  # a remote store caches by default
     first, tokens = None, 0
     for i, batch in enumerate(ds):
         if first is None:

@@ -70,14 +70,14 @@ class TokenDataset:
         window_bytes = size_in_bytes("window_bytes", window_bytes)
         self.keep_files, self.position_ids = flag("keep_files", keep_files), flag("position_ids", position_ids)
         self.store_options = optional_mapping("store_options", store_options)
-        self.opened = open_manifest(url, **self.store_options)
+        self.opened = open_manifest(url, [self.split], self.cache_dir, **self.store_options)
         self.cache_dir = self.opened.cache_dir(self.cache_dir)  # a remote store without one caches under ~/.cache/shard_loader
         self.shards = self.opened.manifest.split(split).shards
         if not self.shards:
             raise EmptyEpochError(f"{url}: split {split!r} has no shards")
         by_bytes = window_bytes or (self.disk_budget // 2 if self.disk_budget and not window_shards else None)
-        self.windows = make_windows(self.shards, window_shards, by_bytes)
-        self.shard_samples, self.window_totals = sample_counts(self.spec, [e.tokens for e in self.shards], self.windows)
+        self.windows = make_windows(self.shards.nbytes.tolist(), window_shards, by_bytes)
+        self.shard_samples, self.window_totals = sample_counts(self.spec, self.shards.tokens, self.windows)
         self.cache = self._make_cache()
         self.cache.check_budget(self.windows)
         self.position = Position()
@@ -105,7 +105,7 @@ class TokenDataset:
         plan = self.plan(Position())
         if plan.total_batches:
             return
-        longest = max(e.tokens for e in self.shards)
+        longest = int(self.shards.tokens.max())
         if longest < self.spec.span:
             raise EmptyEpochError(
                 f"seq_len {self.spec.seq_len} + label_shift {self.spec.label_shift} needs {self.spec.span} tokens per sample, "

@@ -6,10 +6,13 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .format import Manifest, parse_manifest
+from .cache import cached_path, ensure_local
+from .format import FileRef, Manifest, parse_manifest
+from .lease import hold
 from .store import Store, is_remote, open_store, split_manifest_url
 
 
@@ -33,10 +36,31 @@ class OpenedManifest:
             return Path(cache_dir)
         return default_cache_dir(self.store.url) if is_remote(self.store.url) else None
 
+    def lineage(self) -> dict:
+        """The whole lineage: the manifest's inline summary and its per-partition detail (read and verified)."""
+        return self.manifest.with_lineage(lambda ref: self.store.read_bytes(ref.key)).full_lineage
 
-def open_manifest(url: str, **store_options) -> OpenedManifest:
-    """Read and validate the manifest at a path or URL (a folder means its manifest.json)."""
+
+def open_manifest(url: str, splits: Sequence[str] | None = None, cache_dir: str | Path | None = None, **store_options) -> OpenedManifest:
+    """Read and validate the manifest at a path or URL (a folder means its manifest.json), with the shard
+    tables of `splits` (default all) read and verified: a trainer names its split and reads only that table."""
     root, key = split_manifest_url(url)
     store = open_store(root, **store_options)
-    manifest = parse_manifest(store.read_bytes(key), origin=f"{store.url}/{key}")
-    return OpenedManifest(manifest=manifest, store=store, key=key)
+    opened = OpenedManifest(manifest=parse_manifest(store.read_bytes(key), origin=f"{store.url}/{key}"), store=store, key=key)
+    return replace(opened, manifest=opened.manifest.with_tables(_table_reader(store, opened.cache_dir(cache_dir)), splits))
+
+
+def _table_reader(store: Store, cache: Path | None) -> Callable[[FileRef], bytes]:
+    """Shard tables are content-addressed, so a remote one is kept (verified) in the cache under a lease, and
+    a restart reads only manifest.json from the store."""
+    if cache is None:
+        return lambda ref: store.read_bytes(ref.key)
+
+    def read(ref: FileRef) -> bytes:
+        lease = hold(cached_path(cache, ref))  # no other consumer evicts it between the check and the read
+        try:
+            return ensure_local(store, ref, cache).read_bytes()
+        finally:
+            lease.release()
+
+    return read

@@ -18,13 +18,13 @@ is how a stream saved at one world size continues at another without loss or rep
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 
 from .arguments import integer, optional_integer
-from .format import ShardEntry
 
 
 @dataclass(frozen=True)
@@ -64,22 +64,22 @@ class Window:
     nbytes: int
 
 
-def make_windows(shards: tuple[ShardEntry, ...], window_shards: int | None, window_bytes: int | None) -> list[Window]:
-    """Group shards in manifest order, by a shard count, a byte budget, or (neither) one shard per window."""
+def make_windows(sizes: Sequence[int], window_shards: int | None, window_bytes: int | None) -> list[Window]:
+    """Group shards (of these byte sizes, in manifest order) by a shard count, a byte budget, or (neither) one shard per window."""
     windows, current, size = [], [], 0
-    for i, entry in enumerate(shards):
-        full = (window_shards and len(current) >= window_shards) or (window_bytes and current and size + entry.nbytes > window_bytes)
+    for i, nbytes in enumerate(sizes):
+        full = (window_shards and len(current) >= window_shards) or (window_bytes and current and size + nbytes > window_bytes)
         if current and (full or (not window_shards and not window_bytes)):
             windows.append(Window(len(windows), tuple(current), size))
             current, size = [], 0
         current.append(i)
-        size += entry.nbytes
+        size += nbytes
     if current:
         windows.append(Window(len(windows), tuple(current), size))
     return windows
 
 
-def sample_counts(spec: SampleSpec, tokens: list[int], windows: list[Window]) -> tuple[np.ndarray, np.ndarray]:
+def sample_counts(spec: SampleSpec, tokens: Sequence[int] | np.ndarray, windows: list[Window]) -> tuple[np.ndarray, np.ndarray]:
     """Samples in each shard and in each window (windows are runs of consecutive shards)."""
     per_shard = spec.samples_in(tokens)
     starts = [w.shards[0] for w in windows]

@@ -73,9 +73,10 @@ def test_bad_files_are_left_out_and_the_good_ones_beside_them_published(publishe
     warnings = capsys.readouterr().err
     for partition in BAD_INPUTS:
         assert re.search(rf"ingest_job \[{re.escape(partition)}\].*SourceError", warnings), partition
-    m = shard_loader.open_manifest(str(store)).manifest
-    assert {e.partition for s in m.splits.values() for e in s.shards} == set(GOOD_INPUTS)
-    assert {x["partition"] for x in m.lineage["left_out"]} == set(BAD_INPUTS)
+    opened = shard_loader.open_manifest(str(store))
+    assert {e.partition for s in opened.manifest.splits.values() for e in s.shards} == set(GOOD_INPUTS)
+    assert {x["partition"] for x in opened.lineage()["left_out"]} == set(BAD_INPUTS)
+    assert opened.manifest.lineage["partitions_left_out"] == len(BAD_INPUTS)
     assert assert_every_manifest_whole(store) == 3  # the first version, the new one, manifest.json
     assert not [p for p in store.rglob("*") if p.name.endswith(".tmp")]
 

@@ -32,9 +32,10 @@ def built(tmp_path_factory, demo_spec):
     return instance, resources, store, result
 
 
-def _raw_path(store, manifest, partition):
+def _raw_path(store, partition):
     """The raw parquet a partition was tokenized from, as the manifest's lineage names it."""
-    keys = {f["partition"]: f["raw_key"] for source in manifest.lineage["sources"] for f in source["files"]}
+    lineage = shard_loader.open_manifest(str(store)).lineage()
+    keys = {f["partition"]: f["raw_key"] for source in lineage["sources"] for f in source["files"]}
     return store / keys[partition]
 
 
@@ -51,7 +52,7 @@ def test_every_document_decodes_to_its_normalised_text(built):
     checked = 0
     for split in ("train", "val"):
         for entry, shard in _shards(store, m, split):
-            raw = pq.read_table(_raw_path(store, m, entry.partition))
+            raw = pq.read_table(_raw_path(store, entry.partition))
             in_split = is_val(raw.column("doc_hash").to_numpy(), val_fraction) == (split == "val")
             expected = [t for t, keep in zip(raw.column("text").to_pylist(), in_split) if keep]
             assert shard.offsets.shape[0] - 1 == len(expected) == entry.documents
@@ -109,13 +110,15 @@ def test_second_materialisation_publishes_the_same_content(built, demo_spec):
     instance, resources, store, first = built
     before = {p.relative_to(store): p.read_bytes() for p in store.rglob("*") if p.is_file() and "tokenized" in p.parts and p.suffix in (".npy", ".bin")}
     versioned = (store / f"manifests/{first.version}.json").read_bytes()
+    published = sorted(p.relative_to(store) for p in (store / "manifests").rglob("*") if p.is_file())
     second = build_dataset(instance, load_spec(demo_spec), resources)
     assert second.version == first.version
     assert second.tokens == first.tokens and second.documents == first.documents
     after = {p.relative_to(store): p.read_bytes() for p in store.rglob("*") if p.is_file() and "tokenized" in p.parts and p.suffix in (".npy", ".bin")}
     assert after == before
     assert (store / f"manifests/{first.version}.json").read_bytes() == versioned
-    assert sorted(p.name for p in (store / "manifests").iterdir()) == [f"{first.version}.json"]
+    assert sorted(p.relative_to(store) for p in (store / "manifests").rglob("*") if p.is_file()) == published  # nothing new, not even lineage
+    assert len(published) == 4  # the version, the train and val shard tables, the lineage detail
 
 
 def test_the_build_command_prints_a_summary_and_a_first_batch(tmp_path):

@@ -55,9 +55,7 @@ def _two_datasets(store: Path) -> dict[str, bytes]:
 def test_two_builds_publishing_at_once_never_tear_the_manifest(tmp_path):
     store = tmp_path / "store"
     bodies = _two_datasets(store)
-    for version, body in bodies.items():
-        (tmp_path / f"{version}.json").write_bytes(body)
-    procs = [_publisher(store, tmp_path / f"{v}.json", 40) for v in bodies]
+    procs = [_publisher(store, store / f"manifests/{v}.json", 40) for v in bodies]
     seen = []
     while any(p.poll() is None for p in procs):
         body = (store / "manifest.json").read_bytes()
@@ -72,12 +70,10 @@ def test_two_builds_publishing_at_once_never_tear_the_manifest(tmp_path):
 def test_a_publisher_killed_at_random_moments_leaves_a_whole_manifest(tmp_path):
     store = tmp_path / "store"
     bodies = _two_datasets(store)
-    for version, body in bodies.items():
-        (tmp_path / f"{version}.json").write_bytes(body)
     rng = random.Random(7)
     for attempt in range(4):
         version = sorted(bodies)[attempt % 2]
-        proc = _publisher(store, tmp_path / f"{version}.json", 100_000)
+        proc = _publisher(store, store / f"manifests/{version}.json", 100_000)
         time.sleep(rng.uniform(0.8, 1.5))  # past the interpreter's start: mid-publish
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -89,7 +85,7 @@ def test_a_publisher_killed_at_random_moments_leaves_a_whole_manifest(tmp_path):
     fresh = store / "manifests" / ".va.json.live-writer.tmp"
     fresh.write_bytes(b"a writer still at work")
     for version in sorted(bodies):
-        m = shard_loader.open_manifest(str(tmp_path / f"{version}.json")).manifest
+        m = shard_loader.open_manifest(str(store / f"manifests/{version}.json")).manifest
         promote(LocalFolderStore(store), write_version(LocalFolderStore(store), m)[0])
     assert [p.name for p in store.rglob("*.tmp")] == [fresh.name]
 

@@ -55,7 +55,7 @@ def test_disk_budget_holds_while_rotating_through_ten_times_its_size(remote, tmp
     assert 0 < disk.peak <= budget
     assert ds.stats.max_cache_bytes <= budget
     assert ds.stats.windows_fetched == 24
-    npy_gets = [n for path, n in server.gets.items() if path.endswith(".npy")]
+    npy_gets = [n for path, n in server.gets.items() if path.startswith("/tokenized/") and path.endswith(".npy")]
     assert len(npy_gets) == 24 and set(npy_gets) == {1}
     assert cache_usage(tmp_path) <= budget  # finished windows were deleted
 

@@ -9,10 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shard_loader.world import Consumer
-from shard_loader.format import FileRef, ShardEntry
 from shard_loader.sampler import Cursor, EpochPlan, SampleSpec, make_windows, sample_counts
-
-REF = FileRef("k", 1, "0" * 64)
 
 
 @st.composite
@@ -30,8 +27,7 @@ def setups(draw):
 
 
 def _plan(s, rank, world=None, start=Cursor()):
-    shards = tuple(ShardEntry(f"p{i}", n, 1, REF, REF) for i, n in enumerate(s["sizes"]))
-    windows = tuple(make_windows(shards, s["window_shards"], None))
+    windows = tuple(make_windows([2] * len(s["sizes"]), s["window_shards"], None))
     spec = SampleSpec(s["seq_len"], 1, s["stride"])
     return EpochPlan(*sample_counts(spec, s["sizes"], list(windows)), windows, spec, 11, s["epoch"], s["batch"], rank, world or s["world"], start)
 

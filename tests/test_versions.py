@@ -77,10 +77,11 @@ def test_a_bad_file_is_left_out_then_leaves_the_partition_set_when_deleted(built
     (tmp / "src" / "zz_bad.jsonl").write_text('{"text": "fine"}\n{broken\n')
     write_jsonl(tmp / "src" / "part2.jsonl", 90, seed=5)  # a good new file beside it
     second = build_dataset(inst, load_spec(spec), resources)
-    m = shard_loader.open_manifest(str(store)).manifest
+    opened = shard_loader.open_manifest(str(store))
+    m, left_out = opened.manifest, opened.lineage()["left_out"]
     assert m.version == second.version and _partitions(m) == {"web.part0", "web.part1", "web.part2"}
-    assert [x["partition"] for x in m.lineage["left_out"]] == ["web.zz_bad"]
-    assert "quarantined" in m.lineage["left_out"][0]["reason"] or "not tokenized" in m.lineage["left_out"][0]["reason"]
+    assert [x["partition"] for x in left_out] == ["web.zz_bad"]
+    assert "quarantined" in left_out[0]["reason"] or "not tokenized" in left_out[0]["reason"]
     (tmp / "src" / "zz_bad.jsonl").unlink()
     third = build_dataset(inst, load_spec(spec), resources)
     assert third.left_out == 0 and "web.zz_bad" not in inst.get_dynamic_partitions("raw_files")
@@ -101,9 +102,9 @@ def test_a_source_removed_from_the_spec_leaves_the_next_version(tmp_path):
     assert _partitions(shard_loader.open_manifest(str(tmp_path / "store")).manifest) == {"a.x", "b.y"}
     spec.write_text(body + source.format("a", tmp_path))
     build_dataset(inst, load_spec(spec), resources)
-    m = shard_loader.open_manifest(str(tmp_path / "store")).manifest
-    assert _partitions(m) == {"a.x"}
-    assert m.lineage["left_out"] == [{"partition": "b.y", "reason": "its source was removed from the spec"}]
+    opened = shard_loader.open_manifest(str(tmp_path / "store"))
+    assert _partitions(opened.manifest) == {"a.x"}
+    assert opened.lineage()["left_out"] == [{"partition": "b.y", "reason": "its source was removed from the spec"}]
 
 
 def test_one_home_two_stores_and_two_homes_one_store(tmp_path):

@@ -31,8 +31,9 @@ AUDITS = {
 }
 
 
-def lineage_of(spec: DatasetSpec, parts: dict[str, PartRecord], summary: SplitsRecord, tokenizer_run_id: str | None) -> dict:
-    """Which source files, runs, data and code versions the manifest was made from, and what was left out."""
+def lineage_of(spec: DatasetSpec, parts: dict[str, PartRecord], summary: SplitsRecord, tokenizer_run_id: str | None) -> tuple[dict, dict]:
+    """Which source files, runs, data and code versions the manifest was made from, and what was left out:
+    a summary published inline, and the per-partition detail published as the manifest's lineage file."""
     sources: dict[str, list] = {}
     for partition, part in sorted(parts.items()):
         raw = part.raw
@@ -50,6 +51,10 @@ def lineage_of(spec: DatasetSpec, parts: dict[str, PartRecord], summary: SplitsR
                 "encoder": part.encoder.to_dict() if part.encoder else None,
             }
         )
+    detail = {
+        "sources": [{"name": n, "files": files} for n, files in sources.items()],
+        "left_out": [{"partition": p, "reason": why} for p, why in summary.left_out.items()],
+    }
     return {
         "code_version": code_version(),
         "asset_code_versions": {
@@ -61,9 +66,9 @@ def lineage_of(spec: DatasetSpec, parts: dict[str, PartRecord], summary: SplitsR
         },
         "tokenizer_run_id": tokenizer_run_id,
         "val_fraction": spec.val_fraction,
-        "sources": [{"name": n, "files": files} for n, files in sources.items()],
-        "left_out": [{"partition": p, "reason": why} for p, why in summary.left_out.items()],
-    }
+        "sources": [{"name": n, "partitions": len(files)} for n, files in sources.items()],
+        "partitions_left_out": len(summary.left_out),
+    }, detail
 
 
 def _check_result(a: Audit) -> dg.AssetCheckResult:
@@ -93,9 +98,9 @@ def manifest(context: dg.AssetExecutionContext, dataset: DatasetResource, store:
     tok_bytes = objects.get_bytes(tok_key)
     tok_file = FileRef(key=tok_key, size=len(tok_bytes), sha256=hashlib.sha256(tok_bytes).hexdigest())
     event = context.instance.get_latest_materialization_event(tokenizer.tokenizer.key)
-    lineage = lineage_of(spec, parts, summary, event.run_id if event else None)
+    lineage, detail = lineage_of(spec, parts, summary, event.run_id if event else None)
     lineage["manifest_run_id"] = context.run.run_id
-    published = publish(objects, build_manifest(spec.name, record, tok_file, parts, lineage), parts, spec.val_fraction)
+    published = publish(objects, build_manifest(spec.name, record, tok_file, parts, lineage, detail), parts, spec.val_fraction)
     m = published.manifest
     root = objects.loader_url().rstrip("/")
     url = f"{root}/{LATEST_KEY}"
@@ -111,8 +116,8 @@ def manifest(context: dg.AssetExecutionContext, dataset: DatasetResource, store:
             "versioned_key": published.key,
             "train_tokens": m.splits["train"].tokens,
             "val_tokens": m.splits["val"].tokens,
-            "train_shards": len(m.splits["train"].shards),
-            "val_shards": len(m.splits["val"].shards),
+            "train_shards": m.splits["train"].shard_count,
+            "val_shards": m.splits["val"].shard_count,
             "train_documents": m.splits["train"].documents,
             "val_documents": m.splits["val"].documents,
             "partitions_left_out": len(summary.left_out),

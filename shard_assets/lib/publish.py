@@ -23,12 +23,12 @@ from shard_loader.format import (
     SplitInfo,
     TokenizerInfo,
     open_shard,
-    parse_manifest,
     versioned_key,
 )
 from shard_loader.format.manifest import CREATED_AT_FORMAT
 
 from .errors import ObjectStoreError, PublishError
+from .published import read_published
 from .records import PartRecord, TokenizerRecord
 from .store import ObjectStore
 from .verification import verified_local
@@ -74,12 +74,14 @@ def content_version(dataset: str, tokenizer: TokenizerInfo, dtype: str, splits: 
     return f"{dataset}-{hashlib.sha256(body.encode()).hexdigest()[:16]}"
 
 
-def build_manifest(dataset: str, tokenizer: TokenizerRecord, tokenizer_file: FileRef, parts: dict[str, PartRecord], lineage: dict) -> Manifest:
-    """The manifest of every partition's shards; shards with no document are left out."""
+def build_manifest(
+    dataset: str, tokenizer: TokenizerRecord, tokenizer_file: FileRef, parts: dict[str, PartRecord], lineage: dict, lineage_detail: dict
+) -> Manifest:
+    """The manifest of every partition's shards (shards with no document are left out); `lineage` is published
+    inline, `lineage_detail` (per partition) as its own file."""
     splits = {}
     for split in SPLITS:
-        entries = tuple(p.shards[split] for _, p in sorted(parts.items()) if p.shards[split].documents)
-        splits[split] = SplitInfo(tokens=sum(e.tokens for e in entries), documents=sum(e.documents for e in entries), shards=entries)
+        splits[split] = SplitInfo.of([p.shards[split] for _, p in sorted(parts.items()) if p.shards[split].documents])
     info = TokenizerInfo(
         name=tokenizer.name, fingerprint=tokenizer.fingerprint, vocab_size=tokenizer.vocab_size, eod_id=tokenizer.eod_id, file=tokenizer_file
     )
@@ -91,6 +93,7 @@ def build_manifest(dataset: str, tokenizer: TokenizerRecord, tokenizer_file: Fil
         token_dtype=tokenizer.token_dtype,
         splits=splits,
         lineage=lineage,
+        lineage_detail=lineage_detail,
     )
 
 
@@ -109,16 +112,25 @@ def put_immutable(store: ObjectStore, key: str, path: Path, ref: FileRef) -> boo
 
 
 def write_version(store: ObjectStore, manifest: Manifest) -> tuple[str, bool, Manifest]:
-    """Write `manifests/<version>.json` once; returns its key, whether this call created it, and the parsed copy.
+    """Write the shard tables and lineage detail (content-addressed, first writer wins), then
+    `manifests/<version>.json` once; returns its key, whether this call created it, and the parsed copy.
 
     A version already written with other content is refused, never replaced.
     """
     key = versioned_key(manifest.version)
+    if not store.exists(key):
+        for side_key, data in manifest.sidecar_bytes().items():
+            store.put_bytes(side_key, data, if_absent=True)
     created = store.put_bytes(key, manifest.dumps(), if_absent=True)
-    written = parse_manifest(store.get_bytes(key), origin=f"{store.describe()}/{key}")
-    if written.version != manifest.version or written.files() != manifest.files():
+    written = read_published(store, key)
+    if written.version != manifest.version or _content(written) != _content(manifest):
         raise PublishError(f"{key}: {store.describe()} already holds a different manifest under this version; refusing to replace it")
     return key, created, written
+
+
+def _content(m: Manifest) -> list[FileRef]:
+    """What a version's identity covers: every file but the lineage detail (run ids differ between re-runs)."""
+    return [ref for ref in m.files() if ref != m.lineage_file]
 
 
 def promote(store: ObjectStore, key: str) -> None:
@@ -127,16 +139,19 @@ def promote(store: ObjectStore, key: str) -> None:
 
 
 def _audit_files_present(store: ObjectStore, m: Manifest) -> Audit:
+    """Sizes come from one listing per folder (a few requests per thousand files on S3, not one per file)."""
+    files = m.files()
+    sizes: dict[str, int] = {}
+    for folder in sorted({ref.key.rpartition("/")[0] for ref in files}):
+        sizes.update(store.list(f"{folder}/"))
     problems = []
-    for ref in m.files():
-        try:
-            size = store.size(ref.key)
-        except ObjectStoreError:
+    for ref in files:
+        size = sizes.get(ref.key)
+        if size is None:
             problems.append(f"{ref.key}: missing")
-            continue
-        if size != ref.size:
+        elif size != ref.size:
             problems.append(f"{ref.key}: {size} bytes, manifest says {ref.size}")
-    return Audit("files_present", not problems, f"{len(m.files())} files, {len(problems)} missing or of another size", tuple(problems))
+    return Audit("files_present", not problems, f"{len(files)} files, {len(problems)} missing or of another size", tuple(problems))
 
 
 def _audit_counts(m: Manifest, parts: dict[str, PartRecord]) -> Audit:
@@ -166,11 +181,18 @@ def _audit_not_empty(m: Manifest, val_fraction: float) -> Audit:
 
 
 def _sample(m: Manifest) -> list:
-    shards = [e for s in m.splits.values() for e in s.shards]
-    if len(shards) <= SAMPLED_SHARDS:
-        return shards
-    step = (len(shards) - 1) / (SAMPLED_SHARDS - 1)
-    return [shards[round(i * step)] for i in range(SAMPLED_SHARDS)]
+    """First, last and evenly between, over the shards of every split in order."""
+    tables = [s.shards for s in m.splits.values()]
+    total = sum(len(t) for t in tables)
+    picks = range(total) if total <= SAMPLED_SHARDS else sorted({round(i * (total - 1) / (SAMPLED_SHARDS - 1)) for i in range(SAMPLED_SHARDS)})
+    out = []
+    for i in picks:
+        for t in tables:
+            if i < len(t):
+                out.append(t[i])
+                break
+            i -= len(t)
+    return out
 
 
 def _audit_readable(store: ObjectStore, m: Manifest) -> Audit:

@@ -12,8 +12,10 @@ import time
 from dataclasses import dataclass
 
 from shard_loader.format import LATEST_KEY, VERSIONS_DIR, Manifest, parse_manifest
+from shard_loader.format.keys import LINEAGE_DIR
 
 from .errors import BuildError
+from .published import with_sidecars
 from .records import PartRecord, RawRecord, find_record
 from .state import current_tokenizer, has_tokenizer
 from .store import ObjectStore
@@ -73,7 +75,7 @@ def _versions(store: ObjectStore) -> list[Version]:
     """Every versioned manifest in the store, newest first."""
     found = []
     for key, _ in store.list(f"{VERSIONS_DIR}/"):
-        if key.endswith(".json"):
+        if key.endswith(".json") and key.count("/") == 1:  # manifests/<version>.json, not a sidecar below it
             manifest = parse_manifest(store.get_bytes(key), origin=f"{store.describe()}/{key}")
             found.append(Version(manifest, store.modified(key)))
     return sorted(found, key=lambda v: v.written_at, reverse=True)
@@ -112,13 +114,14 @@ def plan_collection(store: ObjectStore, policy: Policy, now: float | None = None
     needed = _live_records(store)
     for m in (v.manifest for v in versions):
         if m.version in kept:
+            m = with_sidecars(store, m, lineage=True)
             needed |= {ref.key for ref in m.files()}
-            needed |= {f["raw_key"] for s in m.lineage.get("sources", []) for f in s.get("files", []) if "raw_key" in f}
+            needed |= {f["raw_key"] for s in m.full_lineage.get("sources", []) for f in s.get("files", []) if "raw_key" in f}
     dropped = {f"{VERSIONS_DIR}/{v.manifest.version}.json" for v in versions if v.manifest.version not in kept}
     deletions = []
     for prefix in COLLECTED_PREFIXES:
         for key, size in store.list(prefix):
-            if key.endswith(".json") and key not in dropped:
+            if key.endswith(".json") and key not in dropped and not key.startswith(f"{LINEAGE_DIR}/"):
                 continue  # records and kept versions: small, and the store's own description
             if key in needed or now - store.modified(key) < policy.grace_s:
                 continue

@@ -10,9 +10,10 @@ from pathlib import Path
 
 from shard_loader.checksum import verify_file
 from shard_loader.errors import ShardLoaderError
-from shard_loader.format import LATEST_KEY, FileRef, parse_manifest
+from shard_loader.format import LATEST_KEY, FileRef
 
 from .errors import ObjectStoreError
+from .published import read_published
 from .store import ObjectStore
 
 
@@ -36,7 +37,7 @@ def verified_local(store: ObjectStore, ref: FileRef, folder: Path) -> Path:
 
 def verify_live_version(store: ObjectStore) -> Verification:
     """Read every file of the live manifest (in place for a local store, else one at a time through a temp folder)."""
-    manifest = parse_manifest(store.get_bytes(LATEST_KEY), origin=f"{store.describe()}/{LATEST_KEY}")
+    manifest = read_published(store, LATEST_KEY)  # each shard table verified against its sha256 on the way
     problems = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

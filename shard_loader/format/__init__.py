@@ -2,7 +2,9 @@
 keys and constants, the manifest, and the shard files' reader and writer."""
 
 from .keys import LATEST_KEY, SPLITS, VERSIONS_DIR, check_key, shard_base_key, tokenizer_key, versioned_key
-from .manifest import FORMAT_NAME, FORMAT_VERSION, TOKEN_DTYPES, FileRef, Manifest, ShardEntry, SplitInfo, TokenizerInfo, parse_manifest, token_dtype_for
+from .entries import FileRef, ShardEntry
+from .manifest import FORMAT_NAME, FORMAT_VERSION, TOKEN_DTYPES, Manifest, SplitInfo, TokenizerInfo, parse_manifest, token_dtype_for
+from .table import ShardTable
 from .shard import Shard, ShardWriter, open_shard
 
 __all__ = [
@@ -16,6 +18,7 @@ __all__ = [
     "Manifest",
     "Shard",
     "ShardEntry",
+    "ShardTable",
     "ShardWriter",
     "SplitInfo",
     "TokenizerInfo",

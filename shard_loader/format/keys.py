@@ -15,6 +15,8 @@ from ..errors import ManifestError
 
 LATEST_KEY = "manifest.json"
 VERSIONS_DIR = "manifests"
+TABLES_DIR = f"{VERSIONS_DIR}/tables"  # shard tables, content-addressed: <sha256[:16]>.npy
+LINEAGE_DIR = f"{VERSIONS_DIR}/lineage"  # per-partition lineage, content-addressed: <sha256[:16]>.json
 SPLITS = ("train", "val")
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")

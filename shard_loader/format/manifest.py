@@ -1,24 +1,34 @@
 """The published manifest: parsing, validation of every field and key, and serialisation.
 
-Keys are relative to the dataset root (see keys.py).
+Keys are relative to the dataset root (see keys.py). Format 2 keeps the JSON small: each split's
+shards are a table (table.py) and the per-partition lineage a JSON file, both named in the manifest
+by key, size and sha256, so a trainer reads only the table of the split it serves. Format 1 (shards
+listed inline) is still read.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ..errors import ManifestError
-from .keys import check_key
+from ..errors import IntegrityError, ManifestError
+from .entries import FileRef, ShardEntry
+from .keys import LINEAGE_DIR, TABLES_DIR, check_key
+from .table import ShardTable
 
 FORMAT_NAME = "shard-dataset"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 CREATED_AT_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # UTC
 TOKEN_DTYPES = {"uint16": 2, "uint32": 4}
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+Reader = Callable[[FileRef], bytes]  # the bytes of a published file (a store's read), checked by the caller
 
 
 def token_dtype_for(vocab_size: int) -> str:
@@ -26,37 +36,59 @@ def token_dtype_for(vocab_size: int) -> str:
     return "uint16" if vocab_size <= 1 << 16 else "uint32"
 
 
-@dataclass(frozen=True)
-class FileRef:
-    """One published file: its key under the dataset root, byte size and sha256."""
-
-    key: str
-    size: int
-    sha256: str
+def _verified(ref: FileRef, raw: bytes) -> bytes:
+    sha = hashlib.sha256(raw).hexdigest()
+    if len(raw) != ref.size or sha != ref.sha256:
+        raise IntegrityError(f"{ref.key}: {len(raw)} bytes with sha256 {sha}, manifest says {ref.size} bytes with sha256 {ref.sha256}")
+    return raw
 
 
-@dataclass(frozen=True)
-class ShardEntry:
-    """One tokenized shard: a token array (`.npy`) and its document offsets (`.bin`)."""
-
-    partition: str
-    tokens: int
-    documents: int
-    npy: FileRef
-    bin: FileRef
-
-    @property
-    def nbytes(self) -> int:
-        return self.npy.size + self.bin.size
+def _ref_of(key_dir: str, suffix: str, raw: bytes) -> FileRef:
+    """A content-addressed sidecar: its key carries its sha256, so a key names one content forever."""
+    sha = hashlib.sha256(raw).hexdigest()
+    return FileRef(check_key(f"{key_dir}/{sha[:16]}{suffix}", "sidecar key"), len(raw), sha)
 
 
 @dataclass(frozen=True)
 class SplitInfo:
-    """The shards of one split, with their token and document totals."""
+    """A split's totals and its shard table: named by `table` (key, size, sha256) in the manifest, and
+    `shards` once loaded. A format-1 manifest lists its shards inline, so its `table` is None."""
 
     tokens: int
     documents: int
-    shards: tuple[ShardEntry, ...]
+    shard_count: int
+    nbytes: int
+    table: FileRef | None
+    loaded: ShardTable | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def of(cls, entries: Sequence[ShardEntry]) -> SplitInfo:
+        """A split of these shards, with its table's content-addressed key."""
+        table = ShardTable.of(entries)
+        return cls(
+            tokens=int(table.tokens.sum()), documents=int(table.documents.sum()), shard_count=len(table),
+            nbytes=int(table.nbytes.sum()), table=_ref_of(TABLES_DIR, ".npy", table.to_bytes()), loaded=table,
+        )
+
+    @property
+    def shards(self) -> ShardTable:
+        if self.loaded is None:
+            key = self.table.key if self.table else "the shard table"
+            raise ManifestError(f"{key} is not loaded: read it with Manifest.with_tables (open_manifest does)")
+        return self.loaded
+
+    def with_table(self, raw: bytes, itemsize: int) -> SplitInfo:
+        """This split with its published table loaded from `raw`, checked against the manifest's ref and totals."""
+        if self.table is None or self.loaded is not None:
+            return self
+        table = ShardTable.from_bytes(_verified(self.table, raw), self.table.key, itemsize)
+        found = (int(table.tokens.sum()), int(table.documents.sum()), len(table), int(table.nbytes.sum()))
+        if found != (self.tokens, self.documents, self.shard_count, self.nbytes):
+            raise ManifestError(
+                f"{self.table.key}: holds {found[0]} tokens, {found[1]} documents, {found[2]} shards, {found[3]} bytes; "
+                f"the manifest says {self.tokens}, {self.documents}, {self.shard_count}, {self.nbytes}"
+            )
+        return replace(self, loaded=table)
 
 
 @dataclass(frozen=True)
@@ -70,7 +102,8 @@ class TokenizerInfo:
 
 @dataclass(frozen=True)
 class Manifest:
-    """A parsed, validated manifest. `lineage` is kept as published JSON for display."""
+    """A parsed, validated manifest. `lineage` is the summary published inline (for display); `lineage_detail`,
+    per partition, is published as its own file (`lineage_file`) and loaded on demand."""
 
     dataset: str
     version: str
@@ -79,33 +112,86 @@ class Manifest:
     token_dtype: str
     splits: dict[str, SplitInfo]
     lineage: dict[str, Any] = field(default_factory=dict)
+    lineage_file: FileRef | None = None
+    lineage_detail: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.lineage_detail is not None and self.lineage_file is None:
+            object.__setattr__(self, "lineage_file", _ref_of(LINEAGE_DIR, ".json", self._lineage_bytes()))
 
     def split(self, name: str) -> SplitInfo:
         if name not in self.splits:
             raise ManifestError(f"split {name!r} not in manifest of {self.dataset}@{self.version}; has {sorted(self.splits)}")
         return self.splits[name]
 
+    def sidecars(self) -> list[FileRef]:
+        """The manifest's own files beside its JSON: each split's shard table and the lineage detail."""
+        tables = [s.table for s in self.splits.values() if s.table is not None]
+        return tables + ([self.lineage_file] if self.lineage_file else [])
+
     def files(self, splits: list[str] | None = None) -> list[FileRef]:
-        """Every file the manifest names: the tokenizer's, then each shard's .npy and .bin (of `splits`, default all)."""
+        """Every file the manifest names: the tokenizer's, its sidecars, then each shard's .npy and .bin
+        (only the shards' files when `splits` is given). Needs the tables of those splits loaded."""
         names = splits if splits is not None else list(self.splits)
-        shards = [r for name in names for e in self.split(name).shards for r in (e.npy, e.bin)]
-        return shards if splits is not None else [self.tokenizer.file, *shards]
+        shards = [r for name in names for r in self.split(name).shards.files()]
+        return shards if splits is not None else [self.tokenizer.file, *self.sidecars(), *shards]
+
+    def with_tables(self, read: Reader, splits: Sequence[str] | None = None) -> Manifest:
+        """This manifest with the shard tables of `splits` (default all) read, verified and checked."""
+        names = list(self.splits) if splits is None else [name for name in splits if self.split(name)]
+        itemsize = TOKEN_DTYPES[self.token_dtype]
+        loaded = {n: (s.with_table(read(s.table), itemsize) if n in names and s.table and s.loaded is None else s) for n, s in self.splits.items()}
+        return replace(self, splits=loaded)
+
+    def with_lineage(self, read: Reader) -> Manifest:
+        """This manifest with its per-partition lineage read and verified (format 1 has it inline)."""
+        if self.lineage_file is None or self.lineage_detail is not None:
+            return self
+        try:
+            detail = json.loads(_verified(self.lineage_file, read(self.lineage_file)))
+        except ValueError as exc:
+            raise ManifestError(f"{self.lineage_file.key}: not valid JSON ({exc})") from None
+        if not isinstance(detail, dict):
+            raise ManifestError(f"{self.lineage_file.key}: expected an object")
+        return replace(self, lineage_detail=detail)
+
+    @property
+    def full_lineage(self) -> dict[str, Any]:
+        """The summary and the per-partition detail together (the detail must be loaded for format 2)."""
+        if self.lineage_file is not None and self.lineage_detail is None:
+            raise ManifestError(f"{self.lineage_file.key} is not loaded: read it with Manifest.with_lineage")
+        return {**self.lineage, **(self.lineage_detail or {})}
+
+    def _lineage_bytes(self) -> bytes:
+        return (json.dumps(self.lineage_detail, indent=1, sort_keys=True) + "\n").encode()
+
+    def sidecar_bytes(self) -> dict[str, bytes]:
+        """What to publish beside the JSON, by key: every split's table and the lineage detail (all loaded)."""
+        out = {s.table.key: s.shards.to_bytes() for s in self.splits.values() if s.table is not None}
+        if self.lineage_file is not None:
+            out[self.lineage_file.key] = self._lineage_bytes()
+        return out
 
     def to_json(self) -> dict[str, Any]:
-        """The manifest as the JSON document the builder publishes."""
-        return {
+        """The manifest as the (format 2) JSON document the builder publishes."""
+        splits = {}
+        for name, s in self.splits.items():
+            if s.table is None:
+                raise ManifestError(f"split {name!r} of {self.version} has no shard table: a format-1 manifest is read, not republished")
+            splits[name] = {"tokens": s.tokens, "documents": s.documents, "shard_count": s.shard_count, "bytes": s.nbytes, "table": asdict(s.table)}
+        doc = {
             "format": FORMAT_NAME,
             "format_version": FORMAT_VERSION,
             "dataset": {"name": self.dataset, "version": self.version},
             "created_at": self.created_at,
             "tokenizer": asdict(self.tokenizer),
             "token_dtype": self.token_dtype,
-            "splits": {
-                name: {"tokens": s.tokens, "documents": s.documents, "shards": [asdict(e) for e in s.shards]}
-                for name, s in self.splits.items()
-            },
+            "splits": splits,
             "lineage": self.lineage,
         }
+        if self.lineage_file is not None:
+            doc["lineage_file"] = asdict(self.lineage_file)
+        return doc
 
     def dumps(self) -> bytes:
         return (json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n").encode()
@@ -166,8 +252,8 @@ def parse_manifest(raw: bytes | str, origin: str = "manifest") -> Manifest:
     if _get(doc, "format", str, origin) != FORMAT_NAME:
         raise ManifestError(f"{origin}: format is {doc['format']!r}, expected {FORMAT_NAME!r}")
     version = _get(doc, "format_version", int, origin)
-    if version != FORMAT_VERSION:
-        raise ManifestError(f"{origin}: format_version {version} is not supported (this reader knows {FORMAT_VERSION})")
+    if version not in READABLE_VERSIONS:
+        raise ManifestError(f"{origin}: format_version {version} is not supported (this reader knows {list(READABLE_VERSIONS)}); upgrade shard_loader")
     dtype = _get(doc, "token_dtype", str, origin)
     if dtype not in TOKEN_DTYPES:
         raise ManifestError(f"{origin}.token_dtype: {dtype!r} is not one of {sorted(TOKEN_DTYPES)}")
@@ -188,23 +274,8 @@ def parse_manifest(raw: bytes | str, origin: str = "manifest") -> Manifest:
             f"expected {token_dtype_for(tokenizer.vocab_size)}"
         )
     ds = _get(doc, "dataset", dict, origin)
-    splits: dict[str, SplitInfo] = {}
-    seen_keys: set[str] = set()
-    for name, body in _get(doc, "splits", dict, origin).items():
-        where = f"{origin}.splits.{name}"
-        shards = tuple(
-            _shard(s, f"{where}.shards[{i}]", TOKEN_DTYPES[dtype])
-            for i, s in enumerate(_get(body, "shards", list, where))
-        )
-        info = SplitInfo(tokens=_count(body, "tokens", where), documents=_count(body, "documents", where), shards=shards)
-        if info.tokens != sum(s.tokens for s in shards) or info.documents != sum(s.documents for s in shards):
-            raise ManifestError(f"{where}: totals ({info.tokens} tokens, {info.documents} documents) differ from the sum of its shards")
-        for s in shards:
-            for ref in (s.npy, s.bin):
-                if ref.key in seen_keys:
-                    raise ManifestError(f"{where}: key {ref.key} is listed twice")
-                seen_keys.add(ref.key)
-        splits[name] = info
+    body = _get(doc, "splits", dict, origin)
+    splits = _inline_splits(body, origin, TOKEN_DTYPES[dtype]) if version == 1 else _table_splits(body, origin)
     lineage = doc.get("lineage", {})
     if not isinstance(lineage, dict):
         raise ManifestError(f"{origin}.lineage: expected an object")
@@ -216,4 +287,37 @@ def parse_manifest(raw: bytes | str, origin: str = "manifest") -> Manifest:
         token_dtype=dtype,
         splits=splits,
         lineage=lineage,
+        lineage_file=_file(doc["lineage_file"], f"{origin}.lineage_file") if "lineage_file" in doc else None,
     )
+
+
+def _table_splits(body: dict, origin: str) -> dict[str, SplitInfo]:
+    """Format 2: each split names its shard table; the tables are read later, only for the splits used."""
+    splits = {}
+    for name, info in body.items():
+        where = f"{origin}.splits.{name}"
+        splits[name] = SplitInfo(
+            tokens=_count(info, "tokens", where), documents=_count(info, "documents", where),
+            shard_count=_count(info, "shard_count", where), nbytes=_count(info, "bytes", where),
+            table=_file(_get(info, "table", dict, where), f"{where}.table"),
+        )
+    return splits
+
+
+def _inline_splits(body: dict, origin: str, itemsize: int) -> dict[str, SplitInfo]:
+    """Format 1: every shard listed inline, checked entry by entry."""
+    splits: dict[str, SplitInfo] = {}
+    seen_keys: set[str] = set()
+    for name, info in body.items():
+        where = f"{origin}.splits.{name}"
+        shards = [_shard(s, f"{where}.shards[{i}]", itemsize) for i, s in enumerate(_get(info, "shards", list, where))]
+        tokens, documents = _count(info, "tokens", where), _count(info, "documents", where)
+        if tokens != sum(s.tokens for s in shards) or documents != sum(s.documents for s in shards):
+            raise ManifestError(f"{where}: totals ({tokens} tokens, {documents} documents) differ from the sum of its shards")
+        for s in shards:
+            for ref in (s.npy, s.bin):
+                if ref.key in seen_keys:
+                    raise ManifestError(f"{where}: key {ref.key} is listed twice")
+                seen_keys.add(ref.key)
+        splits[name] = replace(SplitInfo.of(shards), table=None)
+    return splits

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ShardFormatError
-from .manifest import ShardEntry
+from .entries import ShardEntry
 
 HEADER_BYTES = 128
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +15,7 @@ from shard_loader.format import (
     FileRef,
     Manifest,
     ShardEntry,
+    ShardTable,
     SplitInfo,
     TokenizerInfo,
     token_dtype_for,
@@ -65,9 +66,7 @@ def write_dataset(
             npy = _ref(root, f"{base}.npy", _npy_bytes(tokens))
             bin_ = _ref(root, f"{base}.bin", offsets.tobytes())
             entries.append(ShardEntry(partition=part, tokens=len(tokens), documents=len(docs), npy=npy, bin=bin_))
-        infos[split] = SplitInfo(
-            tokens=sum(e.tokens for e in entries), documents=sum(e.documents for e in entries), shards=tuple(entries)
-        )
+        infos[split] = SplitInfo.of(entries)
     manifest = Manifest(
         dataset=name,
         version=version,
@@ -83,6 +82,9 @@ def write_dataset(
 
 def publish_manifest(root: str | Path, manifest: Manifest) -> None:
     root = Path(root)
+    for key, data in manifest.sidecar_bytes().items():
+        (root / key).parent.mkdir(parents=True, exist_ok=True)
+        (root / key).write_bytes(data)
     (root / "manifests").mkdir(parents=True, exist_ok=True)
     (root / versioned_key(manifest.version)).write_bytes(manifest.dumps())
     (root / LATEST_KEY).write_bytes(manifest.dumps())
@@ -95,10 +97,27 @@ def random_docs(rng: np.random.Generator, n_docs: int, vocab_size: int = 50_000,
 
 
 def tamper_json(root: str | Path, edit) -> None:
-    """Apply `edit(doc)` to the published manifest.json in place (for hostile-manifest tests)."""
-    path = Path(root) / LATEST_KEY
+    """Apply `edit(doc)` to the published manifest.json in place, as an attacker with write access would.
+
+    `doc` shows each split's shard table inline (`doc["splits"][s]["shards"]`, a list of entry dicts) as
+    well as its totals; after the edit, the tables are written back unchecked and the manifest's refs to
+    them (key, size, sha256, count, bytes) made consistent, so only the edited fields are wrong."""
+    root = Path(root)
+    path = root / LATEST_KEY
     doc = json.loads(path.read_text())
+    for split in doc.get("splits", {}).values():
+        if isinstance(split, dict) and "table" in split:
+            table = ShardTable.from_bytes((root / split["table"]["key"]).read_bytes(), "table", 1)
+            split["shards"] = [asdict(e) for e in table]
     edit(doc)
+    for split in doc.get("splits", {}).values():
+        if isinstance(split, dict) and "table" in split and "shards" in split:
+            entries = [ShardEntry(**{**e, "npy": FileRef(**e["npy"]), "bin": FileRef(**e["bin"])}) for e in split.pop("shards")]
+            data = ShardTable.of(entries).to_bytes()
+            key = f"manifests/tables/tampered-{hashlib.sha256(data).hexdigest()[:16]}.npy"
+            (root / key).write_bytes(data)
+            split["table"] = {"key": key, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+            split.update(shard_count=len(entries), bytes=sum(e.npy.size + e.bin.size for e in entries))
     path.write_text(json.dumps(doc))
 
 

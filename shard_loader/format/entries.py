@@ -1,0 +1,29 @@
+"""The records a manifest lists: a published file (key, size, sha256) and a tokenized shard (its two files)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FileRef:
+    """One published file: its key under the dataset root, byte size and sha256."""
+
+    key: str
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class ShardEntry:
+    """One tokenized shard: a token array (`.npy`) and its document offsets (`.bin`)."""
+
+    partition: str
+    tokens: int
+    documents: int
+    npy: FileRef
+    bin: FileRef
+
+    @property
+    def nbytes(self) -> int:
+        return self.npy.size + self.bin.size

@@ -1,0 +1,176 @@
+"""The shard table: one split's shard entries as a structured NumPy array, one row per shard.
+
+The manifest names each split's table by key, size and sha256, and the table is published as a
+standard `.npy` file (`numpy.load(path, allow_pickle=False)` reads it). A reader parses the small
+JSON, loads only the table of the split it serves, and builds a `ShardEntry` only for the rows it
+uses: start-up and memory stay flat at tens of thousands of shards, and forked workers share the
+array's pages instead of each holding a tree of Python objects.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterator, Sequence
+from typing import overload
+
+import numpy as np
+
+from ..errors import ManifestError
+from .keys import check_key
+from .entries import FileRef, ShardEntry
+
+_HEX64 = re.compile(rb"^[0-9a-f]{64}$")
+_INT = "<i8"
+_TEXT_FIELDS = ("partition", "npy_key", "bin_key")
+_INT_FIELDS = ("tokens", "documents", "npy_size", "bin_size")
+_SHA_FIELDS = ("npy_sha256", "bin_sha256")
+FIELDS = ("partition", "tokens", "documents", "npy_key", "npy_size", "npy_sha256", "bin_key", "bin_size", "bin_sha256")
+
+
+def _dtype(partition_bytes: int, key_bytes: int) -> np.dtype:
+    text = {"partition": f"S{partition_bytes}", "npy_key": f"S{key_bytes}", "bin_key": f"S{key_bytes}"}
+    return np.dtype([(name, text.get(name, "S64" if name in _SHA_FIELDS else _INT)) for name in FIELDS])
+
+
+class ShardTable(Sequence[ShardEntry]):
+    """A split's shards, in manifest order. Indexing builds (and checks) one `ShardEntry`; the columns are arrays."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self, rows: np.ndarray):
+        self.rows = rows
+
+    @classmethod
+    def of(cls, entries: Sequence[ShardEntry]) -> ShardTable:
+        if isinstance(entries, ShardTable):
+            return entries
+        columns = {"partition": [e.partition.encode() for e in entries], "tokens": [e.tokens for e in entries],
+                   "documents": [e.documents for e in entries]}
+        for kind in ("npy", "bin"):
+            refs = [getattr(e, kind) for e in entries]
+            columns[f"{kind}_key"] = [r.key.encode() for r in refs]
+            columns[f"{kind}_size"] = [r.size for r in refs]
+            columns[f"{kind}_sha256"] = [r.sha256.encode() for r in refs]
+        longest = max(map(len, columns["npy_key"] + columns["bin_key"]), default=1)
+        rows = np.zeros(len(entries), dtype=_dtype(max(map(len, columns["partition"]), default=1), longest))
+        for name, values in columns.items():
+            rows[name] = values
+        return cls(rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @overload
+    def __getitem__(self, i: int) -> ShardEntry: ...
+    @overload
+    def __getitem__(self, i: slice) -> ShardTable: ...
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return ShardTable(self.rows[i])
+        r = self.rows[i]
+        where = f"shard table row {i}"
+        try:
+            return self._entry(r, where)
+        except UnicodeDecodeError as exc:
+            raise ManifestError(f"{where}: a partition or key is not UTF-8 ({exc})") from None
+
+    @staticmethod
+    def _entry(r: np.void, where: str) -> ShardEntry:
+        return ShardEntry(
+            partition=r["partition"].decode(),
+            tokens=int(r["tokens"]),
+            documents=int(r["documents"]),
+            npy=FileRef(check_key(r["npy_key"].decode(), f"{where}.npy_key"), int(r["npy_size"]), r["npy_sha256"].decode()),
+            bin=FileRef(check_key(r["bin_key"].decode(), f"{where}.bin_key"), int(r["bin_size"]), r["bin_sha256"].decode()),
+        )
+
+    def __iter__(self) -> Iterator[ShardEntry]:
+        return (self[i] for i in range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ShardTable) and list(self.files()) == list(other.files()) and self.to_bytes() == other.to_bytes()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @property
+    def tokens(self) -> np.ndarray:
+        return self.rows["tokens"]
+
+    @property
+    def documents(self) -> np.ndarray:
+        return self.rows["documents"]
+
+    @property
+    def nbytes(self) -> np.ndarray:
+        """Bytes of each shard's two files."""
+        return self.rows["npy_size"] + self.rows["bin_size"]
+
+    def files(self) -> Iterator[FileRef]:
+        """Each shard's .npy then .bin, in order."""
+        for e in self:
+            yield e.npy
+            yield e.bin
+
+    def to_bytes(self) -> bytes:
+        buf = io.BytesIO()
+        np.save(buf, self.rows, allow_pickle=False)
+        return buf.getvalue()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, origin: str, itemsize: int) -> ShardTable:
+        """Parse and check a published table: its columns, every count and size, and every key and sha256."""
+        try:
+            rows = np.load(io.BytesIO(raw), allow_pickle=False)
+        except (ValueError, OSError, EOFError) as exc:
+            raise ManifestError(f"{origin}: not a readable .npy shard table ({exc})") from None
+        if rows.ndim != 1 or rows.dtype.names != FIELDS:
+            raise ManifestError(f"{origin}: expected a 1-D table with fields {list(FIELDS)}, found {rows.ndim}-D {rows.dtype}")
+        for name in FIELDS:
+            kind = rows.dtype[name]
+            wanted = "S" if name in _TEXT_FIELDS + _SHA_FIELDS else "i"
+            if kind.kind != wanted or (wanted == "i" and kind.itemsize != 8):
+                raise ManifestError(f"{origin}: field {name!r} is {kind}, expected {'bytes' if wanted == 'S' else 'int64'}")
+        table = cls(rows.copy() if not rows.flags.writeable else rows)
+        table._check(origin, itemsize)
+        return table
+
+    def _check(self, origin: str, itemsize: int) -> None:
+        rows = self.rows
+        for name in _INT_FIELDS:
+            if len(rows) and rows[name].min() < 0:
+                i = int(np.argmin(rows[name]))
+                raise ManifestError(f"{origin}[{i}].{name}: must not be negative, got {rows[name][i]}")
+        bad = np.flatnonzero(rows["bin_size"] != 8 * (rows["documents"] + 1))
+        if bad.size:
+            e = self[int(bad[0])]
+            raise ManifestError(f"{origin}[{bad[0]}]: {e.bin.key} is {e.bin.size} bytes but {e.documents} documents need {8 * (e.documents + 1)} bytes of int64 offsets")
+        bad = np.flatnonzero(rows["npy_size"] < rows["tokens"] * itemsize)
+        if bad.size:
+            e = self[int(bad[0])]
+            raise ManifestError(f"{origin}[{bad[0]}]: {e.npy.key} is {e.npy.size} bytes, too small for {e.tokens} tokens")
+        for name in _SHA_FIELDS:
+            for i, sha in enumerate(rows[name]):
+                if not _HEX64.match(sha):
+                    raise ManifestError(f"{origin}[{i}].{name}: {sha!r} is not 64 lowercase hex digits")
+        _check_keys(rows, origin)
+
+
+def _check_keys(rows: np.ndarray, origin: str) -> None:
+    """Every key safe and listed once. Keys share a few folders, so each folder is checked once and each name is
+    checked for what a name alone can get wrong: the cost stays a dict lookup per key at 30,000 shards."""
+    folders: set[bytes] = set()
+    for name in ("npy_key", "bin_key"):
+        for i, raw in enumerate(rows[name]):
+            folder, _, base = raw.rpartition(b"/")
+            if not folder or not base or base in (b".", b"..") or b"\\" in base:
+                check_key(raw.decode(errors="replace"), f"{origin}[{i}].{name}")  # names the problem when it has one
+                raise ManifestError(f"{origin}[{i}].{name}: key {raw.decode(errors='replace')!r} must name a file inside a folder")
+            if folder not in folders:
+                check_key(folder.decode(errors="replace"), f"{origin}[{i}].{name}")
+                folders.add(folder)
+    keys = np.concatenate([rows["npy_key"], rows["bin_key"]])
+    unique, counts = np.unique(keys, return_counts=True)
+    if counts.size and counts.max() > 1:
+        raise ManifestError(f"{origin}: key {unique[int(np.argmax(counts))].decode()} is listed twice")
