@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 from functools import cached_property
 
 import numpy as np
@@ -55,9 +56,8 @@ class SampleSpec:
         return np.where(tokens < self.span, 0, (tokens - self.span) // self.step + 1)
 
 
-@dataclass(frozen=True)
-class Window:
-    """A group of shards held on local disk together."""
+class Window(NamedTuple):
+    """A group of shards held on local disk together (a tuple: an epoch at 30,000 shards makes 30,000 of them)."""
 
     index: int
     shards: tuple[int, ...]
@@ -66,10 +66,15 @@ class Window:
 
 def make_windows(sizes: Sequence[int], window_shards: int | None, window_bytes: int | None) -> list[Window]:
     """Group shards (of these byte sizes, in manifest order) by a shard count, a byte budget, or (neither) one shard per window."""
+    if not window_bytes:  # fixed groups: no loop over shards in Python beyond building the tuples
+        step, n = window_shards or 1, len(sizes)
+        totals = np.add.reduceat(np.asarray(sizes, dtype=np.int64), np.arange(0, n, step)).tolist() if n else []
+        if step == 1:
+            return [Window(i, (i,), b) for i, b in enumerate(totals)]
+        return [Window(i, tuple(range(i * step, min((i + 1) * step, n))), b) for i, b in enumerate(totals)]
     windows, current, size = [], [], 0
     for i, nbytes in enumerate(sizes):
-        full = (window_shards and len(current) >= window_shards) or (window_bytes and current and size + nbytes > window_bytes)
-        if current and (full or (not window_shards and not window_bytes)):
+        if current and (len(current) == window_shards or size + nbytes > window_bytes):
             windows.append(Window(len(windows), tuple(current), size))
             current, size = [], 0
         current.append(i)

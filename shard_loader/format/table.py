@@ -10,7 +10,7 @@ array's pages instead of each holding a tree of Python objects.
 from __future__ import annotations
 
 import io
-import re
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from typing import overload
 
@@ -20,7 +20,9 @@ from ..errors import ManifestError
 from .keys import check_key
 from .entries import FileRef, ShardEntry
 
-_HEX64 = re.compile(rb"^[0-9a-f]{64}$")
+# Substrings of "\n" + keys joined by "\n" + "\n" that only an unsafe or odd key makes: an empty key, a leading or
+# trailing "/", a "." or ".." name, a backslash, a colon (a scheme, or rare enough to check key by key).
+_SUSPICIOUS = (b"\n\n", b"\n/", b"/\n", b"/.\n", b"/..\n", b"\n.\n", b"\n..\n", b"\\", b":")
 _INT = "<i8"
 _TEXT_FIELDS = ("partition", "npy_key", "bin_key")
 _INT_FIELDS = ("tokens", "documents", "npy_size", "bin_size")
@@ -150,27 +152,41 @@ class ShardTable(Sequence[ShardEntry]):
         if bad.size:
             e = self[int(bad[0])]
             raise ManifestError(f"{origin}[{bad[0]}]: {e.npy.key} is {e.npy.size} bytes, too small for {e.tokens} tokens")
-        for name in _SHA_FIELDS:
-            for i, sha in enumerate(rows[name]):
-                if not _HEX64.match(sha):
-                    raise ManifestError(f"{origin}[{i}].{name}: {sha!r} is not 64 lowercase hex digits")
+        for name in _SHA_FIELDS:  # 64 lowercase hex digits, checked as bytes (a shorter value is padded with NUL)
+            digits = np.ascontiguousarray(rows[name]).view(np.uint8).reshape(len(rows), -1)
+            hexadecimal = ((digits >= ord("0")) & (digits <= ord("9"))) | ((digits >= ord("a")) & (digits <= ord("f")))
+            bad = np.flatnonzero(~hexadecimal.all(axis=1)) if digits.shape[1] == 64 else np.arange(len(rows))
+            if bad.size:
+                raise ManifestError(f"{origin}[{bad[0]}].{name}: {rows[name][bad[0]]!r} is not 64 lowercase hex digits")
         _check_keys(rows, origin)
 
 
 def _check_keys(rows: np.ndarray, origin: str) -> None:
-    """Every key safe and listed once. Keys share a few folders, so each folder is checked once and each name is
-    checked for what a name alone can get wrong: the cost stays a dict lookup per key at 30,000 shards."""
-    folders: set[bytes] = set()
+    """Every key safe and listed once, in a few passes over all keys rather than a full check per key: keys share a
+    few folders, so each folder gets `check_key` once, and one scan finds any name that could be unsafe on its own.
+    Anything suspicious is checked key by key, so the error names the row and the rule."""
     for name in ("npy_key", "bin_key"):
-        for i, raw in enumerate(rows[name]):
-            folder, _, base = raw.rpartition(b"/")
-            if not folder or not base or base in (b".", b"..") or b"\\" in base:
-                check_key(raw.decode(errors="replace"), f"{origin}[{i}].{name}")  # names the problem when it has one
-                raise ManifestError(f"{origin}[{i}].{name}: key {raw.decode(errors='replace')!r} must name a file inside a folder")
-            if folder not in folders:
-                check_key(folder.decode(errors="replace"), f"{origin}[{i}].{name}")
-                folders.add(folder)
-    keys = np.concatenate([rows["npy_key"], rows["bin_key"]])
-    unique, counts = np.unique(keys, return_counts=True)
-    if counts.size and counts.max() > 1:
-        raise ManifestError(f"{origin}: key {unique[int(np.argmax(counts))].decode()} is listed twice")
+        listed = rows[name].tolist()
+        blob = b"\n" + b"\n".join(listed) + b"\n"
+        if blob.count(b"\n") != len(listed) + 1:
+            raise ManifestError(f"{origin}.{name}: a key holds a line break")
+        try:
+            if listed and any(odd in blob for odd in _SUSPICIOUS):
+                raise ManifestError("suspicious")
+            for folder in {k.rpartition(b"/")[0] for k in listed} - {b""}:
+                check_key(folder.decode(), "folder")
+        except (ManifestError, UnicodeDecodeError):
+            _check_each_key(listed, f"{origin}[{{}}].{name}")
+    every = rows["npy_key"].tolist() + rows["bin_key"].tolist()
+    if len(set(every)) != len(every):
+        twice = next(k for k, n in Counter(every).items() if n > 1)
+        raise ManifestError(f"{origin}: key {twice.decode(errors='replace')} is listed twice")
+
+
+def _check_each_key(listed: list[bytes], where: str) -> None:
+    for i, raw in enumerate(listed):
+        try:
+            key = raw.decode()
+        except UnicodeDecodeError:
+            raise ManifestError(f"{where.format(i)}: key {raw!r} is not UTF-8") from None
+        check_key(key, where.format(i))

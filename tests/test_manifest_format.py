@@ -1,0 +1,112 @@
+"""Manifest format 2: the JSON names each split's shard table and the lineage detail by key, size and sha256;
+a trainer reads only its split's table, every table is verified before use, and format 1 is still read."""
+
+import hashlib
+import json
+import pickle
+import re
+from dataclasses import asdict
+
+import numpy as np
+import pytest
+
+import shard_loader
+from shard_loader import IntegrityError, ManifestError, TokenDataset
+from shard_loader.cli import main
+from shard_loader.format import LATEST_KEY, ShardTable
+from tests.support.synthetic import random_docs, write_dataset
+
+
+@pytest.fixture
+def published(tmp_path):
+    rng = np.random.default_rng(11)
+    m = write_dataset(tmp_path, {"train": [random_docs(rng, 20) for _ in range(3)], "val": [random_docs(rng, 5)]})
+    return tmp_path, m
+
+
+def _batches(url, **kw):
+    return [b["input_ids"] for b in TokenDataset(url, seq_len=32, batch_size=2, **kw)]
+
+
+def test_the_json_holds_totals_and_refs_and_each_table_is_a_plain_npy(published):
+    root, m = published
+    doc = json.loads((root / LATEST_KEY).read_text())
+    assert doc["format_version"] == 2
+    train = doc["splits"]["train"]
+    assert set(train) == {"tokens", "documents", "shard_count", "bytes", "table"} and train["shard_count"] == 3
+    rows = np.load(root / train["table"]["key"], allow_pickle=False)  # any numpy reads it, no shard_loader needed
+    assert [r.decode() for r in rows["npy_key"]] == [e.npy.key for e in m.splits["train"].shards]
+    assert int(rows["tokens"].sum()) == train["tokens"] and train["table"]["key"].startswith("manifests/tables/")
+
+
+def test_a_trainer_reads_only_the_table_of_its_split(published):
+    root, m = published
+    (root / m.splits["val"].table.key).unlink()
+    assert _batches(str(root))  # train needs only the train table
+    with pytest.raises(shard_loader.StoreError, match=m.splits["val"].table.key):
+        shard_loader.open_manifest(str(root))  # all splits: the missing table is named
+
+
+def test_a_changed_table_is_refused_naming_its_key(published):
+    root, m = published
+    key = m.splits["train"].table.key
+    data = bytearray((root / key).read_bytes())
+    data[-3] ^= 0x01
+    (root / key).write_bytes(bytes(data))
+    with pytest.raises(IntegrityError, match=f"{key}: .* manifest says"):
+        TokenDataset(str(root))
+
+
+def test_a_table_of_other_columns_is_refused(published):
+    root, m = published
+    key = m.splits["train"].table.key
+    rows = np.load(root / key)
+    np.save(root / key, rows[["partition", "tokens", "documents"]], allow_pickle=False)
+    data = (root / key).read_bytes()
+    doc = json.loads((root / LATEST_KEY).read_text())
+    doc["splits"]["train"]["table"].update(size=len(data), sha256=hashlib.sha256(data).hexdigest())
+    (root / LATEST_KEY).write_text(json.dumps(doc))
+    with pytest.raises(ManifestError, match=f"{key}: expected a 1-D table with fields"):
+        TokenDataset(str(root))
+
+
+def test_a_format_1_manifest_with_shards_inline_is_still_read(published):
+    root, m = published
+    expected = _batches(str(root))
+    doc = json.loads((root / LATEST_KEY).read_text())
+    for name, split in doc["splits"].items():
+        split.pop("table"), split.pop("shard_count"), split.pop("bytes")
+        split["shards"] = [asdict(e) for e in m.splits[name].shards]
+    doc["format_version"] = 1
+    (root / LATEST_KEY).write_text(json.dumps(doc))
+    for table in (root / "manifests" / "tables").iterdir():
+        table.unlink()  # format 1 needs none
+    got = _batches(str(root))
+    assert len(got) == len(expected) and all(np.array_equal(a, b) for a, b in zip(got, expected))
+    assert shard_loader.open_manifest(str(root)).manifest.splits["train"].table is None
+
+
+def test_the_table_indexes_like_the_entries_it_was_made_of(published):
+    _, m = published
+    entries = list(m.splits["train"].shards)
+    table = ShardTable.of(entries)
+    assert [table[i] for i in range(len(table))] == entries and list(table[1:]) == entries[1:]
+    assert table.tokens.tolist() == [e.tokens for e in entries] and table.nbytes.tolist() == [e.nbytes for e in entries]
+    assert ShardTable.from_bytes(table.to_bytes(), "t", 2) == table
+
+
+def test_a_pickled_dataset_carries_its_table_and_never_reads_it_again(published):
+    root, _ = published
+    ds = TokenDataset(str(root), seq_len=32, batch_size=2)
+    for table in (root / "manifests" / "tables").iterdir():
+        table.unlink()  # a spawned worker gets the table with the dataset
+    clone = pickle.loads(pickle.dumps(ds))
+    assert [b["input_ids"].tolist() for b in clone] == [b["input_ids"].tolist() for b in ds]
+
+
+def test_info_reads_no_table(published, capsys):
+    root, _ = published
+    for table in (root / "manifests" / "tables").iterdir():
+        table.unlink()  # the totals are in the JSON
+    assert main(["info", str(root)]) == 0
+    assert re.search(r"^train\s+[\d,]+ tokens\s+[\d,]+ documents\s+3 shards", capsys.readouterr().out, re.M)
