@@ -195,6 +195,6 @@ def test_ranks_in_lockstep_fetch_each_file_once_per_node_within_the_disk_budget(
         disk.stop()
     assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in results]
     assert [json.loads(out) for out, _ in results] == _expected(tmp_path / "pub", sizes)
-    fetched = {path: n for path, n in server.gets.items() if path.endswith((".npy", ".bin"))}
+    fetched = {path: n for path, n in server.gets.items() if path.startswith("/tokenized/")}
     assert len(fetched) == 2 * len(sizes) and set(fetched.values()) == {1}  # 1.0x the split per node
     assert disk.deleted_mapped == 0 and 0 < disk.peak <= budget

@@ -94,11 +94,14 @@ def test_keys_are_percent_quoted_so_a_literal_percent_names_a_file_not_an_escape
 
 def test_a_size_of_2_to_the_63_is_refused_before_any_allocation(published, tmp_path):
     root, m = published
-    tamper_json(root, lambda d: d["splits"]["train"]["shards"][0]["npy"].update(size=2**63))
+    tamper_json(root, lambda d: d["splits"]["train"]["shards"][0]["npy"].update(size=2**63 - 1))  # the most an int64 table holds
+    with FolderServer(root) as server, pytest.raises(ManifestError, match=r"its files add up to 9,223,372,036,854,7\d\d,\d+ bytes"):
+        TokenDataset(server.url, seq_len=16, batch_size=2, cache_dir=tmp_path / "cache", window_shards=1)
+    tamper_json(root, lambda d: d["splits"]["train"]["shards"][0]["npy"].update(size=2**62))
     key = m.splits["train"].shards[0].npy.key
     with FolderServer(root) as server:
         ds = TokenDataset(server.url, seq_len=16, batch_size=2, cache_dir=tmp_path / "cache", window_shards=1)
-        with pytest.raises(DiskBudgetError, match=f"{key}: needs 9,223,372,036,854,775,808 bytes"):
+        with pytest.raises(DiskBudgetError, match=f"{key}: needs 4,611,686,018,427,387,904 bytes"):
             list(ds)
     assert not list((tmp_path / "cache").rglob("*.part"))
 

@@ -144,6 +144,9 @@ class ShardTable(Sequence[ShardEntry]):
             if len(rows) and rows[name].min() < 0:
                 i = int(np.argmin(rows[name]))
                 raise ManifestError(f"{origin}[{i}].{name}: must not be negative, got {rows[name][i]}")
+        total = sum(rows["npy_size"].tolist()) + sum(rows["bin_size"].tolist())  # Python ints: the sum cannot wrap
+        if total >= 1 << 63:
+            raise ManifestError(f"{origin}: its files add up to {total:,} bytes, more than a 64-bit size can count")
         bad = np.flatnonzero(rows["bin_size"] != 8 * (rows["documents"] + 1))
         if bad.size:
             e = self[int(bad[0])]
