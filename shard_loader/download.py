@@ -45,6 +45,11 @@ STATS = RequestStats()  # process-wide request counts, reported by `shard-loader
 log = logging.getLogger(__name__)
 
 
+def journal_bound(size: int, config: DownloadConfig = DEFAULT_CONFIG) -> int:
+    """The most bytes the journal of a download of `size` bytes holds (a line per part): disk it needs besides the file."""
+    return 21 * max(1, -(-size // config.part_size))
+
+
 def _sidecar(dest: Path, suffix: str) -> Path:
     return dest.with_name(dest.name + suffix)
 

@@ -107,6 +107,7 @@ class TorchTokenDataset(IterableDataset):
             if ds.position_ids:
                 pos.append(ds.positions(shards, shard_ids, starts))
             filled += len(starts)
+            del shards  # a released window must not stay mapped here while the next one is awaited
             if (k + 1) % self.group == 0 or k + 1 == plan.total_batches:
                 yield self._pack(buf, filled, pos, slot)
                 buf, pos, filled, sent = None, [], 0, sent + 1
