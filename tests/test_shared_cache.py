@@ -15,6 +15,7 @@ import pytest
 
 from shard_loader import TokenDataset
 from shard_loader.cache import cached_path, markers
+from shard_loader.consumers import Registration, live_places
 from shard_loader.eviction import cache_usage
 from shard_loader.lease import evict, hold
 from tests.support.http_server import FolderServer
@@ -67,6 +68,32 @@ def test_a_dead_holders_lease_expires(tmp_path):
     proc.kill()
     proc.wait()
     assert evict(path) and not path.exists()
+
+
+REGISTERED = """
+import sys
+from pathlib import Path
+from shard_loader.consumers import Registration
+record = Registration(Path(sys.argv[1]), "layout", 7)
+print("registered", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_consumers_place_counts_while_it_lives_and_moves_with_it(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", REGISTERED, str(tmp_path)], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "registered"
+    mine = Registration(tmp_path, "layout", 3)
+    other = Registration(tmp_path, "other", 1)
+    assert sorted(live_places(tmp_path, "layout")) == [3, 7]
+    mine.move(9)
+    assert sorted(live_places(tmp_path, "layout")) == [7, 9]
+    proc.kill()
+    proc.wait()
+    assert live_places(tmp_path, "layout") == [9]  # a dead consumer holds nothing back
+    mine.close()
+    other.close()
+    assert live_places(tmp_path, "layout") == [] and not list((tmp_path / ".consumers").iterdir())
 
 
 @pytest.mark.integration
