@@ -23,8 +23,10 @@ import json
 import logging
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+import numpy as np
 
 from .cache import cached_path, ensure_local, is_trusted, markers
 from .consumers import Registration, live_places
@@ -50,6 +52,11 @@ class RotationStats:
     windows_fetched: int = 0
     max_cache_bytes: int = 0
     paced_s: float = 0.0  # seconds fetching waited for slower consumers of a shared cache (back-pressure)
+
+
+def _plain(shard: Shard) -> Shard:
+    """The shard with its memmap seen as a plain array (same mapping): slicing a np.memmap costs about 8x more per row."""
+    return replace(shard, tokens=shard.tokens.view(np.ndarray))
 
 
 class WindowCache:
@@ -159,7 +166,7 @@ class WindowCache:
     def _load(self, segment: Segment) -> dict[int, Shard]:
         paths = self._cached_paths(segment) if self.remote else self._local_paths(segment.window)
         dtype = self.opened.manifest.token_dtype
-        shards = {i: open_shard(self.shards[i], npy, bin_, dtype) for i, (npy, bin_) in paths.items()}
+        shards = {i: _plain(open_shard(self.shards[i], npy, bin_, dtype)) for i, (npy, bin_) in paths.items()}
         if self.remote:
             self.stats.max_cache_bytes = max(self.stats.max_cache_bytes, cache_usage(self.cache_dir))
         self.stats.windows_fetched += 1
