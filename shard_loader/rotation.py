@@ -75,6 +75,7 @@ class WindowCache:
         self._leases: dict[int, list[Lease]] = {}
         self._orders: Orders | None = None
         self._layout: str | None = None
+        self._room = 0  # bytes the horizon may fill: the budget less a download's journal
         self._registration: Registration | None = None
 
     @property
@@ -86,6 +87,7 @@ class WindowCache:
         """Read windows in `plan`'s visiting order from now on (a paced cache compares consumers' places in it)."""
         if self.paced:
             self._orders = Orders(plan)
+            self._room = self.budget - journal_bound(max(w.nbytes for w in plan.windows))
             if self._layout is None:
                 m = self.opened.manifest
                 layout = [m.dataset, m.version, plan.seed, self.shards[0].npy.key, [w.shards for w in plan.windows]]
@@ -120,13 +122,14 @@ class WindowCache:
     def _horizon(self, place: int) -> Horizon:
         """The windows kept for the slowest live consumer of this layout (this one counts, registered or not)."""
         slowest = min([place, *live_places(self.cache_dir, self._layout)])
-        return horizon(self._orders, slowest, self.budget - journal_bound(max(w.nbytes for w in self._orders.plan.windows)))
+        return horizon(self._orders, slowest, self._room)
 
     def _wait(self, started: float, place: int, why: str) -> None:
         """Sleep a pacing period, saying so once a minute (a consumer stopped elsewhere holds this one back)."""
+        before = time.perf_counter() - started
         time.sleep(PACE_SECONDS)
         waited = time.perf_counter() - started
-        if waited >= 60 and waited % 60 < PACE_SECONDS:
+        if int(waited // 60) > int(before // 60):
             log.warning("%s: the window at place %d has waited %.0f s for slower consumers (%s)", self.cache_dir, place, waited, why)
 
     def _paced_fetch(self, place: int, refs: list[FileRef]) -> None:
@@ -153,14 +156,13 @@ class WindowCache:
         window = segment.window
         refs = [ref for i in window.shards for ref in self._refs(i)]
         if self.paced:
-            started = time.perf_counter()
-            place = self._place(segment)
+            started, place = time.perf_counter(), self._place(segment)
             while place > self._horizon(place).end:  # lease nothing until within the horizon, so a leader never pins the slowest one's room
                 self._wait(started, place, "its place is past the horizon")
             self.stats.paced_s += time.perf_counter() - started
         self._leases[window.index] = [hold(cached_path(self.cache_dir, ref)) for ref in refs]
         if self.paced:
-            self._paced_fetch(self._place(segment), refs)
+            self._paced_fetch(place, refs)
         return {i: [ensure_local(self.opened.store, ref, self.cache_dir) for ref in self._refs(i)] for i in window.shards}
 
     def _load(self, segment: Segment) -> dict[int, Shard]:

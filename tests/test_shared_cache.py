@@ -17,6 +17,7 @@ from shard_loader import TokenDataset
 from shard_loader.cache import cached_path, markers
 from shard_loader.consumers import Registration, live_places
 from shard_loader.eviction import cache_usage
+from shard_loader.horizon import Orders, horizon
 from shard_loader.lease import evict, hold
 from tests.support.http_server import FolderServer
 from tests.support.s3_proxy import S3Proxy
@@ -68,6 +69,22 @@ def test_a_dead_holders_lease_expires(tmp_path):
     proc.kill()
     proc.wait()
     assert evict(path) and not path.exists()
+
+
+def test_the_horizon_holds_what_fits_the_budget_from_the_slowest_place_across_epochs(tmp_path):
+    write_positional(tmp_path / "pub", SIZES)
+    ds = TokenDataset(str(tmp_path / "pub"), **OPTS)
+    orders, sizes = Orders(ds.plan()), {w.index: w.nbytes for w in ds.windows}
+    n = len(ds.windows)
+    for start in range(2 * n):
+        for budget in (max(sizes.values()), 3 * max(sizes.values())):
+            kept = horizon(orders, start, budget)
+            windows = [orders.window(p).index for p in range(start, kept.end + 1)]
+            assert set(windows) == kept.windows and windows[0] == orders.window(start).index
+            assert sum(sizes[w] for w in kept.windows) <= budget or len(kept.windows) == 1
+            grown = kept.windows | {orders.window(kept.end + 1).index}
+            assert sum(sizes[w] for w in grown) > budget  # nothing more would fit
+    assert horizon(orders, 3, sum(sizes.values())).windows == set(sizes)  # all fit: every window is kept
 
 
 REGISTERED = """
