@@ -1,5 +1,5 @@
-"""Room under a shared cache's disk budget: evict verified files that no live consumer holds and no slower
-consumer will read soon (the caller names those), least recently released first."""
+"""Room under a shared cache's disk budget: drop part files of killed downloads, then evict verified files that no
+live consumer holds and no slower consumer will read soon (the caller names those), least recently released first."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 from .cache import markers
+from .download import discard_abandoned
 from .lease import evict, lease_path
 
 _MARK = ".ok-"
@@ -44,6 +45,8 @@ def verified_files(cache_dir: Path) -> list[Path]:
 def make_room(cache_dir: Path, budget: int, need: int, spare: Collection[Path] = frozenset()) -> bool:
     """Evict unheld files outside `spare` until `need` more bytes fit in `budget`; False if the rest leave too little room."""
     usage = cache_usage(cache_dir)
+    if usage + need > budget:
+        usage -= discard_abandoned(cache_dir)
     for path in verified_files(cache_dir):
         if usage + need <= budget:
             return True

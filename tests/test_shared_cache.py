@@ -16,7 +16,8 @@ import pytest
 from shard_loader import TokenDataset
 from shard_loader.cache import cached_path, markers
 from shard_loader.consumers import Registration, live_places
-from shard_loader.eviction import cache_usage
+from shard_loader.eviction import cache_usage, make_room
+from shard_loader.locking import file_lock
 from shard_loader.horizon import Orders, horizon
 from shard_loader.lease import evict, hold
 from tests.support.http_server import FolderServer
@@ -85,6 +86,17 @@ def test_the_horizon_holds_what_fits_the_budget_from_the_slowest_place_across_ep
             grown = kept.windows | {orders.window(kept.end + 1).index}
             assert sum(sizes[w] for w in grown) > budget  # nothing more would fit
     assert horizon(orders, 3, sum(sizes.values())).windows == set(sizes)  # all fit: every window is kept
+
+
+def test_room_is_made_from_part_files_of_killed_downloads_never_from_live_ones(tmp_path):
+    dead, live = tmp_path / "a.npy.part", tmp_path / "b.npy.part"
+    dead.write_bytes(b"x" * 100)
+    (tmp_path / "a.npy.journal").write_text("0\n")
+    live.write_bytes(b"y" * 100)
+    with file_lock(tmp_path / "b.npy.lock"):  # a download in progress
+        assert not make_room(tmp_path, budget=140, need=50)
+        assert make_room(tmp_path, budget=160, need=50)
+    assert not dead.exists() and not (tmp_path / "a.npy.journal").exists() and live.exists()
 
 
 REGISTERED = """
