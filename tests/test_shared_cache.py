@@ -263,6 +263,8 @@ def test_ranks_in_lockstep_fetch_each_file_once_per_node_within_the_disk_budget(
     assert disk.deleted_mapped == 0 and 0 < disk.peak <= budget
 
 
+# 20 repetitions in one torchrun: each is a whole pass into a fresh node cache, with new DataLoader workers and a new seed
+# (so another visiting order and other lags), while processes start and import torch once; small shards keep a pass short.
 REPS, LAGGING = 20, [int(n) for n in np.random.default_rng(11).integers(300, 900, size=12)]
 
 
