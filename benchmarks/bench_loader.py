@@ -1,9 +1,10 @@
 """Loader throughput, side by side in one run: shard_loader's numpy and torch paths against a
-real ceiling (random rows of an in-RAM array copied into a fresh int64 tensor) and a naive memmap
-loader, interleaved over REPS repetitions and reported as medians of per-repetition ratios;
-LitData; peak RSS at 1x and 10x the window; a DataLoader worker's own memory with 10 and many
-shards (fork and spawn); time to first batch with 10 and many shards; waits at window swaps
-over a throttled link."""
+real ceiling (random 2049-token rows of an in-RAM array copied into a fresh int64 tensor) and a
+naive memmap loader, interleaved over REPS repetitions and reported as medians of per-repetition
+ratios with their min-max spread; the trainer's main-process CPU per batch on the torch path;
+LitData; peak RSS at 1x and 10x the window; a DataLoader worker's peak unique memory (USS) with 10
+and 30,000 shards (fork and spawn); time to first batch with 10 and 30,000 shards; waits at window
+swaps over a throttled link."""
 
 from __future__ import annotations
 
@@ -27,7 +28,9 @@ from .sizes import Size, get_size
 B, S = 8, 2048
 
 
-REPS = 5
+REPS = 9
+EPOCHS_PER_REP = 2  # each variant serves this many epochs' worth of batches per repetition: short, so variants run close together
+MANY_SHARDS = 30_000
 
 
 def _rate(batches: int, seconds: float) -> float:
@@ -61,55 +64,64 @@ def naive(files: list[np.ndarray], n: int, rng) -> float:
 
 
 class NumpyPath:
-    """shard_loader's numpy path: one epoch per repetition."""
+    """shard_loader's numpy path: EPOCHS_PER_REP epochs per repetition."""
 
     def __init__(self, root: Path):
         self.ds = TokenDataset(str(root), seq_len=S, batch_size=B, window_shards=2)
 
-    def epoch(self, epoch: int) -> tuple[float, int]:
-        self.ds.set_epoch(epoch)
-        started, n = time.perf_counter(), sum(1 for _ in self.ds)
+    def epochs(self, first: int) -> tuple[float, int]:
+        started, n = time.perf_counter(), 0
+        for epoch in range(first, first + EPOCHS_PER_REP):
+            self.ds.set_epoch(epoch)
+            n += sum(1 for _ in self.ds)
         return _rate(n, time.perf_counter() - started), n
 
 
 class TorchPath:
-    """shard_loader's DataLoader path with persistent workers, warmed by a first epoch; also the trainer
-    thread's CPU time per batch (what the main process pays, whatever the workers do)."""
+    """shard_loader's DataLoader path with persistent workers, warmed by a first epoch; also the main process's
+    CPU time per batch, all its threads (what the trainer pays, whatever the workers do)."""
 
     def __init__(self, root: Path, workers: int):
         from shard_loader.torch_dataset import TokenDataLoader, TorchTokenDataset
 
         self.ds = TorchTokenDataset(str(root), seq_len=S, batch_size=B, window_shards=2)
         self.loader = TokenDataLoader(self.ds, num_workers=workers, prefetch_factor=4, persistent_workers=True)
-        self.epoch(0)
+        self.epochs(10_000)  # warm: workers started, slots and page cache touched
 
-    def epoch(self, epoch: int) -> tuple[float, float]:
-        self.ds.set_epoch(epoch)
-        started, cpu, n = time.perf_counter(), time.thread_time(), 0
-        for _ in self.loader:
-            n += 1
-        return _rate(n, time.perf_counter() - started), (time.thread_time() - cpu) / n * 1e6
+    def epochs(self, first: int) -> tuple[float, float]:
+        started, cpu, n = time.perf_counter(), time.process_time(), 0
+        for epoch in range(first, first + EPOCHS_PER_REP):
+            self.ds.set_epoch(epoch)
+            for _ in self.loader:
+                n += 1
+        return _rate(n, time.perf_counter() - started), (time.process_time() - cpu) / n * 1e6
 
 
 def throughput(root: Path, files: list[np.ndarray], reps: int = REPS) -> dict:
-    """Every variant once per repetition, interleaved; medians of rates and of per-repetition ratios to the ceiling."""
+    """Every variant once per repetition, interleaved; medians (and min-max) of rates and of per-repetition ratios."""
     tokens = np.concatenate([np.asarray(f) for f in files])  # in RAM, in the shards' own dtype
     numpy_path, one, two = NumpyPath(root), TorchPath(root, 1), TorchPath(root, 2)
     rng = np.random.default_rng(0)
     rows = []
-    for rep in range(1, reps + 1):
-        numpy_rate, n = numpy_path.epoch(rep)
+    for rep in range(reps):
+        numpy_rate, n = numpy_path.epochs(rep * EPOCHS_PER_REP)
         row = {"ceiling": ceiling(tokens, n, rng), "naive": naive(files, n, rng), "numpy": numpy_rate}
-        row["torch_1_worker"], _ = one.epoch(rep)
-        row["torch_2_workers"], row["main_cpu_us_per_batch_2_workers"] = two.epoch(rep)
+        row["torch_1_worker"], _ = one.epochs(rep * EPOCHS_PER_REP)
+        row["torch_2_workers"], row["main_cpu_us_per_batch_2_workers"] = two.epochs(rep * EPOCHS_PER_REP)
         rows.append(row)
-    med = lambda f: float(np.median([f(r) for r in rows]))  # noqa: E731
     out = {"reps": reps, "batches_per_rep": n, "per_rep": rows}
+
+    def stat(f) -> tuple[float, float, float]:
+        values = [f(r) for r in rows]
+        return float(np.median(values)), float(min(values)), float(max(values))
+
     for name in ("ceiling", "naive", "numpy", "torch_1_worker", "torch_2_workers", "main_cpu_us_per_batch_2_workers"):
-        out[name] = med(lambda r: r[name])
+        out[name], out[f"{name}_min"], out[f"{name}_max"] = stat(lambda r: r[name])
     for name in ("naive", "numpy", "torch_1_worker", "torch_2_workers"):
-        out[f"{name}_of_ceiling"] = med(lambda r: r[name] / r["ceiling"])
-        out[f"{name}_vs_naive"] = med(lambda r: r[name] / r["naive"])
+        for other in ("ceiling", "naive"):
+            if name != other:
+                key = f"{name}_of_{other}" if other == "ceiling" else f"{name}_vs_{other}"
+                out[key], out[f"{key}_min"], out[f"{key}_max"] = stat(lambda r: r[name] / r[other])
     return out
 
 
@@ -167,9 +179,13 @@ import sys, psutil
 from shard_loader.torch_dataset import TokenDataLoader, TorchTokenDataset
 ds = TorchTokenDataset(sys.argv[1], seq_len=2048, batch_size=1, window_shards=1, batches_per_transfer=1)
 loader = TokenDataLoader(ds, num_workers=2, persistent_workers=True, multiprocessing_context=sys.argv[2])
-next(iter(loader))
-workers = psutil.Process().children()
-print(max(p.memory_full_info().uss for p in workers))
+peak = 0
+for n, _ in enumerate(loader):
+    if n % 10 == 0:
+        peak = max([peak] + [p.memory_full_info().uss for p in psutil.Process().children()])
+    if n == 200:
+        break
+print(peak)
 """
 
 
@@ -229,28 +245,34 @@ def run(size: Size | str | int, work: Path) -> dict:
     make_dataset(windowed, size.loader_tokens, shards=10, seed=1)
     result["peak_rss_dataset_1x_window_bytes"] = _python(RSS_SCRIPT, windowed, 10)
     result["peak_rss_dataset_10x_window_bytes"] = _python(RSS_SCRIPT, windowed, 1)
-    few, many = work / "few_shards", work / "many_shards"
+    few, many = work / "few_shards", work / f"shards_{MANY_SHARDS}"
     make_dataset(few, 10 * 3000, shards=10, doc_len=1000)
-    make_dataset(many, size.many_shards * 3000, shards=size.many_shards, doc_len=1000)
-    for method in ("fork", "spawn"):  # memory a worker holds of its own: its unique set, after its first batch
+    make_dataset(many, MANY_SHARDS * 3000, shards=MANY_SHARDS, doc_len=1000)  # the public writer and manifest, as a builder writes them
+    for method in ("fork", "spawn"):  # memory a worker holds of its own: its unique set, peak over its first 200 batches
         result[f"worker_uss_10_shards_{method}_bytes"] = _python(WORKER_RSS_SCRIPT, few, method)
-        result[f"worker_uss_{size.many_shards}_shards_{method}_bytes"] = _python(WORKER_RSS_SCRIPT, many, method)
+        result[f"worker_uss_{MANY_SHARDS}_shards_{method}_bytes"] = _python(WORKER_RSS_SCRIPT, many, method)
     result["first_batch_10_shards_s"] = _python(FIRST_BATCH_SCRIPT, few)
-    result[f"first_batch_{size.many_shards}_shards_s"] = _python(FIRST_BATCH_SCRIPT, many)
+    result[f"first_batch_{MANY_SHARDS}_shards_s"] = _python(FIRST_BATCH_SCRIPT, many)
     result["swap_waits"] = swap_waits(make_dataset(work / "swaps", 8_000_000, shards=6) and work / "swaps")
-    ratio = lambda name: f"{t[name] / 1e6:.0f}M ({t[name + '_of_ceiling']:.2f} of ceiling, {t[name + '_vs_naive']:.1f}x naive)"  # noqa: E731
+    def ratio(name: str) -> str:
+        spread = lambda key: f"{t[key]:.2f} ({t[key + '_min']:.2f}-{t[key + '_max']:.2f})"  # noqa: E731
+        return f"{t[name] / 1e6:.0f}M; {spread(name + '_of_ceiling')} of ceiling; {spread(name + '_vs_naive')}x naive"
+
     result["summary"] = [
-        {"figure": f"ceiling / naive, tokens/s (medians of {t['reps']} interleaved reps)", "value": f"{t['ceiling'] / 1e6:.0f}M / {t['naive'] / 1e6:.0f}M"},
-        {"figure": "numpy path, tokens/s", "value": ratio("numpy"), "target": ">= 0.5 of ceiling, >= 2x naive"},
-        {"figure": "torch DataLoader (1 worker), tokens/s", "value": ratio("torch_1_worker"), "target": ">= 0.6 of ceiling, >= 2x naive"},
-        {"figure": "torch DataLoader (2 workers), tokens/s", "value": ratio("torch_2_workers"), "target": ">= 0.6 of ceiling, >= 2x naive"},
-        {"figure": "trainer thread CPU per batch (2 workers)", "value": f"{t['main_cpu_us_per_batch_2_workers']:.0f} us"},
+        {"figure": f"ceiling / naive, tokens/s (medians of {t['reps']} interleaved reps of {t['batches_per_rep']} batches)",
+         "value": f"{t['ceiling'] / 1e6:.0f}M ({t['ceiling_min'] / 1e6:.0f}-{t['ceiling_max'] / 1e6:.0f}M) / {t['naive'] / 1e6:.0f}M"},
+        {"figure": "numpy path, tokens/s; median (min-max) ratios", "value": ratio("numpy"), "target": ">= 0.5 of ceiling, >= 2x naive"},
+        {"figure": "torch DataLoader (1 worker), tokens/s; median (min-max) ratios", "value": ratio("torch_1_worker"), "target": ">= 0.6 of ceiling, >= 2x naive"},
+        {"figure": "torch DataLoader (2 workers), tokens/s; median (min-max) ratios", "value": ratio("torch_2_workers"), "target": ">= 0.6 of ceiling, >= 2x naive"},
+        {"figure": "main process CPU per batch, all threads (torch, 2 workers)",
+         "value": f"{t['main_cpu_us_per_batch_2_workers']:.1f} us ({t['main_cpu_us_per_batch_2_workers_min']:.1f}-{t['main_cpu_us_per_batch_2_workers_max']:.1f})"},
         {"figure": "LitData StreamingDataset + TokensLoader, tokens/s", "value": _versus_litdata(result, t), "target": "shard_loader >= 3x"},
         {"figure": "peak RSS, dataset 1x / 10x the window", "value": f"{result['peak_rss_dataset_1x_window_bytes'] / 2**20:.0f} MiB / {result['peak_rss_dataset_10x_window_bytes'] / 2**20:.0f} MiB"},
-        *({"figure": f"worker unique memory ({m}), 10 / {size.many_shards} shards",
-           "value": f"{result[f'worker_uss_10_shards_{m}_bytes'] / 2**20:.0f} MiB / {result[f'worker_uss_{size.many_shards}_shards_{m}_bytes'] / 2**20:.0f} MiB"}
+        *({"figure": f"DataLoader worker peak unique memory (USS, {m}), 10 / {MANY_SHARDS:,} shards",
+           "value": f"{result[f'worker_uss_10_shards_{m}_bytes'] / 2**20:.0f} MiB / {result[f'worker_uss_{MANY_SHARDS}_shards_{m}_bytes'] / 2**20:.0f} MiB",
+           "target": f"< 50 MB at {MANY_SHARDS:,}"}
           for m in ("fork", "spawn")),
-        {"figure": f"first batch, 10 / {size.many_shards} cached shards", "value": f"{result['first_batch_10_shards_s']:.2f} s / {result[f'first_batch_{size.many_shards}_shards_s']:.2f} s"},
+        {"figure": f"first batch, 10 / {MANY_SHARDS:,} local shards", "value": f"{result['first_batch_10_shards_s']:.2f} s / {result[f'first_batch_{MANY_SHARDS}_shards_s']:.2f} s"},
         {"figure": "wait at swaps after the first window (slow consumer)", "value": f"max {result['swap_waits']['max_wait_after_first_s'] * 1000:.1f} ms over {result['swap_waits']['windows']} windows (first {result['swap_waits']['first_wait_s']:.2f} s)", "target": "0"},
     ]
     return result

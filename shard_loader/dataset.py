@@ -204,10 +204,11 @@ class TokenDataset:
         """(batch index from the plan's start, open shards, shard ids, token starts) of each batch `consumer` serves."""
         firsts = np.concatenate(([0], np.cumsum(plan.batches_per_window)[:-1])).tolist()
         mine: list[tuple[int, Segment]] = [(k, s) for k, s in zip(firsts, plan.segments) if consumer.owns_any(k, s.batches)]
+        self.cache.follow(plan)
         try:
             for n, (first, segment) in enumerate(mine):
-                shards = self.cache.acquire(segment.window)
-                nxt = mine[n + 1][1].window if n + 1 < len(mine) else None
+                shards = self.cache.acquire(segment)
+                nxt = mine[n + 1][1] if n + 1 < len(mine) else None
                 if nxt is not None:
                     self.cache.prefetch(nxt)
                 shard_ids, starts = plan.rows(segment)
@@ -216,7 +217,7 @@ class TokenDataset:
                         rows = slice(b * self.batch_size, (b + 1) * self.batch_size)
                         yield first + b, shards, shard_ids[rows], starts[rows]
                 del shards
-                self.cache.release(segment.window, keep=set(nxt.shards) if nxt is not None else set())
+                self.cache.release(segment.window, keep=set(nxt.window.shards) if nxt is not None else set())
         finally:
             self.cache.close()
 
@@ -232,6 +233,7 @@ class TokenDataset:
                     batch = {"input_ids": buf[:, :-m], "labels": buf[:, m:]}
                     if self.position_ids:
                         batch["position_ids"] = self.positions(shards, shard_ids, starts)
+                    del shards  # a released window must not stay mapped here while the next one is awaited
                     self.position = moved = self.advanced(plan, base, k + 1)
                     yield batch
                     if self.position is not moved:  # next_window(), set_epoch() or load_state_dict() moved the stream

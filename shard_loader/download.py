@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .checksum import sha256_file
 from .errors import DiskBudgetError, IntegrityError, RangeNotSupportedError
-from .locking import file_lock
+from .locking import file_lock, lock_if_free
 from .format import FileRef
 from .retry import Deadline, RequestStats, RetryPolicy, with_retries
 from .store import Store
@@ -45,8 +45,30 @@ STATS = RequestStats()  # process-wide request counts, reported by `shard-loader
 log = logging.getLogger(__name__)
 
 
+def journal_bound(size: int, config: DownloadConfig = DEFAULT_CONFIG) -> int:
+    """The most bytes the journal of a download of `size` bytes holds (a line per part): disk it needs besides the file."""
+    return 21 * max(1, -(-size // config.part_size))
+
+
 def _sidecar(dest: Path, suffix: str) -> Path:
     return dest.with_name(dest.name + suffix)
+
+
+def discard_abandoned(folder: Path) -> int:
+    """Delete part files (and journals) no live download holds, left by killed downloaders; the bytes freed.
+    They count against a disk budget, and only a fetch of the same file would otherwise ever remove them."""
+    freed = 0
+    for part in Path(folder).rglob("*.part"):
+        dest = part.with_name(part.name.removesuffix(".part"))
+        with lock_if_free(_sidecar(dest, ".lock")) as free:
+            if free:
+                try:
+                    freed += part.stat().st_size
+                except FileNotFoundError:
+                    continue
+                part.unlink(missing_ok=True)
+                _sidecar(dest, ".journal").unlink(missing_ok=True)
+    return freed
 
 
 def _done_parts(journal: Path, count: int) -> set[int]:

@@ -1,12 +1,14 @@
-"""Room under a shared cache's disk budget: evict verified files that no live consumer holds,
-least recently released first, so a rank that lags finds the windows it still needs on disk."""
+"""Room under a shared cache's disk budget: drop part files of killed downloads, then evict verified files that no
+live consumer holds and no slower consumer will read soon (the caller names those), least recently released first."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from pathlib import Path
 
 from .cache import markers
+from .download import discard_abandoned
 from .lease import evict, lease_path
 
 _MARK = ".ok-"
@@ -40,12 +42,16 @@ def verified_files(cache_dir: Path) -> list[Path]:
     return sorted(paths, key=_released_at)
 
 
-def make_room(cache_dir: Path, budget: int, need: int) -> bool:
-    """Evict unheld files until `need` more bytes fit in `budget`; False if held files leave too little room."""
+def make_room(cache_dir: Path, budget: int, need: int, spare: Collection[Path] = frozenset()) -> bool:
+    """Evict unheld files outside `spare` until `need` more bytes fit in `budget`; False if the rest leave too little room."""
     usage = cache_usage(cache_dir)
+    if usage + need > budget:
+        usage -= discard_abandoned(cache_dir)
     for path in verified_files(cache_dir):
         if usage + need <= budget:
             return True
+        if path in spare:
+            continue
         try:
             size = path.stat().st_size
         except FileNotFoundError:

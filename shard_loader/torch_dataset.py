@@ -10,10 +10,13 @@ counted from that point goes to worker q % num_workers, and the DataLoader asks 
 turn from worker 0, so the delivered stream is the rank's stream, in order, for any worker
 count and any resume or break point.
 
-Workers write groups into a ring of slots in shared memory made by TokenDataLoader and send
-only the slot number: a tensor sent through the DataLoader's queues costs milliseconds of
-shared-memory setup, a slot costs a copy. Each worker owns prefetch_factor + 2 slots, more
-than it can have in flight, so a slot is never rewritten before the main process copied it.
+Workers write groups into slots of shared memory made by TokenDataLoader and send only the slot
+number; the main process hands the trainer views of the slot, without a copy or per-sample work
+(a tensor sent through the DataLoader's queues costs milliseconds of shared-memory setup, and a
+copy in the main process costs as much as filling the batch). A slot's group is marked held from
+its arrival until no tensor refers to it any more; a worker never writes a held slot (it sends
+that group as a fresh tensor instead), and each worker owns prefetch_factor + 2 slots, more than
+it can have in flight, so a batch the trainer keeps is never overwritten.
 """
 
 from __future__ import annotations
@@ -40,26 +43,29 @@ class TorchTokenDataset(IterableDataset):
         self.group = integer("batches_per_transfer", batches_per_transfer, 1)
         self.data = TokenDataset(url, **options)
         self.batch_size, self.label_shift = self.data.batch_size, self.data.spec.label_shift
-        # epoch, cursor window, cursor sample, rank batches before the cursor, batches served since the cursor
-        self._shared = torch.zeros(5, dtype=torch.int64).share_memory_()
-        self.ring: torch.Tensor | None = None  # (workers * slots_per_worker, rows, span), set by TokenDataLoader
+        # epoch, cursor window, cursor sample, rank batches before the cursor: where the current iteration started
+        self._shared = torch.zeros(4, dtype=torch.int64).share_memory_()
+        self._served = 0  # batches handed to the trainer since the anchor (main process only)
+        self.slots: list[torch.Tensor] = []  # workers * slots_per_worker tensors (rows, span), set by TokenDataLoader
+        self.held: np.ndarray | None = None  # 1 while the trainer may still hold a view of the slot
         self.slots_per_worker = 0
 
     def make_ring(self, workers: int, prefetch_factor: int) -> None:
         """Shared slots for `workers` workers that keep at most `prefetch_factor` groups in flight each."""
         self.slots_per_worker = prefetch_factor + 2
         rows, span = self.group * self.batch_size, self.data.spec.span
-        self.ring = torch.empty((workers * self.slots_per_worker, rows, span), dtype=torch.int64).share_memory_()
+        self.slots = [torch.empty((rows, span), dtype=torch.int64).share_memory_() for _ in range(workers * self.slots_per_worker)]
+        self.held = torch.zeros(len(self.slots), dtype=torch.uint8).share_memory_().numpy()
 
     def anchor(self) -> Position:
         """Where the current iteration started: fixed while workers run, so every worker plans from the same point."""
-        epoch, window, sample, batches, _ = self._shared.tolist()
+        epoch, window, sample, batches = self._shared.tolist()
         return Position(epoch, Cursor(window, sample), batches)
 
     def position(self) -> Position:
         """Where the trainer's stream stands: the anchor advanced by the batches served since."""
         anchor = self.anchor()
-        return self.data.advanced(self.data.plan(anchor), anchor, int(self._shared[4]))
+        return self.data.advanced(self.data.plan(anchor), anchor, self._served)
 
     def rebase(self) -> None:
         """Anchor the next iteration where the trainer's stream stands (called before workers start or resume)."""
@@ -67,7 +73,8 @@ class TorchTokenDataset(IterableDataset):
 
     def _store(self, position: Position) -> None:
         c = position.cursor
-        self._shared.copy_(torch.tensor([position.epoch, c.window, c.sample, position.batches, 0]))
+        self._shared.copy_(torch.tensor([position.epoch, c.window, c.sample, position.batches]))
+        self._served = 0
 
     def __len__(self) -> int:
         """Batches (not groups) this rank serves in the current epoch."""
@@ -89,25 +96,27 @@ class TorchTokenDataset(IterableDataset):
 
     def advance(self) -> None:
         """Count one batch as served to the trainer (called by TokenDataLoader in the main process)."""
-        self._shared[4] += 1
+        self._served += 1
 
-    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+    def __iter__(self) -> Iterator[dict]:
         info = get_worker_info()
         ds = self.data
         plan = ds.plan(self.anchor())
         consumer = Consumer(info.id, info.num_workers, self.group) if info is not None else Consumer(group=self.group)
-        rows = self.group * ds.batch_size
-        use_ring = self.ring is not None and info is not None
+        rows, total = self.group * ds.batch_size, plan.total_batches
         buf, slot, pos, filled, sent = None, None, [], 0, 0
         for k, shards, shard_ids, starts in ds.serve(plan, consumer):
             if buf is None:
-                slot = info.id * self.slots_per_worker + sent % self.slots_per_worker if use_ring else None
-                buf = self.ring[slot].numpy() if use_ring else np.empty((rows, ds.spec.span), dtype=np.int64)
+                slot = info.id * self.slots_per_worker + sent % self.slots_per_worker if self.slots and info is not None else None
+                if slot is not None and self.held[slot]:  # the trainer still holds a batch of this slot: leave it alone
+                    slot = None
+                buf = self.slots[slot].numpy() if slot is not None else np.empty((rows, ds.spec.span), dtype=np.int64)
             ds.fill(buf[filled : filled + len(starts)], shards, shard_ids, starts)
             if ds.position_ids:
                 pos.append(ds.positions(shards, shard_ids, starts))
             filled += len(starts)
-            if (k + 1) % self.group == 0 or k + 1 == plan.total_batches:
+            del shards  # a released window must not stay mapped here while the next one is awaited
+            if (k + 1) % self.group == 0 or k + 1 == total:
                 yield self._pack(buf, filled, pos, slot)
                 buf, pos, filled, sent = None, [], 0, sent + 1
 
@@ -119,6 +128,13 @@ class TorchTokenDataset(IterableDataset):
         return group
 
 
+_USE_COUNT = getattr(torch._C, "_storage_Use_Count", None)  # references to a storage, views included; absent: copy slots
+
+
+def _uses(tensor: torch.Tensor) -> int:
+    return _USE_COUNT(tensor.untyped_storage()._cdata)
+
+
 class TokenDataLoader(DataLoader):
     """A DataLoader over a TorchTokenDataset: unpacks each transfer into batches of int64 tensors
     {"input_ids", "labels"[, "position_ids"]}, and counts those handed to the trainer."""
@@ -127,25 +143,47 @@ class TokenDataLoader(DataLoader):
         super().__init__(dataset, batch_size=None, **options)
         if self.num_workers > 0:
             dataset.make_ring(self.num_workers, self.prefetch_factor)
+        self._unused = [_uses(slot) for slot in dataset.slots] if _USE_COUNT else []  # a slot's count with no view alive
+
+    def _free_slots(self) -> None:
+        """Let workers write again into slots of which the trainer holds no view any more."""
+        held = self.dataset.held
+        for s in np.flatnonzero(held).tolist():
+            if _uses(self.dataset.slots[s]) <= self._unused[s]:
+                held[s] = 0
 
     def __len__(self) -> int:
         return len(self.dataset)
 
     def __iter__(self):
-        b, m = self.dataset.batch_size, self.dataset.label_shift
-        ring = self.dataset.ring
-        self.dataset.rebase()
+        ds = self.dataset
+        b, m, pin = ds.batch_size, ds.label_shift, self.pin_memory and torch.cuda.is_available()
+        ds.rebase()
+        if ds.held is not None:
+            self._free_slots()
         for group in super().__iter__():
-            tokens = ring[group["slot"], : group["rows"]].clone() if "slot" in group else group["tokens"]
-            if self.pin_memory and torch.cuda.is_available() and not tokens.is_pinned():
+            if "slot" in group:
+                self._free_slots()
+                tokens = ds.slots[group["slot"]][: group["rows"]]
+                if _USE_COUNT:
+                    ds.held[group["slot"]] = 1
+                else:
+                    tokens = tokens.clone()
+            else:
+                tokens = group["tokens"]
+            if pin:
                 tokens = tokens.pin_memory()
-            for k in range(0, tokens.shape[0], b):
-                rows = tokens[k : k + b]
-                batch = {"input_ids": rows[:, :-m], "labels": rows[:, m:]}
-                if "position_ids" in group:
-                    batch["position_ids"] = group["position_ids"][k : k + b]
-                self.dataset.advance()
+            split = tokens.view(-1, b, tokens.shape[1])
+            inputs, labels = split[:, :, :-m].unbind(0), split[:, :, m:].unbind(0)
+            positions = group["position_ids"].view(-1, b, group["position_ids"].shape[1]).unbind(0) if "position_ids" in group else None
+            del tokens, split
+            for k in range(len(inputs)):
+                batch = {"input_ids": inputs[k], "labels": labels[k]}
+                if positions is not None:
+                    batch["position_ids"] = positions[k]
+                ds.advance()
                 yield batch
+            del inputs, labels, positions, batch
 
     def state_dict(self) -> dict:
         return self.dataset.state_dict()

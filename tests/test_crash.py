@@ -94,3 +94,46 @@ def test_a_killed_loader_resumes_the_stream_exactly_and_reuses_verified_files(tm
     assert (tmp_path / "l1").read_text().splitlines() == expected
     assert sum(server.gets.values()) - gets_before < 2 * 2 * 8 + 1  # at most every file once more, plus the manifest
     assert not list((tmp_path / "c1").rglob("*.part"))
+
+
+PACED = """
+import json, sys, time
+from shard_loader import TokenDataset
+from tests.support.positional import samples_of
+url, cache, budget, rank, slow, sizes = sys.argv[1:7]
+ds = TokenDataset(url, seq_len=16, batch_size=2, seed=3, window_shards=1, rank=int(rank), world_size=2, cache_dir=cache, disk_budget=int(budget))
+out, said = [], False
+for batch in ds:
+    out.append(samples_of(batch, json.loads(sizes)))
+    if not said and (float(slow) or ds.stats.paced_s):
+        print("paced" if not float(slow) else "started", flush=True)
+        said = True
+    time.sleep(float(slow))
+print(json.dumps(out), flush=True)
+"""
+
+
+def test_a_killed_slow_consumer_stops_holding_back_the_ones_sharing_its_cache(tmp_path):
+    """The slow rank of a paced cache is SIGKILLed while the fast one waits for it: its place dies with it, so the fast
+    rank finishes its exact stream at once, within the budget."""
+    from shard_loader import TokenDataset
+    from shard_loader.eviction import cache_usage
+    from tests.support.positional import samples_of, write_positional
+
+    sizes = [int(n) for n in np.random.default_rng(5).integers(300, 900, size=16)]
+    manifest = write_positional(tmp_path / "pub", sizes)
+    budget = 3 * max(e.nbytes for e in manifest.splits["train"].shards)
+    with FolderServer(tmp_path / "pub") as server:
+        run = lambda rank, slow: subprocess.Popen(  # noqa: E731
+            [sys.executable, "-c", PACED, f"{server.url}/manifest.json", str(tmp_path / "cache"), str(budget), str(rank), str(slow), json.dumps(sizes)],
+            cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        slow = run(1, 30.0)  # one batch, then a 30 s "step"
+        assert slow.stdout.readline().strip() == "started"
+        fast = run(0, 0.0)
+        assert fast.stdout.readline().strip() == "paced"  # held back by the slow rank's place
+        slow.kill()
+        slow.wait()
+        out, _ = fast.communicate(timeout=20)  # far less than the 30 s the slow rank would have held it
+    expected = [samples_of(b, sizes) for b in TokenDataset(str(tmp_path / "pub"), seq_len=16, batch_size=2, seed=3, window_shards=1, rank=0, world_size=2)]
+    assert fast.returncode == 0 and json.loads(out) == json.loads(json.dumps(expected))
+    assert cache_usage(tmp_path / "cache") <= budget

@@ -72,3 +72,20 @@ def test_set_epoch_reaches_persistent_workers(dataset):
     ds.set_epoch(1)
     second = [_keys(b) for b in loader]
     assert first != second and len(first) == len(second)
+
+
+def test_batches_the_trainer_keeps_are_never_overwritten_by_workers(dataset):
+    """Workers hand over groups in reused shared slots: a batch still held (here, every batch) must keep its tokens."""
+    from shard_loader import TokenDataset
+
+    opts = dict(seq_len=32, batch_size=4, seed=5, window_shards=2)
+    expected = [b["input_ids"] for b in TokenDataset(dataset, **opts)]
+    ds = TorchTokenDataset(dataset, batches_per_transfer=1, **opts)
+    loader = TokenDataLoader(ds, num_workers=2, prefetch_factor=1, persistent_workers=True)
+    kept = []
+    for batch in loader:
+        kept.append(batch["input_ids"])
+        if len(kept) == 5:
+            break
+    kept += [b["input_ids"] for b in loader]  # again, on the same workers, from the position reached
+    assert len(kept) == len(expected) and all(np.array_equal(a.numpy(), b) for a, b in zip(kept, expected))
