@@ -145,6 +145,147 @@ def _slicing_bytes(work: Path) -> dict:
     return {"files_bytes": sum(f.stat().st_size for f in folder.glob("*.parquet")), "footer_bytes": footers, "bytes_read": read, "partitions": len(step.changed)}
 
 
+TEMPLATE_FILES = 4  # a real build of this many small JSONL files is cloned to 1,000 / 10,000 / 30,000 partitions
+
+
+def _template_build(work: Path) -> tuple[Path, Path]:
+    """(spec, store) of a real, published build of TEMPLATE_FILES small files: the records and files to clone."""
+    import dagster as dg
+
+    from shard_assets.defs.resources import DatasetResource, StoreResource
+    from shard_assets.lib.spec import load_spec
+    from shard_assets.runner import build_dataset
+
+    source = work / "template_src"
+    source.mkdir(parents=True, exist_ok=True)
+    for i in range(TEMPLATE_FILES):
+        lines = [json.dumps({"text": f"document {i}-{j}: " + " ".join(f"word{(i * 31 + j * k) % 97}" for k in range(30))}) for j in range(40)]
+        (source / f"t{i}.jsonl").write_text("\n".join(lines) + "\n")
+    spec = work / "template.toml"
+    spec.write_text(
+        f'name = "scale"\nval_fraction = 0.2\nmin_chars = 10\n[tokenizer]\nkind = "train_bpe"\nvocab_size = 300\n'
+        f'[[sources]]\nname = "web"\nuri = "{source}/*.jsonl"\nformat = "jsonl"\n'
+    )
+    store = work / "template_store"
+    shutil.rmtree(store, ignore_errors=True)
+    (work / "template_home").mkdir(exist_ok=True)
+    resources = {"dataset": DatasetResource(spec_path=str(spec)), "store": StoreResource(root=str(store))}
+    build_dataset(dg.DagsterInstance.local_temp(str(work / "template_home")), load_spec(spec), resources)
+    return spec, store
+
+
+def _clone_store(template: Path, store: Path, n: int) -> None:
+    """A store of `n` partitions cloned from the template build: every partition's registration, raw record
+    and part record rewritten for its new name, its raw parquet and shard files hard links under new keys."""
+    from dataclasses import replace
+
+    from shard_assets.lib.layout import part_record_key, raw_key, raw_record_key
+    from shard_assets.lib.partitioning import PartitionRecord
+    from shard_assets.lib.records import PartRecord, from_dict, to_json
+    from shard_assets.lib.state import current_tokenizer, partition_record_key, registered_partitions
+    from shard_assets.lib.store import LocalFolderStore
+
+    source = LocalFolderStore(template)
+    fp = current_tokenizer(source).fingerprint
+    names = registered_partitions(source)
+    read = lambda key, cls: from_dict(cls, json.loads((template / key).read_bytes()), key)  # noqa: E731
+    templates = [(read(partition_record_key(p), PartitionRecord), read(part_record_key(fp, p), PartRecord)) for p in names]
+    shutil.rmtree(store, ignore_errors=True)
+    shutil.copytree(template / "tokenizers", store / "tokenizers")
+    (store / "state").mkdir(parents=True)
+    shutil.copy(template / "state/tokenizer.json", store / "state/tokenizer.json")
+
+    def put(key: str, body: bytes) -> None:
+        (store / key).parent.mkdir(parents=True, exist_ok=True)
+        (store / key).write_bytes(body)
+
+    def link(old: str, new: str) -> None:
+        (store / new).parent.mkdir(parents=True, exist_ok=True)
+        os.link(template / old, store / new)
+
+    for i in range(n):
+        registration, part = templates[i % len(templates)]
+        name = f"web.c{i:05d}"
+        put(partition_record_key(name), to_json(registration))
+        raw = replace(part.raw, partition=name, key=raw_key(name, part.raw.sha256[:16]))
+        link(part.raw.key, raw.key)
+        put(raw_record_key(name), to_json(raw))
+        shards = {}
+        for split, e in part.shards.items():
+            npy, bin_ = (replace(ref, key=ref.key.replace(f"/{part.partition}-", f"/{name}-")) for ref in (e.npy, e.bin))
+            link(e.npy.key, npy.key)
+            link(e.bin.key, bin_.key)
+            shards[split] = replace(e, partition=name, npy=npy, bin=bin_)
+        put(part_record_key(fp, name), to_json(replace(part, partition=name, raw=raw, shards=shards)))
+
+
+PUBLISHER = """
+import json, resource, sys, time
+import dagster as dg
+from shard_assets.definitions import build_definitions
+from shard_assets.defs.resources import DatasetResource, StoreResource
+from shard_assets.runner import run_job
+resources = {"dataset": DatasetResource(spec_path=sys.argv[1]), "store": StoreResource(root=sys.argv[2])}
+defs = build_definitions(resources)
+instance = dg.DagsterInstance.local_temp(sys.argv[3])
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+started = time.perf_counter()
+result = run_job(defs, "publish_job", instance)
+seconds = time.perf_counter() - started
+steps = {e.step_key: e.event_specific_data.duration_ms / 1000 for e in result.all_events if e.is_step_success}
+checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+print(json.dumps({"seconds": seconds, "steps_s": steps, "checks": checks, "rss_before_mib": before / 1024,
+                  "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def _publish(spec: Path, store: Path, home: Path) -> dict:
+    """One publish_job run (splits, manifest and its blocking checks) on the store, in a fresh process: wall
+    seconds of the run and the process's peak RSS. The previous version is removed first, so each run writes one."""
+    import subprocess
+    import sys
+
+    shutil.rmtree(store / "manifests", ignore_errors=True)
+    (store / "manifest.json").unlink(missing_ok=True)
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", PUBLISHER, str(spec), str(store), str(home)], cwd=root, check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+PUBLISH_REPETITIONS = 3
+
+
+def _publish_scale(work: Path) -> dict:
+    """publish_job at 1,000 / 10,000 / 30,000 cloned partitions, sizes interleaved per repetition."""
+    spec, template = _template_build(work)
+    stores = {}
+    for n in SIZES:
+        stores[n] = work / f"publish{n}"
+        started = time.perf_counter()
+        _clone_store(template, stores[n], n)
+        print(f"cloned {n} partitions in {time.perf_counter() - started:.0f} s", flush=True)
+    samples: dict[int, list[dict]] = {n: [] for n in SIZES}
+    for _ in range(PUBLISH_REPETITIONS):
+        for n in SIZES:
+            samples[n].append(_publish(spec, stores[n], work / "publish_home"))
+            print(f"publish at {n}: {samples[n][-1]}", flush=True)
+    for n in SIZES:
+        shutil.rmtree(stores[n], ignore_errors=True)
+    return {
+        str(n): {
+            "seconds": statistics.median(r["seconds"] for r in runs),
+            "seconds_min_max": [min(r["seconds"] for r in runs), max(r["seconds"] for r in runs)],
+            "steps_s": {k: statistics.median(r["steps_s"][k] for r in runs) for k in runs[0]["steps_s"]},
+            "peak_rss_mib": statistics.median(r["peak_rss_mib"] for r in runs),
+            "checks_passed": all(all(r["checks"].values()) for r in runs),
+            "repetitions": len(runs),
+        }
+        for n, runs in samples.items()
+    }
+
+
 def run(size, work: Path) -> dict:
     work.mkdir(parents=True, exist_ok=True)
     results: dict = {"listing": {}, "sensor": {}, "runs": {}}
