@@ -1,7 +1,8 @@
 """Scale of discovery and orchestration on synthetic corpora of N = 1,000, 10,000 and 30,000 tiny files:
 bytes read by listing (from /proc/self/io rchar: every read() the process makes, page cache or not), the
 discovery sensor's first and steady tick times and its ticks per pass, partitions and runs per 10,000
-files (one partition per file, and grouped to a byte budget), the fixed seconds a Dagster run costs, and the bytes read cutting large parquet files into row-group ranges.
+files (one partition per file, and grouped to a byte budget), the fixed seconds a Dagster run costs, the bytes read cutting large parquet files into row-group ranges,
+and publish_job's time and peak RSS on stores of 1,000 / 10,000 / 30,000 partitions cloned from a real build.
 Variants interleaved, medians over the repetitions."""
 
 from __future__ import annotations
@@ -295,6 +296,7 @@ def run(size, work: Path) -> dict:
         files, read = _listing_bytes(spec_path)
         results["listing"][name] = {"files": files, "bytes_read": read, "content_bytes": files * LARGE_BYTES if spec_path == large else None}
     results["slicing"] = _slicing_bytes(work)
+    results["publish"] = _publish_scale(work)
     one, eight = [], []
     for _ in range(5):  # interleaved
         one += _run_seconds(work, 1, 1)
@@ -334,4 +336,11 @@ def run(size, work: Path) -> dict:
     summary.append({"figure": "partitions / runs per 10,000 files (one per file; grouped)", "value": f"{ten['partitions']:.0f} / {ten['runs']:.0f}; {grouped['partitions']:.0f} / {grouped['runs']:.0f}", "target": ""})
     summary.append({"figure": "fixed seconds per Dagster run (in process, SQLite instance) / per tiny partition", "value": f"{fixed:.2f} / {per_partition:.3f} (median of 5, runs of 1 and 8 partitions)", "target": ""})
     summary.append({"figure": "runs for 10,000 one-file partitions: 1 vs 32 per run, fixed cost", "value": f"{10_000 * fixed / 60:.0f} min vs {math.ceil(10_000 / 32) * fixed / 60:.1f} min", "target": ""})
+    pub = results["publish"]
+    summary.append({
+        "figure": "publish_job (splits + manifest + 6 blocking checks) at 1,000 / 10,000 / 30,000 partitions, s",
+        "value": " / ".join(f"{pub[str(n)]['seconds']:.1f}" for n in SIZES) + f" (30,000: splits {pub['30000']['steps_s']['splits']:.1f} s, manifest {pub['30000']['steps_s']['manifest']:.1f} s; {pub['30000']['repetitions']} reps)",
+        "target": "< 60 s at 30,000",
+    })
+    summary.append({"figure": "publish_job peak RSS at 1,000 / 10,000 / 30,000 partitions, MiB", "value": " / ".join(f"{pub[str(n)]['peak_rss_mib']:.0f}" for n in SIZES), "target": ""})
     return {"summary": summary, **{k: v for k, v in results.items()}}
