@@ -7,6 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from shard_assets.defs.partitions import partition_policy
 from shard_assets.lib.errors import SpecError
 from shard_assets.lib.partitioning import FilePiece, PartitionPolicy, PartitionRecord, SourceLayout, contiguous_runs, row_group_slices
 from shard_assets.lib.records import from_dict, to_json
@@ -78,6 +79,23 @@ def test_policy_parses_byte_counts_and_names_a_bad_one():
     assert PartitionPolicy.parse("0", "x").target_bytes == 0
     with pytest.raises(SpecError, match=r"SHARD_PARTITION_BYTES: '1.5GB' is not a byte count"):
         PartitionPolicy.parse("1.5GB", "SHARD_PARTITION_BYTES")
+
+
+def test_the_spec_sets_the_partition_size_and_the_environment_overrides_it(monkeypatch):
+    source = [{"name": "web", "uri": "/src/*.jsonl", "format": "jsonl"}]
+    spec = parse_spec({"name": "t", "partition_bytes": "2GB", "sources": source}, "t.toml")
+    assert spec.partition_bytes == 2_000_000_000
+    assert parse_spec({"name": "t", "partition_bytes": 1 << 20, "sources": source}, "t.toml").partition_bytes == 1 << 20
+    assert parse_spec({"name": "t", "sources": source}, "t.toml").partition_bytes == 0
+    monkeypatch.delenv("SHARD_PARTITION_BYTES", raising=False)
+    assert partition_policy(spec).target_bytes == 2_000_000_000
+    monkeypatch.setenv("SHARD_PARTITION_BYTES", "64MB")
+    assert partition_policy(spec).target_bytes == 64_000_000
+    monkeypatch.setenv("SHARD_PARTITION_BYTES", "0")
+    assert partition_policy(spec).target_bytes == 0
+    for bad, message in [("2 TB", r"t.toml: partition_bytes: '2 TB' is not a byte count"), (-1, r"t.toml.partition_bytes: must be at least 0"), (1.5, r"t.toml.partition_bytes: expected int")]:
+        with pytest.raises(SpecError, match=message):
+            parse_spec({"name": "t", "partition_bytes": bad, "sources": source}, "t.toml")
 
 
 def test_contiguous_runs_hold_only_selected_adjacent_keys():

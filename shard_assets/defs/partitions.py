@@ -32,9 +32,12 @@ class PartitionsFailed(BuildError):
     """Some partitions of a multi-partition run failed; the others were built. The message names each one."""
 
 
-def partition_policy() -> PartitionPolicy:
-    """How discovery sizes partitions: SHARD_PARTITION_BYTES (e.g. 256MB; unset or 0: one partition per file)."""
-    return PartitionPolicy.parse(os.environ.get(PARTITION_BYTES_ENV, "0"), PARTITION_BYTES_ENV)
+def partition_policy(spec: DatasetSpec) -> PartitionPolicy:
+    """How discovery sizes partitions: the spec's partition_bytes, or SHARD_PARTITION_BYTES (e.g. 256MB) where set,
+    which overrides it (0: one partition per file)."""
+    if PARTITION_BYTES_ENV in os.environ:
+        return PartitionPolicy.parse(os.environ[PARTITION_BYTES_ENV], PARTITION_BYTES_ENV)
+    return PartitionPolicy(spec.partition_bytes)
 
 
 def run_target(partitions: list[str]) -> dict:
@@ -58,7 +61,7 @@ def mirror(instance: dg.DagsterInstance, store: ObjectStore, spec: DatasetSpec, 
 
 def discovery_step(instance: dg.DagsterInstance, store: ObjectStore, spec: DatasetSpec, cursor: DiscoveryCursor, budget: DiscoveryBudget) -> tuple[DiscoveryStep, dict[str, PartitionRecord]]:
     """One bounded step of discovery, mirrored into Dagster; returns the step and every registered partition."""
-    step = discover(store, spec, partition_policy(), cursor, budget)
+    step = discover(store, spec, partition_policy(spec), cursor, budget)
     return step, mirror(instance, store, spec, step.removed)
 
 
