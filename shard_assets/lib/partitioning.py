@@ -46,6 +46,10 @@ class PartitionRecord:
         body = json.dumps([[p.uri, p.fingerprint, p.row_groups] for p in self.pieces]).encode()
         return f"pieces:{len(self.pieces)}:{hashlib.sha256(body).hexdigest()[:16]}"
 
+    def files(self) -> tuple[SourceFileRef, ...]:
+        """Every piece as a file reference: a whole file, or a parquet file's row-group range (`#row_groups=a-b`)."""
+        return tuple(SourceFileRef(uri=p.describe(), fingerprint=p.fingerprint, size=p.size) for p in self.pieces)
+
     def lineage(self) -> SourceFileRef:
         """One reference for lineage records: the file itself, or the first piece named with the count of the others."""
         first = self.pieces[0].describe()

@@ -47,7 +47,8 @@ class SourceFileRef:
 
 @dataclass(frozen=True)
 class RawRecord:
-    """One raw partition: where its normalised parquet is and where it came from."""
+    """One raw partition: where its normalised parquet is and where it came from (`source_file` one summary
+    reference for lineage, `source_files` every file or row-group range it read; empty in older records)."""
 
     partition: str
     source: str
@@ -57,6 +58,7 @@ class RawRecord:
     documents: int
     data_version: str
     run_id: str
+    source_files: tuple[SourceFileRef, ...] = ()
 
 
 @dataclass(frozen=True)
