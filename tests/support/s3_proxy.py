@@ -47,7 +47,7 @@ class S3Proxy:
             def _forward(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}  # Host kept: a server that checks SigV4 (SeaweedFS) signs it
                 if any(k.lower().startswith("x-amz-checksum-") or k.lower() == "x-amz-sdk-checksum-algorithm" for k in headers) or "aws-chunked" in (
                     self.headers.get("Content-Encoding", "") + self.headers.get("x-amz-content-sha256", "")
                 ).lower():
