@@ -1,7 +1,7 @@
 """`shard-assets build`: run the code location's own jobs in order on an instance, a pool of processes for
-the partitioned jobs (one concurrency setting: `workers`; up to PARTITIONS_PER_RUN adjacent partitions per
-run, and at least one run per worker), with progress. No second wiring of the graph:
-the runs are the defined jobs, named in the UI like any other."""
+the partitioned jobs (`workers`, capped by the instance's dagster.yaml limits; up to PARTITIONS_PER_RUN
+adjacent partitions per run, and at least one run per worker), with progress. No second wiring of the graph:
+the runs are the defined jobs, named in the UI like any other, and their tokenize steps claim the pool's slots."""
 
 from __future__ import annotations
 

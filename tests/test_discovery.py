@@ -165,3 +165,21 @@ def test_discovery_over_s3_lists_without_reading_any_object_and_fingerprints_by_
         assert sorted(again.changed) == ["web.f0001", "web.new"] and sum(proxy.gets.values()) == 0
     finally:
         proxy.close()
+
+
+def test_a_hub_file_is_fingerprinted_by_its_lfs_sha256_or_blob_id_from_its_listing_entry():
+    """hf:// cannot be reached from here: the Hub's tree-API entries (the shape it answers, recorded) go through
+    huggingface_hub's own conversion into HfFileSystem listing entries, which fingerprint_from_info reads."""
+    from huggingface_hub.hf_api import RepoFile
+    from huggingface_hub.hf_file_system import _cache_info_from_path_info
+
+    from shard_assets.lib.sources.listing import fingerprint_from_info
+
+    sha = "6c1d4b0b7e5c3f1e0b8a9d2c4e6f8a0b1c3d5e7f9a1b3c5d7e9f1a3b5c7d9e1f"
+    lfs_entry = {"type": "file", "oid": "3b2c1d0e9f8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c", "size": 2_080_374_784, "path": "global-shard_01_of_10/shard_00000000.parquet",
+                 "lfs": {"oid": sha, "size": 2_080_374_784, "pointerSize": 135}}
+    small_entry = {"type": "file", "oid": "0a1b2c3d4e5f60718293a4b5c6d7e8f901234567", "size": 1_234, "path": "README.md"}
+    repo = "datasets/mlfoundations/dclm-baseline-1.0-parquet"
+    lfs_info, small_info = (_cache_info_from_path_info(RepoFile(**e), f"{repo}/{e['path']}") for e in (lfs_entry, small_entry))
+    assert fingerprint_from_info(lfs_info) == f"sha256:{sha}:2080374784"
+    assert fingerprint_from_info(small_info) == "blob:0a1b2c3d4e5f60718293a4b5c6d7e8f901234567:1234"
