@@ -64,6 +64,7 @@ def test_an_instance_with_dagsters_defaults_allows_its_default_run_limit(tmp_pat
         assert worker_limit(inst) == inst.get_concurrency_config().run_queue_config.max_concurrent_runs
 
 
+@pytest.mark.integration
 def test_a_rerun_frees_the_pool_slots_a_killed_build_held(tmp_path):
     _, _, resources = tiny_dataset(tmp_path, files=1, docs=10)
     home = _home(tmp_path, "dagster.yaml")
@@ -97,6 +98,7 @@ def test_a_build_asked_for_more_workers_runs_at_most_the_limit_at_once(tmp_path,
     assert result.partitions == 6 and all(result.checks.values())
     assert len(records) == 2  # planned for 2 workers: 3 partitions a run
     assert TOKENIZE_POOL in keys  # its tokenize steps claimed slots of the pool
+    assert all(r.dagster_run.tags[BUILD_TAGS[0]] == socket.gethostname() and int(r.dagster_run.tags[BUILD_TAGS[1]]) for r in records)  # a re-run can tell a killed build's runs
 
 
 def test_tokenize_steps_carry_the_pool_however_their_run_is_launched(tmp_path):
