@@ -183,3 +183,25 @@ def test_a_hub_file_is_fingerprinted_by_its_lfs_sha256_or_blob_id_from_its_listi
     lfs_info, small_info = (_cache_info_from_path_info(RepoFile(**e), f"{repo}/{e['path']}") for e in (lfs_entry, small_entry))
     assert fingerprint_from_info(lfs_info) == f"sha256:{sha}:2080374784"
     assert fingerprint_from_info(small_info) == "blob:0a1b2c3d4e5f60718293a4b5c6d7e8f901234567:1234"
+
+
+def test_discovery_repairs_an_instance_whose_first_creation_was_killed(tmp_path):
+    """A SIGKILL while Dagster first creates a SQLite instance can leave its event index database created but
+    empty (found after a killed first build): Dagster opens it as it is, without the dynamic partitions table,
+    so every later run failed; the next build or discover migrates it."""
+    from dagster._core.instance.ref import InstanceRef
+
+    _, spec, store = _corpus(tmp_path, 3)
+    home = tmp_path / "home"
+    home.mkdir()
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))):
+        pass
+    for leftover in (home / "history/runs").glob("index.db*"):  # the state the kill left: an index database with no table
+        leftover.unlink()
+    (home / "history/runs/index.db").touch()
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as inst:
+        with pytest.raises(dg.DagsterInvalidInvocationError, match="dagster instance migrate"):
+            inst.get_dynamic_partitions("raw_files")
+        assert sync_partitions(inst, store, spec)[2] == ["web.f00000", "web.f00001", "web.f00002"]
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as inst:
+        assert inst.get_dynamic_partitions("raw_files") == ["web.f00000", "web.f00001", "web.f00002"]

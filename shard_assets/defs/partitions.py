@@ -65,8 +65,20 @@ def discovery_step(instance: dg.DagsterInstance, store: ObjectStore, spec: Datas
     return step, mirror(instance, store, spec, step.removed)
 
 
+def repair_partitions_table(instance: dg.DagsterInstance) -> bool:
+    """Migrate an instance that lacks the dynamic partitions table, as `dagster instance migrate` does; returns
+    whether it did. A SQLite instance whose first creation was killed is left so: Dagster stamps the index
+    database's schema before it adds that table, so every later run would fail until migrated by hand."""
+    storage = instance.event_log_storage
+    if not hasattr(storage, "has_table") or storage.has_table("dynamic_partitions"):
+        return False
+    instance.upgrade()
+    return True
+
+
 def sync_partitions(instance: dg.DagsterInstance, store: ObjectStore, spec: DatasetSpec) -> tuple[list[str], list[str], list[str]]:
     """A whole pass of discovery; returns (new or changed partitions, removed partitions, all partitions)."""
+    repair_partitions_table(instance)
     step, keys = discovery_step(instance, store, spec, DiscoveryCursor(), DiscoveryBudget())
     return step.changed, step.removed, list(keys)
 
