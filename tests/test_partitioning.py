@@ -7,9 +7,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from shard_assets.lib.errors import SpecError
+from shard_assets.defs.partitions import partition_policy
+from shard_assets.lib.errors import RecordError, SpecError
 from shard_assets.lib.partitioning import FilePiece, PartitionPolicy, PartitionRecord, SourceLayout, contiguous_runs, row_group_slices
-from shard_assets.lib.records import from_dict, to_json
+from shard_assets.lib.records import RawRecord, from_dict, to_json
 from shard_assets.lib.sources.listing import SourceFile, list_source_files
 from shard_assets.lib.sources.readers import iter_document_batches, parquet_row_group_bytes
 from shard_assets.lib.spec import parse_spec
@@ -80,6 +81,23 @@ def test_policy_parses_byte_counts_and_names_a_bad_one():
         PartitionPolicy.parse("1.5GB", "SHARD_PARTITION_BYTES")
 
 
+def test_the_spec_sets_the_partition_size_and_the_environment_overrides_it(monkeypatch):
+    source = [{"name": "web", "uri": "/src/*.jsonl", "format": "jsonl"}]
+    spec = parse_spec({"name": "t", "partition_bytes": "2GB", "sources": source}, "t.toml")
+    assert spec.partition_bytes == 2_000_000_000
+    assert parse_spec({"name": "t", "partition_bytes": 1 << 20, "sources": source}, "t.toml").partition_bytes == 1 << 20
+    assert parse_spec({"name": "t", "sources": source}, "t.toml").partition_bytes == 0
+    monkeypatch.delenv("SHARD_PARTITION_BYTES", raising=False)
+    assert partition_policy(spec).target_bytes == 2_000_000_000
+    monkeypatch.setenv("SHARD_PARTITION_BYTES", "64MB")
+    assert partition_policy(spec).target_bytes == 64_000_000
+    monkeypatch.setenv("SHARD_PARTITION_BYTES", "0")
+    assert partition_policy(spec).target_bytes == 0
+    for bad, message in [("2 TB", r"t.toml: partition_bytes: '2 TB' is not a byte count"), (-1, r"t.toml.partition_bytes: must be at least 0"), (1.5, r"t.toml.partition_bytes: expected int")]:
+        with pytest.raises(SpecError, match=message):
+            parse_spec({"name": "t", "partition_bytes": bad, "sources": source}, "t.toml")
+
+
 def test_contiguous_runs_hold_only_selected_adjacent_keys():
     order = ["a", "b", "c", "d", "e", "f"]
     assert contiguous_runs(["a", "b", "d", "e", "f"], order, 2) == [["a", "b"], ["d", "e"], ["f"]]
@@ -92,6 +110,18 @@ def test_a_registration_round_trips_through_json():
     record = PartitionRecord("web", (FilePiece("/a.parquet", "etag:x:9", 9, (2, 5)), FilePiece("/b.jsonl", "mtime:1:3", 3)))
     assert from_dict(PartitionRecord, json.loads(to_json(record)), "test") == record
     assert record.lineage().uri == "/a.parquet#row_groups=2-5 (+1 more files)" and record.size == 12
+
+
+def test_a_raw_record_lists_every_file_it_read_and_an_older_record_without_the_list_still_reads():
+    registration = PartitionRecord("web", (FilePiece("/a.parquet", "etag:x:9", 9, (2, 5)), FilePiece("/b.jsonl", "mtime:1:3", 3)))
+    raw = RawRecord("web.a", "web", registration.lineage(), "raw/web/a-0.parquet", "0" * 64, 7, "v", "run", registration.files())
+    assert [f.uri for f in raw.source_files] == ["/a.parquet#row_groups=2-5", "/b.jsonl"]
+    assert from_dict(RawRecord, json.loads(to_json(raw)), "raw/web/a.json") == raw
+    older = {k: v for k, v in json.loads(to_json(raw)).items() if k != "source_files"}
+    assert from_dict(RawRecord, older, "raw/web/a.json").source_files == ()
+    bad = {**json.loads(to_json(raw)), "source_files": [{"uri": "/a", "fingerprint": "f", "size": "9"}]}
+    with pytest.raises(RecordError, match=r"raw/web/a.json.source_files\[0\].size: expected int, got '9'"):
+        from_dict(RawRecord, bad, "raw/web/a.json")
 
 
 def test_a_large_parquet_file_is_sliced_by_row_groups_and_each_slice_reads_its_rows(tmp_path):

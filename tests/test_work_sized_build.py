@@ -10,6 +10,8 @@ import pytest
 import shard_loader
 from shard_assets.defs.resources import DatasetResource, StoreResource
 from shard_assets.lib.discovery import registered
+from shard_assets.lib.layout import raw_record_key
+from shard_assets.lib.records import RawRecord, get_record
 from shard_assets.lib.spec import load_spec
 from shard_assets.lib.state import registered_partition
 from shard_assets.lib.store import LocalFolderStore
@@ -45,6 +47,10 @@ def test_grouped_and_sliced_partitions_build_every_document_once(tmp_path, monke
     assert [registered_partition(store, k).pieces[0].row_groups[0] for k in slices] == [int(k.rsplit("rg", 1)[1]) for k in slices]
     grouped = registered_partition(store, "web.small0")
     assert [p.uri.rsplit("/", 1)[1] for p in grouped.pieces] == [f"small{i}.parquet" for i in range(4)]
+    raw = get_record(store, raw_record_key("web.small0"), RawRecord, "test")
+    assert raw.source_files == grouped.files() and [f.uri.rsplit("/", 1)[1] for f in raw.source_files] == [f"small{i}.parquet" for i in range(4)]
+    (first,) = get_record(store, raw_record_key(slices[0]), RawRecord, "test").source_files
+    assert first.uri.endswith(f"a_big.parquet#row_groups=0-{registered_partition(store, slices[0]).pieces[0].row_groups[1]}")
     assert result.partitions == len(slices) + 1 and result.left_out == 0
     assert len(result.run_ids) == 4  # ingest, tokenizer, tokenize, publish: one run each for all partitions
     assert result.documents["train"] + result.documents["val"] == len(big) + sum(len(d) for d in small.values())

@@ -32,9 +32,12 @@ class PartitionsFailed(BuildError):
     """Some partitions of a multi-partition run failed; the others were built. The message names each one."""
 
 
-def partition_policy() -> PartitionPolicy:
-    """How discovery sizes partitions: SHARD_PARTITION_BYTES (e.g. 256MB; unset or 0: one partition per file)."""
-    return PartitionPolicy.parse(os.environ.get(PARTITION_BYTES_ENV, "0"), PARTITION_BYTES_ENV)
+def partition_policy(spec: DatasetSpec) -> PartitionPolicy:
+    """How discovery sizes partitions: the spec's partition_bytes, or SHARD_PARTITION_BYTES (e.g. 256MB) where set,
+    which overrides it (0: one partition per file)."""
+    if PARTITION_BYTES_ENV in os.environ:
+        return PartitionPolicy.parse(os.environ[PARTITION_BYTES_ENV], PARTITION_BYTES_ENV)
+    return PartitionPolicy(spec.partition_bytes)
 
 
 def run_target(partitions: list[str]) -> dict:
@@ -58,12 +61,24 @@ def mirror(instance: dg.DagsterInstance, store: ObjectStore, spec: DatasetSpec, 
 
 def discovery_step(instance: dg.DagsterInstance, store: ObjectStore, spec: DatasetSpec, cursor: DiscoveryCursor, budget: DiscoveryBudget) -> tuple[DiscoveryStep, dict[str, PartitionRecord]]:
     """One bounded step of discovery, mirrored into Dagster; returns the step and every registered partition."""
-    step = discover(store, spec, partition_policy(), cursor, budget)
+    step = discover(store, spec, partition_policy(spec), cursor, budget)
     return step, mirror(instance, store, spec, step.removed)
+
+
+def repair_partitions_table(instance: dg.DagsterInstance) -> bool:
+    """Migrate an instance that lacks the dynamic partitions table, as `dagster instance migrate` does; returns
+    whether it did. A SQLite instance whose first creation was killed is left so: Dagster stamps the index
+    database's schema before it adds that table, so every later run would fail until migrated by hand."""
+    storage = instance.event_log_storage
+    if not hasattr(storage, "has_table") or storage.has_table("dynamic_partitions"):
+        return False
+    instance.upgrade()
+    return True
 
 
 def sync_partitions(instance: dg.DagsterInstance, store: ObjectStore, spec: DatasetSpec) -> tuple[list[str], list[str], list[str]]:
     """A whole pass of discovery; returns (new or changed partitions, removed partitions, all partitions)."""
+    repair_partitions_table(instance)
     step, keys = discovery_step(instance, store, spec, DiscoveryCursor(), DiscoveryBudget())
     return step.changed, step.removed, list(keys)
 

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from .errors import SpecError
 from .records import SourceFileRef
+from .spec import parse_byte_count
 from .sources.listing import SourceFile
 
 
@@ -47,6 +46,10 @@ class PartitionRecord:
         body = json.dumps([[p.uri, p.fingerprint, p.row_groups] for p in self.pieces]).encode()
         return f"pieces:{len(self.pieces)}:{hashlib.sha256(body).hexdigest()[:16]}"
 
+    def files(self) -> tuple[SourceFileRef, ...]:
+        """Every piece as a file reference: a whole file, or a parquet file's row-group range (`#row_groups=a-b`)."""
+        return tuple(SourceFileRef(uri=p.describe(), fingerprint=p.fingerprint, size=p.size) for p in self.pieces)
+
     def lineage(self) -> SourceFileRef:
         """One reference for lineage records: the file itself, or the first piece named with the count of the others."""
         first = self.pieces[0].describe()
@@ -63,14 +66,7 @@ class PartitionPolicy:
     @classmethod
     def parse(cls, text: str, origin: str) -> PartitionPolicy:
         """A policy from a byte count such as `268435456`, `256MB` or `2GiB`."""
-        match = _BYTES.match(text.strip().upper())
-        if not match:
-            raise SpecError(f"{origin}: {text!r} is not a byte count (e.g. 268435456, 256MB, 2GiB); 0 means one partition per file")
-        return cls(int(match[1]) * _UNITS[match[2]])
-
-
-_BYTES = re.compile(r"^(\d+)\s*(|B|KB|MB|GB|KIB|MIB|GIB)$")
-_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
+        return cls(parse_byte_count(text, origin))
 
 
 def row_group_slices(sizes: list[int], target: int) -> list[tuple[int, int]]:

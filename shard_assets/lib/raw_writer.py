@@ -105,7 +105,7 @@ def build_raw(store: ObjectStore, spec: DatasetSpec, partition: str, registered:
     put_immutable(store, key, out, FileRef(key=key, size=out.stat().st_size, sha256=sha))
     record = RawRecord(
         partition=partition, source=source, source_file=registered.lineage(), key=key, sha256=sha,
-        documents=stats.documents_out, data_version=stats.content_hash[:16], run_id=run_id,
+        documents=stats.documents_out, data_version=stats.content_hash[:16], run_id=run_id, source_files=registered.files(),
     )
     put_record(store, raw_record_key(partition), record)
     return record, stats

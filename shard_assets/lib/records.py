@@ -7,9 +7,12 @@ later assets (and other Dagster instances) read them instead of the event log.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import types
 import typing
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -44,7 +47,8 @@ class SourceFileRef:
 
 @dataclass(frozen=True)
 class RawRecord:
-    """One raw partition: where its normalised parquet is and where it came from."""
+    """One raw partition: where its normalised parquet is and where it came from (`source_file` one summary
+    reference for lineage, `source_files` every file or row-group range it read; empty in older records)."""
 
     partition: str
     source: str
@@ -54,6 +58,7 @@ class RawRecord:
     documents: int
     data_version: str
     run_id: str
+    source_files: tuple[SourceFileRef, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -128,11 +133,17 @@ def _decode(kind: Any, value: Any, where: str) -> Any:
     return value
 
 
+@functools.cache
+def _field_types(cls: type) -> dict[str, Any]:
+    """A record class's field types, resolved once (resolving string annotations cost 1.5 ms per record read)."""
+    return typing.get_type_hints(cls)
+
+
 def from_dict(cls: type[R], data: Any, where: str) -> R:
     """`cls` built from a JSON object with every field's type checked; errors name the record and field."""
     if not isinstance(data, dict):
         raise RecordError(f"{where}: expected an object, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
+    hints = _field_types(cls)
     values = {}
     for f in dataclasses.fields(cls):
         if f.name not in data:
@@ -165,6 +176,15 @@ def find_record(store: ObjectStore, key: str, cls: type[R], needed_by: str) -> R
     return get_record(store, key, cls, needed_by) if store.exists(key) else None
 
 
+READ_THREADS = 16  # a record read waits on the store (a GET on S3/R2), not on this process
+
+
+def get_records(store: ObjectStore, keys: Sequence[str], cls: type[R], needed_by: str) -> list[R]:
+    """The records at `keys`, in order, READ_THREADS at a time: 30,000 part records are 30,000 store round trips."""
+    with ThreadPoolExecutor(READ_THREADS) as pool:
+        return list(pool.map(lambda key: get_record(store, key, cls, needed_by), keys))
+
+
 __all__ = [
     "FileRef",
     "PartRecord",
@@ -178,6 +198,7 @@ __all__ = [
     "find_record",
     "from_dict",
     "get_record",
+    "get_records",
     "put_record",
     "to_json",
 ]

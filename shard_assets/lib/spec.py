@@ -73,6 +73,7 @@ class DatasetSpec:
     min_chars: int = 32
     batch_documents: int = 1000
     on_partition_failure: str = "skip"
+    partition_bytes: int = 0  # source bytes per partition ("2GB" in TOML); 0: one partition per file. SHARD_PARTITION_BYTES overrides it
     origin: str = "<spec>"
 
     def source(self, name: str) -> SourceSpec:
@@ -94,7 +95,19 @@ RANGES: dict[str, tuple[float | None, float | None]] = {
     "train_max_bytes": (1 << 10, None),
     "min_chars": (0, None),
     "batch_documents": (1, 1_000_000),
+    "partition_bytes": (0, None),
 }
+
+_BYTES = re.compile(r"^(\d+)\s*(|B|KB|MB|GB|KIB|MIB|GIB)$")
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
+
+
+def parse_byte_count(text: str, where: str) -> int:
+    """A byte count such as `268435456`, `256MB` or `2GiB`; `where` names the field or variable in the error."""
+    match = _BYTES.match(text.strip().upper())
+    if not match:
+        raise SpecError(f"{where}: {text!r} is not a byte count (e.g. 268435456, 256MB, 2GiB); 0 means one partition per file")
+    return int(match[1]) * _UNITS[match[2]]
 
 
 def _check_value(name: str, kind: Any, value: Any, where: str) -> None:
@@ -172,6 +185,8 @@ def parse_spec(data: dict[str, Any], origin: str, base: Path | None = None) -> D
     names = [s.name for s in parsed]
     if len(set(names)) != len(names):
         raise SpecError(f"{origin}: source names must be unique, got {names}")
+    if isinstance(data.get("partition_bytes"), str):
+        data["partition_bytes"] = parse_byte_count(data["partition_bytes"], f"{origin}: partition_bytes")
     spec = _build(DatasetSpec, {**data, "sources": parsed, "tokenizer": tok, "origin": origin}, origin)
     if not 0.0 <= spec.val_fraction < 1.0:
         raise SpecError(f"{origin}: val_fraction must be in [0, 1), got {spec.val_fraction}")

@@ -79,7 +79,7 @@ class SeaweedS3:
             f"-master.port={master}", f"-master.port.grpc={grpc[0]}", "-master.volumeSizeLimitMB=64",
             f"-volume.port={volume}", f"-volume.port.grpc={grpc[1]}", "-volume.max=128",  # each bucket grows its own volumes (about 7 at a time): room for every test bucket
             "-filer", f"-filer.port={filer}", f"-filer.port.grpc={grpc[2]}",
-            "-s3", f"-s3.port={s3}", f"-s3.port.grpc={grpc[3]}", f"-s3.config={self._config()}", "-s3.port.iceberg=0",
+            "-s3", f"-s3.port={s3}", f"-s3.port.grpc={grpc[3]}", f"-s3.config={self._config()}", "-s3.port.iceberg=0", "-s3.port.lance=0",  # two servers at once (other test runs) would both bind the fixed Lance port 9101
         ]
         log = open(self.workdir / "weed.log", "wb")
         self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

@@ -82,6 +82,7 @@ def list_source_files(source: SourceSpec) -> list[SourceFile]:
 
     try:
         fs, path = fsspec.core.url_to_fs(source.uri, **source.fs_options)
+        fs.invalidate_cache()  # fsspec reuses a file system per process, and s3fs would answer from its last listing
         infos, is_dir = _listing(fs, path)
     except (OSError, ValueError, ImportError) as exc:
         raise SourceError(f"source {source.name!r}: cannot list {source.uri} ({type(exc).__name__}: {exc})") from None

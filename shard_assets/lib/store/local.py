@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import tempfile
@@ -23,10 +24,10 @@ FILE_MODE = 0o666 & ~_umask()  # published files readable by others (0644 under 
 STALE_TEMP_SECONDS = 3600  # a temp file this old has no live writer: its process was killed mid-write
 
 
-def sweep_stale_temps(dest: Path) -> None:
-    """Delete temp files of `dest` left by writers killed mid-write (SIGKILL skips their cleanup)."""
+def sweep_stale_temps(folder: Path) -> None:
+    """Delete the temp files in `folder` left by writers killed mid-write (SIGKILL skips their cleanup)."""
     cutoff = time.time() - STALE_TEMP_SECONDS
-    for tmp in dest.parent.glob(f".{dest.name}.*.tmp"):
+    for tmp in folder.glob(".*.tmp"):
         try:
             if tmp.stat().st_mtime < cutoff:
                 tmp.unlink()
@@ -37,6 +38,7 @@ def sweep_stale_temps(dest: Path) -> None:
 class LocalFolderStore:
     def __init__(self, root: str | Path):
         self.root = Path(root).resolve()
+        self._swept: dict[Path, float] = {}  # folder -> when this store last swept it (time.monotonic)
 
     def describe(self) -> str:
         return f"local folder {self.root}"
@@ -47,10 +49,18 @@ class LocalFolderStore:
     def path(self, key: str) -> Path:
         return self.root / check_key(key, f"store key under {self.root}")
 
+    def _sweep_once(self, folder: Path) -> None:
+        """Sweep a folder's stale temps on this store's first write there, then at most once per
+        STALE_TEMP_SECONDS: a write costs O(1), not a listing of its folder (30,000 part records share one)."""
+        now = time.monotonic()
+        if now - self._swept.get(folder, -math.inf) >= STALE_TEMP_SECONDS:
+            self._swept[folder] = now
+            sweep_stale_temps(folder)
+
     def _atomic_write(self, key: str, write) -> Path:
         dest = self.path(key)
         dest.parent.mkdir(parents=True, exist_ok=True)
-        sweep_stale_temps(dest)
+        self._sweep_once(dest.parent)
         fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
