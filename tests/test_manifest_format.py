@@ -110,3 +110,9 @@ def test_info_reads_no_table(published, capsys):
         table.unlink()  # the totals are in the JSON
     assert main(["info", str(root)]) == 0
     assert re.search(r"^train\s+[\d,]+ tokens\s+[\d,]+ documents\s+3 shards", capsys.readouterr().out, re.M)
+
+
+def test_an_empty_split_has_an_empty_table(tmp_path):
+    m = write_dataset(tmp_path, {"train": [random_docs(np.random.default_rng(3), 5)], "val": []})
+    opened = shard_loader.open_manifest(str(tmp_path))
+    assert len(opened.manifest.splits["val"].shards) == 0 and opened.manifest.splits["val"].table == m.splits["val"].table

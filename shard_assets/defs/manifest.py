@@ -10,7 +10,7 @@ from shard_loader.format import LATEST_KEY, FileRef
 from ..lib.layout import part_record_key, splits_record_key, tokenizer_key
 from ..lib.plan import human_bytes
 from ..lib.publish import Audit, build_manifest, publish
-from ..lib.records import PartRecord, SplitsRecord, get_record
+from ..lib.records import PartRecord, SplitsRecord, get_record, get_records
 from ..lib.spec import DatasetSpec
 from ..lib.state import current_tokenizer
 from ..lib.version import code_version
@@ -93,7 +93,8 @@ def manifest(context: dg.AssetExecutionContext, dataset: DatasetResource, store:
     spec, objects = dataset.spec(), store.store()
     record = current_tokenizer(objects)
     summary = get_record(objects, splits_record_key(record.fingerprint), SplitsRecord, "manifest")
-    parts = {p: get_record(objects, part_record_key(record.fingerprint, p), PartRecord, "manifest") for p in summary.partitions}
+    keys = [part_record_key(record.fingerprint, p) for p in summary.partitions]
+    parts = dict(zip(summary.partitions, get_records(objects, keys, PartRecord, "manifest")))
     tok_key = tokenizer_key(record.fingerprint)
     tok_bytes = objects.get_bytes(tok_key)
     tok_file = FileRef(key=tok_key, size=len(tok_bytes), sha256=hashlib.sha256(tok_bytes).hexdigest())

@@ -67,7 +67,7 @@ def content_version(dataset: str, tokenizer: TokenizerInfo, dtype: str, splits: 
             "dataset": dataset,
             "tokenizer": tokenizer.fingerprint,
             "dtype": dtype,
-            "splits": {s: [(e.npy.sha256, e.bin.sha256) for e in info.shards] for s, info in splits.items()},
+            "splits": {s: list(zip(*(info.shards.column(c) for c in ("npy_sha256", "bin_sha256")))) for s, info in splits.items()},
         },
         sort_keys=True,
     )
