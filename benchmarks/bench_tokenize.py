@@ -70,7 +70,7 @@ def _long_documents(web: Path) -> None:
 def _prepare(size, work: Path) -> tuple[Path, list[str], str]:
     """Raw partitions (the raw asset's own code) and a byte-level BPE trained on part of them."""
     from shard_assets.lib.raw_writer import write_raw_partition
-    from shard_assets.sources.listing import list_source_files
+    from shard_assets.lib.sources.listing import list_source_files
     from shard_assets.lib.spec import TokenizerSpec, parse_spec
     from shard_assets.lib.store import LocalFolderStore
     from shard_assets.lib.tokenizer import build_tokenizer
