@@ -199,6 +199,28 @@ def _publish(store_root: Path, key: str, engine, reference, record, keep: bool =
         shutil.rmtree(out)
 
 
+def _hash_npy(path: Path, repetitions: int) -> dict:
+    """Seconds to take a closed shard's sha256: re-reading the file (before) against mmap of the page cache (ShardWriter.close), interleaved."""
+    import hashlib
+    import mmap
+
+    def reread():
+        with open(path, "rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+
+    def mapped():
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as pages:
+            return hashlib.sha256(pages).hexdigest()
+
+    seconds: dict[str, list[float]] = {"re-read": [], "mmap": []}
+    for rep in range(repetitions):
+        for name, fn in (("re-read", reread), ("mmap", mapped))[:: 1 if rep % 2 else -1]:
+            started = time.perf_counter()
+            fn()
+            seconds[name].append(time.perf_counter() - started)
+    return {"bytes": path.stat().st_size, "seconds": seconds}
+
+
 def measure(store_root: str, key: str, key_10x: str, tok_json: str, repetitions: int) -> dict:
     """In this process, pinned to one core (the reader and guard threads inherit the pin): every variant once
     per repetition, the order rotating."""
@@ -241,6 +263,7 @@ def measure(store_root: str, key: str, key_10x: str, tok_json: str, repetitions:
             started = time.perf_counter()
             tokens = variants[name]()
             rates[name].append(tokens / (time.perf_counter() - started))
+    npy_sha256 = _hash_npy(root / published[key_10x][0]["train"]["npy"], repetitions)
     documents = [e.document(i) for e in outputs[reference.name] for i in range(len(e.lengths))]
     differing = {
         REFERENCE: 0,
@@ -257,6 +280,7 @@ def measure(store_root: str, key: str, key_10x: str, tok_json: str, repetitions:
         "longest_document_chars": max(map(len, texts)),
         "tokens": len(documents) and int(sum(map(len, documents))),
         "rates": rates,
+        "npy_sha256": npy_sha256,
         "differing": differing,
         "ratios": {
             "asset / engine alone": per_rep(HOT, engine_name),
@@ -408,6 +432,12 @@ def run(size, work: Path) -> dict:
         {"figure": f"{name} (median of per-repetition ratios, min-max)", "value": f"{r['median']:.2f} ({r['min']:.2f}-{r['max']:.2f})", **_ratio_target(name)}
         for name, r in result["ratios"].items()
     ]
+    h = result["npy_sha256"]
+    ratio = [m / r for m, r in zip(h["seconds"]["mmap"], h["seconds"]["re-read"])]
+    summary.append({
+        "figure": f"sha256 of the 10x partition's train .npy ({h['bytes'] / 2**20:.0f} MiB): mmap of the page cache (used) / re-read (before) (median of per-repetition ratios, min-max)",
+        "value": f"{statistics.median(ratio):.2f} ({min(ratio):.2f}-{max(ratio):.2f}); {statistics.median(h['seconds']['mmap']):.3f} s vs {statistics.median(h['seconds']['re-read']):.3f} s",
+    })
     n = cores["cores"]
     for name, r in cores["rates"].items():
         rate = statistics.median(r)

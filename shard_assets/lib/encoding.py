@@ -2,7 +2,8 @@
 
 Documents are encoded whole (never cut), by the engine `select_encoder` chose, behind an
 exactness guard that compares a sample of every partition with the reference.
-No Python loop runs per token or per document.
+No Python loop runs per token or per document (one runs per run of same-split documents); parquet
+decoding and the guard's reference run on their own threads beside the engine.
 """
 
 from __future__ import annotations
@@ -63,8 +64,10 @@ def _batches(pf, val_fraction: float, batch_documents: int):
             yield texts[chunk], val[chunk]
 
 
-def split_runs(val: np.ndarray) -> list[tuple[str, int, int]]:
+def _split_runs(val: np.ndarray) -> list[tuple[str, int, int]]:
     """(split, first, stop) of the maximal runs of consecutive documents in one split, in order."""
+    if not len(val):
+        return []
     edges = np.flatnonzero(val[1:] != val[:-1]) + 1
     bounds = [0, *edges.tolist(), len(val)]
     return [(SPLITS[1] if val[a] else SPLITS[0], a, b) for a, b in zip(bounds, bounds[1:])]
@@ -73,7 +76,7 @@ def split_runs(val: np.ndarray) -> list[tuple[str, int, int]]:
 def _append(writers: dict[str, ShardWriter], encoded: Encoded, val: np.ndarray, eod_id: int) -> None:
     """Each run of same-split documents, end-of-document ids inserted, straight into its writer: one copy per token."""
     offsets = encoded.offsets
-    for split, a, b in split_runs(val):
+    for split, a, b in _split_runs(val):
         ids = encoded.ids[offsets[a] : offsets[b]]
         writers[split].append(np.insert(ids.astype(writers[split].dtype), offsets[a + 1 : b + 1] - offsets[a], eod_id), encoded.lengths[a:b] + 1)
 
