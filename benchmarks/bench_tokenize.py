@@ -2,7 +2,8 @@
 the reference (HF `tokenizers`, whole documents), each engine alone on the same texts in memory, and the
 tokenized-shard asset's work (raw parquet -> encoder + exactness guard -> published .npy/.bin). Reports
 medians of per-repetition ratios with their spread, documents differing from the reference, peak RSS,
-and core-hours for 2T tokens. The corpus includes documents over 1 MB."""
+and core-hours for 2T tokens, on one pinned core and on all cores (one process per core). The corpus includes
+documents over 1 MB. BENCH_TOKENIZE_REPETITIONS=1 makes a quick smoke run (its figures are not results)."""
 
 from __future__ import annotations
 
