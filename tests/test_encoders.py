@@ -185,3 +185,34 @@ def test_the_sample_is_at_least_one_percent_and_64_documents_and_holds_the_longe
         assert result.documents == n and result.differing == 0
         assert result.sampled >= min(n, max(64, n / 100)) and result.engine == "fastokens"
         assert result.sampled <= max(64, n / 100) * 1.6 + 1  # not much more: the reference costs ~100x the engine
+
+
+@pytest.mark.parametrize(
+    "value, message",
+    [("refrence", r"spec.toml.on_mismatch: 'refrence' is not one of \('fail', 'reference'\); did you mean 'reference'\?"), (1, r"spec.toml.on_mismatch: expected str, got 1")],
+)
+def test_the_mismatch_policy_is_a_validated_spec_field(value, message):
+    from shard_assets.lib.errors import SpecError
+    from shard_assets.lib.spec import parse_spec
+
+    source = {"name": "d", "uri": "/d"}
+    assert parse_spec({"name": "t", "sources": [source]}, "spec.toml").on_mismatch == "fail"
+    assert parse_spec({"name": "t", "on_mismatch": "reference", "sources": [source]}, "spec.toml").on_mismatch == "reference"
+    with pytest.raises(SpecError, match=message):
+        parse_spec({"name": "t", "on_mismatch": value, "sources": [source]}, "spec.toml")
+
+
+def test_the_build_follows_the_spec_s_mismatch_policy(tmp_path, gpt2_json):
+    from shard_assets.lib.records import RawRecord, SourceFileRef, TokenizerRecord
+    from shard_assets.lib.shard_build import build_partition_shards
+    from shard_assets.lib.store import LocalFolderStore
+
+    store = LocalFolderStore(tmp_path / "store")
+    store.put_file("raw/p.parquet", _partition(tmp_path, ["MARK first"] + [f"document {i}" for i in range(199)]))
+    raw = RawRecord("p", "src", SourceFileRef("/src/p", "f"), "raw/p.parquet", "-", 200, "v", "run")
+    tokenizer = TokenizerRecord("t", "fp", 1200, 0, "uint16")
+    engine, reference = _Disagrees(gpt2_json, "test"), ReferenceEncoder(gpt2_json)
+    built = build_partition_shards(store, raw, engine, reference, tokenizer, 0.1, 100, tmp_path / "work", "run", "code", on_mismatch="reference")
+    assert built.record.encoder.reencoded_with_reference and built.record.encoder.differing == 1
+    with pytest.raises(ExactnessError):
+        build_partition_shards(store, raw, engine, reference, tokenizer, 0.1, 100, tmp_path / "work2", "run", "code", on_mismatch="fail")

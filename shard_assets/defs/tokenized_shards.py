@@ -2,6 +2,7 @@
 offsets) under content-hashed keys; a failure is quarantined in the store with its error."""
 
 import functools
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -11,12 +12,12 @@ import numpy as np
 from ..lib.errors import BuildError
 from ..lib.layout import quarantine_key, raw_record_key, tokenizer_key
 from ..lib.records import Quarantine, RawRecord, get_record, put_record
-from ..lib.shard_build import BuiltPartition, build_partition_shards
+from ..lib.shard_build import BuiltPartition, PartitionUploads, build_partition_shards
 from ..lib.state import current_tokenizer
 from ..lib.encoders import encoders_for
 from .automation import REBUILD
 from .conventions import DATASET_ASSET
-from .partitions import BACKFILL_POLICY, combined_version, each_partition, raw_files
+from .partitions import BACKFILL_POLICY, PartitionsFailed, combined_version, each_partition, raw_files
 from .raw_documents import raw_documents
 from .resources import DatasetResource, StoreResource
 from .tokenizer import tokenizer
@@ -52,23 +53,42 @@ def tokenized_shards(context: dg.AssetExecutionContext, dataset: DatasetResource
     record = current_tokenizer(objects)
     loaded = functools.cache(lambda: encoders_for(objects.get_bytes(tokenizer_key(record.fingerprint)).decode()))
 
+    uploads = PartitionUploads(objects)  # a partition's files go up while the next one encodes
+
+    def quarantine(partition: str, exc: BuildError) -> None:
+        put_record(objects, quarantine_key(record.fingerprint, partition), Quarantine(partition, record.fingerprint, str(exc), context.run.run_id))
+
     def build(partition: str) -> tuple[BuiltPartition, str]:
+        workdir = Path(tempfile.mkdtemp(prefix=f"tokenize-{partition}-"))
         try:
             encoder, reference = loaded()
             raw = get_record(objects, raw_record_key(partition), RawRecord, f"tokenized_shards[{partition}]")
-            with tempfile.TemporaryDirectory() as tmp:
-                built = build_partition_shards(
-                    objects, raw, encoder, reference, record, spec.val_fraction, spec.batch_documents, Path(tmp), context.run.run_id, CODE_VERSION
-                )
-                train = built.writers["train"]
-                samples = decoded_samples(reference.tokenizer, train.npy_path, train.bin_path)
-        except BuildError as exc:
-            put_record(objects, quarantine_key(record.fingerprint, partition), Quarantine(partition, record.fingerprint, str(exc), context.run.run_id))
+            built = build_partition_shards(
+                objects, raw, encoder, reference, record, spec.val_fraction, spec.batch_documents, workdir, context.run.run_id, CODE_VERSION,
+                spec.on_mismatch,
+            )
+            train = built.writers["train"]
+            samples = decoded_samples(reference.tokenizer, train.npy_path, train.bin_path)
+        except BaseException as exc:
+            shutil.rmtree(workdir, ignore_errors=True)
+            if isinstance(exc, BuildError):
+                quarantine(partition, exc)
             raise
-        objects.delete(quarantine_key(record.fingerprint, partition))
+        uploads.submit(built, workdir)
         return built, samples
 
-    results = each_partition(context, build)
+    try:
+        results = each_partition(context, build)
+    finally:  # the partitions built before a failure still get their files and records
+        failed = uploads.wait()
+        for partition in uploads.stored:
+            objects.delete(quarantine_key(record.fingerprint, partition))
+        for partition, exc in failed.items():
+            quarantine(partition, exc)
+    if failed:
+        if len(context.partition_keys) == 1:
+            raise next(iter(failed.values()))
+        raise PartitionsFailed(f"{len(failed)} of {len(context.partition_keys)} partitions failed to upload (the others are stored; rerun the range):\n" + "\n".join(f"{k}: {type(e).__name__}: {e}" for k, e in failed.items()))
     parts = [b.record for b, _ in results]
     tokens = {split: sum(b.stats.tokens[split] for b, _ in results) for split in ("train", "val")}
     documents = {split: sum(b.stats.documents[split] for b, _ in results) for split in ("train", "val")}

@@ -19,6 +19,7 @@ from importlib import metadata
 
 import numpy as np
 
+from .background import Background
 from .errors import BuildError
 
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -53,12 +54,16 @@ class Encoded:
         """The ids of document `i`."""
         return self.ids[self.offsets[i] : self.offsets[i + 1]]
 
-    def with_eod(self, eod_id: int, dtype: str, where: str) -> tuple[np.ndarray, np.ndarray]:
-        """Tokens with `eod_id` after each document, and lengths with it; EncoderError if a text produced `eod_id`."""
+    def check_no_eod(self, eod_id: int, where: str) -> None:
+        """EncoderError if a document's text produced `eod_id` (each document must hold it once, at its end)."""
         inside = np.flatnonzero(self.ids == eod_id)
         if inside.size:
             doc = int(np.searchsorted(self.offsets, inside[0], side="right")) - 1
             raise EncoderError(f"{where}: document {doc} of the batch encodes to the end-of-document id {eod_id} inside its text")
+
+    def with_eod(self, eod_id: int, dtype: str, where: str) -> tuple[np.ndarray, np.ndarray]:
+        """Tokens with `eod_id` after each document, and lengths with it; EncoderError if a text produced `eod_id`."""
+        self.check_no_eod(eod_id, where)
         return np.insert(self.ids.astype(dtype, copy=False), self.offsets[1:], eod_id), self.lengths + 1
 
 
@@ -218,12 +223,17 @@ class GuardResult:
         return asdict(self)
 
 
+GUARD_DEPTH = 8  # sampled batches the guard's thread may lag behind the engine (1% of their text, and their ids)
+
+
 @dataclass
 class ExactnessGuard:
     """Re-encodes a deterministic sample of a partition's documents with the reference and compares ids.
 
     Of the partition's `total` documents it samples every `stride`-th from the first, the stride
     chosen so that at least max(`minimum`, `fraction` of them) are sampled, and the longest one.
+    The reference runs on the guard's own thread (it releases the GIL), beside the engine; `finish`
+    waits for it, and a difference is raised by the next `check` or by `finish`.
     """
 
     engine: Encoder
@@ -240,11 +250,14 @@ class ExactnessGuard:
     differing: int = 0
     first_differing: int | None = None
     _longest: tuple[int, int, str, np.ndarray] | None = field(default=None, repr=False)
+    _thread: Background | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.policy not in ON_MISMATCH:
             raise BuildError(f"partition {self.partition}: on_mismatch policy {self.policy!r} is not one of {ON_MISMATCH}")
         self.stride = max(1, min(math.floor(1 / self.fraction), self.total // self.minimum))  # ceil(total / stride) >= both bounds
+        if self.checks:
+            self._thread = Background(f"guard-{self.partition}", GUARD_DEPTH)
 
     @property
     def checks(self) -> bool:
@@ -252,22 +265,24 @@ class ExactnessGuard:
         return self.engine is not self.reference
 
     def check(self, texts: Sequence[str], encoded: Encoded) -> None:
-        """Compare the sampled documents of this batch (the next ones of the partition) with the reference; ExactnessError on a difference."""
+        """Queue the sampled documents of this batch (the next ones of the partition) for comparison; ExactnessError for an earlier difference."""
         first, n = self.documents, len(texts)
         self.documents += n
         self.tokens += int(encoded.lengths.sum())
-        if not self.checks or not n:
+        if self._thread is None or not n:
             return
         index = np.arange(first, first + n)
         picked = np.flatnonzero(index % self.stride == 0)
-        self._compare([texts[i] for i in picked], [encoded.document(int(i)) for i in picked], index[picked])
+        if picked.size:
+            self._thread.submit(self._compare, [texts[i] for i in picked], [encoded.document(int(i)).copy() for i in picked], index[picked])
         chars = np.fromiter(map(len, texts), dtype=np.int64, count=n)
         longest = int(chars.argmax())
         if self._longest is None or chars[longest] > self._longest[0]:
             self._longest = (int(chars[longest]), first + longest, texts[longest], encoded.document(longest).copy())
 
     def _compare(self, texts: list[str], ids: list[np.ndarray], index: np.ndarray) -> None:
-        if not texts:
+        """On the guard's thread: the reference's ids of `texts` against the engine's; ExactnessError at the first batch that differs."""
+        if self.differing:  # the partition is failed or redone anyway: compare no more
             return
         expected = self.reference.encode(texts)
         self.sampled += len(texts)
@@ -276,20 +291,36 @@ class ExactnessGuard:
             if not np.array_equal(got, expected.document(i)):
                 self.differing += 1
                 self.first_differing = int(index[i]) if self.first_differing is None else self.first_differing
-        if self.differing:  # stop at the first batch that differs: the partition is failed or redone anyway
+        if self.differing:
             raise ExactnessError(
                 f"partition {self.partition}: {self.engine.name} {self.engine.version} differs from the reference "
                 f"on {self.differing} of {self.sampled} sampled documents (first: document {self.first_differing})"
             )
 
-    def finish(self) -> GuardResult:
-        """Check the partition's longest document (unless already sampled); the result, or ExactnessError."""
-        if self._longest is not None:
+    def end(self) -> None:
+        """No more documents: queue the partition's longest one (unless already sampled) without waiting for it."""
+        if self._thread is not None and self._longest is not None:
             _, at, text, ids = self._longest
             self._longest = None
             if at % self.stride:
-                self._compare([text], [ids], np.array([at]))
+                self._thread.submit(self._compare, [text], [ids], np.array([at]))
+
+    def finish(self) -> GuardResult:
+        """`end`, then wait for every comparison; the result, or ExactnessError."""
+        if self._thread is None:
+            return self.result()
+        try:
+            self.end()
+            self._thread.drain()
+        finally:
+            self.close()
         return self.result()
+
+    def close(self) -> None:
+        """Stop the guard's thread without waiting for queued comparisons (the partition failed elsewhere)."""
+        if self._thread is not None:
+            self._thread.close()
+            self._thread = None
 
     def result(self, reencoded: bool = False) -> GuardResult:
         """The guard's counts so far."""

@@ -2,7 +2,8 @@
 
 Documents are encoded whole (never cut), by the engine `select_encoder` chose, behind an
 exactness guard that compares a sample of every partition with the reference.
-No Python loop runs per token or per document.
+No Python loop runs per token or per document (one runs per run of same-split documents); parquet
+decoding and the guard's reference run on their own threads beside the engine.
 """
 
 from __future__ import annotations
@@ -15,14 +16,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .text import is_val
-from .encoders import Encoder, ExactnessError, ExactnessGuard, GuardResult, select_encoder
+from .background import prefetched
+from .encoders import Encoded, Encoder, ExactnessError, ExactnessGuard, GuardResult, select_encoder
 from shard_loader.format import SPLITS, ShardWriter
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 MAX_BATCH_CHARS = 4 << 20  # bounds the text (and the reference's ~400 bytes per token) of one encode call
-
+READ_AHEAD = 2  # batches decoded ahead of the engine by the reader thread
 
 
 @dataclass
@@ -62,26 +64,46 @@ def _batches(pf, val_fraction: float, batch_documents: int):
             yield texts[chunk], val[chunk]
 
 
+def _split_runs(val: np.ndarray) -> list[tuple[str, int, int]]:
+    """(split, first, stop) of the maximal runs of consecutive documents in one split, in order."""
+    if not len(val):
+        return []
+    edges = np.flatnonzero(val[1:] != val[:-1]) + 1
+    bounds = [0, *edges.tolist(), len(val)]
+    return [(SPLITS[1] if val[a] else SPLITS[0], a, b) for a, b in zip(bounds, bounds[1:])]
+
+
+def _append(writers: dict[str, ShardWriter], encoded: Encoded, val: np.ndarray, eod_id: int) -> None:
+    """Each run of same-split documents, end-of-document ids inserted, straight into its writer: one copy per token."""
+    offsets = encoded.offsets
+    for split, a, b in _split_runs(val):
+        ids = encoded.ids[offsets[a] : offsets[b]]
+        writers[split].append(np.insert(ids.astype(writers[split].dtype), offsets[a + 1 : b + 1] - offsets[a], eod_id), encoded.lengths[a:b] + 1)
+
+
 def _write_shards(
     pf, encoder: Encoder, guard: ExactnessGuard, eod_id: int, dtype: str, val_fraction: float, out_dir: Path, stem: str, batch_documents: int
 ) -> dict[str, ShardWriter]:
-    """Encode every document of the raw ParquetFile into closed train/val writers; the guard's failure aborts them."""
+    """Encode every document of the raw ParquetFile into closed train/val writers; the guard's failure aborts them.
+
+    Parquet decoding runs on a reader thread and the guard's reference on its own, beside the engine.
+    """
     writers = {}
     for split in SPLITS:
         (out_dir / split).mkdir(parents=True, exist_ok=True)
         writers[split] = ShardWriter(out_dir / split / f"{stem}.npy", out_dir / split / f"{stem}.bin", dtype)
     try:
-        for texts, val in _batches(pf, val_fraction, batch_documents):
+        for texts, val in prefetched(_batches(pf, val_fraction, batch_documents), READ_AHEAD, f"read-{stem}"):
             encoded = encoder.encode(texts)
+            encoded.check_no_eod(eod_id, f"partition {stem}")
             guard.check(texts, encoded)
-            tokens, lengths = encoded.with_eod(eod_id, dtype, f"partition {stem}")
-            token_is_val = np.repeat(val, lengths)
-            writers["train"].append(tokens[~token_is_val], lengths[~val])
-            writers["val"].append(tokens[token_is_val], lengths[val])
-        guard.finish()
-        for w in writers.values():
+            _append(writers, encoded, val, eod_id)
+        guard.end()
+        for w in writers.values():  # hashing the files runs beside the guard's last comparisons
             w.close()
+        guard.finish()
     except BaseException:
+        guard.close()
         for w in writers.values():
             w.abort()
         raise

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from .encoders import ON_MISMATCH
 from .presets import PRESETS
 from .errors import SpecError
 
@@ -74,6 +75,7 @@ class DatasetSpec:
     batch_documents: int = 1000
     on_partition_failure: str = "skip"
     partition_bytes: int = 0  # source bytes per partition ("2GB" in TOML); 0: one partition per file. SHARD_PARTITION_BYTES overrides it
+    on_mismatch: str = "fail"  # the exactness guard finds a fast engine differing: "fail" the partition or re-encode it with the "reference"
     origin: str = "<spec>"
 
     def source(self, name: str) -> SourceSpec:
@@ -125,6 +127,14 @@ def _check_value(name: str, kind: Any, value: Any, where: str) -> None:
     if (low is not None and value < low) or (high is not None and value > high):
         bounds = f"at least {low}" if high is None else f"between {low} and {high}"
         raise SpecError(f"{where}.{name}: must be {bounds}, got {value!r}")
+
+
+def _check_choice(name: str, value: str, choices: tuple[str, ...], where: str) -> None:
+    """A field whose value must be one of `choices`; the message suggests the closest one."""
+    if value not in choices:
+        close = difflib.get_close_matches(value, choices, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise SpecError(f"{where}.{name}: {value!r} is not one of {choices}{hint}")
 
 
 def _build(cls, data: dict[str, Any], where: str):
@@ -192,6 +202,7 @@ def parse_spec(data: dict[str, Any], origin: str, base: Path | None = None) -> D
         raise SpecError(f"{origin}: val_fraction must be in [0, 1), got {spec.val_fraction}")
     if spec.on_partition_failure not in FAILURE_POLICIES:
         raise SpecError(f"{origin}: on_partition_failure must be one of {FAILURE_POLICIES}, got {spec.on_partition_failure!r}")
+    _check_choice("on_mismatch", spec.on_mismatch, ON_MISMATCH, origin)
     if not _NAME.match(spec.name):
         raise SpecError(f"{origin}: name {spec.name!r} must be lowercase letters, digits, '-' or '_'")
     return spec

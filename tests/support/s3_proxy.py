@@ -30,6 +30,9 @@ class S3Proxy:
         self.multipart_uploads = 0
         self.fail_after: dict[str, int] = {}  # key -> GETs allowed before answering 403 for good
         self.conditional = "honour"  # or "refuse" (501 to If-None-Match, as some servers answer) or "ignore" (drop it)
+        self.hold_puts: threading.Event | None = None  # while set to an unset Event, PUTs wait for it
+        self.fail_puts = ""  # PUTs to paths containing this answer 500
+        self.puts: list[str] = []  # paths of the PUTs forwarded to the server, in order
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -61,6 +64,13 @@ class S3Proxy:
                 if conditional and proxy.conditional == "ignore":
                     del headers[conditional]
                 path = self.path.split("?", 1)[0]
+                if self.command == "PUT":
+                    if proxy.hold_puts is not None:
+                        proxy.hold_puts.wait(30)
+                    if proxy.fail_puts and proxy.fail_puts in path:
+                        self._reply(500, b"<Error><Code>InternalError</Code><Message>injected</Message></Error>")
+                        return
+                    proxy.puts.append(path)
                 if self.command == "POST" and self.path.endswith("?uploads"):
                     proxy.multipart_uploads += 1
                 if self.command == "GET" and "?" not in self.path:

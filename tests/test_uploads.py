@@ -1,0 +1,97 @@
+"""Uploads overlap encoding, against a loopback S3 behind the R2-like proxy: a finished partition's shard files
+go up while the next partition encodes, its record only after every file is up; an upload failure is kept for
+its partition (no record, no object of it), and no work folder is left behind either way."""
+
+import threading
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from shard_assets.lib.encoders import encoders_for
+from shard_assets.lib.errors import ObjectStoreError
+from shard_assets.lib.layout import part_record_key
+from shard_assets.lib.records import PartRecord, RawRecord, SourceFileRef, get_record
+from shard_assets.lib.shard_build import PartitionUploads, build_partition_shards
+from shard_assets.lib.spec import TokenizerSpec
+from shard_assets.lib.store.s3 import S3ObjectStore
+from shard_assets.lib.text import doc_hashes
+from shard_assets.lib.tokenizer import build_tokenizer
+from shard_loader.checksum import sha256_file
+from shard_loader.s3_client import make_s3_client
+from tests.support.s3_proxy import ACCESS_KEY, SECRET_KEY, loopback_s3_with_bucket
+
+pytestmark = pytest.mark.integration
+
+BUCKET = "uploads"
+
+
+@pytest.fixture(scope="module")
+def s3():
+    with loopback_s3_with_bucket(BUCKET) as server:
+        yield server
+
+
+def _setup(s3, tmp_path, prefix):
+    store = S3ObjectStore(make_s3_client(s3.url, ACCESS_KEY, SECRET_KEY, role="write", retries=1), BUCKET, prefix, s3.url)
+    rng = np.random.default_rng(3)
+    words = ["alpha", "beta", "gamma", "delta", "🙂", "мир"]
+    docs = {p: [" ".join(rng.choice(words, size=int(n))) + f" {p}{i}" for i, n in enumerate(rng.integers(5, 200, size=300))] for p in ("a", "b")}
+    text, record = build_tokenizer(TokenizerSpec(vocab_size=400), iter(docs["a"]))
+    raws = []
+    for p, texts in docs.items():
+        pq.write_table(pa.table({"text": texts, "doc_hash": doc_hashes(texts)}), tmp_path / f"{p}.parquet")
+        store.put_file(f"raw/{p}.parquet", tmp_path / f"{p}.parquet")
+        raws.append(RawRecord(p, "src", SourceFileRef(f"/src/{p}", "f"), f"raw/{p}.parquet", "-", len(texts), "v", "run"))
+    return store, text, record, raws
+
+
+def _build(store, text, record, raw, workdir):
+    engine, reference = encoders_for(text)
+    return build_partition_shards(store, raw, engine, reference, record, 0.2, 100, workdir, "run", "code")
+
+
+def test_a_partition_uploads_while_the_next_encodes_and_its_record_comes_last(s3, tmp_path):
+    store, text, record, (raw_a, raw_b) = _setup(s3, tmp_path, "overlap")
+    uploads, work_a, work_b = PartitionUploads(store), tmp_path / "work-a", tmp_path / "work-b"
+    s3.proxy.puts.clear()
+    s3.proxy.hold_puts = held = threading.Event()
+    try:
+        built_a = _build(store, text, record, raw_a, work_a)
+        uploads.submit(built_a, work_a)
+        built_b = _build(store, text, record, raw_b, work_b)  # encodes while a's first PUT is held at the server
+        assert s3.proxy.puts == [] and work_a.exists() and not store.exists(part_record_key(record.fingerprint, "a"))
+    finally:
+        held.set()
+        s3.proxy.hold_puts = None
+    uploads.submit(built_b, work_b)
+    assert uploads.wait() == {} and uploads.stored == ["a", "b"]
+    assert not work_a.exists() and not work_b.exists()
+    for built in (built_a, built_b):
+        stored = get_record(store, part_record_key(record.fingerprint, built.record.partition), PartRecord, "test")
+        keys = [f"/{BUCKET}/overlap/{ref.key}" for e in stored.shards.values() for ref in (e.npy, e.bin)]
+        record_put = s3.proxy.puts.index(f"/{BUCKET}/overlap/{part_record_key(record.fingerprint, built.record.partition)}")
+        assert all(s3.proxy.puts.index(k) < record_put for k in keys)  # the record names only files already up
+        for split, e in stored.shards.items():
+            for ref in (e.npy, e.bin):
+                got = tmp_path / "got"
+                store.get_file(ref.key, got)
+                assert sha256_file(got) == ref.sha256 and got.stat().st_size == ref.size
+
+
+def test_an_upload_failure_is_kept_for_its_partition_which_gets_no_record_and_no_file(s3, tmp_path):
+    store, text, record, (raw_a, raw_b) = _setup(s3, tmp_path, "failing")
+    uploads, work_a, work_b = PartitionUploads(store), tmp_path / "work-a", tmp_path / "work-b"
+    s3.proxy.fail_puts = "/train/a-"
+    try:
+        uploads.submit(_build(store, text, record, raw_a, work_a), work_a)
+        uploads.submit(_build(store, text, record, raw_b, work_b), work_b)
+        failed = uploads.wait()
+    finally:
+        s3.proxy.fail_puts = ""
+    assert list(failed) == ["a"] and isinstance(failed["a"], ObjectStoreError) and "/train/a-" in str(failed["a"])
+    assert uploads.stored == ["b"] and not work_a.exists() and not work_b.exists()
+    keys = [k for k, _ in store.list("tokenized/")]
+    assert keys and not [k for k in keys if "/a-" in k or k.endswith("/a.json")]
+    assert store.exists(part_record_key(record.fingerprint, "b"))
