@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+import shard_loader
 from shard_loader import TokenDataset
 
 from .datasets import make_dataset
@@ -158,6 +159,7 @@ def litdata_path(root: Path, work: Path) -> dict:
 
 RSS_SCRIPT = """
 import sys
+import shard_loader
 from shard_loader import TokenDataset
 ds = TokenDataset(sys.argv[1], seq_len=2048, batch_size=8, window_shards=int(sys.argv[2]))
 for _ in ds:
@@ -167,6 +169,7 @@ for _ in ds:
 FIRST_BATCH_SCRIPT = """
 import sys, time
 started = time.perf_counter()
+import shard_loader
 from shard_loader import TokenDataset
 ds = TokenDataset(sys.argv[1], seq_len=2048, batch_size=1, window_shards=1)
 next(iter(ds))
@@ -197,8 +200,7 @@ def swap_waits(root: Path) -> dict:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from tests.support.http_server import FolderServer
 
-    manifest = json.loads((root / "manifest.json").read_text())
-    largest = max(s["npy"]["size"] for s in manifest["splits"]["train"]["shards"])
+    largest = max(shard_loader.open_manifest(str(root)).manifest.splits["train"].shards.column("npy_size"))
     with FolderServer(root, rate=4 * largest) as server, __import__("tempfile").TemporaryDirectory() as cache:
         ds = TokenDataset(f"{server.url}/manifest.json", seq_len=S, batch_size=B, window_shards=1, cache_dir=cache)
         per_window = len(ds) / len(ds.windows)

@@ -21,6 +21,9 @@ it can have in flight, so a batch the trainer keeps is never overwritten.
 
 from __future__ import annotations
 
+import gc
+import multiprocessing
+
 from collections.abc import Iterator
 from typing import Any
 
@@ -154,6 +157,19 @@ class TokenDataLoader(DataLoader):
 
     def __len__(self) -> int:
         return len(self.dataset)
+
+    def _get_iterator(self):
+        """Forked workers start with the parent's objects frozen out of the cyclic collector: a collection in a worker
+        would otherwise write into the header of every object it inherited and copy each page (at 30,000 shards that
+        was most of a worker's unique memory). The parent unfreezes at once; its own garbage is collected as before."""
+        context = self.multiprocessing_context or multiprocessing.get_context()
+        if self.num_workers == 0 or context.get_start_method() != "fork":
+            return super()._get_iterator()
+        gc.freeze()
+        try:
+            return super()._get_iterator()
+        finally:
+            gc.unfreeze()
 
     def __iter__(self):
         ds = self.dataset
