@@ -29,7 +29,7 @@ TOKEN_DTYPES = {"uint16": 2, "uint32": 4}
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
-Reader = Callable[[FileRef], bytes]  # the bytes of a published file (a store's read), checked by the caller
+Reader = Callable[[FileRef], bytes]  # the bytes of a published file (a store's read); checked here against the ref
 
 
 def token_dtype_for(vocab_size: int) -> str:

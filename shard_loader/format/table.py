@@ -92,7 +92,7 @@ class ShardTable(Sequence[ShardEntry]):
         return (self[i] for i in range(len(self)))
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, ShardTable) and list(self.files()) == list(other.files()) and self.to_bytes() == other.to_bytes()
+        return isinstance(other, ShardTable) and self.to_bytes() == other.to_bytes()
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -140,7 +140,7 @@ class ShardTable(Sequence[ShardEntry]):
             wanted = "S" if name in _TEXT_FIELDS + _SHA_FIELDS else "i"
             if kind.kind != wanted or (wanted == "i" and kind.itemsize != 8):
                 raise ManifestError(f"{origin}: field {name!r} is {kind}, expected {'bytes' if wanted == 'S' else 'int64'}")
-        table = cls(rows.copy() if not rows.flags.writeable else rows)
+        table = cls(rows)  # read-only over the bytes read: a table is never written
         table._check(origin, itemsize)
         return table
 
@@ -179,12 +179,8 @@ def _check_keys(rows: np.ndarray, origin: str) -> None:
         blob = b"\n" + b"\n".join(listed) + b"\n"
         if listed and blob.count(b"\n") != len(listed) + 1:
             raise ManifestError(f"{origin}.{name}: a key holds a line break")
-        try:
-            if listed and any(odd in blob for odd in _SUSPICIOUS):
-                raise ManifestError("suspicious")
-            for folder in {k.rpartition(b"/")[0] for k in listed} - {b""}:
-                check_key(folder.decode(), "folder")
-        except (ManifestError, UnicodeDecodeError):
+        folders = {k.rpartition(b"/")[0] for k in listed} - {b""}
+        if (listed and any(odd in blob for odd in _SUSPICIOUS)) or not all(map(_safe_folder, folders)):
             _check_each_key(listed, f"{origin}[{{}}].{name}")
     every = rows["npy_key"].tolist() + rows["bin_key"].tolist()
     if len(set(every)) != len(every):
@@ -192,7 +188,16 @@ def _check_keys(rows: np.ndarray, origin: str) -> None:
         raise ManifestError(f"{origin}: key {twice.decode(errors='replace')} is listed twice")
 
 
+def _safe_folder(folder: bytes) -> bool:
+    try:
+        check_key(folder.decode(), "folder")
+    except (ManifestError, UnicodeDecodeError):
+        return False
+    return True
+
+
 def _check_each_key(listed: list[bytes], where: str) -> None:
+    """The full check of every key, naming the first that fails (`where` holds a {} for the row)."""
     for i, raw in enumerate(listed):
         try:
             key = raw.decode()
