@@ -16,6 +16,8 @@ import statistics
 import time
 from pathlib import Path
 
+from .machine import PEAK_RSS_SNIPPET
+
 SIZES = (1_000, 10_000, 30_000)
 REPETITIONS = {1_000: 5, 10_000: 3, 30_000: 1}  # a 30,000-file pass writes 30,000 registrations: minutes on this box
 LARGE_FILES, LARGE_BYTES = 20, 200 << 20
@@ -222,7 +224,8 @@ def _clone_store(template: Path, store: Path, n: int) -> None:
 
 
 PUBLISHER = """
-import json, resource, sys, time
+import json, sys, time
+PEAK = lambda: """ + PEAK_RSS_SNIPPET + """  # VmHWM: this process's own peak (ru_maxrss starts at the bench's, inherited over fork)
 import dagster as dg
 from shard_assets.definitions import build_definitions
 from shard_assets.defs.resources import DatasetResource, StoreResource
@@ -230,14 +233,14 @@ from shard_assets.runner import run_job
 resources = {"dataset": DatasetResource(spec_path=sys.argv[1]), "store": StoreResource(root=sys.argv[2])}
 defs = build_definitions(resources)
 instance = dg.DagsterInstance.local_temp(sys.argv[3])
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = PEAK()
 started = time.perf_counter()
 result = run_job(defs, "publish_job", instance)
 seconds = time.perf_counter() - started
 steps = {e.step_key: e.event_specific_data.duration_ms / 1000 for e in result.all_events if e.is_step_success}
 checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
-print(json.dumps({"seconds": seconds, "steps_s": steps, "checks": checks, "rss_before_mib": before / 1024,
-                  "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+print(json.dumps({"seconds": seconds, "steps_s": steps, "checks": checks, "rss_before_mib": before / 2**20,
+                  "peak_rss_mib": PEAK() / 2**20}))
 """
 
 
