@@ -21,7 +21,7 @@ from .automation import PUBLISH
 from .resources import DatasetResource, StoreResource
 from .splits import splits
 
-CODE_VERSION = "manifest-2"
+CODE_VERSION = "manifest-3"  # 3: manifest format 2 (shard tables, lineage file)
 AUDITS = {
     "files_present": "Every file the version names is in the store with its recorded size.",
     "counts_agree": "Documents agree between raw and tokenized partitions; tokens and documents between shards and the manifest.",
