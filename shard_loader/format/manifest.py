@@ -141,6 +141,11 @@ class Manifest:
         shards = [r for name in names for r in self.split(name).shards.files()]
         return shards if splits is not None else [self.tokenizer.file, *self.sidecars(), *shards]
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of every file `files()` names, from the totals alone (no table needs to be loaded)."""
+        return self.tokenizer.file.size + sum(r.size for r in self.sidecars()) + sum(s.nbytes for s in self.splits.values())
+
     def with_tables(self, read: Reader, splits: Sequence[str] | None = None) -> Manifest:
         """This manifest with the shard tables of `splits` (default all) read, verified and checked."""
         names = list(self.splits) if splits is None else [name for name in splits if self.split(name)]
