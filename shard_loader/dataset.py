@@ -18,7 +18,7 @@ from .errors import ShardLoaderError
 from .format import Shard
 from .opening import OpenedManifest, open_manifest
 from .rotation import WindowCache
-from .sampler import Cursor, EpochPlan, SampleSpec, Segment, Window, make_windows, sample_counts
+from .sampler import Cursor, EpochPlan, SampleSpec, Window, make_windows, sample_counts
 from .state import LoaderState, Position, StateError, StreamKey
 from .store import open_store, split_manifest_url
 from .world import Consumer, resolve_world
@@ -201,21 +201,22 @@ class TokenDataset:
         return out
 
     def serve(self, plan: EpochPlan, consumer: Consumer = Consumer()) -> Iterator[tuple[int, dict[int, Shard], np.ndarray, np.ndarray]]:
-        """(batch index from the plan's start, open shards, shard ids, token starts) of each batch `consumer` serves."""
+        """(first batch index from the plan's start, open shards, shard ids, token starts) of each run of consecutive
+        batches `consumer` serves (see Consumer.runs); a run's rows are whole batches, in order."""
         firsts = np.concatenate(([0], np.cumsum(plan.batches_per_window)[:-1])).tolist()
-        mine: list[tuple[int, Segment]] = [(k, s) for k, s in zip(firsts, plan.segments) if consumer.owns_any(k, s.batches)]
+        mine = [(k, s, list(consumer.runs(k, s.batches))) for k, s in zip(firsts, plan.segments)]
+        mine = [m for m in mine if m[2]]
         self.cache.follow(plan)
         try:
-            for n, (first, segment) in enumerate(mine):
+            for n, (first, segment, runs) in enumerate(mine):
                 shards = self.cache.acquire(segment)
                 nxt = mine[n + 1][1] if n + 1 < len(mine) else None
                 if nxt is not None:
                     self.cache.prefetch(nxt)
                 shard_ids, starts = plan.rows(segment)
-                for b in range(segment.batches):
-                    if consumer.owns(first + b):
-                        rows = slice(b * self.batch_size, (b + 1) * self.batch_size)
-                        yield first + b, shards, shard_ids[rows], starts[rows]
+                for start, stop in runs:
+                    rows = slice((start - first) * self.batch_size, (stop - first) * self.batch_size)
+                    yield start, shards, shard_ids[rows], starts[rows]
                 del shards
                 self.cache.release(segment.window, keep=set(nxt.window.shards) if nxt is not None else set())
         finally:
@@ -252,4 +253,3 @@ class TokenDataset:
 def iter_sequences(url: str, split: str = "train", seq_len: int = 2048, batch_size: int = 8, **options) -> Iterator[dict[str, np.ndarray]]:
     """The simplest read path: one epoch of batches, without shuffling the windows' order by hand."""
     return iter(TokenDataset(url, split=split, seq_len=seq_len, batch_size=batch_size, **options))
-

@@ -107,19 +107,21 @@ class TorchTokenDataset(IterableDataset):
         plan = ds.plan(self.anchor())
         consumer = Consumer(info.id, info.num_workers, self.group) if info is not None else Consumer(group=self.group)
         rows, total = self.group * ds.batch_size, plan.total_batches
+        slots = [s.numpy() for s in self.slots] if info is not None else []
         buf, slot, pos, filled, sent = None, None, [], 0, 0
         for k, shards, shard_ids, starts in ds.serve(plan, consumer):
             if buf is None:
-                slot = info.id * self.slots_per_worker + sent % self.slots_per_worker if self.slots and info is not None else None
+                slot = info.id * self.slots_per_worker + sent % self.slots_per_worker if slots else None
                 if slot is not None and self.held[slot]:  # the trainer still holds a batch of this slot: leave it alone
                     slot = None
-                buf = self.slots[slot].numpy() if slot is not None else np.empty((rows, ds.spec.span), dtype=np.int64)
+                buf = slots[slot] if slot is not None else np.empty((rows, ds.spec.span), dtype=np.int64)
             ds.fill(buf[filled : filled + len(starts)], shards, shard_ids, starts)
             if ds.position_ids:
                 pos.append(ds.positions(shards, shard_ids, starts))
             filled += len(starts)
             del shards  # a released window must not stay mapped here while the next one is awaited
-            if (k + 1) % self.group == 0 or k + 1 == total:
+            end = k + len(starts) // ds.batch_size  # runs end at group boundaries, or where the plan ends
+            if end % self.group == 0 or end == total:
                 yield self._pack(buf, filled, pos, slot)
                 buf, pos, filled, sent = None, [], 0, sent + 1
 

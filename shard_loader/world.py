@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .arguments import ArgumentError, integer
@@ -77,12 +78,11 @@ class Consumer:
     num_workers: int = 1
     group: int = 1
 
-    def owns(self, batch: int) -> bool:
-        return (batch // self.group) % self.num_workers == self.worker
-
-    def owns_any(self, first: int, count: int) -> bool:
-        """Whether any of batches [first, first + count) is this consumer's."""
-        if count <= 0:
-            return False
-        groups = range(first // self.group, (first + count - 1) // self.group + 1)
-        return any(q % self.num_workers == self.worker for q in groups[: self.num_workers])
+    def runs(self, first: int, count: int) -> Iterator[tuple[int, int]]:
+        """[start, stop) of each run of this consumer's batches among [first, first + count), one group at most each:
+        a worker fills a run in one pass instead of batch by batch."""
+        end, q = first + count, first // self.group
+        q += (self.worker - q) % self.num_workers  # the first group from `first`'s on that is this consumer's
+        while (start := max(q * self.group, first)) < end:
+            yield start, min((q + 1) * self.group, end)
+            q += self.num_workers

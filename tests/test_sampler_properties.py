@@ -68,9 +68,13 @@ def test_workers_split_a_resumed_plan_exactly_and_in_turn(s, workers, group, dat
     plan = _plan(s, 0)
     k = data.draw(st.integers(0, plan.total_batches))
     resumed = _plan(s, 0, start=plan.cursor_after(k))
-    indices = sorted(i for w in range(workers) for i in range(resumed.total_batches) if Consumer(w, workers, group).owns(i))
-    assert indices == list(range(resumed.total_batches))
-    assert all(Consumer(0, workers, group).owns(i) for i in range(min(group, resumed.total_batches)))  # worker 0 goes first
+    total = resumed.total_batches
+    first = data.draw(st.integers(0, total))
+    runs = {w: list(Consumer(w, workers, group).runs(first, total - first)) for w in range(workers)}
+    assert all(a < b and a // group == (b - 1) // group for mine in runs.values() for a, b in mine)  # a run stays in one group
+    owned = {w: [i for a, b in mine for i in range(a, b)] for w, mine in runs.items()}
+    assert sorted(i for mine in owned.values() for i in mine) == list(range(first, total))
+    assert all((i // group) % workers == w for w, mine in owned.items() for i in mine)  # group q, counted from the resume, to worker q % workers
     assert _batches(plan)[k:] == _batches(resumed)
 
 
