@@ -204,17 +204,16 @@ class TokenDataset:
         """(first batch index from the plan's start, open shards, shard ids, token starts) of each run of consecutive
         batches `consumer` serves (see Consumer.runs); a run's rows are whole batches, in order."""
         firsts = np.concatenate(([0], np.cumsum(plan.batches_per_window)[:-1])).tolist()
-        mine = [(k, s, list(consumer.runs(k, s.batches))) for k, s in zip(firsts, plan.segments)]
-        mine = [m for m in mine if m[2]]
+        mine = [(k, s) for k, s in zip(firsts, plan.segments) if next(consumer.runs(k, s.batches), None)]  # segments with a run
         self.cache.follow(plan)
         try:
-            for n, (first, segment, runs) in enumerate(mine):
+            for n, (first, segment) in enumerate(mine):
                 shards = self.cache.acquire(segment)
                 nxt = mine[n + 1][1] if n + 1 < len(mine) else None
                 if nxt is not None:
                     self.cache.prefetch(nxt)
                 shard_ids, starts = plan.rows(segment)
-                for start, stop in runs:
+                for start, stop in consumer.runs(first, segment.batches):
                     rows = slice((start - first) * self.batch_size, (stop - first) * self.batch_size)
                     yield start, shards, shard_ids[rows], starts[rows]
                 del shards
