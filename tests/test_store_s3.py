@@ -7,7 +7,7 @@ import pytest
 from shard_assets.lib.errors import ObjectStoreError
 from shard_assets.lib.store.s3 import S3ObjectStore
 from shard_loader.s3_client import make_s3_client
-from tests.support.s3_proxy import ACCESS_KEY, SECRET_KEY, loopback_s3_with_bucket
+from tests.support.s3_proxy import ACCESS_KEY, loopback_s3_with_bucket
 
 pytestmark = pytest.mark.integration
 
@@ -20,16 +20,11 @@ def s3():
         yield server
 
 
-def _store(s3, prefix: str) -> S3ObjectStore:
-    client = make_s3_client(s3.url, ACCESS_KEY, SECRET_KEY, role="write", retries=1)
-    return S3ObjectStore(client, BUCKET, prefix, s3.url)
-
-
 @pytest.mark.parametrize("behaviour", ["honour", "refuse", "ignore"])
 def test_a_versioned_manifest_is_written_once_whatever_the_server_does_with_if_none_match(s3, behaviour):
     s3.proxy.conditional = behaviour
     try:
-        store = _store(s3, f"cond-{behaviour}")
+        store = s3.write_store(BUCKET, f"cond-{behaviour}")
         assert store.put_bytes("manifests/v1.json", b"first", if_absent=True) is True
         assert store.put_bytes("manifests/v1.json", b"second", if_absent=True) is False
         assert store.get_bytes("manifests/v1.json") == b"first"

@@ -15,12 +15,10 @@ from shard_assets.lib.layout import part_record_key
 from shard_assets.lib.records import PartRecord, RawRecord, SourceFileRef, get_record
 from shard_assets.lib.shard_build import PartitionUploads, build_partition_shards
 from shard_assets.lib.spec import TokenizerSpec
-from shard_assets.lib.store.s3 import S3ObjectStore
 from shard_assets.lib.text import doc_hashes
 from shard_assets.lib.tokenizer import build_tokenizer
 from shard_loader.checksum import sha256_file
-from shard_loader.s3_client import make_s3_client
-from tests.support.s3_proxy import ACCESS_KEY, SECRET_KEY, loopback_s3_with_bucket
+from tests.support.s3_proxy import loopback_s3_with_bucket
 
 pytestmark = pytest.mark.integration
 
@@ -34,7 +32,7 @@ def s3():
 
 
 def _setup(s3, tmp_path, prefix):
-    store = S3ObjectStore(make_s3_client(s3.url, ACCESS_KEY, SECRET_KEY, role="write", retries=1), BUCKET, prefix, s3.url)
+    store = s3.write_store(BUCKET, prefix)
     rng = np.random.default_rng(3)
     words = ["alpha", "beta", "gamma", "delta", "🙂", "мир"]
     docs = {p: [" ".join(rng.choice(words, size=int(n))) + f" {p}{i}" for i, n in enumerate(rng.integers(5, 200, size=300))] for p in ("a", "b")}

@@ -150,6 +150,13 @@ class LoopbackS3:
             config=Config(s3={"addressing_style": "path"}, **config),
         )
 
+    def write_store(self, bucket: str, prefix: str):
+        """The builder's S3ObjectStore on `bucket` under `prefix`, through the proxy with write keys and one retry."""
+        from shard_assets.lib.store.s3 import S3ObjectStore
+        from shard_loader.s3_client import make_s3_client
+
+        return S3ObjectStore(make_s3_client(self.url, ACCESS_KEY, SECRET_KEY, role="write", retries=1), bucket, prefix, self.url)
+
     def create_bucket(self, name: str) -> None:
         self.client(via_proxy=False).create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": "auto"})
 
