@@ -138,9 +138,9 @@ class WindowCache:
         while True:
             with file_lock(self.cache_dir / ".room.lock"):  # one consumer at a time makes room and fetches
                 missing = [ref for ref in refs if not is_trusted(cached_path(self.cache_dir, ref), ref)]
-                kept = self._horizon(place)
                 if not missing:
                     break
+                kept = self._horizon(place)  # lists and probes every live consumer's record: only when something is missing
                 if place <= kept.end:
                     spare = {cached_path(self.cache_dir, r) for w in kept.windows for i in self._orders.plan.windows[w].shards for r in self._refs(i)}
                     need = sum(ref.size for ref in missing) + max(journal_bound(ref.size) for ref in missing)
