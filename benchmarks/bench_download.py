@@ -14,10 +14,10 @@ import time
 import urllib.request
 from pathlib import Path
 
-from shard_loader.download import DEFAULT_CONFIG, download_file
+from shard_loader.cache.download import DEFAULT_CONFIG, download_file
 from shard_loader.format import FileRef
-from shard_loader.retry import RequestStats
-from shard_loader.store_http import HttpStore
+from shard_loader.storage.retry import RequestStats
+from shard_loader.storage.https import HttpStore
 
 CAP_MB = 25
 

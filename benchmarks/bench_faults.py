@@ -18,10 +18,10 @@ import threading
 import time
 from pathlib import Path
 
-from shard_loader.checksum import verify_file
-from shard_loader.download import DownloadConfig, download_file
-from shard_loader.retry import RequestStats, RetryPolicy
-from shard_loader.store_http import HttpStore
+from shard_loader.cache.checksum import verify_file
+from shard_loader.cache.download import DownloadConfig, download_file
+from shard_loader.storage.retry import RequestStats, RetryPolicy
+from shard_loader.storage.https import HttpStore
 
 from .datasets import make_dataset
 

@@ -270,7 +270,7 @@ def _s3_listing(work: Path) -> dict:
 
     from shard_assets.lib.sources.listing import list_source_files
     from shard_assets.lib.spec import parse_spec
-    from shard_loader.s3_client import S3Settings, fsspec_options
+    from shard_loader.storage.s3_client import S3Settings, fsspec_options
     from tests.support.s3_proxy import S3Proxy
     from tests.support.seaweedfs import READER, WRITER, SeaweedS3, weed_binary
 

@@ -10,7 +10,7 @@ import numpy as np
 from shard_assets.lib.publish import promote, write_version
 from shard_loader.format import ShardWriter
 from shard_assets.lib.store import LocalFolderStore
-from shard_loader.checksum import sha256_file
+from shard_loader.cache.checksum import sha256_file
 from shard_loader.format import FileRef, Manifest, ShardEntry, SplitInfo, TokenizerInfo, token_dtype_for
 
 

@@ -7,8 +7,8 @@ import json
 import sys
 import time
 
-from .cache import cached_path, ensure_local
-from .checksum import verify_file
+from .cache.verified import cached_path, ensure_local
+from .cache.checksum import verify_file
 from .errors import ShardLoaderError
 from .format import FileRef
 from .opening import OpenedManifest, open_manifest

@@ -17,10 +17,10 @@ from .arguments import flag, optional_integer, optional_mapping, optional_path, 
 from .errors import ShardLoaderError
 from .format import Shard
 from .opening import OpenedManifest, open_manifest
-from .rotation import WindowCache
+from .cache.rotation import WindowCache
 from .sampler import Cursor, EpochPlan, SampleSpec, Window, make_windows, sample_counts
 from .state import LoaderState, Position, StateError, StreamKey
-from .store import open_store, split_manifest_url
+from .storage import open_store, split_manifest_url
 from .world import Consumer, resolve_world
 
 

@@ -10,10 +10,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .cache import cached_path, ensure_local
+from .cache.verified import cached_path, ensure_local
 from .format import FileRef, Manifest, parse_manifest
-from .lease import hold
-from .store import Store, is_remote, open_store, split_manifest_url
+from .cache.lease import hold
+from .storage import Store, is_remote, open_store, split_manifest_url
 
 
 def default_cache_dir(root_url: str) -> Path:

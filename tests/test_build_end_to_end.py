@@ -17,7 +17,7 @@ from shard_assets.runner import build_dataset
 from shard_assets.lib.text import doc_hash, is_val
 from shard_assets.defs.resources import DatasetResource, StoreResource
 from shard_assets.lib.spec import load_spec
-from shard_loader.checksum import verify_file
+from shard_loader.cache.checksum import verify_file
 from shard_loader.format import open_shard
 
 pytestmark = pytest.mark.integration

@@ -118,7 +118,7 @@ def test_a_killed_slow_consumer_stops_holding_back_the_ones_sharing_its_cache(tm
     """The slow rank of a paced cache is SIGKILLed while the fast one waits for it: its place dies with it, so the fast
     rank finishes its exact stream at once, within the budget."""
     from shard_loader import TokenDataset
-    from shard_loader.eviction import cache_usage
+    from shard_loader.cache.eviction import cache_usage
     from tests.support.positional import samples_of, write_positional
 
     sizes = [int(n) for n in np.random.default_rng(5).integers(300, 900, size=16)]

@@ -136,7 +136,7 @@ def test_discovery_over_s3_lists_without_reading_any_object_and_fingerprints_by_
     requests only, no GET of an object (whole or ranged), and each fingerprint is the object's ETag."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from shard_loader.s3_client import S3Settings, fsspec_options
+    from shard_loader.storage.s3_client import S3Settings, fsspec_options
     from tests.support.s3_proxy import S3Proxy
     from tests.support.seaweedfs import READER, WRITER
 

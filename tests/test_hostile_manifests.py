@@ -14,7 +14,7 @@ import shard_loader
 from shard_loader import IntegrityError, ManifestError, ShardFormatError, TokenDataset
 from shard_loader.cli import main
 from shard_loader.errors import TooLargeError, UnsafeFileError
-from shard_loader.store import LocalStore
+from shard_loader.storage import LocalStore
 from tests.support.synthetic import random_docs, tamper_json, write_dataset
 
 

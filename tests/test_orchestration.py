@@ -16,7 +16,7 @@ from shard_assets.defs.resources import DatasetResource, StoreResource
 from shard_assets.defs.partitions import RANGE_TAGS
 from shard_assets.defs.sensors import raw_files_sensor
 from shard_assets.lib.spec import load_spec
-from shard_loader.checksum import verify_file
+from shard_loader.cache.checksum import verify_file
 from tests.support.dagster_helpers import instance, run_automation, tiny_dataset, tiny_resources, write_jsonl, write_spec
 
 pytestmark = pytest.mark.integration

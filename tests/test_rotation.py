@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from shard_loader import DiskBudgetError, TokenDataset
-from shard_loader.eviction import cache_usage
+from shard_loader.cache.eviction import cache_usage
 from tests.support.http_server import FolderServer
 from tests.support.synthetic import random_docs, write_dataset
 

@@ -13,10 +13,10 @@ from shard_assets.runner import build_dataset
 from shard_assets.defs.resources import DatasetResource, store_resource_from_env
 from shard_assets.lib.spec import load_spec
 from shard_loader import IntegrityError, StoreError, TokenDataset
-from shard_loader.download import DownloadConfig, download_file
+from shard_loader.cache.download import DownloadConfig, download_file
 from shard_loader.format import FileRef
-from shard_loader.retry import RequestStats, RetryPolicy
-from shard_loader.store_s3 import S3Store
+from shard_loader.storage.retry import RequestStats, RetryPolicy
+from shard_loader.storage.s3 import S3Store
 from tests.support.http_server import Faults
 from tests.support.s3_proxy import ACCESS_KEY, SECRET_KEY, loopback_s3_with_bucket
 

@@ -9,8 +9,8 @@ import pytest
 
 import shard_loader
 from shard_loader.errors import CredentialsError
-from shard_loader.redaction import redact
-from shard_loader.s3_client import make_s3_client, resolve_settings
+from shard_loader.storage.redaction import redact
+from shard_loader.storage.s3_client import make_s3_client, resolve_settings
 
 KEY_VARIABLES = [f"R2_DATASET_{role}_{part}" for role in ("READ", "WRITE") for part in ("ACCESS_KEY_ID", "SECRET_ACCESS_KEY")]
 

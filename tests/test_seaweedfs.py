@@ -14,11 +14,11 @@ import pytest
 from shard_loader import StoreError, TokenDataset
 from shard_loader.errors import TransientStoreError
 from shard_loader.cli import main
-from shard_loader.download import DownloadConfig, download_file
+from shard_loader.cache.download import DownloadConfig, download_file
 from shard_loader.format import FileRef
-from shard_loader.retry import RequestStats
-from shard_loader.s3_client import describe_s3_error
-from shard_loader.store_s3 import S3Store, classify
+from shard_loader.storage.retry import RequestStats
+from shard_loader.storage.s3_client import describe_s3_error
+from shard_loader.storage.s3 import S3Store, classify
 from tests.support.seaweedfs import READER, WRITER
 from tests.support.synthetic import random_docs, write_dataset
 
@@ -116,7 +116,7 @@ def test_an_object_uploaded_in_multipart_is_fetched_by_parallel_ranges(seaweed, 
 def test_s3fs_from_the_s3_extra_lists_and_reads_with_the_factorys_settings(seaweed, uploaded, reader_env):
     import s3fs
 
-    from shard_loader.s3_client import fsspec_options, resolve_settings
+    from shard_loader.storage.s3_client import fsspec_options, resolve_settings
 
     fs = s3fs.S3FileSystem(**fsspec_options(resolve_settings()))
     listed = fs.ls(f"{BUCKET}/{PREFIX}/tokenizers", detail=False)

@@ -14,12 +14,12 @@ import psutil
 import pytest
 
 from shard_loader import TokenDataset
-from shard_loader.cache import cached_path, markers
-from shard_loader.consumers import Registration, live_places
-from shard_loader.eviction import cache_usage, make_room
-from shard_loader.locking import file_lock
-from shard_loader.horizon import Orders, horizon
-from shard_loader.lease import evict, hold
+from shard_loader.cache.verified import cached_path, markers
+from shard_loader.cache.consumers import Registration, live_places
+from shard_loader.cache.eviction import cache_usage, make_room
+from shard_loader.cache.locking import file_lock
+from shard_loader.cache.horizon import Orders, horizon
+from shard_loader.cache.lease import evict, hold
 from tests.support.http_server import FolderServer
 from tests.support.s3_proxy import S3Proxy
 from tests.support.seaweedfs import READER, WRITER
@@ -54,7 +54,7 @@ def test_a_held_file_is_not_evicted_until_its_last_holder_releases(tmp_path):
 HOLDER = """
 import sys
 from pathlib import Path
-from shard_loader.lease import hold
+from shard_loader.cache.lease import hold
 lease = hold(Path(sys.argv[1]))
 print("held", flush=True)
 sys.stdin.read()
@@ -102,7 +102,7 @@ def test_room_is_made_from_part_files_of_killed_downloads_never_from_live_ones(t
 REGISTERED = """
 import sys
 from pathlib import Path
-from shard_loader.consumers import Registration
+from shard_loader.cache.consumers import Registration
 record = Registration(Path(sys.argv[1]), "layout", 7)
 print("registered", flush=True)
 sys.stdin.read()

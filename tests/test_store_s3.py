@@ -6,7 +6,7 @@ import pytest
 
 from shard_assets.lib.errors import ObjectStoreError
 from shard_assets.lib.store.s3 import S3ObjectStore
-from shard_loader.s3_client import make_s3_client
+from shard_loader.storage.s3_client import make_s3_client
 from tests.support.s3_proxy import ACCESS_KEY, loopback_s3_with_bucket
 
 pytestmark = pytest.mark.integration

@@ -13,11 +13,11 @@ import pytest
 import shard_loader
 from shard_loader import ManifestError, StoreError, TokenDataset
 from shard_loader.cli import main
-from shard_loader.download import DownloadConfig, download_file
+from shard_loader.cache.download import DownloadConfig, download_file
 from shard_loader.errors import DeadlineError, DiskBudgetError, TooLargeError
 from shard_loader.format import FileRef
-from shard_loader.retry import RequestStats, RetryPolicy
-from shard_loader.store_http import HttpStore
+from shard_loader.storage.retry import RequestStats, RetryPolicy
+from shard_loader.storage.https import HttpStore
 from tests.support.hostile_http import NoRangeServer, TrickleServer
 from tests.support.http_server import FolderServer
 from tests.support.synthetic import random_docs, tamper_json, write_dataset
@@ -140,7 +140,7 @@ def test_fetch_without_cache_dir_uses_the_default_cache_and_verify_finds_it(publ
 
 
 def test_a_trickling_manifest_read_fails_at_its_deadline(monkeypatch):
-    monkeypatch.setattr("shard_loader.transfer.READ_BYTES_SECONDS", 1.0)
+    monkeypatch.setattr("shard_loader.storage.transfer.READ_BYTES_SECONDS", 1.0)
     with TrickleServer(size=10_000, interval=0.1) as server:
         with pytest.raises(DeadlineError, match=r"manifest.json: not complete after 1 s"):
             shard_loader.open_manifest(f"{server.url}/manifest.json")

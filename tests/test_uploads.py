@@ -17,7 +17,7 @@ from shard_assets.lib.shard_build import PartitionUploads, build_partition_shard
 from shard_assets.lib.spec import TokenizerSpec
 from shard_assets.lib.text import doc_hashes
 from shard_assets.lib.tokenizer import build_tokenizer
-from shard_loader.checksum import sha256_file
+from shard_loader.cache.checksum import sha256_file
 from tests.support.s3_proxy import loopback_s3_with_bucket
 
 pytestmark = pytest.mark.integration

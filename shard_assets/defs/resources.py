@@ -6,7 +6,7 @@ import os
 
 import dagster as dg
 
-from shard_loader.s3_client import r2_endpoint
+from shard_loader.storage.s3_client import r2_endpoint
 
 from ..lib.spec import DatasetSpec, load_spec
 from ..lib.store import LocalFolderStore, ObjectStore
@@ -44,7 +44,7 @@ class StoreResource(dg.ConfigurableResource):
     def store(self) -> ObjectStore:
         if not self.root.startswith(("s3://", "r2://")):
             return LocalFolderStore(self.root)
-        from shard_loader.s3_client import make_s3_client
+        from shard_loader.storage.s3_client import make_s3_client
 
         from ..lib.store.s3 import S3ObjectStore
 

@@ -8,7 +8,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from shard_loader.checksum import verify_file
+from shard_loader.cache.checksum import verify_file
 from shard_loader.errors import ShardLoaderError
 from shard_loader.format import LATEST_KEY, FileRef
 

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import shard_loader
-from shard_loader.checksum import verify_file
+from shard_loader.cache.checksum import verify_file
 from tests.support.dagster_helpers import write_jsonl
 
 # partition key -> regex the SourceError of that partition must match (file name first, then what is wrong)

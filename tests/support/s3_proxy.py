@@ -153,7 +153,7 @@ class LoopbackS3:
     def write_store(self, bucket: str, prefix: str):
         """The builder's S3ObjectStore on `bucket` under `prefix`, through the proxy with write keys and one retry."""
         from shard_assets.lib.store.s3 import S3ObjectStore
-        from shard_loader.s3_client import make_s3_client
+        from shard_loader.storage.s3_client import make_s3_client
 
         return S3ObjectStore(make_s3_client(self.url, ACCESS_KEY, SECRET_KEY, role="write", retries=1), bucket, prefix, self.url)
 

@@ -110,7 +110,7 @@ class SeaweedS3:
 
     def client(self, keys: tuple[str, str], **options):
         """A client for this server made by the project's own factory, as the loader and the builder make theirs."""
-        from shard_loader.s3_client import make_s3_client
+        from shard_loader.storage.s3_client import make_s3_client
 
         return make_s3_client(self.url, keys[0], keys[1], **{"retries": 5, **options})
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from shard_loader.format import check_key
-from shard_loader.s3_client import describe_s3_error, s3_errors
+from shard_loader.storage.s3_client import describe_s3_error, s3_errors
 
 from ..errors import ObjectStoreError
 

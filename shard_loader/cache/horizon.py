@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .sampler import EpochPlan, Window
+from ..sampler import EpochPlan, Window
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import os
 from collections.abc import Collection
 from pathlib import Path
 
-from .cache import markers
+from .verified import markers
 from .download import discard_abandoned
 from .lease import evict, lease_path
 

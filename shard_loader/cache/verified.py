@@ -13,11 +13,11 @@ import os
 from pathlib import Path
 
 from .checksum import verify_file
-from .errors import IntegrityError
-from .errors import StoreError
-from .format import FileRef
+from ..errors import IntegrityError
+from ..errors import StoreError
+from ..format import FileRef
 from .locking import file_lock
-from .store import Store
+from ..storage import Store
 
 
 def cached_path(cache_dir: str | Path, ref: FileRef) -> Path:

@@ -20,11 +20,11 @@ from functools import partial
 from pathlib import Path
 
 from .checksum import sha256_file
-from .errors import DiskBudgetError, IntegrityError, RangeNotSupportedError
+from ..errors import DiskBudgetError, IntegrityError, RangeNotSupportedError
 from .locking import file_lock, lock_if_free
-from .format import FileRef
-from .retry import Deadline, RequestStats, RetryPolicy, with_retries
-from .store import Store
+from ..format import FileRef
+from ..storage.retry import Deadline, RequestStats, RetryPolicy, with_retries
+from ..storage import Store
 
 
 @dataclass(frozen=True)

@@ -28,15 +28,15 @@ from pathlib import Path
 
 import numpy as np
 
-from .cache import cached_path, ensure_local, is_trusted, markers
+from .verified import cached_path, ensure_local, is_trusted, markers
 from .consumers import Registration, live_places
 from .download import journal_bound
 from .eviction import cache_usage, make_room
 from .horizon import Horizon, Orders, horizon
-from .opening import OpenedManifest
-from .errors import DiskBudgetError
-from .sampler import EpochPlan, Segment, Window
-from .format import FileRef, Shard, open_shard
+from ..opening import OpenedManifest
+from ..errors import DiskBudgetError
+from ..sampler import EpochPlan, Segment, Window
+from ..format import FileRef, Shard, open_shard
 from .lease import Lease, evict, hold
 from .locking import file_lock
 

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .errors import CredentialsError
+from ..errors import CredentialsError
 from .redaction import redact, redact_client_logs, register_secret
 
 Role = Literal["read", "write"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from .errors import IntegrityError, RangeNotSupportedError, TooLargeError, TransientStoreError
+from ..errors import IntegrityError, RangeNotSupportedError, TooLargeError, TransientStoreError
 from .retry import Deadline
 
 CHUNK = 1 << 20  # the most one socket read returns; the deadline is checked between reads

@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from .errors import IntegrityError
-from .format import FileRef
+from ..errors import IntegrityError
+from ..format import FileRef
 
 
 def sha256_file(path: str | Path) -> str:

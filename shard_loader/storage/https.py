@@ -15,8 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote, unquote
 
-from .errors import StoreError, TransientStoreError
-from .format import check_key
+from ..errors import StoreError, TransientStoreError
+from ..format import check_key
 from .transfer import MAX_OBJECT_BYTES, check_range_answer, check_size, collect, iter_body
 
 TRANSIENT_STATUS = {408, 429, 500, 502, 503, 504}

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from .errors import DeadlineError, StoreError, TransientStoreError
+from ..errors import DeadlineError, StoreError, TransientStoreError
 
 T = TypeVar("T")
 

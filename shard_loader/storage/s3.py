@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlparse
 
-from .errors import StoreError, TransientStoreError
-from .format import check_key
+from ..errors import StoreError, TransientStoreError
+from ..format import check_key
 from .s3_client import describe_s3_error, make_s3_client, s3_errors
 from .transfer import MAX_OBJECT_BYTES, check_range_answer, check_size, collect, iter_body
 
