@@ -100,7 +100,8 @@ def cmd_mix(args) -> int:
     from .defs.resources import default_resources
 
     spec = load_mixture_spec(args.spec)  # a bad spec is one line before any run
-    resources = {**default_resources(), "store": _store_resource(args)}
+    store = _store_resource(args)  # first: it puts --store into the environment the defaults read
+    resources = {**default_resources(), "store": store}
     instance = local_instance()
     print(f"publishing mixture {spec.name!r} into {resources['store'].root} (Dagster home {os.environ['DAGSTER_HOME']})", flush=True)
     result = publish_mixture_spec(instance, Path(args.spec), resources)

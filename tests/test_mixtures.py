@@ -249,3 +249,50 @@ def test_following_live_versions_is_opt_in_and_republishes_when_a_component_move
     second = publish()
     assert second["components"][0]["version"] == live_manifest(root / "store/web")["dataset"]["version"] != first["components"][0]["version"]
     assert second["components"][1]["version"] == first["components"][1]["version"]  # math is pinned by its spec
+
+
+def test_a_mixture_of_components_in_a_bucket_is_published_and_audited_there(corpus, tmp_path):
+    """The store is s3:// (moto behind the R2-like proxy): components under the mixture's root are named relative to
+    it, one elsewhere in the bucket by its absolute URL; all are read and audited with the builder's own client."""
+    from tests.support.s3_proxy import ACCESS_KEY, SECRET_KEY, loopback_s3_with_bucket
+
+    with loopback_s3_with_bucket("mixes") as s3:
+        client = s3.client(via_proxy=False)
+        for name, prefix in (("web", "team/web"), ("code", "team/code"), ("math", "elsewhere/math")):
+            bucket = s3.write_store("mixes", prefix)
+            for path in sorted(p for p in (corpus / "store" / name).rglob("*") if p.is_file() and not p.name.startswith(".")):
+                bucket.put_file(path.relative_to(corpus / "store" / name).as_posix(), path)
+        body = blend_spec(budget_for(corpus)).replace("../store/", "s3://mixes/team/").replace("s3://mixes/team/math/manifests/{math}.json", "s3://mixes/elsewhere/math")
+        spec = tmp_path / "blend.toml"
+        spec.write_text(body)
+        env = {"S3_ENDPOINT_URL": s3.url, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "DATASET_STORE": "s3"}
+        done = shard_assets(["mix", "--spec", str(spec), "--store", "s3://mixes/team"], cwd=tmp_path, home=dagster_home(tmp_path), env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        live = json.loads(client.get_object(Bucket="mixes", Key="team/mixtures/blend.json")["Body"].read())
+        urls = [c["manifest"]["url"] for c in live["components"]]
+        math_version = live_manifest(corpus / "store/math")["dataset"]["version"]
+        assert urls == [f"web/manifests/{live['components'][0]['version']}.json", f"code/manifests/{live['components'][1]['version']}.json", f"s3://mixes/elsewhere/math/manifests/{math_version}.json"]
+        version = client.get_object(Bucket="mixes", Key=f"team/mixtures/blend/{live['mixture']['version']}.json")["Body"].read()
+        assert json.loads(version) == live and "audits        4 of 4 passed" in done.stdout
+        assert ACCESS_KEY not in done.stdout + done.stderr and SECRET_KEY not in version.decode()
+        # a shard of the component outside the root, corrupted in the bucket: the next version is refused
+        key = next(k["Key"] for k in client.list_objects_v2(Bucket="mixes", Prefix="elsewhere/math/tokenized/")["Contents"] if k["Key"].endswith(".npy") and "/train/" in k["Key"])
+        data = bytearray(client.get_object(Bucket="mixes", Key=key)["Body"].read())
+        data[-2:] = bytes(b ^ 0xFF for b in data[-2:])
+        client.put_object(Bucket="mixes", Key=key, Body=bytes(data))
+        spec.write_text(body.replace("weight = 0.6", "weight = 0.5"))
+        refused = shard_assets(["mix", "--spec", str(spec), "--store", "s3://mixes/team"], cwd=tmp_path, home=dagster_home(tmp_path), env=env)
+        assert refused.returncode == 2 and "components_verified: math:" in refused.stderr and "sha256" in refused.stderr, refused.stderr
+        assert json.loads(client.get_object(Bucket="mixes", Key="team/mixtures/blend.json")["Body"].read()) == live
+
+
+def test_a_bad_mixture_spec_or_tokenizer_file_is_one_line_before_any_run(tmp_path):
+    home = dagster_home(tmp_path)
+    (tmp_path / "blend.toml").write_text('name = "blend"\n[[components]]\nmanifest = "../store/web"\nweight = -1\n')
+    out = shard_assets(["mix", "--spec", str(tmp_path / "blend.toml"), "--store", str(tmp_path / "store")], cwd=tmp_path, home=home)
+    assert out.returncode == 2 and out.stderr.strip().splitlines() == [f"error: {tmp_path}/blend.toml: components[0].weight: must be a positive number, got -1"]
+    assert not (tmp_path / "store").exists() and not list(home.glob("history/runs/*"))
+    (tmp_path / "web.toml").write_text('name = "web"\n[tokenizer]\nkind = "file"\npath = "tok/tokenizer.json"\n[[sources]]\nname = "s"\nuri = "*.jsonl"\nformat = "jsonl"\n')
+    (tmp_path / "a.jsonl").write_text('{"text": "a document long enough to keep around"}\n')
+    out = shard_assets(["plan", "--spec", str(tmp_path / "web.toml")], cwd=tmp_path, home=home)
+    assert out.returncode == 2 and out.stderr.strip().splitlines() == [f"error: [tokenizer].path {tmp_path}/tok/tokenizer.json: no such file; give the path of a tokenizer.json (relative to the spec's folder)"]

@@ -99,7 +99,7 @@ def dagster_home(tmp: Path) -> Path:
     return home
 
 
-def shard_assets(args: list[str], cwd: Path, home: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-    """The `shard-assets` command in a subprocess, as a user runs it."""
-    env = {**os.environ, "DAGSTER_HOME": str(home), "HF_HUB_OFFLINE": "1"}
+def shard_assets(args: list[str], cwd: Path, home: Path, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The `shard-assets` command in a subprocess, as a user runs it (with `env` added to this environment)."""
+    env = {**os.environ, "DAGSTER_HOME": str(home), "HF_HUB_OFFLINE": "1", **(env or {})}
     return subprocess.run([sys.executable, "-m", "shard_assets.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)

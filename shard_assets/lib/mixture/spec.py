@@ -62,12 +62,12 @@ def _component(data: Any, where: str, base: Path | None) -> ComponentSpec:
         raise SpecError(f"{where}: missing {' and '.join(repr(k) for k in missing)}; a component is a dataset URL (manifest) and a weight")
     data = {**data, "manifest": _manifest_url(data["manifest"], where, base)}
     c = _build(ComponentSpec, data, where)
-    c = replace(c, weight=float(c.weight), max_repeats=None if c.max_repeats is None else float(c.max_repeats))  # 2 and 2.0: one version
     if not c.manifest:
         raise SpecError(f"{where}.manifest: a dataset URL is needed (a manifest.json, its folder, or manifests/<version>.json)")
     _positive(c.weight, f"{where}.weight")
     if c.max_repeats is not None:
         _positive(c.max_repeats, f"{where}.max_repeats")
+    c = replace(c, weight=float(c.weight), max_repeats=None if c.max_repeats is None else float(c.max_repeats))  # 2 and 2.0: one version
     if c.name is not None and not _NAME.match(c.name):
         raise SpecError(f"{where}.name: {c.name!r} must be lowercase letters, digits, '-' or '_'")
     return c
