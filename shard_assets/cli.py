@@ -92,12 +92,11 @@ def cmd_build(args) -> int:
 
 
 def cmd_mix(args) -> int:
+    from .defs.resources import default_resources
     from .instance import local_instance
     from .lib.mixture.spec import load_mixture_spec
     from .lib.mixture.summary import component_rows, text_table
     from .mixing import publish_mixture_spec, refusal
-
-    from .defs.resources import default_resources
 
     spec = load_mixture_spec(args.spec)  # a bad spec is one line before any run
     store = _store_resource(args)  # first: it puts --store into the environment the defaults read

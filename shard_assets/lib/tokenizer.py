@@ -122,15 +122,13 @@ def build_tokenizer(spec: TokenizerSpec, texts: Iterator[str]) -> tuple[str, Tok
     the hash of the file), or by training on `texts`."""
     if spec.kind == "file":
         text, tok, eod = read_tokenizer_file(spec.path, spec.eod_token)
-        vocab = tok.get_vocab_size(with_added_tokens=True)
-        return text, TokenizerRecord(spec.name or Path(spec.path).name, fingerprint_of(text), vocab, eod, token_dtype_for(vocab))
-    if spec.kind == "pretrained":
+        name = spec.name or Path(spec.path).name
+    elif spec.kind == "pretrained":
         tok, eod = load_pretrained(spec.name, spec.eod_token)
-        name = spec.name
+        name, text = spec.name, tok.to_str()
     else:
         tok = train_bpe(training_pieces(texts, spec.train_max_bytes), spec.vocab_size, spec.eod_token)
-        eod, name = tok.token_to_id(spec.eod_token), f"bpe-{spec.vocab_size}"
-    text = tok.to_str()
+        eod, name, text = tok.token_to_id(spec.eod_token), f"bpe-{spec.vocab_size}", tok.to_str()
     vocab = tok.get_vocab_size(with_added_tokens=True)
     record = TokenizerRecord(name, fingerprint_of(text), vocab, eod, token_dtype_for(vocab))
     return text, record
