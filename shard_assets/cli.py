@@ -28,19 +28,25 @@ def _positive(value: str) -> int:
     return n
 
 
-def _resources(args) -> dict:
-    """The spec from --spec; the store from the environment (see defs/resources.py), --store overriding its root.
-
-    Both are also put into the environment, so pool processes that load the definitions see the same.
-    """
-    from .defs.resources import DatasetResource, store_resource_from_env
+def _store_resource(args):
+    """The store from the environment (see defs/resources.py), --store overriding its root (also put into the
+    environment, so pool processes that load the definitions see the same)."""
+    from .defs.resources import store_resource_from_env
 
     if args.store:
         os.environ["DATASET_STORE_ROOT"] = args.store
         if args.store.startswith(("s3://", "r2://")) and os.environ.get("DATASET_STORE") != "r2":
             os.environ["DATASET_STORE"] = "s3"
+    return store_resource_from_env()
+
+
+def _resources(args) -> dict:
+    """The spec from --spec; the store from the environment, --store overriding its root; both also put into the environment."""
+    from .defs.resources import DatasetResource
+
+    store = _store_resource(args)
     os.environ["SHARD_DATASET_SPEC"] = str(Path(args.spec).resolve())
-    return {"dataset": DatasetResource(spec_path=os.environ["SHARD_DATASET_SPEC"]), "store": store_resource_from_env()}
+    return {"dataset": DatasetResource(spec_path=os.environ["SHARD_DATASET_SPEC"]), "store": store}
 
 
 def cmd_demo(args) -> int:
@@ -82,6 +88,33 @@ def cmd_build(args) -> int:
         f"first batch   input_ids {batch['input_ids'].shape} {batch['input_ids'].dtype}, "
         f"labels {batch['labels'].shape}, read in {read_ms:.0f} ms: {batch['input_ids'][0, :8].tolist()} ..."
     )
+    return 0
+
+
+def cmd_mix(args) -> int:
+    from .defs.resources import default_resources
+    from .instance import local_instance
+    from .lib.mixture.spec import load_mixture_spec
+    from .lib.mixture.summary import component_rows, text_table
+    from .mixing import publish_mixture_spec, refusal
+
+    spec = load_mixture_spec(args.spec)  # a bad spec is one line before any run
+    store = _store_resource(args)  # first: it puts --store into the environment the defaults read
+    resources = {**default_resources(), "store": store}
+    instance = local_instance()
+    print(f"publishing mixture {spec.name!r} into {resources['store'].root} (Dagster home {os.environ['DAGSTER_HOME']})", flush=True)
+    result = publish_mixture_spec(instance, Path(args.spec), resources)
+    m = result.mixture
+    print(f"mixture       {result.url}{'' if result.live else '  (NOT replaced: audits failed)'}")
+    print(f"version       {m.version} ({'newly written' if result.created else 'already written'}; run {result.run_id})")
+    print(f"tokenizer     {m.tokenizer.fingerprint} (vocab {m.tokenizer.vocab_size:,}, {m.tokenizer.token_dtype})")
+    print("tokens/epoch  " + ", ".join(f"{split} {tokens:,} ({m.lineage.get('tokens_per_epoch_from', {}).get(split, '?')})" for split, tokens in m.tokens_per_epoch.items()))
+    print(text_table(component_rows(m)))
+    failed = [a.name for a in result.audits if not a.passed]
+    print(f"audits        {len(result.audits) - len(failed)} of {len(result.audits)} passed" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    print(f"publish time  {result.seconds:.1f} s", flush=True)
+    if failed:
+        raise refusal(result)
     return 0
 
 
@@ -179,6 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--batch-size", type=_positive, default=4)
     b.add_argument("--cache-dir", default=None, help="where the read-back of a remote store caches shards (default: under ~/.cache/shard_loader)")
     b.set_defaults(func=cmd_build)
+    x = sub.add_parser("mix", help="publish a mixture spec (components pinned, audited, then made live) as a named run of mixture_job")
+    x.add_argument("--spec", required=True, help="mixture spec TOML ([[components]] with manifest and weight)")
+    x.add_argument("--store", default=None, help="where mixtures/<name>.json goes: a folder or s3://bucket/prefix (default: from the environment, else data/store)")
+    x.set_defaults(func=cmd_mix)
     sub.add_parser("presets", help="list the named corpus presets").set_defaults(func=cmd_presets)
     p = sub.add_parser("plan", parents=[common], help="estimate tokens, bytes, disk and time from a sample of every file")
     p.add_argument("--sample", type=_positive, default=200, help="documents sampled per file")

@@ -8,6 +8,7 @@ import dagster as dg
 
 from .defs.jobs import JOBS, retokenize_schedule
 from .defs.manifest import manifest
+from .defs.mixture import mixture_definitions, mixture_specs_from_env
 from .defs.raw_documents import raw_documents
 from .defs.resources import default_resources
 from .defs.retention import gc_job, gc_schedule
@@ -22,13 +23,16 @@ ASSETS = [raw_documents, tokenizer, tokenized_shards, splits, manifest]
 
 def build_definitions(resources: dict | None = None) -> dg.Definitions:
     """Definitions with the given resources (tests pass a temporary store), else those from the environment."""
+    resources = resources or default_resources()
+    specs = resources.get("mixtures") or mixture_specs_from_env()  # its folder's spec files are the mixture partitions
+    mixtures = mixture_definitions(specs)
     return dg.Definitions(
-        assets=ASSETS,
-        jobs=[*JOBS, gc_job, verify_job],
+        assets=[*ASSETS, *mixtures.assets],
+        jobs=[*JOBS, gc_job, verify_job, *mixtures.jobs],
         schedules=[retokenize_schedule(), gc_schedule],
-        sensors=[raw_files_sensor],
+        sensors=[raw_files_sensor, *mixtures.sensors],
         executor=dg.in_process_executor,  # steps are light or one-per-partition; concurrency comes from runs (dagster.yaml)
-        resources=resources or default_resources(),
+        resources={**resources, "mixtures": specs},
     )
 
 

@@ -83,18 +83,26 @@ def test_there_are_no_import_cycles():
 def test_definitions_snapshot(tmp_path):
     defs = build_definitions({"dataset": DatasetResource(spec_path=str(tmp_path / "spec.toml")), "store": StoreResource(root=str(tmp_path))})
     graph = defs.resolve_asset_graph()
-    assert sorted(k.to_user_string() for k in graph.get_all_asset_keys()) == ["manifest", "raw_documents", "splits", "tokenized_shards", "tokenizer"]
-    assert sorted(k.name for k in graph.asset_check_keys) == [
-        "counts_agree", "files_present", "reads_with_shard_loader", "splits_are_disjoint", "splits_not_empty", "token_ids_below_vocab",
+    assert sorted(k.to_user_string() for k in graph.get_all_asset_keys()) == [
+        "manifest", "mixture", "mixture_components", "raw_documents", "splits", "tokenized_shards", "tokenizer",
     ]
-    assert sorted(j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__")) == ["gc_job", "ingest_job", "publish_job", "tokenize_job", "tokenizer_job", "verify_job"]
-    assert sorted(s.name for s in defs.schedules) == ["gc_schedule", "retokenize_schedule"] and [s.name for s in defs.sensors] == ["raw_files_sensor"]
+    assert sorted(k.name for k in graph.asset_check_keys) == [
+        "components_verified", "counts_agree", "files_present", "one_tokenizer", "reads_with_shard_loader", "repeats_within_caps",
+        "splits_are_disjoint", "splits_not_empty", "token_ids_below_vocab", "weights_positive",
+    ]
+    assert sorted(j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__")) == [
+        "gc_job", "ingest_job", "mixture_job", "publish_job", "tokenize_job", "tokenizer_job", "verify_job",
+    ]
+    assert sorted(s.name for s in defs.schedules) == ["gc_schedule", "retokenize_schedule"]
+    assert sorted(s.name for s in defs.sensors) == ["mixture_follow_live", "raw_files_sensor"]
     partitioned = {k.to_user_string() for k in graph.get_all_asset_keys() if graph.get(k).partitions_def is not None}
-    assert partitioned == {"raw_documents", "tokenized_shards"}
+    assert partitioned == {"mixture", "mixture_components", "raw_documents", "tokenized_shards"}
     labels = {k.to_user_string(): graph.get(k).automation_condition.get_label() for k in graph.get_all_asset_keys() if graph.get(k).automation_condition}
     assert labels == {
         "tokenizer": "once_raw_documents_exist",
         "tokenized_shards": "rebuild_on_upstream_or_code_change",
         "splits": "rebuild_on_upstream_or_code_change",
         "manifest": "publish_after_splits",
+        "mixture": "republish_when_a_component_moves",
+        "mixture_components": "observe_on_cron",
     }

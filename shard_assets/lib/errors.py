@@ -26,6 +26,10 @@ class PublishError(BuildError):
     """A manifest cannot be published: a referenced file is missing, differs from its record, or a check failed."""
 
 
+class MixtureError(BuildError):
+    """A mixture cannot be resolved: a component manifest unreadable or not a dataset, names alike, an empty split."""
+
+
 class ObjectStoreError(BuildError):
     """A store read or write failed: a missing key, a refused request, an unreachable bucket."""
 

@@ -20,6 +20,7 @@ from .errors import SpecError
 
 SOURCE_FORMATS = ("parquet", "jsonl", "text")
 FAILURE_POLICIES = ("skip", "block")
+TOKENIZER_KINDS = ("train_bpe", "pretrained", "file")
 LOCAL_SCHEMES = ("", "file")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 
@@ -56,10 +57,12 @@ class SourceSpec:
 
 @dataclass(frozen=True)
 class TokenizerSpec:
-    """Either a pretrained tokenizer (`name`: Hub id or local path) or a BPE trained on the raw documents."""
+    """A pretrained tokenizer (`name`: Hub id or local path), a BPE trained on the raw documents, or a
+    `tokenizer.json` used as is (`path`), so datasets built from different sources share one fingerprint."""
 
     kind: str = "train_bpe"
     name: str | None = None
+    path: str | None = None  # kind = "file": a tokenizer.json; relative to the spec's folder
     vocab_size: int = 8192
     eod_token: str = "<|endoftext|>"
     train_max_bytes: int = 64 << 20
@@ -180,17 +183,29 @@ def _source(data: dict[str, Any], where: str, base: Path | None) -> SourceSpec:
     return src
 
 
+def _tokenizer(data: dict[str, Any], origin: str, base: Path | None) -> TokenizerSpec:
+    """The [tokenizer] table; a relative `path` is resolved against `base`, as a source's uri is."""
+    path = data.get("path")
+    if base is not None and isinstance(path, str) and path and not path.startswith(("/", "~")):
+        data = {**data, "path": str(base / path)}
+    tok = _build(TokenizerSpec, data, f"{origin}: [tokenizer]")
+    _check_choice("kind", tok.kind, TOKENIZER_KINDS, f"{origin}: [tokenizer]")
+    if tok.kind == "pretrained" and not tok.name:
+        raise SpecError(f"{origin}: [tokenizer].name is needed for a pretrained tokenizer (Hub id or local path)")
+    if tok.kind == "file" and not tok.path:
+        raise SpecError(f'{origin}: [tokenizer].path is needed for kind = "file" (a tokenizer.json, relative to the spec\'s folder)')
+    if tok.kind != "file" and tok.path:
+        raise SpecError(f'{origin}: [tokenizer].path is read only with kind = "file", not {tok.kind!r}; remove it or set kind = "file"')
+    return tok
+
+
 def parse_spec(data: dict[str, Any], origin: str, base: Path | None = None) -> DatasetSpec:
     """A validated spec from parsed TOML; relative local uris are resolved against `base` (the spec's folder)."""
     data = dict(data)
     sources = data.pop("sources", None)
     if not sources:
         raise SpecError(f"{origin}: at least one [[sources]] entry is needed")
-    tok = _build(TokenizerSpec, data.pop("tokenizer", {}), f"{origin}: [tokenizer]")
-    if tok.kind not in ("train_bpe", "pretrained"):
-        raise SpecError(f"{origin}: [tokenizer].kind must be 'train_bpe' or 'pretrained', got {tok.kind!r}")
-    if tok.kind == "pretrained" and not tok.name:
-        raise SpecError(f"{origin}: [tokenizer].name is needed for a pretrained tokenizer (Hub id or local path)")
+    tok = _tokenizer(data.pop("tokenizer", {}), origin, base)
     parsed = tuple(_source(s, f"{origin}: sources[{i}]", base) for i, s in enumerate(sources))
     names = [s.name for s in parsed]
     if len(set(names)) != len(names):

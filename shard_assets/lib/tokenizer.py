@@ -1,4 +1,5 @@
-"""The tokenizer: a pretrained one through transformers, or a byte-level BPE trained here.
+"""The tokenizer: a pretrained one through transformers, a tokenizer.json file used as is, or a byte-level BPE
+trained here.
 
 Whatever its origin, it is stored as one `tokenizer.json` whose sha256 is its fingerprint.
 """
@@ -96,15 +97,38 @@ def load_pretrained(name: str, eod_token: str):
     return backend, int(eod)
 
 
+def read_tokenizer_file(path: str, eod_token: str):
+    """A `tokenizer.json` used as is: (its exact text, tokenizers.Tokenizer, eod id). Every failure is one line
+    naming `[tokenizer].path` and the file."""
+    where = f"[tokenizer].path {path}"
+    try:
+        text = Path(path).expanduser().read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise TokenizerError(f"{where}: no such file; give the path of a tokenizer.json (relative to the spec's folder)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TokenizerError(f"{where}: cannot be read as UTF-8 text ({' '.join(str(exc).split())[:200]})") from None
+    try:
+        tok = load_tokenizer(text)
+    except Exception as exc:  # tokenizers raises a bare Exception on any malformed file
+        raise TokenizerError(f"{where}: not a tokenizers tokenizer.json ({' '.join(str(exc).split())[:200]})") from None
+    eod = tok.token_to_id(eod_token)
+    if eod is None:
+        raise TokenizerError(f"{where}: has no token {eod_token!r}; set [tokenizer].eod_token to its end-of-document token")
+    return text, tok, eod
+
+
 def build_tokenizer(spec: TokenizerSpec, texts: Iterator[str]) -> tuple[str, TokenizerRecord]:
-    """The tokenizer's JSON and its record, from a pretrained name or by training on `texts`."""
-    if spec.kind == "pretrained":
+    """The tokenizer's JSON and its record: from a pretrained name, a file used byte for byte (so its fingerprint is
+    the hash of the file), or by training on `texts`."""
+    if spec.kind == "file":
+        text, tok, eod = read_tokenizer_file(spec.path, spec.eod_token)
+        name = spec.name or Path(spec.path).name
+    elif spec.kind == "pretrained":
         tok, eod = load_pretrained(spec.name, spec.eod_token)
-        name = spec.name
+        name, text = spec.name, tok.to_str()
     else:
         tok = train_bpe(training_pieces(texts, spec.train_max_bytes), spec.vocab_size, spec.eod_token)
-        eod, name = tok.token_to_id(spec.eod_token), f"bpe-{spec.vocab_size}"
-    text = tok.to_str()
+        eod, name, text = tok.token_to_id(spec.eod_token), f"bpe-{spec.vocab_size}", tok.to_str()
     vocab = tok.get_vocab_size(with_added_tokens=True)
     record = TokenizerRecord(name, fingerprint_of(text), vocab, eod, token_dtype_for(vocab))
     return text, record

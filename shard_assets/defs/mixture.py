@@ -1,0 +1,162 @@
+"""Asset mixture: one partition per mixture spec in the folder SHARD_MIXTURE_SPECS. Each run resolves its spec's
+components (a live manifest pinned to its version), writes `mixtures/<name>/<version>.json`, audits exactly that
+version with blocking checks, and only then replaces `mixtures/<name>.json` (write-audit-publish, as the manifest).
+
+Researchers pin: nothing republishes a mixture by itself. Turning on the `mixture_follow_live` sensor opts in:
+`mixture_components` then observes, on SHARD_MIXTURE_FOLLOW_CRON, the version each spec's component URLs name, and a
+mixture whose components moved is republished (a new version; the pinned old one stays readable)."""
+
+import hashlib
+import json
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import dagster as dg
+from shard_loader.errors import ShardLoaderError
+
+from ..lib.charts import grouped_bar_chart_svg, markdown_image
+from ..lib.errors import BuildError
+from ..lib.mixture.audits import AUDITS
+from ..lib.mixture.components import current_versions, join_url, resolve_mixture
+from ..lib.mixture.document import live_mixture_key
+from ..lib.mixture.publish import publish_mixture
+from ..lib.mixture.spec import MixtureSpec, load_mixture_spec, mixture_spec_files
+from ..lib.mixture.summary import component_rows, markdown_table
+from ..lib.version import code_version
+from .conventions import DATASET_ASSET
+from .manifest import _check_result, manifest
+from .resources import StoreResource
+
+# An observable source asset is the way Dagster's automation sees a change outside it: beta, and converted by Dagster
+# itself through a deprecated property; neither notice is ours to act on.
+warnings.filterwarnings("ignore", message="Function `observable_source_asset` is currently in beta", category=dg.BetaWarning)
+warnings.filterwarnings("ignore", message="Property `OpDefinition.version` is deprecated", category=DeprecationWarning)
+
+AC = dg.AutomationCondition
+CODE_VERSION = "mixture-1"
+MIXTURE_SPECS_ENV = "SHARD_MIXTURE_SPECS"
+FOLLOW_CRON_ENV = "SHARD_MIXTURE_FOLLOW_CRON"
+DEFAULT_FOLLOW_CRON = "*/10 * * * *"
+MIXTURE_ASSET = {"group_name": "mixtures", "owners": DATASET_ASSET["owners"]}
+
+# Opt-in (evaluated only while the mixture_follow_live sensor runs): republish when an observation finds that the
+# version a component URL names has changed; this code location's own manifest reaches it through that observation.
+FOLLOW_LIVE = (AC.any_deps_match(AC.newly_updated()).ignore(dg.AssetSelection.assets("manifest")) & ~AC.in_progress()).with_label(
+    "republish_when_a_component_moves"
+)
+
+
+class MixtureSpecsResource(dg.ConfigurableResource):
+    """Which mixtures to publish: a folder of mixture specs (TOML), one partition per file, named by its stem."""
+
+    folder: str = ""  # none: no mixtures
+
+    def files(self) -> dict[str, Path]:
+        return mixture_spec_files(self.folder) if self.folder else {}
+
+    def spec(self, partition: str) -> MixtureSpec:
+        return load_mixture_spec(Path(self.folder) / f"{partition}.toml")
+
+
+def mixture_specs_from_env() -> MixtureSpecsResource:
+    """SHARD_MIXTURE_SPECS resolved once to an absolute folder; unset, the code location has no mixture partitions."""
+    folder = os.environ.get(MIXTURE_SPECS_ENV, "")
+    return MixtureSpecsResource(folder=str(Path(folder).resolve()) if folder else "")
+
+
+@dataclass(frozen=True)
+class MixtureDefinitions:
+    assets: list
+    jobs: list
+    sensors: list
+
+
+def _versions_id(versions: dict[str, str]) -> str:
+    return hashlib.sha256(json.dumps(versions, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _metadata(published, url: str) -> dict:
+    """What a glance at the asset should tell: weights against natural shares, tokens and epochs per component, pins."""
+    m = published.mixture
+    rows = component_rows(m)
+    chart = grouped_bar_chart_svg(
+        [r.name for r in rows], {"weight": [r.weight for r in rows], "natural share": [r.natural for r in rows]}, "share of train tokens per component"
+    )
+    return {
+        "version": m.version,
+        "live": published.live,
+        "newly_written": published.created,
+        "mixture_url": dg.MetadataValue.url(url) if "://" in url else dg.MetadataValue.path(url),
+        "versioned_key": published.key,
+        "weights": dg.MetadataValue.md(markdown_image(chart, "weight against natural share of train tokens, per component")),
+        "components": dg.MetadataValue.md(markdown_table(rows)),
+        "pinned_versions": dg.MetadataValue.json({c.name: c.version for c in m.components}),
+        "component_manifests": dg.MetadataValue.json({c.name: c.manifest.url for c in m.components}),
+        **{f"tokens_per_epoch_{split}": tokens for split, tokens in m.tokens_per_epoch.items()},
+        **{f"implied_epochs/{r.name}": float(round(r.epochs, 6)) for r in rows},
+        "tokenizer_fingerprint": m.tokenizer.fingerprint,
+    }
+
+
+def mixture_definitions(specs: MixtureSpecsResource) -> MixtureDefinitions:
+    """The mixture asset, the observation of its components, its job and the opt-in sensor, partitioned by the
+    spec files in `specs.folder` when the definitions load (a new spec file appears on the next reload)."""
+    partitions = dg.StaticPartitionsDefinition(sorted(specs.files()))
+
+    @dg.observable_source_asset(
+        partitions_def=partitions,
+        automation_condition=AC.on_cron(os.environ.get(FOLLOW_CRON_ENV, DEFAULT_FOLLOW_CRON)).with_label("observe_on_cron"),
+        group_name=MIXTURE_ASSET["group_name"],
+        description="The version each mixture spec's component URLs name now (a live manifest.json moves on); observed on "
+        "SHARD_MIXTURE_FOLLOW_CRON only while the mixture_follow_live sensor runs.",
+    )
+    def mixture_components(context, mixtures: MixtureSpecsResource, store: StoreResource) -> dg.DataVersionsByPartition:
+        client = getattr(store.store(), "client", None)
+        found = {}
+        for partition in mixtures.files():
+            try:
+                found[partition] = _versions_id(current_versions(mixtures.spec(partition), client))
+            except (BuildError, ShardLoaderError) as exc:
+                context.log.warning(f"{partition}: not observed: {exc}")
+        return dg.DataVersionsByPartition(found)
+
+    @dg.asset(
+        partitions_def=partitions,
+        deps=[manifest, mixture_components],
+        code_version=CODE_VERSION,
+        automation_condition=FOLLOW_LIVE,
+        **MIXTURE_ASSET,
+        kinds={"json"},
+        tags={"stage": "mix"},
+        check_specs=[dg.AssetCheckSpec(name, asset="mixture", blocking=True, description=text) for name, text in AUDITS.items()],
+        description=(
+            "Published datasets blended by weight: `mixtures/NAME/VERSION.json` (immutable, each component pinned to a "
+            "manifest version by sha256) is written, audited by the blocking checks, and only then copied to `mixtures/NAME.json`."
+        ),
+    )
+    def mixture(context: dg.AssetExecutionContext, mixtures: MixtureSpecsResource, store: StoreResource) -> dg.MaterializeResult:
+        objects = store.store()
+        lineage = {"run_id": context.run.run_id, "code_version": code_version(), "asset_code_version": CODE_VERSION}
+        published = publish_mixture(objects, resolve_mixture(mixtures.spec(context.partition_key), objects, lineage))
+        url = join_url(objects.loader_url(), live_mixture_key(published.mixture.name))
+        if not published.live:
+            context.log.error(f"blocking checks failed ({', '.join(published.failed)}): {published.key} written, {url} left unchanged")
+        return dg.MaterializeResult(
+            data_version=dg.DataVersion(published.mixture.version),
+            metadata=_metadata(published, url),
+            check_results=[_check_result(a) for a in published.audits],
+        )
+
+    job = dg.define_asset_job(
+        "mixture_job", selection=[mixture], executor_def=dg.in_process_executor,
+        description="Resolve one mixture spec, write its version, audit it, and make it live if every blocking check passes.",
+    )
+    follow = dg.AutomationConditionSensorDefinition(
+        "mixture_follow_live",
+        target=dg.AssetSelection.assets(mixture.key, mixture_components.key),
+        default_status=dg.DefaultSensorStatus.STOPPED,
+        description="Opt in to following live component manifests: observe them on SHARD_MIXTURE_FOLLOW_CRON and republish a mixture whose components moved.",
+    )
+    return MixtureDefinitions([mixture_components, mixture], [job], [follow])

@@ -1,0 +1,55 @@
+"""Publish a mixture with the dataset protocol: write `mixtures/<name>/<version>.json` once (if absent), audit
+exactly that version, and only then replace `mixtures/<name>.json`. A failed audit leaves the live mixture unchanged."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import PublishError
+from ..publish import Audit
+from ..store import ObjectStore
+from .audits import audit_mixture
+from .document import Mixture, live_mixture_key, mixture_version_key, parse_mixture
+
+
+@dataclass(frozen=True)
+class PublishedMixture:
+    key: str
+    created: bool
+    live: bool
+    mixture: Mixture
+    audits: tuple[Audit, ...]
+
+    @property
+    def failed(self) -> list[str]:
+        return [a.name for a in self.audits if not a.passed]
+
+
+def read_mixture(store: ObjectStore, key: str) -> Mixture:
+    return parse_mixture(store.get_bytes(key), origin=f"{store.describe()}/{key}")
+
+
+def write_mixture_version(store: ObjectStore, mixture: Mixture) -> tuple[str, bool, Mixture]:
+    """Write the version once (first writer wins) and read it back; a version already written with other content
+    is refused, never replaced. Returns its key, whether this call wrote it, and the copy in the store."""
+    key = mixture_version_key(mixture.name, mixture.version)
+    created = store.put_bytes(key, mixture.dumps(), if_absent=True)
+    written = read_mixture(store, key)
+    if written.identity != mixture.identity:
+        raise PublishError(f"{key}: {store.describe()} already holds a different mixture under this version; refusing to replace it")
+    return key, created, written
+
+
+def promote_mixture(store: ObjectStore, key: str, name: str) -> None:
+    """Make a written version live: replace mixtures/<name>.json (atomically) with its bytes."""
+    store.put_bytes(live_mixture_key(name), store.get_bytes(key))
+
+
+def publish_mixture(store: ObjectStore, mixture: Mixture) -> PublishedMixture:
+    """Write the version, audit it, and replace the live mixture only if every audit passed."""
+    key, created, written = write_mixture_version(store, mixture)
+    audits = audit_mixture(written, store.loader_url(), getattr(store, "client", None))
+    live = all(a.passed for a in audits)
+    if live:
+        promote_mixture(store, key, written.name)
+    return PublishedMixture(key, created, live, written, audits)

@@ -1,0 +1,135 @@
+"""The mixture specification, read from TOML: a name, a token budget per epoch or a stop rule, and components
+(a dataset URL and a weight each). Every error names the file and the field."""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from shard_loader.format import SPLITS
+
+from ..errors import SpecError
+from ..spec import _NAME, _build, _check_choice, _scheme
+
+# How many tokens one mixture epoch serves, per split, when the spec gives no budget for that split:
+# "first_exhausted": until the first component (the largest weight for its size) has served one pass of its own
+#   tokens: min(tokens_i / weight_i); no component repeats.
+# "all_exhausted": until every component has served at least one pass: max(tokens_i / weight_i); the components
+#   weighted above their natural share repeat (each within its own epochs).
+STOP_RULES = ("first_exhausted", "all_exhausted")
+
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    """One component: a dataset URL (a live `manifest.json` or its folder, pinned at publish, or a pinned
+    `manifests/<version>.json`) and its relative share of training tokens."""
+
+    manifest: str
+    weight: float
+    name: str | None = None
+    max_repeats: float | None = None  # the most passes over this component one mixture epoch may take
+
+
+@dataclass(frozen=True)
+class MixtureSpec:
+    name: str
+    components: tuple[ComponentSpec, ...]
+    tokens_per_epoch: dict[str, int]  # budgets given by the spec, by split; the other splits follow `stop`
+    stop: str = "first_exhausted"
+    origin: str = "<mixture spec>"
+
+
+def _positive(value: float, where: str) -> None:
+    if not math.isfinite(value) or value <= 0:
+        raise SpecError(f"{where}: must be a positive number, got {value!r}")
+
+
+def _manifest_url(value: Any, where: str, base: Path | None) -> Any:
+    """A relative local path is read relative to the spec's folder, as a dataset source's uri is."""
+    if base is not None and isinstance(value, str) and value and _scheme(value) == "" and not value.startswith(("/", "~")):
+        return str(base / value)
+    return value
+
+
+def _component(data: Any, where: str, base: Path | None) -> ComponentSpec:
+    if not isinstance(data, dict):
+        raise SpecError(f"{where}: expected a table ([[components]]), got {data!r}")
+    if "manifest" not in data or "weight" not in data:
+        missing = [k for k in ("manifest", "weight") if k not in data]
+        raise SpecError(f"{where}: missing {' and '.join(repr(k) for k in missing)}; a component is a dataset URL (manifest) and a weight")
+    data = {**data, "manifest": _manifest_url(data["manifest"], where, base)}
+    c = _build(ComponentSpec, data, where)
+    if not c.manifest:
+        raise SpecError(f"{where}.manifest: a dataset URL is needed (a manifest.json, its folder, or manifests/<version>.json)")
+    _positive(c.weight, f"{where}.weight")
+    if c.max_repeats is not None:
+        _positive(c.max_repeats, f"{where}.max_repeats")
+    c = replace(c, weight=float(c.weight), max_repeats=None if c.max_repeats is None else float(c.max_repeats))  # 2 and 2.0: one version
+    if c.name is not None and not _NAME.match(c.name):
+        raise SpecError(f"{where}.name: {c.name!r} must be lowercase letters, digits, '-' or '_'")
+    return c
+
+
+def _budgets(value: Any, where: str) -> dict[str, int]:
+    """`tokens_per_epoch`: an integer (the train split's budget) or a table by split."""
+    table = {"train": value} if not isinstance(value, dict) else value
+    budgets = {}
+    for split, tokens in table.items():
+        if split not in SPLITS:
+            raise SpecError(f"{where}.{split}: not a split; splits are {list(SPLITS)}")
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens <= 0:
+            field = where if not isinstance(value, dict) else f"{where}.{split}"
+            raise SpecError(f"{field}: expected a positive number of tokens, got {tokens!r}")
+        budgets[split] = tokens
+    return budgets
+
+
+def parse_mixture_spec(data: dict[str, Any], origin: str, base: Path | None = None) -> MixtureSpec:
+    """A validated mixture spec from parsed TOML; relative component paths are resolved against `base`."""
+    data = dict(data)
+    components = data.pop("components", None)
+    if not isinstance(components, list) or not components:
+        raise SpecError(f"{origin}: at least one [[components]] entry is needed (manifest = dataset URL, weight = share)")
+    parsed = tuple(_component(c, f"{origin}: components[{i}]", base) for i, c in enumerate(components))
+    budgets = _budgets(data.pop("tokens_per_epoch"), f"{origin}: tokens_per_epoch") if "tokens_per_epoch" in data else {}
+    if "name" not in data:
+        raise SpecError(f"{origin}: missing 'name' (the mixture's name: mixtures/<name>.json)")
+    spec = _build(MixtureSpec, {**data, "components": parsed, "tokens_per_epoch": budgets, "origin": origin}, origin)
+    if not _NAME.match(spec.name):
+        raise SpecError(f"{origin}: name {spec.name!r} must be lowercase letters, digits, '-' or '_'")
+    _check_choice("stop", spec.stop, STOP_RULES, origin)
+    names = [c.name for c in parsed if c.name is not None]
+    if len(set(names)) != len(names):
+        raise SpecError(f"{origin}: components[].name must be unique, got {names}")
+    return spec
+
+
+def load_mixture_spec(path: str | Path) -> MixtureSpec:
+    """Read and validate a mixture spec file."""
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise SpecError(f"{path}: mixture spec file not found; check --spec or the folder SHARD_MIXTURE_SPECS") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{path}: cannot read the mixture spec ({exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{path}: not valid TOML ({exc})") from None
+    return parse_mixture_spec(data, str(path), path.resolve().parent)
+
+
+def mixture_spec_files(folder: str | Path) -> dict[str, Path]:
+    """The mixture specs in a folder, by file stem: every `*.toml` but dataset specs (those with [[sources]]), so
+    both kinds may share a folder; a file that is not valid TOML is listed, and its error shows when it is used."""
+    found = {}
+    for path in sorted(Path(folder).glob("*.toml")) if Path(folder).is_dir() else []:
+        try:
+            if "sources" in tomllib.loads(path.read_text()):
+                continue
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            pass
+        found[path.stem] = path
+    return found

@@ -1,0 +1,71 @@
+"""`shard-assets mix`: publish one mixture spec by running the code location's own `mixture_job` for it, a named
+Dagster run like any the UI launches, then summarise what was published and which audits passed."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import dagster as dg
+
+from .defs.mixture import MixtureSpecsResource
+from .lib.errors import PublishError, RunFailed
+from .lib.mixture.document import Mixture
+from .lib.mixture.publish import read_mixture
+from .lib.publish import Audit
+from .runner import BUILD_TAGS, QUIET, failure_message
+
+
+@dataclass(frozen=True)
+class MixResult:
+    url: str
+    key: str
+    live: bool
+    created: bool
+    mixture: Mixture
+    audits: tuple[Audit, ...]
+    run_id: str
+    seconds: float
+
+
+def _audits(result: dg.ExecuteInProcessResult) -> tuple[Audit, ...]:
+    """The run's check evaluations as audits, with the problems the asset reported (as the UI shows them)."""
+    audits = []
+    for e in result.get_asset_check_evaluations():
+        problems = str(e.metadata["problems"].value) if "problems" in e.metadata else ""
+        lines = tuple(p[2:] for p in problems.splitlines() if p.startswith("- "))
+        audits.append(Audit(e.check_name, e.passed, str(e.metadata["summary"].value) if "summary" in e.metadata else "", lines))
+    return tuple(audits)
+
+
+def publish_mixture_spec(instance: dg.DagsterInstance, spec: Path, resources: dict) -> MixResult:
+    """Run mixture_job for `spec` (its folder holds the partitions, its stem is the partition) and read back the version
+    it wrote. A run that fails before publishing is a RunFailed naming the cause; failed audits are in the result."""
+    from .definitions import build_definitions
+
+    started = time.perf_counter()
+    spec = spec.resolve()
+    defs = build_definitions({**resources, "mixtures": MixtureSpecsResource(folder=str(spec.parent))})
+    result = defs.resolve_job_def("mixture_job").execute_in_process(
+        instance=instance, partition_key=spec.stem, run_config=QUIET, raise_on_error=False,
+        tags=dict(zip(BUILD_TAGS, (socket.gethostname(), str(os.getpid())))),
+    )
+    materialized = result.asset_materializations_for_node("mixture")
+    if not materialized:
+        raise RunFailed(f"mixture_job [{spec.stem}] failed (run {result.run_id}): {failure_message(result) or 'see the run in the Dagster UI'}")
+    meta = materialized[0].metadata
+    key = str(meta["versioned_key"].value)
+    return MixResult(
+        url=str(meta["mixture_url"].value), key=key, live=bool(meta["live"].value), created=bool(meta["newly_written"].value),
+        mixture=read_mixture(resources["store"].store(), key), audits=_audits(result), run_id=result.run_id, seconds=time.perf_counter() - started,
+    )
+
+
+def refusal(result: MixResult) -> PublishError:
+    """One line: which audits failed and why, and that the live mixture was left as it was."""
+    failed = [a for a in result.audits if not a.passed]
+    reasons = "; ".join(f"{a.name}: {'; '.join(a.problems[:3]) or a.summary}" for a in failed)
+    return PublishError(f"mixture {result.mixture.version} failed its audits ({reasons}); {result.key} written, {result.url} unchanged")
