@@ -183,10 +183,9 @@ def _clone_store(template: Path, store: Path, n: int) -> None:
     and part record rewritten for its new name, its raw parquet and shard files hard links under new keys."""
     from dataclasses import replace
 
-    from shard_assets.lib.layout import part_record_key, raw_key, raw_record_key
-    from shard_assets.lib.partitioning import PartitionRecord
-    from shard_assets.lib.records import PartRecord, from_dict, to_json
-    from shard_assets.lib.state import current_tokenizer, partition_record_key, registered_partitions
+    from shard_assets.lib.layout import part_record_key, partition_record_key, raw_key, raw_record_key
+    from shard_assets.lib.records import PartitionRecord, PartRecord, from_dict, to_json
+    from shard_assets.lib.state import current_tokenizer, registered_partitions
     from shard_assets.lib.store import LocalFolderStore
 
     source = LocalFolderStore(template)

@@ -25,6 +25,15 @@ class TransientStoreError(StoreError):
     """A request failed in a way worth retrying: 5xx, throttling, a timeout, a reset, a short read."""
 
 
+class NotFoundError(StoreError):
+    """No object at the key (404, NoSuchKey, no such file): missing, not unreadable; never retried."""
+
+
+class SettingsError(StoreError):
+    """A store setting from the environment or the arguments (an endpoint, an account id) is missing or malformed;
+    the message names the variable and the values it allows."""
+
+
 class DiskBudgetError(ShardLoaderError):
     """The cache directory lacks the disk space (or budget) the requested work needs."""
 

@@ -3,6 +3,7 @@ files, and (system tier) 30,000 tiny files registered by the sensor across ticks
 
 import json
 import os
+import threading
 
 import dagster as dg
 import pytest
@@ -10,8 +11,9 @@ import pytest
 from shard_assets.defs.partitions import RANGE_TAGS, PARTITIONS_PER_RUN, sync_partitions
 from shard_assets.defs.resources import DatasetResource, StoreResource
 from shard_assets.defs.sensors import TICK_BUDGET, raw_files_sensor
-from shard_assets.lib.discovery import DiscoveryBudget, DiscoveryCursor, discover, index_key, load_layout, registered
+from shard_assets.lib.discovery import DiscoveryBudget, DiscoveryCursor, discover, load_layout, registered
 from shard_assets.lib.errors import RecordError
+from shard_assets.lib.layout import PARTITIONS_PREFIX, discovery_index_key
 from shard_assets.lib.partitioning import PartitionPolicy
 from shard_assets.lib.spec import load_spec, parse_spec
 from shard_assets.lib.state import registered_partition, registered_partitions
@@ -74,9 +76,48 @@ def test_grouped_partitions_keep_their_keys_when_files_are_added(tmp_path):
 def test_a_broken_index_is_named_with_what_to_do(tmp_path):
     _, spec, store = _corpus(tmp_path, 2)
     discover(store, spec, PartitionPolicy())
-    store.put_bytes(index_key("web"), b'{"open": null, "partitions": {"web.x": [["only-a-uri"]]}}')
-    with pytest.raises(RecordError, match=r"state/discovery/web.json: not a discovery index .*delete it to register source 'web' afresh"):
+    store.put_bytes(discovery_index_key("web"), b'{"open": null, "partitions": {"web.x": [["only-a-uri"]]}}')
+    with pytest.raises(RecordError, match=r"state/discovery/web.json.*not a discovery index: delete state/discovery/web.json to register source 'web' afresh"):
         load_layout(store, "web")
+    store.put_bytes(discovery_index_key("web"), b'{"source": "web", "open": null, "partitions": {"web.x": [{"uri": 5, "fingerprint": "f"}]}}')
+    with pytest.raises(RecordError, match=r"state/discovery/web.json.partitions.web.x\[0\].uri: expected str, got 5"):
+        load_layout(store, "web")
+
+
+def test_an_index_written_before_it_was_a_record_is_read_and_saved_as_one(tmp_path):
+    _, spec, store = _corpus(tmp_path, 3)
+    discover(store, spec, PartitionPolicy())
+    before = registered(store, spec)
+    rows = {k: [[p.uri, p.fingerprint, p.size, *(p.row_groups or (None, None))] for p in r.pieces] for k, r in before.items()}
+    store.put_bytes(discovery_index_key("web"), json.dumps({"open": None, "partitions": rows}, separators=(",", ":")).encode())
+    assert registered(store, spec) == before
+    assert discover(store, spec, PartitionPolicy()).registered == 0  # nothing looks new or changed
+    (tmp_path / "src" / "f00003.jsonl").write_text('{"text": "a file added after the upgrade"}\n')
+    assert discover(store, spec, PartitionPolicy()).changed == ["web.f00003"]
+    assert json.loads(store.get_bytes(discovery_index_key("web")))[0] == "web"  # saved as a compact record: [source, open, partitions]
+    assert registered(store, spec) == {**before, "web.f00003": registered(store, spec)["web.f00003"]}
+
+
+class MeetingStore(LocalFolderStore):
+    """A store whose registration writes wait for one another: written one after another, they would never meet."""
+
+    def __init__(self, root, registrations: int):
+        super().__init__(root)
+        self.meeting, self.written, self._lock = threading.Barrier(registrations), [], threading.Lock()
+
+    def _write(self, key, data):
+        if key.startswith(PARTITIONS_PREFIX):
+            self.meeting.wait(timeout=120)
+        super()._write(key, data)
+        with self._lock:
+            self.written.append(key)
+
+
+def test_registrations_are_written_at_once_and_the_index_only_after_all_of_them(tmp_path):
+    _, spec, _ = _corpus(tmp_path, 5)
+    store = MeetingStore(tmp_path / "store", registrations=5)
+    assert discover(store, spec, PartitionPolicy()).registered == 5
+    assert len(store.written) == 6 and store.written[-1] == discovery_index_key("web")  # a step cut short is redone, not lost
 
 
 def test_a_cursor_naming_a_source_that_left_the_spec_starts_a_new_pass(tmp_path):

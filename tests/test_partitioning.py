@@ -25,7 +25,7 @@ def _no_row_groups(_file):
 
 
 def _layout() -> SourceLayout:
-    return SourceLayout("web", {}, None)
+    return SourceLayout.empty("web")
 
 
 def test_without_a_budget_every_file_is_its_own_partition_named_after_it():

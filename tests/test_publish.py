@@ -18,6 +18,8 @@ from shard_assets.lib.errors import PublishError
 from shard_assets.lib.publish import promote, publish, write_version
 from shard_assets.lib.store import LocalFolderStore
 from shard_assets.lib.store.local import STALE_TEMP_SECONDS
+from shard_loader.errors import ShardLoaderError
+from shard_loader.format import SplitInfo
 from tests.support.build_helpers import assert_every_manifest_whole
 from tests.support.synthetic import random_docs, write_dataset
 
@@ -115,6 +117,20 @@ def test_a_version_whose_sizes_differ_from_the_files_is_never_made_live(dataset)
     published = publish(LocalFolderStore(root), replace(m, version="v-grown"), parts={}, val_fraction=0.0)
     files = next(a for a in published.audits if a.name == "files_present")
     assert not published.live and f"{ref.key}: {ref.size + 4} bytes, manifest says {ref.size}" in files.problems
+    assert (root / "manifest.json").read_bytes() == bodies[m.version]
+
+
+def test_a_version_naming_one_shard_in_two_splits_is_never_made_live(dataset):
+    root, m, bodies = dataset
+    shared = m.splits["train"].shards[0]
+    both = replace(m, version="v-shared", splits={**m.splits, "val": SplitInfo.of([shared])})  # val would serve train data
+    try:
+        published = publish(LocalFolderStore(root), both, parts={}, val_fraction=0.0)
+    except ShardLoaderError as exc:  # the reader refuses it on the way (the format's own rule), naming the key
+        assert shared.npy.key in str(exc)
+    else:
+        files = next(a for a in published.audits if a.name == "files_present")
+        assert not published.live and f"{shared.npy.key}: in the train and val tables; a file belongs to one split" in files.problems
     assert (root / "manifest.json").read_bytes() == bodies[m.version]
 
 

@@ -8,9 +8,9 @@ import os
 import pytest
 
 import shard_loader
-from shard_loader.errors import CredentialsError
+from shard_loader.errors import CredentialsError, SettingsError
 from shard_loader.storage.redaction import redact
-from shard_loader.storage.s3_client import make_s3_client, resolve_settings
+from shard_loader.storage.s3_client import make_s3_client, r2_endpoint, resolve_settings
 
 KEY_VARIABLES = [f"R2_DATASET_{role}_{part}" for role in ("READ", "WRITE") for part in ("ACCESS_KEY_ID", "SECRET_ACCESS_KEY")]
 
@@ -26,7 +26,11 @@ def no_keys(monkeypatch, tmp_path):
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
 
 
-def test_r2_without_keys_names_the_variables_to_set(no_keys):
+ACCOUNT = "0123456789abcdef0123456789abcdef"
+
+
+def test_r2_without_keys_names_the_variables_to_set(no_keys, monkeypatch):
+    monkeypatch.setenv("R2_DATASET_ACCOUNT_ID", ACCOUNT)
     with pytest.raises(CredentialsError, match="set R2_DATASET_READ_ACCESS_KEY_ID and R2_DATASET_READ_SECRET_ACCESS_KEY") as info:
         shard_loader.open_manifest("r2://bucket/team/demo/manifest.json")
     assert isinstance(info.value, shard_loader.StoreError) and "NoCredentialsError" not in str(info.value)
@@ -45,9 +49,9 @@ def test_half_a_key_pair_names_the_missing_half(no_keys, monkeypatch):
 
 def test_the_r2_endpoint_and_checksum_settings_come_from_arguments_not_the_environment(no_keys):
     before = dict(os.environ)
-    client = make_s3_client(account_id="0123abcd", access_key_id="AKIAARGUMENT0001", secret_access_key="secret-from-arguments-0001")
+    client = make_s3_client(account_id=ACCOUNT, access_key_id="AKIAARGUMENT0001", secret_access_key="secret-from-arguments-0001")
     assert dict(os.environ) == before  # nothing written into the process environment
-    assert client.meta.endpoint_url == "https://0123abcd.r2.cloudflarestorage.com"
+    assert client.meta.endpoint_url == f"https://{ACCOUNT}.r2.cloudflarestorage.com"
     assert client.meta.config.request_checksum_calculation == "when_required"
     assert client.meta.config.response_checksum_validation == "when_required"
     assert client.meta.config.s3["addressing_style"] == "path"
@@ -59,10 +63,34 @@ def test_keys_passed_as_arguments_are_masked_like_those_from_the_environment(no_
 
 
 def test_settings_prefer_arguments_then_the_environment(no_keys, monkeypatch):
-    monkeypatch.setenv("R2_DATASET_ACCOUNT_ID", "fromenv")
+    monkeypatch.setenv("R2_DATASET_ACCOUNT_ID", ACCOUNT.upper())
     monkeypatch.setenv("R2_DATASET_READ_ACCESS_KEY_ID", "AKIAENV00001")
     monkeypatch.setenv("R2_DATASET_READ_SECRET_ACCESS_KEY", "env-secret-0001")
     from_env = resolve_settings()
-    assert (from_env.endpoint_url, from_env.access_key_id) == ("https://fromenv.r2.cloudflarestorage.com", "AKIAENV00001")
+    assert (from_env.endpoint_url, from_env.access_key_id) == (f"https://{ACCOUNT}.r2.cloudflarestorage.com", "AKIAENV00001")
     explicit = resolve_settings(endpoint_url="http://127.0.0.1:1", access_key_id="AKIAARG", secret_access_key="arg-secret")
     assert (explicit.endpoint_url, explicit.access_key_id, explicit.secret_access_key) == ("http://127.0.0.1:1", "AKIAARG", "arg-secret")
+
+
+@pytest.mark.parametrize("account", ["", "acct", "https://0123456789abcdef0123456789abcdef.r2.cloudflarestorage.com", "0123456789abcdef0123456789abcdeg"])
+def test_r2_without_a_valid_account_id_names_the_variable_and_what_it_allows(no_keys, monkeypatch, account):
+    monkeypatch.setenv("R2_DATASET_ACCOUNT_ID", account)
+    monkeypatch.setenv("R2_DATASET_READ_ACCESS_KEY_ID", "AKIAVALIDKEY0001")
+    monkeypatch.setenv("R2_DATASET_READ_SECRET_ACCESS_KEY", "valid-secret-0001")
+    with pytest.raises(SettingsError) as info:  # the loader: never AWS's endpoint for an r2:// URL
+        shard_loader.open_manifest("r2://bucket/team/demo/manifest.json")
+    message = str(info.value)
+    assert "R2_DATASET_ACCOUNT_ID" in message and "32 hexadecimal characters" in message and "\n" not in message
+    if not account:
+        assert "is not set" in message and "S3_ENDPOINT_URL" in message  # the other way to name the endpoint
+    with pytest.raises(SettingsError, match="R2_DATASET_ACCOUNT_ID"):  # the builder: the same check, before any client exists
+        r2_endpoint(account)
+
+
+@pytest.mark.parametrize("endpoint", ["127.0.0.1:9000", "minio.internal", "ftp://host"])
+def test_an_endpoint_without_an_http_scheme_names_the_variable_and_the_forms_it_allows(no_keys, monkeypatch, endpoint):
+    monkeypatch.setenv("S3_ENDPOINT_URL", endpoint)
+    with pytest.raises(SettingsError, match=r"S3_ENDPOINT_URL=.* is not an endpoint URL: write it with its scheme, http://host:port or https://host"):
+        make_s3_client(access_key_id="AKIAVALIDKEY0001", secret_access_key="valid-secret-0001")
+    with pytest.raises(SettingsError, match="S3_ENDPOINT_URL"):
+        shard_loader.open_manifest("s3://bucket/team/demo/manifest.json")

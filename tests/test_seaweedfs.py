@@ -1,11 +1,13 @@
 """The loader against a real S3 server (SeaweedFS on loopback, real SigV4 identities): a dataset uploaded with
 the writer keys is read with the read-only keys, objects uploaded in multipart are fetched by parallel ranges,
-and wrong or read-only keys fail with a masked StoreError that says what to do."""
+and wrong or read-only keys fail with a masked StoreError that says what to do; the builder given a wrong secret
+or read-only keys says which variables to check, before it ingests anything."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +18,7 @@ from shard_loader.errors import TransientStoreError
 from shard_loader.cli import main
 from shard_loader.cache.download import DownloadConfig, download_file
 from shard_loader.format import FileRef
-from shard_loader.storage.retry import RequestStats
+from shard_loader.storage.retry import RequestStats, RetryPolicy
 from shard_loader.storage.s3_client import describe_s3_error
 from shard_loader.storage.s3 import S3Store, classify
 from tests.support.seaweedfs import READER, WRITER
@@ -24,6 +26,7 @@ from tests.support.synthetic import random_docs, write_dataset
 
 pytestmark = pytest.mark.integration
 
+ROOT = Path(__file__).resolve().parents[1]
 BUCKET = "datasets"
 PREFIX = "team/demo"
 
@@ -122,3 +125,38 @@ def test_s3fs_from_the_s3_extra_lists_and_reads_with_the_factorys_settings(seawe
     listed = fs.ls(f"{BUCKET}/{PREFIX}/tokenizers", detail=False)
     assert listed and all(p.startswith(f"{BUCKET}/{PREFIX}/tokenizers/") for p in listed)
     assert fs.cat(f"{BUCKET}/{PREFIX}/manifest.json") == uploaded.dumps()
+
+
+def test_the_builder_with_a_wrong_secret_says_which_variables_to_check_even_for_a_head(seaweed, uploaded):
+    from shard_assets.lib.errors import ObjectStoreError
+    from shard_assets.lib.store.s3 import S3ObjectStore
+    from shard_loader.storage.s3_client import make_s3_client
+
+    client = make_s3_client(seaweed.url, WRITER[0], "wrong-secret-0000000000000000", role="write", retries=1)
+    store = S3ObjectStore(client, BUCKET, PREFIX, seaweed.url, retry=RetryPolicy(attempts=2, base_delay=0.01))
+    with pytest.raises(ObjectStoreError) as info:  # a HEAD's 403 has no body, so no S3 code to explain it
+        store.exists("manifest.json")
+    message = str(info.value)
+    assert "head manifest.json failed: 403" in message and "R2_DATASET_WRITE_ACCESS_KEY_ID/R2_DATASET_WRITE_SECRET_ACCESS_KEY" in message
+    assert "\n" not in message and "wrong-secret" not in message and WRITER[0] not in message
+
+
+def test_the_builder_with_read_only_keys_stops_before_any_ingest_naming_the_write_variables(seaweed, tmp_path):
+    from tests.support.dagster_helpers import tiny_dataset
+
+    seaweed.create_bucket("readonly-build")
+    spec, _, _ = tiny_dataset(tmp_path)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("R2_", "AWS_", "DATASET_", "S3_"))}
+    env = {
+        **clean, "HF_HUB_OFFLINE": "1", "DAGSTER_HOME": str(tmp_path / "home"), "DATASET_STORE": "r2", "S3_ENDPOINT_URL": seaweed.url,
+        "R2_DATASET_BUCKET_NAME": "readonly-build", "DATASET_BINS_PATH": "tiny",
+        "R2_DATASET_WRITE_ACCESS_KEY_ID": READER[0], "R2_DATASET_WRITE_SECRET_ACCESS_KEY": READER[1],  # the read-only pair, by mistake
+    }
+    (tmp_path / "home").mkdir()
+    out = subprocess.run([str(ROOT / ".venv/bin/shard-assets"), "build", "--spec", str(spec), "--workers", "1"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 2, out.stderr[-3000:]
+    (line,) = [s for s in out.stderr.splitlines() if s.startswith("error:")]
+    assert "AccessDenied" in line and "check R2_DATASET_WRITE_ACCESS_KEY_ID/R2_DATASET_WRITE_SECRET_ACCESS_KEY" in line
+    assert "ingest_job" not in out.stderr + out.stdout and READER[1] not in out.stderr + out.stdout  # nothing ingested first
+    assert "Contents" not in seaweed.client(WRITER).list_objects_v2(Bucket="readonly-build")

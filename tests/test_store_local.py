@@ -1,5 +1,6 @@
 """The local folder store: a writer killed mid-write leaves a temp file that a later store sweeps once it is
-stale, and a store lists a folder for stale temps once, not on every write into it."""
+stale, and a store lists a folder for stale temps once, not on every write into it; it refuses symlinks as the
+loader's store does, tells a missing key from a refused one, and does not rewrite what it holds already."""
 
 import os
 import signal
@@ -8,8 +9,11 @@ import sys
 import time
 from pathlib import Path
 
-from shard_assets.lib.store import LocalFolderStore
+import pytest
+
+from shard_assets.lib.store import LocalFolderStore, ObjectMissingError, ObjectStoreError
 from shard_assets.lib.store.local import STALE_TEMP_SECONDS
+from shard_loader.errors import NotFoundError, UnsafeFileError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,3 +73,37 @@ def test_a_store_sweeps_a_folder_on_its_first_write_there_not_on_every_write(tmp
     store.put_bytes("tokenized/fp/other/x.json", b"{}")  # another folder gets its own first sweep
     LocalFolderStore(tmp_path).put_bytes("tokenized/fp/parts/c.json", b"{}")  # a new store (a new run) sweeps again
     assert not stale.exists()
+
+
+def test_a_missing_key_and_a_refused_one_are_different_errors_and_a_symlink_is_never_written_through(tmp_path):
+    store = LocalFolderStore(tmp_path / "store")
+    with pytest.raises(ObjectMissingError) as missing:
+        store.get_bytes("raw/web/part0.json")
+    assert isinstance(missing.value.__cause__, NotFoundError) and not store.exists("raw/web/part0.json")
+    outside = tmp_path / "outside.json"
+    outside.write_bytes(b"{}")
+    (tmp_path / "store/raw/web").mkdir(parents=True)
+    os.symlink(outside, tmp_path / "store/raw/web/part0.json")
+    for call in (lambda: store.get_bytes("raw/web/part0.json"), lambda: store.put_bytes("raw/web/part0.json", b"[]")):
+        with pytest.raises(ObjectStoreError, match="key raw/web/part0.json resolves to .*outside the dataset root") as refused:
+            call()
+        assert not isinstance(refused.value, ObjectMissingError) and isinstance(refused.value.__cause__, UnsafeFileError)
+    assert outside.read_bytes() == b"{}" and store.list("raw/") == []  # a listing names regular files only
+
+
+def test_what_the_store_holds_already_is_not_written_again(tmp_path):
+    store = LocalFolderStore(tmp_path)
+    assert store.put_if_changed("state/tokenizer.json", b"one") is True
+    inode = (tmp_path / "state/tokenizer.json").stat().st_ino
+    assert store.put_if_changed("state/tokenizer.json", b"one") is False
+    assert (tmp_path / "state/tokenizer.json").stat().st_ino == inode  # not replaced by an equal copy
+    assert store.put_if_changed("state/tokenizer.json", b"two") is True and store.get_bytes("state/tokenizer.json") == b"two"
+
+
+def test_the_preflight_proves_writes_and_write_once_puts_and_leaves_nothing(tmp_path):
+    store = LocalFolderStore(tmp_path)
+    store.preflight()
+    assert store.list("") == []
+    assert store.put_bytes("manifests/v.json", b"first", if_absent=True) is True
+    assert store.put_bytes("manifests/v.json", b"second", if_absent=True) is False
+    assert store.get_bytes("manifests/v.json") == b"first"

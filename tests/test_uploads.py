@@ -1,6 +1,7 @@
 """Uploads overlap encoding, against a loopback S3 behind the R2-like proxy: a finished partition's shard files
 go up while the next partition encodes, its record only after every file is up; an upload failure is kept for
-its partition (no record, no object of it), and no work folder is left behind either way."""
+its partition (no record, no object of it), and no work folder is left behind either way. A stored shard whose
+bytes changed in place (same size) is replaced by the next upload of its key, in a bucket and in a folder."""
 
 import threading
 
@@ -15,6 +16,8 @@ from shard_assets.lib.layout import part_record_key
 from shard_assets.lib.records import PartRecord, RawRecord, SourceFileRef, get_record
 from shard_assets.lib.shard_build import PartitionUploads, build_partition_shards
 from shard_assets.lib.spec import TokenizerSpec
+from shard_assets.lib.store import LocalFolderStore
+from shard_assets.lib.shard_build import upload_partition
 from shard_assets.lib.text import doc_hashes
 from shard_assets.lib.tokenizer import build_tokenizer
 from shard_loader.cache.checksum import sha256_file
@@ -31,8 +34,8 @@ def s3():
         yield server
 
 
-def _setup(s3, tmp_path, prefix):
-    store = s3.write_store(BUCKET, prefix)
+def _setup(s3, tmp_path, prefix, store=None):
+    store = store or s3.write_store(BUCKET, prefix)
     rng = np.random.default_rng(3)
     words = ["alpha", "beta", "gamma", "delta", "🙂", "мир"]
     docs = {p: [" ".join(rng.choice(words, size=int(n))) + f" {p}{i}" for i, n in enumerate(rng.integers(5, 200, size=300))] for p in ("a", "b")}
@@ -93,3 +96,30 @@ def test_an_upload_failure_is_kept_for_its_partition_which_gets_no_record_and_no
     keys = [k for k, _ in store.list("tokenized/")]
     assert keys and not [k for k in keys if "/a-" in k or k.endswith("/a.json")]
     assert store.exists(part_record_key(record.fingerprint, "b"))
+
+
+@pytest.mark.parametrize("kind", ["bucket", "folder"])
+def test_a_stored_shard_flipped_in_place_is_replaced_by_the_next_upload_of_its_key(s3, tmp_path, kind):
+    folder = LocalFolderStore(tmp_path / "store") if kind == "folder" else None
+    store, text, record, (raw_a, _) = _setup(s3, tmp_path, "flipped", folder)
+    built = _build(store, text, record, raw_a, tmp_path / "work-1")
+    upload_partition(store, built)
+    ref = built.record.shards["train"].npy
+    data = bytearray(store.get_bytes(ref.key))
+    data[len(data) // 2] ^= 0xFF  # the same size: a size check cannot tell
+    if folder is None:
+        s3.client(via_proxy=False).put_object(Bucket=BUCKET, Key=f"flipped/{ref.key}", Body=bytes(data))
+    else:
+        (tmp_path / "store" / ref.key).write_bytes(bytes(data))
+    assert store.get_bytes(ref.key) == bytes(data)
+    unchanged = built.record.shards["val"].npy
+    s3.proxy.puts.clear()
+    rebuilt = _build(store, text, record, raw_a, tmp_path / "work-2")
+    assert rebuilt.record.shards == built.record.shards  # the same content, so the same keys
+    upload_partition(store, rebuilt)
+    got = tmp_path / "got"
+    store.get_file(ref.key, got)
+    assert sha256_file(got) == ref.sha256 and got.stat().st_size == ref.size
+    if folder is None:  # only the flipped shard (and the record) went up again: the others' ETags matched
+        uploaded = {p.split("/flipped/", 1)[1] for p in s3.proxy.puts}
+        assert ref.key in uploaded and unchanged.key not in uploaded

@@ -162,3 +162,16 @@ def test_the_verify_job_reads_every_byte_and_names_a_flipped_one(built):
     (store / shard.key).write_bytes(bytes(data))
     with pytest.raises(RunFailed, match=rf"verify_job failed.*{shard.key}: sha256 is"):
         run_job(defs, "verify_job", inst)
+
+
+def test_a_stored_shard_flipped_in_place_is_replaced_by_the_next_build_never_published_again(built):
+    _, spec, store, resources, inst, first = built
+    shard = shard_loader.open_manifest(str(store)).manifest.splits["train"].shards[0].npy
+    data = bytearray((store / shard.key).read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size: the audit's sample may miss it, and a size check cannot see it
+    (store / shard.key).write_bytes(bytes(data))
+    again = build_dataset(inst, load_spec(spec), resources)
+    assert again.version == first.version  # the same content: the key holds its own bytes again
+    assert (store / shard.key).read_bytes() != bytes(data)
+    assert run_job(build_definitions(resources), "verify_job", inst).success
+    assert assert_every_manifest_whole(store) == 2

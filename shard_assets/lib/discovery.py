@@ -6,19 +6,21 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from shard_loader.format import check_key
-
 from .errors import RecordError
-from .partitioning import FilePiece, PartitionPolicy, PartitionRecord, RowGroupSizes, SourceLayout
+from .layout import discovery_index_key
+from .partitioning import PartitionPolicy, RowGroupSizes, SourceLayout
+from .records import DiscoveryIndex, PartitionRecord, decode, from_dict, put_record
 from .sources.listing import SourceFile, list_source_files
 from .sources.readers import parquet_row_group_bytes
 from .spec import DatasetSpec, SourceSpec
 from .state import write_registration
-from .store import ObjectStore
+from .store import ObjectMissingError, ObjectStore
 
 CHUNK_FILES = 1000  # files registered between two saves of the source's index: the unit of resumable work
+REGISTRATION_THREADS = 16  # registrations written at once: each waits on the store (a PUT on S3/R2), not on this process
 
 
 @dataclass(frozen=True)
@@ -69,30 +71,37 @@ class DiscoveryStep:
         return [k for k, present in self.touched.items() if not present]
 
 
-def index_key(source: str) -> str:
-    """A source's partitions and their files in one object: what discovery compares a listing against."""
-    return check_key(f"state/discovery/{source}.json", "discovery index key")
-
-
 def load_layout(store: ObjectStore, source: str) -> SourceLayout:
-    """A source's registered layout (empty before its first discovery), every row checked."""
-    key = index_key(source)
-    if not store.exists(key):
-        return SourceLayout(source, {}, None)
+    """A source's registered layout (empty before its first discovery), every field checked."""
+    key = discovery_index_key(source)
     try:
-        data = json.loads(store.get_bytes(key))
-        partitions = {
-            str(name): PartitionRecord(source, tuple(FilePiece(str(u), str(f), int(s), (int(a), int(b)) if a is not None else None) for u, f, s, a, b in rows))
-            for name, rows in data["partitions"].items()
-        }
-        return SourceLayout(source, partitions, data["open"])
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise RecordError(f"{key}: not a discovery index ({type(exc).__name__}: {exc}); delete it to register source {source!r} afresh") from None
+        body = store.get_bytes(key)
+    except ObjectMissingError:
+        return SourceLayout.empty(source)
+    try:
+        return SourceLayout(decode(DiscoveryIndex, body, key))
+    except RecordError as exc:
+        legacy = _legacy_index(source, body)
+        if legacy is None:
+            raise RecordError(f"{exc}; not a discovery index: delete {key} to register source {source!r} afresh") from None
+        return SourceLayout(legacy)
+
+
+def _legacy_index(source: str, body: bytes) -> DiscoveryIndex | None:
+    """An index written before it was a record (`{"open", "partitions": {key: [[uri, fingerprint, size, start, stop]]}}`),
+    read as one (the next save writes it as a record); None if `body` is not one."""
+    try:
+        data = json.loads(body)
+        pieces = {k: [{"uri": u, "fingerprint": f, "size": n, "row_groups": None if a is None else [a, b]} for u, f, n, a, b in rows]
+                  for k, rows in data["partitions"].items()}
+        index = {"source": source, "open": data["open"], "partitions": pieces}
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return from_dict(DiscoveryIndex, index, discovery_index_key(source))
 
 
 def save_layout(store: ObjectStore, layout: SourceLayout) -> None:
-    rows = {k: [[p.uri, p.fingerprint, p.size, *(p.row_groups or (None, None))] for p in r.pieces] for k, r in layout.records().items()}
-    store.put_bytes(index_key(layout.source), json.dumps({"open": layout.open_key, "partitions": rows}, separators=(",", ":")).encode())
+    put_record(store, discovery_index_key(layout.source), layout.index(), compact=True)
 
 
 def registered(store: ObjectStore, spec: DatasetSpec) -> dict[str, PartitionRecord]:
@@ -105,12 +114,15 @@ def _row_groups(source: SourceSpec) -> RowGroupSizes:
 
 
 def _commit(store: ObjectStore, layout: SourceLayout, touched: set[str], step: DiscoveryStep) -> None:
-    """Write the touched partitions' registrations first, then the index: a step cut short is redone, not lost."""
+    """Write the touched partitions' registrations first (REGISTRATION_THREADS at a time: each is a store round trip),
+    then the index once all are written: a step cut short is redone, not lost."""
     if not touched:
         return
-    for key in sorted(touched):
-        record = layout.record(key)
-        write_registration(store, key, record)
+    records = {key: layout.record(key) for key in sorted(touched)}
+    with ThreadPoolExecutor(REGISTRATION_THREADS) as pool:
+        for _ in pool.map(lambda item: write_registration(store, *item), records.items()):
+            pass  # the first failure is raised here, and the index is not saved
+    for key, record in records.items():
         step.touched[key] = record is not None
     save_layout(store, layout)
 
@@ -131,6 +143,7 @@ def discover(store: ObjectStore, spec: DatasetSpec, policy: PartitionPolicy, cur
     """One step of discovery from `cursor`: register files chunk by chunk until the budget is spent or the pass
     over every source is complete (vanished files are forgotten at the end of each source's pass)."""
     started = time.monotonic()
+    store.preflight()  # keys that cannot write, or a server without conditional puts, are refused before any work
     names = [s.name for s in spec.sources]
     position = names.index(cursor.source) if cursor.source in names else 0  # a source gone from the spec: a new pass
     step = DiscoveryStep(cursor if cursor.source in names else DiscoveryCursor(names[0]))

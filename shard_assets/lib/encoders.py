@@ -13,7 +13,7 @@ import json
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import cached_property
 from importlib import metadata
 
@@ -21,6 +21,7 @@ import numpy as np
 
 from .background import Background
 from .errors import BuildError
+from .records import GuardResult
 
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 LLAMA3_PATTERN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
@@ -200,27 +201,6 @@ def encoders_for(tokenizer_json: str) -> tuple[Encoder, ReferenceEncoder]:
     """The selected engine and the reference that guards it (the same object when the engine is the reference)."""
     engine = select_encoder(tokenizer_json)
     return engine, engine if isinstance(engine, ReferenceEncoder) else ReferenceEncoder(tokenizer_json)
-
-
-@dataclass(frozen=True)
-class GuardResult:
-    """What the exactness guard compared in one partition, for asset metadata and manifest lineage."""
-
-    engine: str
-    engine_version: str
-    engine_reason: str
-    documents: int
-    tokens: int
-    sampled: int
-    sampled_tokens: int
-    differing: int
-    first_differing: int | None
-    policy: str
-    reencoded_with_reference: bool = False
-
-    def to_dict(self) -> dict:
-        """Plain JSON-able fields."""
-        return asdict(self)
 
 
 GUARD_DEPTH = 8  # sampled batches the guard's thread may lag behind the engine (1% of their text, and their ids)

@@ -22,6 +22,10 @@ class RecordError(BuildError):
     """A record the builder keeps in the store is missing or malformed."""
 
 
+class RecordMissingError(RecordError):
+    """A record the builder needs is not in the store: its asset has not been materialised there."""
+
+
 class PublishError(BuildError):
     """A manifest cannot be published: a referenced file is missing, differs from its record, or a check failed."""
 
@@ -31,7 +35,17 @@ class MixtureError(BuildError):
 
 
 class ObjectStoreError(BuildError):
-    """A store read or write failed: a missing key, a refused request, an unreachable bucket."""
+    """A store read or write failed after its retries: a refused request, an unreachable bucket, a missing key
+    (ObjectMissingError). The store's own error (a shard_loader StoreError) is kept as the cause."""
+
+
+class ObjectMissingError(ObjectStoreError):
+    """No object at the key: missing, as opposed to present but unreadable."""
+
+
+class ConditionalWriteError(ObjectStoreError):
+    """The server cannot honour a conditional put (If-None-Match): it ignores the header or refuses it (501, 400),
+    so write-once versions cannot be promised there; the build is refused before it writes anything."""
 
 
 class RunFailed(BuildError):

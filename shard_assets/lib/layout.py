@@ -1,13 +1,28 @@
-"""Keys of the builder's own files and records under the dataset root; the published files' keys
-(tokenizer, shards, manifests) come from shard_loader.format so builder and loader share them."""
+"""Every key the builder reads or writes under the dataset root, built here and nowhere else. The published
+files' keys (tokenizer, shards, manifests) come from shard_loader.format so builder and loader share them;
+the builder's own records and state are below."""
 
 from __future__ import annotations
 
-from shard_loader.format import check_key, shard_base_key, tokenizer_key
+import hashlib
+
+from shard_loader.format import LATEST_KEY, VERSIONS_DIR, check_key, shard_base_key, tokenizer_key, versioned_key
+from shard_loader.format.keys import LINEAGE_DIR
 
 __all__ = [
+    "COLLECTED_PREFIXES",
     "CURRENT_TOKENIZER_KEY",
+    "LATEST_KEY",
+    "LINEAGE_DIR",
+    "PARTITIONS_PREFIX",
+    "RAW_PREFIX",
+    "VERSIONS_DIR",
+    "discovery_index_key",
     "part_record_key",
+    "partition_of_registration",
+    "partition_record_key",
+    "parts_prefix",
+    "probe_key",
     "quarantine_key",
     "raw_key",
     "raw_record_key",
@@ -15,36 +30,72 @@ __all__ = [
     "splits_record_key",
     "tokenizer_info_key",
     "tokenizer_key",
+    "versioned_key",
 ]
 
-CURRENT_TOKENIZER_KEY = "state/tokenizer.json"  # the pointer record: which tokenizer is current in this store
+RAW_PREFIX = "raw/"  # raw/<source>/<part>-<hash>.parquet and raw/<source>/<part>.json (the partition's raw record)
+TOKENIZED_PREFIX = "tokenized/"
+STATE_PREFIX = "state/"
+CURRENT_TOKENIZER_KEY = f"{STATE_PREFIX}tokenizer.json"  # the pointer record: which tokenizer is current in this store
+PARTITIONS_PREFIX = f"{STATE_PREFIX}partitions/"
+COLLECTED_PREFIXES = (TOKENIZED_PREFIX, RAW_PREFIX, f"{VERSIONS_DIR}/")  # what gc may delete from; state/ never
 
 
 def raw_key(partition: str, content_hash: str) -> str:
     """A raw partition's normalised parquet; a changed source file gives a new key, never a rewrite."""
     source, _, part = partition.partition(".")
-    return check_key(f"raw/{source}/{part}-{content_hash}.parquet", "raw key")
+    return check_key(f"{RAW_PREFIX}{source}/{part}-{content_hash}.parquet", "raw key")
 
 
 def raw_record_key(partition: str) -> str:
     """The record of the latest raw build of a partition: its parquet key, source file and counts."""
     source, _, part = partition.partition(".")
-    return check_key(f"raw/{source}/{part}.json", "raw record key")
+    return check_key(f"{RAW_PREFIX}{source}/{part}.json", "raw record key")
 
 
 def tokenizer_info_key(fingerprint: str) -> str:
     return check_key(f"tokenizers/{fingerprint}/info.json", "tokenizer info key")
 
 
+def parts_prefix(fingerprint: str) -> str:
+    """The folder of the part records of one tokenizer."""
+    return f"{TOKENIZED_PREFIX}{fingerprint}/parts/"
+
+
 def part_record_key(fingerprint: str, partition: str) -> str:
     """The per-partition record of a tokenization: shard entries, counts, the raw file it came from."""
-    return check_key(f"tokenized/{fingerprint}/parts/{partition}.json", "part record key")
+    return check_key(f"{parts_prefix(fingerprint)}{partition}.json", "part record key")
 
 
 def quarantine_key(fingerprint: str, partition: str) -> str:
     """The record of a partition whose tokenization with this tokenizer failed."""
-    return check_key(f"tokenized/{fingerprint}/quarantine/{partition}.json", "quarantine key")
+    return check_key(f"{TOKENIZED_PREFIX}{fingerprint}/quarantine/{partition}.json", "quarantine key")
 
 
 def splits_record_key(fingerprint: str) -> str:
-    return check_key(f"tokenized/{fingerprint}/splits.json", "splits record key")
+    return check_key(f"{TOKENIZED_PREFIX}{fingerprint}/splits.json", "splits record key")
+
+
+def partition_record_key(partition: str) -> str:
+    """A partition's registration, spread over 256 folders so no folder grows with the corpus."""
+    bucket = hashlib.sha1(partition.encode()).hexdigest()[:2]
+    return check_key(f"{PARTITIONS_PREFIX}{bucket}/{partition}.json", "partition registration key")
+
+
+def partition_of_registration(key: str) -> str | None:
+    """The partition a key under PARTITIONS_PREFIX registers, None for anything else there (records directly under
+    the prefix predate the folders and are not registrations)."""
+    rest = key[len(PARTITIONS_PREFIX) :] if key.startswith(PARTITIONS_PREFIX) else ""
+    if rest.count("/") != 1 or not rest.endswith(".json"):
+        return None
+    return rest.split("/", 1)[1][: -len(".json")]
+
+
+def discovery_index_key(source: str) -> str:
+    """A source's partitions and their files in one object: what discovery compares a listing against."""
+    return check_key(f"{STATE_PREFIX}discovery/{source}.json", "discovery index key")
+
+
+def probe_key(token: str) -> str:
+    """A short-lived object the store's preflight writes and deletes to prove its keys can write."""
+    return check_key(f"{STATE_PREFIX}probes/{token}.json", "probe key")

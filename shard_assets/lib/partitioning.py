@@ -4,57 +4,12 @@ change the keys of existing partitions; with no budget every file is its own par
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from .records import SourceFileRef
+from .records import DiscoveryIndex, FilePiece, PartitionRecord
 from .spec import parse_byte_count
 from .sources.listing import SourceFile
-
-
-@dataclass(frozen=True)
-class FilePiece:
-    """A whole source file, or the row groups [start, stop) of a parquet file; `size` is the bytes it covers."""
-
-    uri: str
-    fingerprint: str
-    size: int = -1
-    row_groups: tuple[int, int] | None = None
-
-    def describe(self) -> str:
-        return self.uri if self.row_groups is None else f"{self.uri}#row_groups={self.row_groups[0]}-{self.row_groups[1]}"
-
-
-@dataclass(frozen=True)
-class PartitionRecord:
-    """What one partition reads, as registered (state/partitions/…): runs read exactly these pieces, never a listing."""
-
-    source: str
-    pieces: tuple[FilePiece, ...]
-
-    @property
-    def size(self) -> int:
-        return sum(max(p.size, 0) for p in self.pieces)
-
-    @property
-    def fingerprint(self) -> str:
-        """The file's own fingerprint for a one-file partition, else a hash over every piece."""
-        if len(self.pieces) == 1 and self.pieces[0].row_groups is None:
-            return self.pieces[0].fingerprint
-        body = json.dumps([[p.uri, p.fingerprint, p.row_groups] for p in self.pieces]).encode()
-        return f"pieces:{len(self.pieces)}:{hashlib.sha256(body).hexdigest()[:16]}"
-
-    def files(self) -> tuple[SourceFileRef, ...]:
-        """Every piece as a file reference: a whole file, or a parquet file's row-group range (`#row_groups=a-b`)."""
-        return tuple(SourceFileRef(uri=p.describe(), fingerprint=p.fingerprint, size=p.size) for p in self.pieces)
-
-    def lineage(self) -> SourceFileRef:
-        """One reference for lineage records: the file itself, or the first piece named with the count of the others."""
-        first = self.pieces[0].describe()
-        uri = first if len(self.pieces) == 1 else f"{first} (+{len(self.pieces) - 1} more files)"
-        return SourceFileRef(uri=uri, fingerprint=self.fingerprint, size=self.size)
 
 
 @dataclass(frozen=True)
@@ -90,15 +45,24 @@ class SourceLayout:
     """The partitions of one source, the partition still filling up, and which partitions hold each file.
     Every operation costs what the file touches, not what the source holds."""
 
-    def __init__(self, source: str, partitions: dict[str, PartitionRecord], open_key: str | None):
-        self.source, self.open_key = source, open_key
+    def __init__(self, index: DiscoveryIndex):
+        self.source, self.open_key = index.source, index.open
         self._pieces: dict[str, list[FilePiece]] = {}
         self._sizes: dict[str, int] = {}
         self._holders: dict[str, list[str]] = {}
         self._fingerprints: dict[str, str] = {}
-        for key, record in partitions.items():
-            for piece in record.pieces:
+        for key, pieces in index.partitions.items():
+            for piece in pieces:
                 self._append(key, piece)
+
+    @classmethod
+    def empty(cls, source: str) -> SourceLayout:
+        """A source before its first discovery."""
+        return cls(DiscoveryIndex(source, None, {}))
+
+    def index(self) -> DiscoveryIndex:
+        """The layout as its stored record."""
+        return DiscoveryIndex(self.source, self.open_key, {k: tuple(v) for k, v in self._pieces.items()})
 
     def keys(self) -> list[str]:
         """Partition keys in the order they were first registered."""

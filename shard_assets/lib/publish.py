@@ -13,6 +13,7 @@ import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, UTC
 from pathlib import Path
+from typing import Any
 
 from shard_loader.errors import ShardLoaderError
 from shard_loader.format import (
@@ -20,6 +21,7 @@ from shard_loader.format import (
     SPLITS,
     FileRef,
     Manifest,
+    ShardEntry,
     SplitInfo,
     TokenizerInfo,
     open_shard,
@@ -75,7 +77,8 @@ def content_version(dataset: str, tokenizer: TokenizerInfo, dtype: str, splits: 
 
 
 def build_manifest(
-    dataset: str, tokenizer: TokenizerRecord, tokenizer_file: FileRef, parts: dict[str, PartRecord], lineage: dict, lineage_detail: dict
+    dataset: str, tokenizer: TokenizerRecord, tokenizer_file: FileRef, parts: dict[str, PartRecord], lineage: dict[str, Any],
+    lineage_detail: dict[str, Any],
 ) -> Manifest:
     """The manifest of every partition's shards (shards with no document are left out); `lineage` is published
     inline, `lineage_detail` (per partition) as its own file."""
@@ -95,20 +98,6 @@ def build_manifest(
         lineage=lineage,
         lineage_detail=lineage_detail,
     )
-
-
-def put_immutable(store: ObjectStore, key: str, path: Path, ref: FileRef) -> bool:
-    """Upload a content-addressed file unless its key exists already; returns whether it uploaded.
-
-    An existing object of another size under the same key is refused: a key names one content forever.
-    """
-    if store.exists(key):
-        size = store.size(key)
-        if size != ref.size:
-            raise PublishError(f"{key}: already in {store.describe()} with {size} bytes, new content has {ref.size}; refusing to overwrite a published key")
-        return False
-    store.put_file(key, path)
-    return True
 
 
 def write_version(store: ObjectStore, manifest: Manifest) -> tuple[str, bool, Manifest]:
@@ -138,8 +127,18 @@ def promote(store: ObjectStore, key: str) -> None:
     store.put_bytes(LATEST_KEY, store.get_bytes(key))
 
 
+def _keys_in_several_splits(m: Manifest) -> list[str]:
+    """Each shard file key that more than one split's table names (val would serve train data), with the splits."""
+    splits_of: dict[str, list[str]] = {}
+    for name, split in m.splits.items():
+        for key in {k for column in ("npy_key", "bin_key") for k in split.shards.column(column)}:
+            splits_of.setdefault(key, []).append(name)
+    return [f"{key}: in the {' and '.join(names)} tables; a file belongs to one split" for key, names in sorted(splits_of.items()) if len(names) > 1]
+
+
 def _audit_files_present(store: ObjectStore, m: Manifest) -> Audit:
-    """Sizes come from one listing per folder (a few requests per thousand files on S3, not one per file)."""
+    """Every file named once, in one split, and present with its size. Sizes come from one listing per folder (a
+    few requests per thousand files on S3, not one per file)."""
     files = m.files()
     sizes: dict[str, int] = {}
     for folder in sorted({ref.key.rpartition("/")[0] for ref in files}):
@@ -151,7 +150,9 @@ def _audit_files_present(store: ObjectStore, m: Manifest) -> Audit:
             problems.append(f"{ref.key}: missing")
         elif size != ref.size:
             problems.append(f"{ref.key}: {size} bytes, manifest says {ref.size}")
-    return Audit("files_present", not problems, f"{len(files)} files, {len(problems)} missing or of another size", tuple(problems))
+    shared = _keys_in_several_splits(m)
+    summary = f"{len(files)} files, {len(problems)} missing or of another size, {len(shared)} in more than one split"
+    return Audit("files_present", not problems and not shared, summary, tuple(problems + shared))
 
 
 def _audit_counts(m: Manifest, parts: dict[str, PartRecord]) -> Audit:
@@ -180,7 +181,7 @@ def _audit_not_empty(m: Manifest, val_fraction: float) -> Audit:
     return Audit("splits_not_empty", not empty, ", ".join(f"{s}: {m.splits[s].documents:,} documents" for s in wanted), empty)
 
 
-def _sample(m: Manifest) -> list:
+def _sample(m: Manifest) -> list[ShardEntry]:
     """First, last and evenly between, over the shards of every split in order."""
     tables = [s.shards for s in m.splits.values()]
     total = sum(len(t) for t in tables)

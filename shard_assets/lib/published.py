@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from shard_loader.format import Manifest, parse_manifest
+from shard_loader.format import FileRef, Manifest, parse_manifest
 
 from .store import ObjectStore
 
 
 def with_sidecars(store: ObjectStore, manifest: Manifest, lineage: bool = False) -> Manifest:
     """`manifest` with every split's shard table, and with `lineage` its per-partition lineage, read from `store`."""
-    def read(ref):
+    def read(ref: FileRef) -> bytes:
         return store.get_bytes(ref.key)
 
     manifest = manifest.with_tables(read)

@@ -12,9 +12,7 @@ import numpy as np
 
 from .errors import SourceError
 from .layout import raw_key, raw_record_key
-from .publish import put_immutable
-from .partitioning import PartitionRecord
-from .records import FileRef, RawRecord, put_record
+from .records import FileRef, PartitionRecord, RawRecord, put_record
 from .sources.listing import SourceFile, split_partition_key
 from .store import ObjectStore
 from .text import doc_hash, normalise
@@ -31,20 +29,20 @@ class RawStats:
     documents_out: int = 0
     bytes_in: int = 0
     bytes_out: int = 0
-    dropped: Counter = field(default_factory=Counter)
-    length_histogram: Counter = field(default_factory=Counter)
+    dropped: Counter[str] = field(default_factory=Counter)
+    length_histogram: Counter[int] = field(default_factory=Counter)
     content_hash: str = ""
 
     def histogram_rows(self) -> list[tuple[str, int]]:
         rows = []
         for lo, hi in zip(HISTOGRAM_EDGES, HISTOGRAM_EDGES[1:]):
             label = f"{lo}-{hi - 1}" if hi != math.inf else f"{lo}+"
-            rows.append((label, self.length_histogram.get(lo, 0)))
+            rows.append((label, self.length_histogram[int(lo)]))
         return rows
 
 
 def _bucket(n: int) -> int:
-    return max(lo for lo in HISTOGRAM_EDGES[:-1] if n >= lo)
+    return int(max(lo for lo in HISTOGRAM_EDGES[:-1] if n >= lo))
 
 
 def write_raw_partition(spec: DatasetSpec, files: SourceFile | PartitionRecord, out: Path) -> RawStats:
@@ -102,7 +100,7 @@ def build_raw(store: ObjectStore, spec: DatasetSpec, partition: str, registered:
     with open(out, "rb") as f:
         sha = hashlib.file_digest(f, "sha256").hexdigest()
     key = raw_key(partition, sha[:16])
-    put_immutable(store, key, out, FileRef(key=key, size=out.stat().st_size, sha256=sha))
+    store.put_immutable(key, out, FileRef(key=key, size=out.stat().st_size, sha256=sha))
     record = RawRecord(
         partition=partition, source=source, source_file=registered.lineage(), key=key, sha256=sha,
         documents=stats.documents_out, data_version=stats.content_hash[:16], run_id=run_id, source_files=registered.files(),

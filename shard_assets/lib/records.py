@@ -1,26 +1,27 @@
-"""Typed records the builder keeps beside its data in the store, so the store describes itself.
+"""Every record the builder keeps beside its data in the store, and the one checked codec they go through, so the
+store describes itself and later assets (and other Dagster instances) read the store instead of the event log.
 
-Each record is a frozen dataclass written as JSON and read back with every field checked;
-later assets (and other Dagster instances) read them instead of the event log.
+Each record is a frozen dataclass written as JSON and read back with every field's type checked; an error names
+the key and the field. A new record is one dataclass here and one key in layout.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import json
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from shard_loader.format import FileRef, ShardEntry
 
-from .encoders import GuardResult
-from .errors import RecordError
-from .store import ObjectStore, ObjectStoreError
+from .errors import RecordError, RecordMissingError
+from .store import ObjectMissingError, ObjectStore
 
 R = TypeVar("R")
 
@@ -46,6 +47,59 @@ class SourceFileRef:
 
 
 @dataclass(frozen=True)
+class FilePiece:
+    """A whole source file, or the row groups [start, stop) of a parquet file; `size` is the bytes it covers."""
+
+    uri: str
+    fingerprint: str
+    size: int = -1
+    row_groups: tuple[int, int] | None = None
+
+    def describe(self) -> str:
+        return self.uri if self.row_groups is None else f"{self.uri}#row_groups={self.row_groups[0]}-{self.row_groups[1]}"
+
+
+@dataclass(frozen=True)
+class PartitionRecord:
+    """What one partition reads, as registered (state/partitions/…): runs read exactly these pieces, never a listing."""
+
+    source: str
+    pieces: tuple[FilePiece, ...]
+
+    @property
+    def size(self) -> int:
+        return sum(max(p.size, 0) for p in self.pieces)
+
+    @property
+    def fingerprint(self) -> str:
+        """The file's own fingerprint for a one-file partition, else a hash over every piece."""
+        if len(self.pieces) == 1 and self.pieces[0].row_groups is None:
+            return self.pieces[0].fingerprint
+        body = json.dumps([[p.uri, p.fingerprint, p.row_groups] for p in self.pieces]).encode()
+        return f"pieces:{len(self.pieces)}:{hashlib.sha256(body).hexdigest()[:16]}"
+
+    def files(self) -> tuple[SourceFileRef, ...]:
+        """Every piece as a file reference: a whole file, or a parquet file's row-group range (`#row_groups=a-b`)."""
+        return tuple(SourceFileRef(uri=p.describe(), fingerprint=p.fingerprint, size=p.size) for p in self.pieces)
+
+    def lineage(self) -> SourceFileRef:
+        """One reference for lineage records: the file itself, or the first piece named with the count of the others."""
+        first = self.pieces[0].describe()
+        uri = first if len(self.pieces) == 1 else f"{first} (+{len(self.pieces) - 1} more files)"
+        return SourceFileRef(uri=uri, fingerprint=self.fingerprint, size=self.size)
+
+
+@dataclass(frozen=True)
+class DiscoveryIndex:
+    """One source's registered partitions with the pieces each reads, and the partition still filling up
+    (`state/discovery/<source>.json`): what discovery compares a listing against."""
+
+    source: str
+    open: str | None
+    partitions: dict[str, tuple[FilePiece, ...]]
+
+
+@dataclass(frozen=True)
 class RawRecord:
     """One raw partition: where its normalised parquet is and where it came from (`source_file` one summary
     reference for lineage, `source_files` every file or row-group range it read; empty in older records)."""
@@ -59,6 +113,27 @@ class RawRecord:
     data_version: str
     run_id: str
     source_files: tuple[SourceFileRef, ...] = ()
+
+
+@dataclass(frozen=True)
+class GuardResult:
+    """What the exactness guard compared in one partition, for asset metadata and manifest lineage."""
+
+    engine: str
+    engine_version: str
+    engine_reason: str
+    documents: int
+    tokens: int
+    sampled: int
+    sampled_tokens: int
+    differing: int
+    first_differing: int | None
+    policy: str
+    reencoded_with_reference: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able fields."""
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
@@ -106,74 +181,209 @@ class SplitsRecord:
     left_out: dict[str, str] = field(default_factory=dict)
 
 
-def to_json(record: Any) -> bytes:
-    return (json.dumps(dataclasses.asdict(record), indent=2, sort_keys=True) + "\n").encode()
+# -- the codec: one decoder per type, built once; a failure names the path to the field --
 
 
-def _decode(kind: Any, value: Any, where: str) -> Any:
+class _Invalid(Exception):
+    """A value of the wrong shape; `path` grows from the field outwards as the error passes up."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message, self.path = message, ""
+
+    def within(self, step: str) -> _Invalid:
+        self.path = step + self.path
+        return self
+
+
+Decoder = Callable[[Any], Any]
+Encoder = Callable[[Any], Any]
+
+
+def _scalar(kind: type) -> Decoder:
+    def decode(value: Any) -> Any:
+        if type(value) is not kind:
+            if kind is float and type(value) is int:
+                return float(value)
+            raise _Invalid(f"expected {kind.__name__}, got {value!r}")
+        return value
+
+    return decode
+
+
+def _object(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _Invalid(f"expected an object, got {type(value).__name__}")
+    return value
+
+
+def _list(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise _Invalid(f"expected a list, got {type(value).__name__}")
+    return value
+
+
+def _mapping(values: Decoder) -> Decoder:
+    def decode(value: Any) -> dict[str, Any]:
+        out = {}
+        for k, v in _object(value).items():
+            try:
+                out[k] = values(v)
+            except _Invalid as exc:
+                raise exc.within(f".{k}") from None
+        return out
+
+    return decode
+
+
+def _sequence(items: tuple[Decoder, ...], variadic: bool) -> Decoder:
+    def decode(value: Any) -> tuple[Any, ...]:
+        found = _list(value)
+        if not variadic and len(found) != len(items):
+            raise _Invalid(f"expected {len(items)} items, got {len(found)}")
+        out = []
+        for i, v in enumerate(found):
+            try:
+                out.append((items[0] if variadic else items[i])(v))
+            except _Invalid as exc:
+                raise exc.within(f"[{i}]") from None
+        return tuple(out)
+
+    return decode
+
+
+def _optional(inner: Decoder) -> Decoder:
+    return lambda value: None if value is None else inner(value)
+
+
+def _record(cls: type) -> Decoder:
+    """A record from an object of its fields, or (written compact) a list of them in field order. Fields absent take
+    their defaults (records written before the field existed); unknown ones are ignored (a newer builder's)."""
+    hints = typing.get_type_hints(cls)
+    fields = [
+        (f.name, f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING, _decoder(hints[f.name]))
+        for f in dataclasses.fields(cls)
+    ]
+
+    def decode(value: Any) -> Any:
+        if isinstance(value, list):
+            if len(value) > len(fields):
+                raise _Invalid(f"expected at most {len(fields)} fields, got {len(value)}")
+            value = {name: v for (name, _, _), v in zip(fields, value)}
+        data, values = _object(value), {}
+        for name, required, field_decoder in fields:
+            if name not in data:
+                if required:
+                    raise _Invalid(f"missing field {name!r}")
+                continue
+            try:
+                values[name] = field_decoder(data[name])
+            except _Invalid as exc:
+                raise exc.within(f".{name}") from None
+        return cls(**values)
+
+    return decode
+
+
+@functools.cache
+def _decoder(kind: Any) -> Decoder:
+    """The decoder of a record field's type: records, dict[str, T], tuple[T, ...], tuple[A, B], T | None, scalars."""
     origin, args = typing.get_origin(kind), typing.get_args(kind)
     if dataclasses.is_dataclass(kind):
-        return from_dict(kind, value, where)
+        return _record(typing.cast(type, kind))
     if origin is dict:
-        if not isinstance(value, dict):
-            raise RecordError(f"{where}: expected an object, got {type(value).__name__}")
-        return {str(k): _decode(args[1], v, f"{where}.{k}") for k, v in value.items()}
+        return _mapping(_decoder(args[1]))
     if origin is tuple:
-        if not isinstance(value, list):
-            raise RecordError(f"{where}: expected a list, got {type(value).__name__}")
-        return tuple(_decode(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        return _decode(next(a for a in args if a is not type(None)), value, where)
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if kind in (int, str, float, bool) and (type(value) is not kind):
-        raise RecordError(f"{where}: expected {kind.__name__}, got {value!r}")
+        variadic = len(args) == 2 and args[1] is Ellipsis
+        return _sequence(tuple(_decoder(a) for a in (args[:1] if variadic else args)), variadic)
+    if origin in (typing.Union, types.UnionType) and type(None) in args and len(args) == 2:
+        return _optional(_decoder(next(a for a in args if a is not type(None))))
+    if kind in (int, str, float, bool):
+        return _scalar(kind)
+    raise TypeError(f"records cannot hold a {kind!r}")
+
+
+def from_dict(cls: type[R], data: Any, where: str) -> R:
+    """`cls` built from a JSON value with every field's type checked; errors name `where` and the field."""
+    try:
+        return typing.cast(R, _decoder(typing.cast(Any, cls))(data))
+    except _Invalid as exc:
+        raise RecordError(f"{where}{exc.path}: {exc.message}") from None
+
+
+def _same(value: Any) -> Any:
     return value
 
 
 @functools.cache
-def _field_types(cls: type) -> dict[str, Any]:
-    """A record class's field types, resolved once (resolving string annotations cost 1.5 ms per record read)."""
-    return typing.get_type_hints(cls)
+def _encoder(kind: Any, compact: bool) -> Encoder:
+    """The encoder of a record field's type into JSON-able values (tuples as lists), the mirror of `_decoder`;
+    `compact` writes records as lists of their fields in order (so a compact record gains fields only at its end)."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if dataclasses.is_dataclass(kind):
+        hints = typing.get_type_hints(typing.cast(type, kind))
+        fields = [(f.name, _encoder(hints[f.name], compact)) for f in dataclasses.fields(kind)]
+        if compact:
+            return lambda value: [encode(getattr(value, name)) for name, encode in fields]
+        return lambda value: {name: encode(getattr(value, name)) for name, encode in fields}
+    if origin is dict:
+        values = _encoder(args[1], compact)
+        return dict if values is _same else lambda value: {k: values(v) for k, v in value.items()}
+    if origin is tuple:
+        variadic = len(args) == 2 and args[1] is Ellipsis
+        items = _encoder(args[0], compact) if variadic or len(set(args)) == 1 else None
+        if items is _same:
+            return list
+        if items is not None:
+            return lambda value: [items(v) for v in value]
+        each = [_encoder(a, compact) for a in args]
+        return lambda value: [encode(v) for encode, v in zip(each, value)]
+    if origin in (typing.Union, types.UnionType) and type(None) in args and len(args) == 2:
+        inner = _encoder(next(a for a in args if a is not type(None)), compact)
+        return _same if inner is _same else lambda value: None if value is None else inner(value)
+    if kind in (int, str, float, bool):
+        return _same
+    raise TypeError(f"records cannot hold a {kind!r}")
 
 
-def from_dict(cls: type[R], data: Any, where: str) -> R:
-    """`cls` built from a JSON object with every field's type checked; errors name the record and field."""
-    if not isinstance(data, dict):
-        raise RecordError(f"{where}: expected an object, got {type(data).__name__}")
-    hints = _field_types(cls)
-    values = {}
-    for f in dataclasses.fields(cls):
-        if f.name not in data:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise RecordError(f"{where}: missing field {f.name!r}")
-            continue
-        values[f.name] = _decode(hints[f.name], data[f.name], f"{where}.{f.name}")
-    return cls(**values)
+def to_json(record: Any, compact: bool = False) -> bytes:
+    """A record's JSON: objects of named fields, indented, for reading in a bucket browser; or `compact`, each record
+    a list of its fields in order, for large ones (the discovery index: 30,000 partitions in a few MB)."""
+    value = _encoder(typing.cast(Any, type(record)), compact)(record)
+    if compact:
+        return json.dumps(value, separators=(",", ":")).encode()
+    return (json.dumps(value, indent=2, sort_keys=True) + "\n").encode()
 
 
-def put_record(store: ObjectStore, key: str, record: Any) -> None:
-    store.put_bytes(key, to_json(record))
-
-
-def get_record(store: ObjectStore, key: str, cls: type[R], needed_by: str) -> R:
-    """The record at `key`; a missing or malformed one is a RecordError naming `needed_by` and the key."""
-    try:
-        body = store.get_bytes(key)
-    except ObjectStoreError:
-        raise RecordError(f"{needed_by}: {key} is missing from {store.describe()}; materialise its asset first") from None
+def decode(cls: type[R], body: bytes, where: str) -> R:
+    """A record from its stored bytes; invalid JSON or a field of the wrong type is a RecordError naming `where`."""
     try:
         data = json.loads(body)
     except ValueError as exc:
-        raise RecordError(f"{needed_by}: {key} is not valid JSON ({exc})") from None
-    return from_dict(cls, data, key)
+        raise RecordError(f"{where}: not valid JSON ({exc})") from None
+    return from_dict(cls, data, where)
+
+
+def put_record(store: ObjectStore, key: str, record: Any, compact: bool = False) -> None:
+    store.put_bytes(key, to_json(record, compact))
+
+
+def get_record(store: ObjectStore, key: str, cls: type[R], needed_by: str) -> R:
+    """The record at `key`. A missing one is a RecordMissingError naming `needed_by` and what to do; one that could
+    not be read (after the store's retries) stays the store's ObjectStoreError; a malformed one is a RecordError."""
+    try:
+        body = store.get_bytes(key)
+    except ObjectMissingError as exc:
+        raise RecordMissingError(f"{needed_by}: {key} is missing from {store.describe()}; materialise its asset first") from exc
+    return decode(cls, body, key)
 
 
 def find_record(store: ObjectStore, key: str, cls: type[R], needed_by: str) -> R | None:
-    """The record at `key`, or None when there is none."""
-    return get_record(store, key, cls, needed_by) if store.exists(key) else None
+    """The record at `key`, or None when there is none (one read, no separate existence check)."""
+    try:
+        return get_record(store, key, cls, needed_by)
+    except RecordMissingError:
+        return None
 
 
 READ_THREADS = 16  # a record read waits on the store (a GET on S3/R2), not on this process
@@ -186,8 +396,12 @@ def get_records(store: ObjectStore, keys: Sequence[str], cls: type[R], needed_by
 
 
 __all__ = [
+    "DiscoveryIndex",
+    "FilePiece",
     "FileRef",
+    "GuardResult",
     "PartRecord",
+    "PartitionRecord",
     "Quarantine",
     "RawRecord",
     "ShardEntry",
@@ -195,6 +409,7 @@ __all__ = [
     "SplitTotals",
     "SplitsRecord",
     "TokenizerRecord",
+    "decode",
     "find_record",
     "from_dict",
     "get_record",

@@ -11,17 +11,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from shard_loader.format import LATEST_KEY, VERSIONS_DIR, Manifest, parse_manifest
-from shard_loader.format.keys import LINEAGE_DIR
+from shard_loader.format import Manifest, parse_manifest
 
 from .errors import BuildError
+from .layout import COLLECTED_PREFIXES, LATEST_KEY, LINEAGE_DIR, RAW_PREFIX, VERSIONS_DIR, parts_prefix, versioned_key
 from .published import with_sidecars
 from .records import PartRecord, RawRecord, find_record
 from .state import current_tokenizer, has_tokenizer
 from .store import ObjectStore
 
 DAY = 86400.0
-COLLECTED_PREFIXES = ("tokenized/", "raw/", f"{VERSIONS_DIR}/")
 
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": DAY}
@@ -95,11 +94,11 @@ def _live_records(store: ObjectStore) -> set[str]:
     """Keys the builder's current records point at (latest raw per partition, the current tokenizer's
     shards): the next publish may still reference them."""
     needed = set()
-    for key, _ in store.list("raw/"):
+    for key, _ in store.list(RAW_PREFIX):
         if key.endswith(".json") and (raw := find_record(store, key, RawRecord, "gc")) is not None:
             needed.add(raw.key)
     if has_tokenizer(store):
-        for key, _ in store.list(f"tokenized/{current_tokenizer(store).fingerprint}/parts/"):
+        for key, _ in store.list(parts_prefix(current_tokenizer(store).fingerprint)):
             if (part := find_record(store, key, PartRecord, "gc")) is not None:
                 needed |= {part.raw.key, *(r.key for e in part.shards.values() for r in (e.npy, e.bin))}
     return needed
@@ -117,7 +116,7 @@ def plan_collection(store: ObjectStore, policy: Policy, now: float | None = None
             m = with_sidecars(store, m, lineage=True)
             needed |= {ref.key for ref in m.files()}
             needed |= {f["raw_key"] for s in m.full_lineage.get("sources", []) for f in s.get("files", []) if "raw_key" in f}
-    dropped = {f"{VERSIONS_DIR}/{v.manifest.version}.json" for v in versions if v.manifest.version not in kept}
+    dropped = {versioned_key(v.manifest.version) for v in versions if v.manifest.version not in kept}
     deletions = []
     for prefix in COLLECTED_PREFIXES:
         for key, size in store.list(prefix):

@@ -18,7 +18,6 @@ from .encoders import Encoder
 from .encoding import TokenizeStats, tokenize_partition
 from .errors import BuildError
 from .layout import part_record_key
-from .publish import put_immutable
 from .records import PartRecord, RawRecord, TokenizerRecord, put_record
 from .store import ObjectStore
 
@@ -75,7 +74,7 @@ def upload_partition(store: ObjectStore, built: BuiltPartition) -> None:
     record = built.record
     for split, w in built.writers.items():
         for ref, path in ((record.shards[split].npy, w.npy_path), (record.shards[split].bin, w.bin_path)):
-            put_immutable(store, ref.key, path, ref)
+            store.put_immutable(ref.key, path, ref)
     put_record(store, part_record_key(record.tokenizer_fingerprint, record.partition), record)
 
 

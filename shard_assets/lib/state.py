@@ -3,14 +3,9 @@ files each partition was registered with. Any Dagster home can build into any st
 
 from __future__ import annotations
 
-import hashlib
-
-from shard_loader.format import check_key
-
 from .errors import TokenizerError
-from .layout import CURRENT_TOKENIZER_KEY
-from .partitioning import PartitionRecord
-from .records import TokenizerRecord, find_record, get_record, put_record
+from .layout import CURRENT_TOKENIZER_KEY, PARTITIONS_PREFIX, partition_of_registration, partition_record_key
+from .records import PartitionRecord, TokenizerRecord, find_record, get_record, put_record, to_json
 from .store import ObjectStore
 
 
@@ -27,23 +22,13 @@ def has_tokenizer(store: ObjectStore) -> bool:
 
 
 def set_current_tokenizer(store: ObjectStore, record: TokenizerRecord) -> None:
-    put_record(store, CURRENT_TOKENIZER_KEY, record)
-
-
-PARTITIONS_PREFIX = "state/partitions/"
-
-
-def partition_record_key(partition: str) -> str:
-    """A partition's registration, spread over 256 folders so no folder grows with the corpus."""
-    bucket = hashlib.sha1(partition.encode()).hexdigest()[:2]
-    return check_key(f"{PARTITIONS_PREFIX}{bucket}/{partition}.json", "partition registration key")
+    """Point the store at `record`'s tokenizer; a pointer that names it already is not written again."""
+    store.put_if_changed(CURRENT_TOKENIZER_KEY, to_json(record))
 
 
 def registered_partitions(store: ObjectStore) -> list[str]:
-    """Every partition registered in this store, sorted (records directly under the prefix predate the
-    folders and are not registrations)."""
-    keys = (key[len(PARTITIONS_PREFIX) :] for key, _ in store.list(PARTITIONS_PREFIX))
-    return sorted(k.split("/", 1)[1][: -len(".json")] for k in keys if k.count("/") == 1 and k.endswith(".json"))
+    """Every partition registered in this store, sorted."""
+    return sorted(p for key, _ in store.list(PARTITIONS_PREFIX) if (p := partition_of_registration(key)) is not None)
 
 
 def write_registration(store: ObjectStore, partition: str, record: PartitionRecord | None) -> None:

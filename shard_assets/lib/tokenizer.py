@@ -15,7 +15,7 @@ from shard_loader.format import token_dtype_for
 
 from .errors import TokenizerError
 from .layout import tokenizer_info_key, tokenizer_key
-from .records import TokenizerRecord, put_record
+from .records import TokenizerRecord, to_json
 from .state import set_current_tokenizer
 from .store import ObjectStore
 from .spec import TokenizerSpec
@@ -152,7 +152,8 @@ def training_texts(store: ObjectStore, raw_keys: list[str]) -> Iterator[str]:
 
 
 def store_tokenizer(store: ObjectStore, tokenizer_json: str, record: TokenizerRecord) -> None:
-    """Write the tokenizer's file and record under its fingerprint, then make it the store's current tokenizer."""
-    store.put_bytes(tokenizer_key(record.fingerprint), tokenizer_json.encode())
-    put_record(store, tokenizer_info_key(record.fingerprint), record)
+    """Write the tokenizer's file and record under its fingerprint, then make it the store's current tokenizer;
+    what the store holds already is not written again (a rebuild with read-only keys writes nothing here)."""
+    store.put_if_changed(tokenizer_key(record.fingerprint), tokenizer_json.encode())
+    store.put_if_changed(tokenizer_info_key(record.fingerprint), to_json(record))
     set_current_tokenizer(store, record)

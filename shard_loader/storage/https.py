@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote, unquote
 
-from ..errors import StoreError, TransientStoreError
+from ..errors import NotFoundError, StoreError, TransientStoreError
 from ..format import check_key
 from .transfer import MAX_OBJECT_BYTES, check_range_answer, check_size, collect, iter_body
 
@@ -47,7 +47,7 @@ class HttpStore:
             with urllib.request.urlopen(urllib.request.Request(url, headers=headers, method=method), timeout=self.timeout) as response:
                 yield response
         except urllib.error.HTTPError as exc:
-            error = TransientStoreError if exc.code in TRANSIENT_STATUS else StoreError
+            error = TransientStoreError if exc.code in TRANSIENT_STATUS else NotFoundError if exc.code == 404 else StoreError
             hint = HINTS.get(exc.code, "")
             raise error(f"{url}: HTTP {exc.code} {exc.reason}{hint}") from None
         except NETWORK_ERRORS as exc:

@@ -6,9 +6,9 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from io import BufferedReader
 
-from ..errors import StoreError, UnsafeFileError
+from ..errors import NotFoundError, UnsafeFileError
 from ..format import check_key
 from .transfer import MAX_OBJECT_BYTES, check_size, collect, iter_body
 
@@ -35,15 +35,15 @@ class LocalStore:
             raise UnsafeFileError(f"{self.root}: key {key} is a {kind}; a dataset holds regular files only, refusing it")
         return path
 
-    def _open(self, key: str) -> BinaryIO:
+    def _open(self, key: str) -> BufferedReader:
         """The key's regular file, opened without following a symlink or blocking on a FIFO swapped in since the check."""
         path = self.local_path(key)
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError:
             if not Path(self.root).is_dir():
-                raise StoreError(f"{self.root}: the folder does not exist, so it holds no dataset; check the path (or build one there)") from None
-            raise StoreError(f"{self.root}: no file for key {key}; check that a dataset is published there") from None
+                raise NotFoundError(f"{self.root}: the folder does not exist, so it holds no dataset; check the path (or build one there)") from None
+            raise NotFoundError(f"{self.root}: no file for key {key}; check that a dataset is published there") from None
         except OSError as exc:
             raise UnsafeFileError(f"{self.root}: key {key} cannot be opened as a regular file: {exc.strerror}") from None
         if not stat.S_ISREG(os.fstat(fd).st_mode):

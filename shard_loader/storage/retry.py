@@ -85,4 +85,4 @@ def with_retries(call: Callable[[], T], what: str, policy: RetryPolicy, stats: R
                 stats.add(retries=1)
                 time.sleep(delay)
     stats.add(failures=1)
-    raise StoreError(f"{what}: failed after {policy.attempts} attempts: {last}") from None
+    raise StoreError(f"{what}: failed after {policy.attempts} attempts: {last}") from last

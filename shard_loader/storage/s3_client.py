@@ -12,8 +12,9 @@ import os
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import urlparse
 
-from ..errors import CredentialsError
+from ..errors import CredentialsError, SettingsError
 from .redaction import redact, redact_client_logs, register_secret
 
 Role = Literal["read", "write"]
@@ -29,12 +30,36 @@ HINTS = {  # S3 error code -> what to do; {id} and {secret} are the role's key v
     "NoSuchKey": "no object at this key; check the URL and that the dataset is published there",
     "404": "no object at this key; check the URL and that the dataset is published there",
     "NotImplemented": "the endpoint does not support this request (R2 refuses checksum headers); make the client with shard_loader.s3_client.make_s3_client",
+    "403": "the endpoint refuses these keys or this action; check {id}/{secret} (a wrong secret, or keys without access to "
+           "this bucket; read-only keys cannot write) and " + WHERE,
 }
+MISSING_CODES = {"NoSuchKey", "NotFound", "404"}  # no object at the key (NoSuchBucket, also a 404, is a setting to fix)
+ACCOUNT_ID = re.compile(r"[0-9a-fA-F]{32}")  # a Cloudflare account id: 32 hexadecimal characters
 
 
-def r2_endpoint(account_id: str) -> str:
-    """Cloudflare R2's S3 endpoint for an account."""
-    return f"https://{account_id}.r2.cloudflarestorage.com"
+def r2_endpoint(account_id: str | None) -> str:
+    """Cloudflare R2's S3 endpoint for an account; a missing or malformed id is a SettingsError naming the variable."""
+    if not account_id:
+        raise SettingsError(
+            f"{ACCOUNT_VARIABLE} is not set: R2 needs your Cloudflare account id (32 hexadecimal characters, shown on the "
+            f"dashboard's R2 page) to find its endpoint, or set {ENDPOINT_VARIABLE} to the endpoint URL"
+        )
+    if not ACCOUNT_ID.fullmatch(account_id):
+        raise SettingsError(
+            f"{ACCOUNT_VARIABLE}={account_id!r} is not a Cloudflare account id: expected 32 hexadecimal characters "
+            f"(the dashboard's Account ID), not a URL or a name"
+        )
+    return f"https://{account_id.lower()}.r2.cloudflarestorage.com"
+
+
+def check_endpoint(url: str) -> str:
+    """`url` if it is an http(s) endpoint with a host; else a SettingsError naming S3_ENDPOINT_URL and the allowed forms."""
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise SettingsError(
+            f"{ENDPOINT_VARIABLE}={url!r} is not an endpoint URL: write it with its scheme, http://host:port or https://host"
+        )
+    return url
 
 
 def key_variables(role: Role) -> tuple[str, str]:
@@ -60,10 +85,19 @@ def resolve_settings(
     account_id: str | None = None,
     role: Role = "read",
     region: str = "auto",
+    r2: bool = False,
 ) -> S3Settings:
-    """Settings from arguments first, then S3_ENDPOINT_URL / R2_DATASET_ACCOUNT_ID and the role's R2_DATASET_* keys."""
+    """Settings from arguments first, then S3_ENDPOINT_URL / R2_DATASET_ACCOUNT_ID and the role's R2_DATASET_* keys.
+
+    Each value is checked where it is used: an endpoint needs its scheme, an account id its 32 hexadecimal
+    characters. `r2` (an `r2://` URL) requires an endpoint: never AWS's default one.
+    """
     account = account_id or os.environ.get(ACCOUNT_VARIABLE)
-    endpoint = endpoint_url or os.environ.get(ENDPOINT_VARIABLE) or (r2_endpoint(account) if account else None)
+    endpoint = endpoint_url or os.environ.get(ENDPOINT_VARIABLE)
+    if endpoint:
+        check_endpoint(endpoint)
+    elif account or r2:
+        endpoint = r2_endpoint(account)
     id_var, secret_var = key_variables(role)
     key_id = access_key_id or os.environ.get(id_var) or None
     secret = secret_access_key or os.environ.get(secret_var) or None
@@ -93,21 +127,22 @@ def make_s3_client(
     account_id: str | None = None,
     role: Role = "read",
     region: str = "auto",
+    r2: bool = False,
     max_connections: int = 16,
     timeout: float = 30.0,
     retries: int = 1,
     **config_options: Any,
-):
+) -> Any:
     """A boto3 S3 client that R2 accepts: checksums only when required, path addressing, bounded timeouts.
 
-    `timeout` is the connect and per-read stall timeout; `retries` is botocore's attempt count (the
+    `r2` (an `r2://` URL) requires an endpoint; `timeout` is the connect and per-read stall timeout; `retries` is botocore's attempt count (the
     loader retries itself, so 1 there); `config_options` go to botocore's Config unchanged.
     """
     import boto3
     from botocore.config import Config
 
     redact_client_logs()
-    settings = resolve_settings(endpoint_url, access_key_id, secret_access_key, account_id, role, region)
+    settings = resolve_settings(endpoint_url, access_key_id, secret_access_key, account_id, role, region, r2)
     register_secret(settings.access_key_id, settings.secret_access_key)
     if settings.access_key_id is None:
         _check_default_chain(settings, role)
@@ -159,10 +194,14 @@ def s3_errors() -> tuple[type[BaseException], ...]:
 
 @dataclass(frozen=True)
 class S3Failure:
-    """An S3 error as one masked line naming where it happened and what to do, and whether a retry may help."""
+    """An S3 error as one masked line naming where it happened and what to do; whether a retry may help, whether
+    it says the object is missing, and the S3 error code and HTTP status it carried (either may be empty)."""
 
     message: str
     transient: bool
+    missing: bool = False
+    code: str = ""
+    status: str = ""
 
 
 def describe_s3_error(exc: BaseException, where: str, role: Role = "read") -> S3Failure:
@@ -179,4 +218,5 @@ def describe_s3_error(exc: BaseException, where: str, role: Role = "read") -> S3
         transient = code in TRANSIENT_CODES or not found
     id_var, secret_var = key_variables(role)
     hint = (HINTS.get(code) or HINTS.get(status) or "").format(id=id_var, secret=secret_var)
-    return S3Failure(redact(f"{where}: {text}; {hint}" if hint else f"{where}: {text}"), transient)
+    message = redact(f"{where}: {text}; {hint}" if hint else f"{where}: {text}")
+    return S3Failure(message, transient, missing=code in MISSING_CODES, code=code, status=status)

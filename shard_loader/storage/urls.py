@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import posixpath
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 from ..errors import StoreError
@@ -44,7 +45,7 @@ def is_remote(root_url: str) -> bool:
     return not (scheme in ("", "file") or len(scheme) == 1)
 
 
-def open_store(root_url: str, **options) -> Store:
+def open_store(root_url: str, **options: Any) -> Store:
     """The store for a dataset root URL; remote schemes need their optional extras."""
     scheme = urlparse(root_url).scheme
     if not is_remote(root_url):

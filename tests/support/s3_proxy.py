@@ -2,7 +2,9 @@
 
 The proxy behaves like R2 where it matters (it answers 501 to requests carrying
 x-amz-checksum-* headers or aws-chunked bodies), counts requests per object key, and
-injects seeded faults (error statuses, resets, stalls, truncated bodies) into GETs.
+injects seeded faults (error statuses, resets, stalls, truncated bodies) into GETs. It can
+play each way a server treats a conditional put (If-None-Match): honour it, ignore it, or
+answer 501 or 400 to it.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ class S3Proxy:
         self.rejected: Counter = Counter()
         self.multipart_uploads = 0
         self.fail_after: dict[str, int] = {}  # key -> GETs allowed before answering 403 for good
-        self.conditional = "honour"  # or "refuse" (501 to If-None-Match, as some servers answer) or "ignore" (drop it)
+        self.conditional = "honour"  # or "ignore" (drop If-None-Match), "501" or "400" (answer that to a request carrying it)
+        self.cut_gets = ""  # GETs of paths containing this send half their body, then close: a body cut mid-read
+        self.cuts = 0
         self.hold_puts: threading.Event | None = None  # while set to an unset Event, PUTs wait for it
         self.fail_puts = ""  # PUTs to paths containing this answer 500
         self.puts: list[str] = []  # paths of the PUTs forwarded to the server, in order
@@ -58,8 +62,11 @@ class S3Proxy:
                     self._reply(501, b"<Error><Code>NotImplemented</Code><Message>Header 'x-amz-checksum-crc32' with value is not implemented</Message></Error>")
                     return
                 conditional = next((k for k in headers if k.lower() == "if-none-match"), None)
-                if conditional and proxy.conditional == "refuse":
+                if conditional and proxy.conditional == "501":
                     self._reply(501, b"<Error><Code>NotImplemented</Code><Message>A header you provided implies functionality that is not implemented</Message></Error>")
+                    return
+                if conditional and proxy.conditional == "400":
+                    self._reply(400, b"<Error><Code>InvalidArgument</Code><Message>Invalid header If-None-Match</Message></Error>")
                     return
                 if conditional and proxy.conditional == "ignore":
                     del headers[conditional]
@@ -80,6 +87,8 @@ class S3Proxy:
                         self._reply(403, b"<Error><Code>AccessDenied</Code></Error>")
                         return
                     fault = proxy.faults.draw()
+                    if proxy.cut_gets and proxy.cut_gets in path:
+                        proxy.cut_gets, proxy.cuts, fault = "", proxy.cuts + 1, "truncate"  # once: the retry reads it whole
                     if fault == "error":
                         self._reply(503, b"<Error><Code>SlowDown</Code></Error>")
                         return
@@ -151,11 +160,14 @@ class LoopbackS3:
         )
 
     def write_store(self, bucket: str, prefix: str):
-        """The builder's S3ObjectStore on `bucket` under `prefix`, through the proxy with write keys and one retry."""
+        """The builder's S3ObjectStore on `bucket` under `prefix`, through the proxy with write keys, botocore's one
+        attempt, and the store's own retries with short delays."""
         from shard_assets.lib.store.s3 import S3ObjectStore
+        from shard_loader.storage.retry import RetryPolicy
         from shard_loader.storage.s3_client import make_s3_client
 
-        return S3ObjectStore(make_s3_client(self.url, ACCESS_KEY, SECRET_KEY, role="write", retries=1), bucket, prefix, self.url)
+        client = make_s3_client(self.url, ACCESS_KEY, SECRET_KEY, role="write", retries=1)
+        return S3ObjectStore(client, bucket, prefix, self.url, retry=RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.05))
 
     def create_bucket(self, name: str) -> None:
         self.client(via_proxy=False).create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": "auto"})

@@ -1,6 +1,8 @@
-"""The object store every asset reads and writes: a local folder by default, or an S3/R2 bucket."""
+"""The object store every asset reads and writes: a local folder by default, or an S3/R2 bucket; each is the
+loader's store of that kind (shard_loader.storage) extended with writes."""
 
-from .base import ObjectStore, ObjectStoreError
+from ..errors import ConditionalWriteError, ObjectMissingError, ObjectStoreError
+from .base import ObjectInfo, ObjectStore
 from .local import LocalFolderStore
 
-__all__ = ["LocalFolderStore", "ObjectStore", "ObjectStoreError"]
+__all__ = ["ConditionalWriteError", "LocalFolderStore", "ObjectInfo", "ObjectMissingError", "ObjectStore", "ObjectStoreError"]

@@ -1,4 +1,5 @@
-"""The default store: a folder on this machine, written with temp files and atomic renames."""
+"""The default store: a folder on this machine. Reads and key refusals are the loader's LocalStore (regular files
+inside the root only); writes go through temp files and atomic renames, a write-once put through a hard link."""
 
 from __future__ import annotations
 
@@ -7,12 +8,18 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
-from shard_loader.format import check_key
+from shard_loader.errors import NotFoundError, StoreError
+from shard_loader.format import FileRef
+from shard_loader.storage import LocalStore
+from shard_loader.storage.retry import RequestStats, RetryPolicy
 
-from ..errors import ObjectStoreError
+from .base import STORE_RETRY, ObjectInfo, ObjectStore, file_sha256
+
 
 def _umask() -> int:
     mask = os.umask(0)
@@ -35,9 +42,10 @@ def sweep_stale_temps(folder: Path) -> None:
             pass
 
 
-class LocalFolderStore:
-    def __init__(self, root: str | Path):
-        self.root = Path(root).resolve()
+class LocalFolderStore(LocalStore, ObjectStore):
+    def __init__(self, root: str | Path, retry: RetryPolicy = STORE_RETRY):
+        super().__init__(root)
+        self.retry, self.stats = retry, RequestStats()
         self._swept: dict[Path, float] = {}  # folder -> when this store last swept it (time.monotonic)
 
     def describe(self) -> str:
@@ -46,8 +54,13 @@ class LocalFolderStore:
     def loader_url(self) -> str:
         return str(self.root)
 
-    def path(self, key: str) -> Path:
-        return self.root / check_key(key, f"store key under {self.root}")
+    @contextmanager
+    def _os_errors(self, action: str, key: str) -> Iterator[None]:
+        """An OSError of the file system (full disk, no permission) as the loader's StoreError naming the key."""
+        try:
+            yield
+        except OSError as exc:
+            raise StoreError(f"{self.root}: {action} {key} failed: {exc.strerror or exc}") from exc
 
     def _sweep_once(self, folder: Path) -> None:
         """Sweep a folder's stale temps on this store's first write there, then at most once per
@@ -57,8 +70,9 @@ class LocalFolderStore:
             self._swept[folder] = now
             sweep_stale_temps(folder)
 
-    def _atomic_write(self, key: str, write) -> Path:
-        dest = self.path(key)
+    def _atomic_write(self, key: str, write: Callable[[BinaryIO], object]) -> Path:
+        """A whole, synced temp file beside the key's file (not yet in place); the caller renames or links it."""
+        dest = self.local_path(key)
         dest.parent.mkdir(parents=True, exist_ok=True)
         self._sweep_once(dest.parent)
         fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
@@ -73,80 +87,68 @@ class LocalFolderStore:
             raise
         return Path(tmp)
 
-    def put_file(self, key: str, path: Path) -> None:
-        def copy(f):
+    def _read(self, key: str) -> bytes:
+        return self.read_bytes(key)
+
+    def _download(self, key: str, path: Path) -> None:
+        with self._open(key) as src, self._os_errors("download", key), open(path, "wb") as dst:
+            shutil.copyfileobj(src, dst, 8 << 20)
+
+    def _write_file(self, key: str, path: Path) -> None:
+        def copy(f: BinaryIO) -> None:
             with open(path, "rb") as src:
                 shutil.copyfileobj(src, f, 8 << 20)
 
-        os.replace(self._atomic_write(key, copy), self.path(key))
+        with self._os_errors("upload", key):
+            os.replace(self._atomic_write(key, copy), self.local_path(key))
 
-    def put_bytes(self, key: str, data: bytes, if_absent: bool = False) -> bool:
-        tmp = self._atomic_write(key, lambda f: f.write(data))
-        if not if_absent:
-            os.replace(tmp, self.path(key))
-            return True
-        try:
-            os.link(tmp, self.path(key))  # fails if the key exists: first writer wins, whole
-            return True
-        except FileExistsError:
-            return False
-        finally:
-            os.unlink(tmp)
+    def _write(self, key: str, data: bytes) -> None:
+        with self._os_errors("put", key):
+            os.replace(self._atomic_write(key, lambda f: f.write(data)), self.local_path(key))
 
-    def get_bytes(self, key: str) -> bytes:
+    def _create(self, key: str, data: bytes) -> bool:
+        with self._os_errors("put", key):
+            tmp = self._atomic_write(key, lambda f: f.write(data))
+            try:
+                os.link(tmp, self.local_path(key))  # fails if the key exists: first writer wins, whole
+                return True
+            except FileExistsError:
+                return False
+            finally:
+                os.unlink(tmp)
+
+    def _remove(self, key: str) -> None:
+        with self._os_errors("delete", key):
+            self.local_path(key).unlink(missing_ok=True)
+
+    def _info(self, key: str) -> ObjectInfo:
+        path = self.local_path(key)  # a symlink or FIFO is refused here, as the loader refuses it
         try:
-            return self.path(key).read_bytes()
+            st = path.stat()
         except FileNotFoundError:
-            raise self._missing(key) from None
+            raise NotFoundError(f"{self.root}: no file for key {key}") from None
+        except OSError as exc:
+            raise StoreError(f"{self.root}: head {key} failed: {exc.strerror or exc}") from exc
+        return ObjectInfo(st.st_size, st.st_mtime)
 
-    def _missing(self, key: str) -> ObjectStoreError:
-        return ObjectStoreError(f"{self.describe()}: no object at key {key}")
-
-    def get_file(self, key: str, path: Path) -> None:
-        try:
-            shutil.copyfile(self.path(key), path)
-        except FileNotFoundError:
-            raise self._missing(key) from None
-
-    def open_read(self, key: str) -> BinaryIO:
-        try:
-            return open(self.path(key), "rb")
-        except FileNotFoundError:
-            raise self._missing(key) from None
-
-    def local_path(self, key: str) -> Path:
-        return self.path(key)
-
-    def delete(self, key: str) -> None:
-        self.path(key).unlink(missing_ok=True)
-
-    def modified(self, key: str) -> float:
-        try:
-            return self.path(key).stat().st_mtime
-        except FileNotFoundError:
-            raise self._missing(key) from None
-
-    def list(self, prefix: str) -> list[tuple[str, int]]:
+    def _listing(self, prefix: str) -> list[tuple[str, int]]:
         folder = self.root / prefix.rsplit("/", 1)[0] if "/" in prefix else self.root
         if not folder.is_dir():
             return []
         found, pending = [], [(folder, folder.relative_to(self.root).as_posix())]
-        while pending:  # scandir, not rglob: one stat per entry, reused (a folder of 30,000 shards is listed per publish)
-            path, rel = pending.pop()
-            with os.scandir(path) as entries:
-                for entry in entries:
-                    key = f"{rel}/{entry.name}" if rel != "." else entry.name
-                    if entry.is_dir(follow_symlinks=False):
-                        pending.append((Path(entry.path), key))
-                    elif entry.is_file() and not entry.name.startswith(".") and key.startswith(prefix):
-                        found.append((key, entry.stat().st_size))
+        with self._os_errors("list", prefix):
+            while pending:  # scandir, not rglob: one stat per entry, reused (a folder of 30,000 shards is listed per publish)
+                path, rel = pending.pop()
+                with os.scandir(path) as entries:
+                    for entry in entries:
+                        key = f"{rel}/{entry.name}" if rel != "." else entry.name
+                        if entry.is_dir(follow_symlinks=False):
+                            pending.append((Path(entry.path), key))
+                        elif entry.is_file(follow_symlinks=False) and not entry.name.startswith(".") and key.startswith(prefix):
+                            found.append((key, entry.stat(follow_symlinks=False).st_size))
         return sorted(found)
 
-    def exists(self, key: str) -> bool:
-        return self.path(key).is_file()
-
-    def size(self, key: str) -> int:
-        try:
-            return self.path(key).stat().st_size
-        except FileNotFoundError:
-            raise self._missing(key) from None
+    def _holds(self, key: str, info: ObjectInfo, path: Path, ref: FileRef) -> bool:
+        """A local file has no stored checksum: it is hashed again (a local read, cheaper than any upload)."""
+        with self._os_errors("hash", key):
+            return file_sha256(self.local_path(key)) == ref.sha256

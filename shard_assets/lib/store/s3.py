@@ -1,121 +1,127 @@
-"""The S3-compatible store (Cloudflare R2 in production), through shard_loader's one client factory.
+"""The S3-compatible store (Cloudflare R2 in production): the loader's S3Store (one client factory, one error
+parser) extended with writes.
 
-Uploads above the multipart threshold go up in parts; an S3 object appears only when complete, so a
-reader never sees part of one. Conditional puts (If-None-Match) make versioned manifests write-once;
-where a server refuses them, a checked plain put stands in and never replaces a different object.
+Uploads above the multipart threshold go up in parts; an S3 object appears only when complete, so a reader
+never sees part of one. Write-once puts are conditional (If-None-Match: *); a server that ignores the header or
+refuses it (501, 400) cannot promise write-once, so the builder refuses to run there (see ObjectStore.preflight)
+instead of falling back to a put that a racing writer could overwrite.
 """
 
 from __future__ import annotations
 
+import hashlib
 import tempfile
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
-from shard_loader.format import check_key
+from shard_loader.errors import TransientStoreError
+from shard_loader.format import FileRef
+from shard_loader.storage.retry import RequestStats, RetryPolicy
+from shard_loader.storage.s3 import S3Store, classify
 from shard_loader.storage.s3_client import describe_s3_error, s3_errors
 
-from ..errors import ObjectStoreError
+from ..errors import ConditionalWriteError
+from .base import STORE_RETRY, ObjectInfo, ObjectStore, file_sha256
 
 MULTIPART_THRESHOLD = 64 << 20
 MULTIPART_CHUNK = 64 << 20
-PRECONDITION_FAILED = ("PreconditionFailed", "412", "ConditionalRequestConflict")
-NOT_SUPPORTED = ("NotImplemented", "501")
+PRECONDITION_FAILED = ("PreconditionFailed", "412")
+CONFLICT = ("ConditionalRequestConflict", "409")  # another conditional write to the key is in flight: retry
+UNSUPPORTED = ("NotImplemented", "501", "400")
 
 
-def _code(exc: BaseException) -> str:
-    response = getattr(exc, "response", None) or {}
-    return str(response.get("Error", {}).get("Code") or response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
+def multipart_etag(path: Path, threshold: int, chunk: int) -> str:
+    """The ETag S3 gives the file when uploaded by `put_file`: the MD5 of its bytes, or over `threshold` bytes
+    the MD5 of its `chunk`-sized parts' MD5s followed by `-<parts>`."""
+    with open(path, "rb") as f:
+        if path.stat().st_size < threshold:
+            return hashlib.file_digest(f, lambda: hashlib.md5(usedforsecurity=False)).hexdigest()
+        parts = []
+        while piece := f.read(chunk):
+            parts.append(hashlib.md5(piece, usedforsecurity=False).digest())
+    return f"{hashlib.md5(b''.join(parts), usedforsecurity=False).hexdigest()}-{len(parts)}"
 
 
-class S3ObjectStore:
-    def __init__(self, client, bucket: str, prefix: str = "", endpoint: str = ""):
-        self.client, self.bucket, self.prefix, self.endpoint = client, bucket, prefix.strip("/"), endpoint
+class S3ObjectStore(S3Store, ObjectStore):
+    role = "write"
+
+    def __init__(self, client: Any, bucket: str, prefix: str = "", endpoint: str = "", retry: RetryPolicy = STORE_RETRY):
+        super().__init__(f"s3://{bucket}/{prefix.strip('/')}", client=client)
+        self.endpoint, self.retry, self.stats = endpoint, retry, RequestStats()
 
     def describe(self) -> str:
-        where = f"s3://{self.bucket}/{self.prefix}".rstrip("/")
-        return f"{where} at {self.endpoint}" if self.endpoint else where
+        return f"{self.url} at {self.endpoint}" if self.endpoint else self.url
 
     def loader_url(self) -> str:
-        return f"s3://{self.bucket}/{self.prefix}".rstrip("/")
+        return self.url
 
-    def _key(self, key: str) -> str:
-        key = check_key(key, f"store key under {self.describe()}")
-        return f"{self.prefix}/{key}" if self.prefix else key
+    def _where(self, action: str, key: str) -> str:
+        return f"{self.describe()}: {action} {key} failed"
 
-    def _fail(self, action: str, key: str, exc: BaseException) -> ObjectStoreError:
-        return ObjectStoreError(describe_s3_error(exc, f"{self.describe()}: {action} {key} failed", role="write").message)
+    def _read(self, key: str) -> bytes:
+        return self.read_bytes(key)
 
-    def _call(self, action: str, key: str, fn):
-        try:
-            return fn()
-        except s3_errors() as exc:  # botocore, boto3 transfers (S3UploadFailedError), urllib3, sockets: masked, key named
-            raise self._fail(action, key, exc) from None
+    def _download(self, key: str, path: Path) -> None:
+        self._call(key, lambda: self.client.download_file(self.bucket, self._key(key), str(path)), "download")
 
-    def put_file(self, key: str, path: Path) -> None:
-        from boto3.s3.transfer import TransferConfig
-
-        config = TransferConfig(multipart_threshold=MULTIPART_THRESHOLD, multipart_chunksize=MULTIPART_CHUNK, max_concurrency=8)
-        self._call("upload", key, lambda: self.client.upload_file(str(path), self.bucket, self._key(key), Config=config))
-
-    def _put(self, key: str, data: bytes, **extra) -> None:
-        self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, **extra)
-
-    def put_bytes(self, key: str, data: bytes, if_absent: bool = False) -> bool:
-        if not if_absent:
-            self._call("put", key, lambda: self._put(key, data))
-            return True
-        if self.exists(key):  # also covers servers that ignore If-None-Match, for every writer but a racing one
-            return False
-        try:
-            self._put(key, data, IfNoneMatch="*")
-            return True
-        except s3_errors() as exc:
-            if _code(exc) in PRECONDITION_FAILED:
-                return False
-            if _code(exc) not in NOT_SUPPORTED:
-                raise self._fail("put", key, exc) from None
-        # The server refuses conditional puts: write, read back, and refuse if another writer's object won.
-        self._call("put", key, lambda: self._put(key, data))
-        if self.get_bytes(key) != data:
-            raise ObjectStoreError(f"{self.describe()}: {key} holds another writer's object after a put (the server refuses If-None-Match); not replacing it")
-        return True
-
-    def get_bytes(self, key: str) -> bytes:
-        return self._call("get", key, lambda: self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read())
-
-    def get_file(self, key: str, path: Path) -> None:
-        self._call("download", key, lambda: self.client.download_file(self.bucket, self._key(key), str(path)))
-
-    def open_read(self, key: str) -> BinaryIO:
+    def _open(self, key: str) -> BinaryIO:
         """A local temporary copy, seekable, deleted when closed."""
         f = tempfile.TemporaryFile()
-        self._call("download", key, lambda: self.client.download_fileobj(self.bucket, self._key(key), f))
+        try:
+            self._call(key, lambda: self.client.download_fileobj(self.bucket, self._key(key), f), "download")
+        except BaseException:
+            f.close()
+            raise
         f.seek(0)
         return f
 
-    def local_path(self, key: str) -> None:
-        return None
+    def _write_file(self, key: str, path: Path) -> None:
+        from boto3.s3.transfer import TransferConfig
 
-    def delete(self, key: str) -> None:
-        self._call("delete", key, lambda: self.client.delete_object(Bucket=self.bucket, Key=self._key(key)))
+        config = TransferConfig(multipart_threshold=MULTIPART_THRESHOLD, multipart_chunksize=MULTIPART_CHUNK, max_concurrency=8)
+        self._call(key, lambda: self.client.upload_file(str(path), self.bucket, self._key(key), Config=config), "upload")
 
-    def modified(self, key: str) -> float:
-        return self._call("head", key, lambda: self.client.head_object(Bucket=self.bucket, Key=self._key(key))["LastModified"].timestamp())
+    def _write(self, key: str, data: bytes) -> None:
+        self._call(key, lambda: self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data), "put")
 
-    def list(self, prefix: str) -> list[tuple[str, int]]:
+    def _create(self, key: str, data: bytes) -> bool:
+        try:
+            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, IfNoneMatch="*")
+            return True
+        except s3_errors() as exc:
+            failure = describe_s3_error(exc, self._where("put", key), self.role)
+            if {failure.code, failure.status} & set(PRECONDITION_FAILED):
+                return False
+            if {failure.code, failure.status} & set(CONFLICT):
+                raise TransientStoreError(failure.message) from None
+            if {failure.code, failure.status} & set(UNSUPPORTED):
+                raise ConditionalWriteError(
+                    f"{self.describe()}: the server answered {failure.code or failure.status} to a conditional put "
+                    f"(If-None-Match: *), so it cannot promise that a version is written once; use a server that "
+                    f"honours conditional writes (R2, S3, MinIO, SeaweedFS)"
+                ) from None
+            raise classify(exc, self._where("put", key), self.role) from None
+
+    def _remove(self, key: str) -> None:
+        self._call(key, lambda: self.client.delete_object(Bucket=self.bucket, Key=self._key(key)), "delete")
+
+    def _info(self, key: str) -> ObjectInfo:
+        head = self._call(key, lambda: self.client.head_object(Bucket=self.bucket, Key=self._key(key)), "head")
+        return ObjectInfo(head["ContentLength"], head["LastModified"].timestamp(), str(head.get("ETag", "")).strip('"') or None)
+
+    def _listing(self, prefix: str) -> list[tuple[str, int]]:
         full = f"{self.prefix}/{prefix}" if self.prefix else prefix
-        pages = self._call("list", prefix, lambda: list(self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=full)))
+        paginator = self.client.get_paginator("list_objects_v2")
+        pages = self._call(prefix, lambda: list(paginator.paginate(Bucket=self.bucket, Prefix=full)), "list")
         strip = len(self.prefix) + 1 if self.prefix else 0
         return sorted((o["Key"][strip:], o["Size"]) for page in pages for o in page.get("Contents", []))
 
-    def exists(self, key: str) -> bool:
-        try:
-            self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+    def _holds(self, key: str, info: ObjectInfo, path: Path, ref: FileRef) -> bool:
+        """The stored object's ETag (the server's MD5 of what it stored) against the local file's; an ETag of
+        another form (another part size, encryption) costs a download and a re-hash instead."""
+        if info.etag is not None and info.etag == multipart_etag(path, MULTIPART_THRESHOLD, MULTIPART_CHUNK):
             return True
-        except s3_errors() as exc:
-            if _code(exc) in ("404", "NoSuchKey", "NotFound"):
-                return False
-            raise self._fail("head", key, exc) from None
-
-    def size(self, key: str) -> int:
-        return self._call("head", key, lambda: self.client.head_object(Bucket=self.bucket, Key=self._key(key))["ContentLength"])
+        with tempfile.TemporaryDirectory() as tmp:
+            copy = Path(tmp) / "object"
+            self._download(key, copy)
+            return file_sha256(copy) == ref.sha256
