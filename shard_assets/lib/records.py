@@ -300,6 +300,8 @@ def _decoder(kind: Any) -> Decoder:
         return _optional(_decoder(next(a for a in args if a is not type(None))))
     if kind in (int, str, float, bool):
         return _scalar(kind)
+    if kind is Any:  # free-form JSON a record carries as is (a mixture's lineage)
+        return _same
     raise TypeError(f"records cannot hold a {kind!r}")
 
 
@@ -341,7 +343,7 @@ def _encoder(kind: Any, compact: bool) -> Encoder:
     if origin in (typing.Union, types.UnionType) and type(None) in args and len(args) == 2:
         inner = _encoder(next(a for a in args if a is not type(None)), compact)
         return _same if inner is _same else lambda value: None if value is None else inner(value)
-    if kind in (int, str, float, bool):
+    if kind in (int, str, float, bool) or kind is Any:
         return _same
     raise TypeError(f"records cannot hold a {kind!r}")
 
