@@ -10,6 +10,7 @@ daemon retries them and the UI shows them under the location `shard_assets`.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import uuid
@@ -122,8 +123,9 @@ class RunQueue:
             yield None
             return
         run_config = portable_config(resources)
-        origin = InProcessCodeLocationOrigin(
-            LoadableTargetOrigin(executable_path=sys.executable, module_name="shard_assets.definitions", attribute="defs"), location_name=LOCATION_NAME,
+        origin = InProcessCodeLocationOrigin(  # DAGSTER_CURRENT_IMAGE: the image Kubernetes and ECS launchers run it in, as for a code server
+            LoadableTargetOrigin(executable_path=sys.executable, module_name="shard_assets.definitions", attribute="defs"),
+            location_name=LOCATION_NAME, container_image=os.environ.get("DAGSTER_CURRENT_IMAGE"),
         )
         daemon = None
         if not daemon_alive(instance):

@@ -42,7 +42,7 @@ class JobResources:
 
     partition: str = ""
     cpus_per_task: int = 1
-    mem: str = "4G"
+    mem: str = ""
     time_limit: str = ""
     sbatch_args: tuple[str, ...] = ()
 
@@ -86,7 +86,7 @@ class SlurmRunLauncher(RunLauncher, ConfigurableClass):
         inst_data: ConfigurableClassData | None = None,
         partition: str = "",
         cpus_per_task: int = 1,
-        mem: str = "4G",
+        mem: str = "",
         time_limit: str = "",
         sbatch_args: Sequence[str] = (),
         env_vars: Sequence[str] = (),
@@ -108,7 +108,7 @@ class SlurmRunLauncher(RunLauncher, ConfigurableClass):
         return {
             "partition": Field(StringSource, is_required=False, default_value="", description="sbatch --partition; empty: the cluster's default partition"),
             "cpus_per_task": Field(IntSource, is_required=False, default_value=1, description="sbatch --cpus-per-task: a run tokenizes on one core"),
-            "mem": Field(StringSource, is_required=False, default_value="4G", description="sbatch --mem (per node), e.g. 4G"),
+            "mem": Field(StringSource, is_required=False, default_value="", description="sbatch --mem (per node), e.g. 4G; empty: the partition's default"),
             "time_limit": Field(StringSource, is_required=False, default_value="", description="sbatch --time, e.g. 4:00:00; empty: the partition's default"),
             "sbatch_args": Field(Array(StringSource), is_required=False, default_value=[], description="more sbatch flags, e.g. --account=data or --qos=low"),
             "env_vars": Field(
