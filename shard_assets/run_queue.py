@@ -21,7 +21,7 @@ from pathlib import Path
 
 import dagster as dg
 from dagster._core.definitions.selector import JobSubsetSelector
-from dagster._core.launcher import DefaultRunLauncher
+from dagster._core.launcher import DefaultRunLauncher, WorkerStatus
 from dagster._core.launcher.sync_in_memory_run_launcher import SyncInMemoryRunLauncher
 from dagster._core.remote_origin import InProcessCodeLocationOrigin
 from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG, PARTITION_NAME_TAG, WILL_RETRY_TAG
@@ -172,6 +172,8 @@ class RunQueue:
             runs = {r.run_id: r for r in self.instance.get_runs(dg.RunsFilter(run_ids=[q.run_id for q in pending]))}
             for q in list(pending):
                 run = runs.get(q.run_id)
+                if run is not None and run.status == dg.DagsterRunStatus.STARTING:
+                    self._fail_if_lost_before_start(run)
                 if run is None or not run.is_finished:
                     continue
                 if run.status == dg.DagsterRunStatus.SUCCESS:
@@ -188,6 +190,20 @@ class RunQueue:
                 finished(q, False, f"{q.where()} failed (run {q.run_id}): {self.message(q.run_id) or f'the run was {run.status.value.lower()}'}")
             if pending:
                 time.sleep(POLL_SECONDS)  # polling the instance's run records; runs take seconds to hours
+
+    def _fail_if_lost_before_start(self, run: dg.DagsterRun) -> None:
+        """A launched run whose worker ended before it reported its start (a wrong `python` on the nodes, a job
+        setup that fails, a node lost at once) fails now, with the launcher's words: the monitoring daemon checks
+        only started runs, and would wait start_timeout_seconds (an hour) for this one."""
+        launcher = self.instance.run_launcher
+        if not launcher.supports_check_run_worker_health:
+            return
+        try:
+            health = launcher.check_run_worker_health(run)
+        except BuildError:  # the engine did not answer (a busy controller): ask again next poll
+            return
+        if health.status == WorkerStatus.FAILED and self.instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.STARTING:
+            self.instance.report_run_failed(run, f"its worker ended before the run started: {health.msg}")
 
     def _retry_coming(self, q: QueuedRun, run: dg.DagsterRun) -> bool:
         """Whether a retry of this failed run is still to come: it failed with retries on, and the daemon has not

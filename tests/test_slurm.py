@@ -340,6 +340,22 @@ def test_the_ui_shows_the_runs_as_named_jobs_with_their_logs(cluster_build):
         assert "tokenized_shards" in (logs["stdout"] or "") + (logs["stderr"] or "")  # written by the node, read by the UI
 
 
+def test_a_run_whose_job_dies_before_the_run_starts_fails_at_once_and_the_build_exits_2(slurm, postgres, tmp_path):
+    postgres.create_database("broken")
+    config = yaml.safe_load((ROOT / "deploy/slurm/dagster.yaml").read_text())
+    config["run_launcher"]["config"]["python"] = "/nonexistent/bin/python"  # a wrong path to the nodes' Python
+    config["run_retries"]["max_retries"] = 0
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "dagster.yaml").write_text(yaml.safe_dump(config))
+    spec, store, _ = tiny_dataset(tmp_path, files=1, docs=20)
+    env = {**clean_environ(), **slurm.env(), **postgres.env("broken"), "DAGSTER_HOME": str(tmp_path / "home"), "SHARD_SLURM_PARTITION": slurm.partition, "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-m", "shard_assets.cli", "build", "--spec", str(spec), "--store", str(store), "--workers", "1"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=STEP_SECONDS)  # well inside the instance's 1 h start timeout
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert re.search(r"^ingest_job \[web\.part0\] failed \(run [0-9a-f-]+\): its worker ended before the run started: Slurm job \d+ FAILED", done.stderr, re.M), done.stderr[-3000:]
+    assert re.search(r"^error: tokenizer_job failed \(run [0-9a-f-]+\): its worker ended before the run started: Slurm job \d+ FAILED", done.stderr, re.M), done.stderr[-3000:]
+
+
 LOADER = """
 import json, sys
 from shard_loader import TokenDataset
