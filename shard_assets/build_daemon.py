@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -77,9 +78,7 @@ class BuildDaemon:
             pass
         self._signal(signal.SIGKILL)  # a daemon that hung, or a code server that outlived it
         self.process.wait()
-        for path in self.folder.iterdir():
-            path.unlink()
-        self.folder.rmdir()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     def _signal(self, sig: int) -> None:
         try:
