@@ -98,6 +98,7 @@ class Observed:
     samples: int = 0
     live_max: int = 0  # RUNNING jobs whose run is in progress, most at once
     running_max: int = 0  # RUNNING jobs at all: a job whose run just ended may still be exiting
+    exiting_max: float = 0.0  # the longest a job was seen RUNNING after its run had ended, in seconds
     killed_job: str = ""
     killed_node: str = ""
     killed_pids: list[int] = field(default_factory=list)
@@ -125,7 +126,10 @@ def _sample(slurm, instance: dg.DagsterInstance, observed: Observed, stop: threa
     while not stop.is_set():
         running = [j for j in slurm.jobs() if j["state"] == "RUNNING"]
         run_ids = [j["name"][-36:] for j in running]
-        live = [r for r in instance.get_runs(dg.RunsFilter(run_ids=run_ids)) if r.status in IN_PROGRESS] if run_ids else []
+        records = instance.get_run_records(dg.RunsFilter(run_ids=run_ids)) if run_ids else []
+        live = [r for r in records if r.dagster_run.status in IN_PROGRESS]
+        ended = [time.time() - r.end_time for r in records if r.end_time is not None]
+        observed.exiting_max = max([observed.exiting_max, *ended])
         observed.samples += 1
         observed.running_max = max(observed.running_max, len(running))
         observed.live_max = max(observed.live_max, len(live))
@@ -256,7 +260,8 @@ def test_a_node_lost_mid_run_fails_the_run_which_is_retried_and_no_published_fil
 def test_the_instance_limit_holds_on_the_cluster(cluster_build):
     _succeeded(cluster_build)
     observed = cluster_build.observed
-    print(f"squeue samples {observed.samples}: at most {observed.live_max} jobs of unfinished runs running, {observed.running_max} jobs in all")
+    print(f"squeue samples {observed.samples}: at most {observed.live_max} jobs of unfinished runs running, {observed.running_max} jobs in all; "
+          f"a job ran on at most {observed.exiting_max:.1f} s after its run had ended")
     assert observed.samples > 20
     assert observed.live_max == LIMIT, observed  # never more, and reached: the limit is what held the other runs back
 
