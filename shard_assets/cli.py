@@ -78,6 +78,8 @@ def cmd_build(args) -> int:
     failed = sorted(name for name, passed in result.checks.items() if not passed)
     print(f"checks        {len(result.checks) - len(failed)} of {len(result.checks)} passed" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
     print(f"build time    {result.seconds:.1f} s")
+    if result.failed_runs:
+        print(f"failed runs   {len(result.failed_runs)} (each named above); the version leaves their partitions out", file=sys.stderr)
     started = time.perf_counter()
     store = resources["store"].store()
     remote = "://" in result.manifest_url
@@ -88,7 +90,7 @@ def cmd_build(args) -> int:
         f"first batch   input_ids {batch['input_ids'].shape} {batch['input_ids'].dtype}, "
         f"labels {batch['labels'].shape}, read in {read_ms:.0f} ms: {batch['input_ids'][0, :8].tolist()} ..."
     )
-    return 0
+    return 2 if result.failed_runs else 0
 
 
 def cmd_mix(args) -> int:

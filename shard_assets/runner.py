@@ -22,6 +22,8 @@ from .lib.discovery import registered
 from .lib.partitioning import contiguous_runs
 from .lib.errors import RunFailed
 from .lib.spec import DatasetSpec
+from .run_events import failure_message as _events_failure
+from .run_queue import RunQueue
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}  # failures are reported once, as one line each, by the runner
 BUILD_TAGS = ("shard/build_host", "shard/build_pid")  # which process executes a build's run: a re-run finds those a kill left behind
@@ -39,26 +41,19 @@ class BuildResult:
     seconds: float
     run_ids: tuple[str, ...]
     checks: dict[str, bool]
+    failed_runs: tuple[str, ...] = ()  # on a cluster instance: the runs that failed for good (after Dagster's retries), one line each
 
 
 def failure_message(result: dg.ExecuteInProcessResult) -> str:
     """The innermost error of a run's first failed step (Dagster wraps the asset's own exception)."""
-    failure = next((e for e in result.all_events if e.is_step_failure), None)
-    if failure is None:
-        return ""
-    error = failure.step_failure_data.error
-    while error.cause is not None:
-        error = error.cause
-    message = " ".join(error.message.split())
-    message = message.split(f"{error.cls_name}: ", 1)[-1]  # Dagster prefixes the class's dotted path
-    if error.cls_name == "DagsterAssetCheckFailedError":
-        message += "; the version was written but not made live: manifest.json is unchanged"
-    return f"{error.cls_name}: {message}"
+    return _events_failure(result.all_events)
 
 
-def run_job(defs: dg.Definitions, job: str, instance: dg.DagsterInstance, partitions: list[str] | None = None, assets: list[str] | None = None) -> dg.ExecuteInProcessResult:
-    """Execute one defined job in this process, over adjacent `partitions` (one run for the range); a failure
-    is a RunFailed naming the job, partitions and cause."""
+def run_job(defs: dg.Definitions, job: str, instance: dg.DagsterInstance, partitions: list[str] | None = None, assets: list[str] | None = None, queue: RunQueue | None = None) -> dg.ExecuteInProcessResult:
+    """Execute one defined job in this process (or through `queue`, the instance's), over adjacent `partitions`
+    (one run for the range); a failure is a RunFailed naming the job, partitions and cause."""
+    if queue is not None:
+        return queue.run_job(job, partitions, assets)
     selection = [dg.AssetKey(a) for a in assets] if assets else None
     target = run_target(partitions) if partitions else {"partition_key": None, "tags": {}}
     target["tags"] = {**target["tags"], **dict(zip(BUILD_TAGS, (socket.gethostname(), str(os.getpid()))))}
@@ -147,13 +142,15 @@ def plan_runs(partitions: list[str], order: list[str], workers: int, sizes: dict
     return contiguous_runs(partitions, order, per_run, sizes, RUN_BYTES)
 
 
-def run_partitions(defs: dg.Definitions, job: str, partitions: list[str], sizes: dict[str, int], instance: dg.DagsterInstance, workers: int, assets: list[str] | None = None) -> tuple[list[str], dict[str, str]]:
+def run_partitions(defs: dg.Definitions, job: str, partitions: list[str], sizes: dict[str, int], instance: dg.DagsterInstance, workers: int, assets: list[str] | None = None, queue: RunQueue | None = None) -> tuple[list[str], dict[str, str]]:
     """Runs of `job` over `partitions` (several adjacent partitions per run; `sizes` in source bytes), `workers`
-    runs at a time; returns (run ids, {failed partition: message})."""
+    runs at a time (through `queue`: all queued at once, the instance's limits holding); returns (run ids, {failed partition: message})."""
     started, runs, failures, done = time.perf_counter(), [], {}, 0
     label = f"{job}" + (f" ({','.join(assets)})" if assets else "")
     parallel = workers > 1 and instance.is_persistent
     planned = plan_runs(partitions, instance.get_dynamic_partitions(raw_files.name), workers if parallel else 1, sizes)
+    if queue is not None:
+        return queue.run_ranges(job, planned, assets, lambda n: _progress(n, len(partitions), label, started))
     if not parallel or len(planned) <= 1:
         for run in planned:
             more, failed = _run_isolating(defs, job, instance, run, assets)
@@ -175,29 +172,36 @@ def build_dataset(instance: dg.DagsterInstance, spec: DatasetSpec, resources: di
 
     A failing partition does not stop the others: under `on_partition_failure = "skip"` it is left out of
     the version; under "block" the publish refuses. With `workers` > 1 (and a persistent instance) partitions
-    run in that many processes, which load the definitions from the environment.
+    run in that many processes, which load the definitions from the environment. On an instance that launches
+    runs elsewhere (Slurm, Kubernetes, ECS) the same runs go to its queue instead (run_queue.py), split into at
+    least `workers` runs per job.
     """
+    with RunQueue.open(instance, resources) as queue:
+        return _build(instance, spec, resources, workers, queue)
+
+
+def _build(instance: dg.DagsterInstance, spec: DatasetSpec, resources: dict, workers: int, queue: RunQueue | None) -> BuildResult:
     from .definitions import build_definitions
 
     started = time.perf_counter()
     if released := release_killed_runs(instance):
         print(f"marked {len(released)} runs of a killed build failed and freed their pool slots", file=sys.stderr, flush=True)
     limit = worker_limit(instance)
-    if limit is not None and workers > limit:
+    if queue is None and limit is not None and workers > limit:
         print(f"running {limit} partition runs at once, not {workers}: the instance's dagster.yaml allows {limit}", file=sys.stderr, flush=True)
         workers = limit
     defs = build_definitions(resources)
     store = resources["store"].store()
     _, _, keys = sync_partitions(instance, store, spec)
     sizes = {k: r.size for k, r in registered(store, spec).items()}
-    runs, failures = run_partitions(defs, "ingest_job", keys, sizes, instance, workers)
-    runs.append(run_job(defs, "tokenizer_job", instance).run_id)
+    runs, failures = run_partitions(defs, "ingest_job", keys, sizes, instance, workers, queue=queue)
+    runs.append(run_job(defs, "tokenizer_job", instance, queue=queue).run_id)
     ingested = [k for k in keys if k not in failures]
-    tokenized, more = run_partitions(defs, "tokenize_job", ingested, sizes, instance, workers, assets=["tokenized_shards"])
+    tokenized, more = run_partitions(defs, "tokenize_job", ingested, sizes, instance, workers, assets=["tokenized_shards"], queue=queue)
     runs += tokenized
     for message in {**failures, **more}.values():
         print(f"warning: {message}", file=sys.stderr, flush=True)
-    final = run_job(defs, "publish_job", instance)
+    final = run_job(defs, "publish_job", instance, queue=queue)
     runs.append(final.run_id)
     meta = final.asset_materializations_for_node("manifest")[0].metadata
     return BuildResult(
@@ -210,4 +214,5 @@ def build_dataset(instance: dg.DagsterInstance, spec: DatasetSpec, resources: di
         seconds=time.perf_counter() - started,
         run_ids=tuple(runs),
         checks={e.check_name: e.passed for e in final.get_asset_check_evaluations()},
+        failed_runs=tuple(queue.failed) if queue else (),
     )

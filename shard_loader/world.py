@@ -22,16 +22,25 @@ class WorldError(ShardLoaderError):
 
 @dataclass(frozen=True)
 class World:
-    """Rank `rank` of `world_size` data-parallel ranks."""
+    """Rank `rank` of `world_size` data-parallel ranks; `local_rank` is its index on its node (which GPU it
+    drives: the loader itself never needs it)."""
 
     rank: int = 0
     world_size: int = 1
+    local_rank: int = 0
 
     def __post_init__(self):
         integer("world_size", self.world_size, 1)
         integer("rank", self.rank, 0)
+        integer("local_rank", self.local_rank, 0)
         if self.rank >= self.world_size:
             raise ArgumentError(f"rank {self.rank} is not in [0, world_size={self.world_size})")
+
+
+# Where a launcher puts rank, world size and local rank: torchrun, then srun (inside a job step only: a batch
+# script is one process even when its job has many tasks, and sees SLURM_NTASKS > 1 and SLURM_PROCID=0).
+TORCHRUN = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+SRUN = ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID")
 
 
 def _in_dataloader_worker() -> bool:
@@ -39,22 +48,41 @@ def _in_dataloader_worker() -> bool:
     return data is not None and data.get_worker_info() is not None
 
 
+def _launcher() -> tuple[str, str, str] | None:
+    """The variables of the launcher that started this process: torchrun's, else srun's within a step."""
+    if "WORLD_SIZE" in os.environ:
+        return TORCHRUN
+    if "SLURM_STEP_ID" in os.environ and "SLURM_NTASKS" in os.environ:
+        return SRUN
+    return None
+
+
 def _from_environment() -> World | None:
-    """RANK and WORLD_SIZE as torchrun sets them, when present."""
-    if "WORLD_SIZE" not in os.environ:
+    """RANK/WORLD_SIZE as torchrun sets them, else SLURM_PROCID/SLURM_NTASKS as srun sets them in each task of a
+    step (local ranks LOCAL_RANK, SLURM_LOCALID); None when neither launched this process."""
+    names = _launcher()
+    if names is None:
         return None
+    rank, size, local = names
     try:
-        return World(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))
+        return World(int(os.environ[rank]), int(os.environ[size]), int(os.environ.get(local, "0")))
     except (KeyError, ValueError) as e:
-        raise WorldError(f"WORLD_SIZE is set but RANK/WORLD_SIZE are unusable ({e!r}): pass rank and world_size") from None
+        raise WorldError(f"{size} is set but {rank}/{size}/{local} are unusable ({e!r}): pass rank and world_size") from None
+
+
+def _local_rank() -> int:
+    names = _launcher()
+    value = os.environ.get(names[2], "0") if names else "0"
+    return int(value) if value.isdigit() else 0
 
 
 def resolve_world(rank: int | None = None, world_size: int | None = None) -> World:
-    """The given rank and world size, else torch.distributed's, else torchrun's RANK/WORLD_SIZE, else rank 0 of 1."""
+    """The given rank and world size, else torch.distributed's, else torchrun's RANK/WORLD_SIZE, else srun's
+    SLURM_PROCID/SLURM_NTASKS (in a step), else rank 0 of 1."""
     if (rank is None) != (world_size is None):
         raise ArgumentError(f"pass both rank and world_size or neither, got rank={rank!r}, world_size={world_size!r}")
     if rank is not None:
-        return World(rank, world_size)
+        return World(rank, world_size, _local_rank())
     if _in_dataloader_worker():
         raise WorldError(
             "rank and world_size cannot be known inside a DataLoader worker (torch.distributed is not initialised "
@@ -62,7 +90,7 @@ def resolve_world(rank: int | None = None, world_size: int | None = None) -> Wor
         )
     dist = sys.modules.get("torch.distributed")
     if dist is not None and dist.is_available() and dist.is_initialized():
-        return World(dist.get_rank(), dist.get_world_size())
+        return World(dist.get_rank(), dist.get_world_size(), _local_rank())
     return _from_environment() or World()
 
 

@@ -7,6 +7,8 @@ import os
 import pytest
 
 from tests.support.seaweedfs import seaweed  # noqa: F401  (a session fixture: one S3 server shared by every module)
+from tests.support.postgres import postgres  # noqa: F401  (a session fixture: one Postgres server)
+from tests.support.slurm import slurm  # noqa: F401  (a session fixture: one two-node Slurm cluster)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the Hub is unreachable here: fail fast instead of retrying for a minute
 

@@ -77,6 +77,6 @@ def test_a_range_run_becomes_one_kubernetes_job_running_the_code_location(tmp_pa
     assert container.args[:3] == ["dagster", "api", "execute_run"] and run.run_id in container.args[3]
     assert container.resources.requests == {"cpu": "1", "memory": "4Gi"}
     assert {e.name: e.value for e in container.env}["DATASET_STORE"] == "r2"
-    assert [s.secret_ref.name for s in container.env_from] == ["r2-dataset-credentials"]
+    assert [s.secret_ref.name for s in container.env_from] == ["dagster-postgres-credentials", "r2-dataset-credentials"]
     assert {k: run.tags[k] for k in (*RANGE_TAGS, *TOKENIZE_TAGS)} == {RANGE_TAGS[0]: "web.part0", RANGE_TAGS[1]: "web.part2", **TOKENIZE_TAGS}
     assert os.environ.get("KUBERNETES_SERVICE_HOST") is None  # nothing here talked to a cluster

@@ -48,6 +48,15 @@ def test_the_library_never_imports_dagster():
     assert {k: v for k, v in bad.items() if v} == {}
 
 
+def test_the_launchers_never_import_the_code_location_or_the_command():
+    """A run launcher is loaded by the instance (daemon, webserver) from dagster.yaml: it is glue around Slurm's
+    commands and never pulls in the definitions, the build command or its queue follower."""
+    banned = ("shard_assets.defs", "shard_assets.definitions", "shard_assets.runner", "shard_assets.cli", "shard_assets.run_queue", "shard_assets.build_daemon")
+    bad = {str(p.relative_to(ROOT)): _prefixed(_imports(p), banned) for p in _sources("shard_assets/launchers")}
+    assert {k: v for k, v in bad.items() if v} == {}
+    assert _prefixed(_imports(ROOT / "shard_assets/launchers/sbatch.py"), ("dagster",)) == set()  # Slurm's commands alone
+
+
 def test_the_loader_never_imports_the_builder_dagster_polars_or_transformers():
     banned = ("shard_assets", "dagster", "polars", "transformers", "tokenizers", "pyarrow")
     bad = {str(p.relative_to(ROOT)): _prefixed(_imports(p), banned) for p in _sources("shard_loader")}

@@ -8,7 +8,7 @@ import dagster as dg
 
 from shard_loader.storage.s3_client import r2_endpoint
 
-from ..lib.spec import DatasetSpec, load_spec
+from ..lib.spec import DatasetSpec, load_spec, spec_from_text
 from ..lib.store import LocalFolderStore, ObjectStore
 
 DEFAULT_LOCAL_ROOT = "data/store"
@@ -21,12 +21,15 @@ def _resolved(value: str) -> str:
 
 
 class DatasetResource(dg.ConfigurableResource):
-    """Which dataset to build: a spec file (TOML)."""
+    """Which dataset to build: a spec file (TOML), or its text where the file is not on the machine that runs
+    (a cluster node: `shard-assets build` sends it in each run's config); `spec_path` still names it and anchors
+    relative source uris."""
 
     spec_path: str = DEFAULT_SPEC
+    spec_toml: str = ""
 
     def spec(self) -> DatasetSpec:
-        return load_spec(self.spec_path)
+        return spec_from_text(self.spec_toml, self.spec_path) if self.spec_toml else load_spec(self.spec_path)
 
 
 class StoreResource(dg.ConfigurableResource):

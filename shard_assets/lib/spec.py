@@ -229,10 +229,18 @@ def load_spec(path: str | Path) -> DatasetSpec:
         raise SpecError("no dataset spec given: pass --spec FILE or set SHARD_DATASET_SPEC (`shard-assets demo` writes one)")
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text())
+        text = path.read_text()
     except FileNotFoundError:
         hint = "run `shard-assets demo` to write the demo spec there" if path.name == "demo.toml" else "check --spec or SHARD_DATASET_SPEC"
         raise SpecError(f"{path}: dataset spec file not found; {hint}") from None
+    return spec_from_text(text, path)
+
+
+def spec_from_text(text: str, path: str | Path) -> DatasetSpec:
+    """A spec from its TOML text, as if read from `path` (named in errors; its folder anchors relative source uris):
+    how a run on a cluster node, which may not see the file, reads the spec it was given."""
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{path}: not valid TOML ({exc})") from None
-    return parse_spec(data, str(path), path.resolve().parent)
+    return parse_spec(data, str(path), Path(path).resolve().parent)

@@ -24,6 +24,27 @@ from tests.support.http_server import Faults
 ACCESS_KEY, SECRET_KEY = "AKIATESTKEY0000001", "testsecret/0000000000000000000000000000001"
 
 
+class PutGate:
+    """Holds the first PUT whose path contains `fragment` until `release`, then refuses it (503) without writing:
+    a test kills the writer while its upload waits, and the write never lands. `held` is set once a PUT waits;
+    `client` is the writer's (host, port), which names its process."""
+
+    def __init__(self, fragment: str, timeout: float = 600.0):
+        self.fragment, self.timeout = fragment, timeout
+        self.held, self.release = threading.Event(), threading.Event()
+        self.client: tuple[str, int] | None = None
+        self._lock = threading.Lock()
+
+    def holds(self, path: str, client: tuple[str, int]) -> bool:
+        with self._lock:
+            if self.fragment not in path or self.held.is_set():
+                return False
+            self.client = client
+            self.held.set()
+        self.release.wait(self.timeout)
+        return True
+
+
 class S3Proxy:
     def __init__(self, upstream_port: int, faults: Faults | None = None):
         self.upstream_port, self.faults = upstream_port, faults or Faults()
@@ -36,6 +57,7 @@ class S3Proxy:
         self.cuts = 0
         self.hold_puts: threading.Event | None = None  # while set to an unset Event, PUTs wait for it
         self.fail_puts = ""  # PUTs to paths containing this answer 500
+        self.gate: PutGate | None = None  # holds one PUT, then refuses it
         self.puts: list[str] = []  # paths of the PUTs forwarded to the server, in order
         proxy = self
 
@@ -74,6 +96,9 @@ class S3Proxy:
                 if self.command == "PUT":
                     if proxy.hold_puts is not None:
                         proxy.hold_puts.wait(30)
+                    if proxy.gate is not None and proxy.gate.holds(path, self.client_address):
+                        self._reply(503, b"<Error><Code>SlowDown</Code><Message>held by a test, then refused</Message></Error>")
+                        return
                     if proxy.fail_puts and proxy.fail_puts in path:
                         self._reply(500, b"<Error><Code>InternalError</Code><Message>injected</Message></Error>")
                         return
