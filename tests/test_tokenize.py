@@ -9,7 +9,7 @@ from shard_assets.lib.text import doc_hashes, is_val, normalise
 from shard_loader.format.shard import HEADER_BYTES
 from shard_assets.lib.spec import TokenizerSpec
 from shard_assets.lib.encoders import EncoderError, ReferenceEncoder, select_encoder
-from shard_assets.lib.encoding import MAX_BATCH_CHARS, tokenize_partition
+from shard_assets.lib.encoding import MAX_BATCH_CHARS, EncodeSettings, tokenize_partition
 from shard_assets.lib.tokenizer import build_tokenizer, load_tokenizer
 
 LONG = 1 << 16
@@ -39,9 +39,8 @@ def test_shards_decode_to_each_document(tmp_path):
     tok = load_tokenizer(text)
     reference = ReferenceEncoder(text)
 
-    writers, stats = tokenize_partition(
-        tmp_path / "p.parquet", select_encoder(text), reference, record.eod_id, record.token_dtype, VAL_FRACTION, tmp_path / "out", "p", batch_documents=64
-    )
+    settings = EncodeSettings(record.eod_id, record.token_dtype, VAL_FRACTION, batch_documents=64)
+    writers, stats = tokenize_partition(tmp_path / "p.parquet", tmp_path / "out", "p", select_encoder(text), reference, settings)
     assert stats.guard.engine == "fastokens" and stats.guard.documents == len(docs) and stats.guard.differing == 0
     assert stats.guard.sampled >= max(64, len(docs) // 100)
 
@@ -72,7 +71,7 @@ def test_failed_partition_leaves_no_files(tmp_path):
             raise RuntimeError("tokenizer failed")
 
     with pytest.raises(RuntimeError, match="tokenizer failed"):
-        tokenize_partition(tmp_path / "p.parquet", Broken(text), ReferenceEncoder(text), 0, "uint16", 0.5, tmp_path / "out", "p")
+        tokenize_partition(tmp_path / "p.parquet", tmp_path / "out", "p", Broken(text), ReferenceEncoder(text), EncodeSettings(0, "uint16", 0.5))
     assert not [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
 
 
@@ -88,7 +87,7 @@ def test_a_text_that_encodes_to_the_eod_id_fails_the_partition(tmp_path):
 
     with pytest.raises(EncoderError, match="partition p: document 1 of the batch encodes to the end-of-document id 0"):
         encoder = EodInside(text)  # as its own reference: the check holds whatever the engine
-        tokenize_partition(tmp_path / "p.parquet", encoder, encoder, record.eod_id, "uint16", 0.5, tmp_path / "out", "p")
+        tokenize_partition(tmp_path / "p.parquet", tmp_path / "out", "p", encoder, encoder, EncodeSettings(record.eod_id, "uint16", 0.5))
     assert not [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
 
 

@@ -7,6 +7,7 @@ from shard_loader.format import check_key, shard_base_key, tokenizer_key
 
 __all__ = [
     "CURRENT_TOKENIZER_KEY",
+    "ingest_failure_key",
     "part_record_key",
     "quarantine_key",
     "raw_key",
@@ -30,6 +31,11 @@ def raw_record_key(partition: str) -> str:
     """The record of the latest raw build of a partition: its parquet key, source file and counts."""
     source, _, part = partition.partition(".")
     return check_key(f"raw/{source}/{part}.json", "raw record key")
+
+
+def ingest_failure_key(partition: str) -> str:
+    """The record of a partition whose ingest failed, all in one folder (no source name starts with `_`)."""
+    return check_key(f"raw/_failed/{partition}.json", "ingest failure key")
 
 
 def tokenizer_info_key(fingerprint: str) -> str:

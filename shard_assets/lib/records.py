@@ -88,6 +88,15 @@ class Quarantine:
 
 
 @dataclass(frozen=True)
+class IngestFailure:
+    """A partition whose raw documents could not be built (the error names the source file and line); removed by its next successful ingest."""
+
+    partition: str
+    error: str
+    run_id: str
+
+
+@dataclass(frozen=True)
 class SplitTotals:
     tokens: int
     documents: int
@@ -187,6 +196,7 @@ def get_records(store: ObjectStore, keys: Sequence[str], cls: type[R], needed_by
 
 __all__ = [
     "FileRef",
+    "IngestFailure",
     "PartRecord",
     "Quarantine",
     "RawRecord",
