@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TextIO
 
 import dagster as dg
 from dagster._core.instance.ref import InstanceRef
@@ -190,13 +190,14 @@ class LocalRuns:
 
 
 class Progress:
-    """One job's progress on stderr: in a terminal one line redrawn at every run; in a pipe (CI logs) a line at
-    most every PROGRESS_INTERVAL seconds and one when the job is done. Failures print as they happen."""
+    """One job's progress on `stream`: in a terminal one line redrawn at every run; in a pipe (CI logs) a line at
+    most every `interval` seconds and one when the job is done. Failures print as they happen, counted as failed."""
 
-    def __init__(self, label: str, total: int):
-        self.label, self.total, self.done, self.failed = label, total, 0, 0
+    def __init__(self, label: str, total: int, stream: TextIO = sys.stderr, interval: float = PROGRESS_INTERVAL):
+        self.label, self.total, self.stream, self.interval = label, total, stream, interval
+        self.done = self.failed = 0
         self.started = self.shown = time.perf_counter()
-        self.tty = sys.stderr.isatty()
+        self.tty = stream.isatty()
 
     def line(self) -> str:
         elapsed = time.perf_counter() - self.started
@@ -208,13 +209,13 @@ class Progress:
         self.done += len(outcome.batch.partitions)
         self.failed += len(outcome.failures)
         for message in outcome.failures.values():
-            print(f"{CLEAR_LINE if self.tty else ''}warning: {message}", file=sys.stderr, flush=True)
+            print(f"{CLEAR_LINE if self.tty else ''}warning: {message}", file=self.stream, flush=True)
         finished = self.done >= self.total
         if self.tty:
-            print(f"\r{self.line()}", end="\n" if finished else "", file=sys.stderr, flush=True)
-        elif finished or time.perf_counter() - self.shown >= PROGRESS_INTERVAL:
+            print(f"\r{self.line()}", end="\n" if finished else "", file=self.stream, flush=True)
+        elif finished or time.perf_counter() - self.shown >= self.interval:
             self.shown = time.perf_counter()
-            print(self.line(), file=sys.stderr, flush=True)
+            print(self.line(), file=self.stream, flush=True)
 
 
 def plan_runs(partitions: list[str], order: list[str], workers: int, sizes: dict[str, int]) -> list[list[str]]:

@@ -74,7 +74,7 @@ def check_summary(a: Audit) -> str:
 def _check_result(a: Audit) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(
         check_name=a.name, passed=a.passed, description=check_summary(a),
-        metadata={"summary": check_summary(a), "problems": markdown_list(a.problems, limit=50)},
+        metadata={"summary": check_summary(a), **({"problems": markdown_list(a.problems, limit=50)} if a.problems else {})},
     )
 
 
@@ -114,6 +114,9 @@ def manifest(context: dg.AssetExecutionContext, dataset: DatasetResource, store:
     return dg.MaterializeResult(
         data_version=dg.DataVersion(published.version),
         metadata={
+            "dataset": spec.name,
+            "spec": dg.MetadataValue.path(spec.origin),
+            "store": objects.describe(),
             "version": published.version,
             "live": published.live,
             "newly_written": published.created,
