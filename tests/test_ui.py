@@ -137,9 +137,10 @@ def browser(tmp_path_factory):
 
 
 def _screenshot(page, url: str, name: str, ready: str) -> str:
-    """Open `url`, wait until `ready` is shown, save a full-page screenshot under test-artifacts/ui/, return the page's text."""
+    """Open `url`, wait for the element `ready` (a Playwright selector) to show its data, save a full-page screenshot
+    under test-artifacts/ui/, and return the page's text."""
     page.goto(url)
-    page.get_by_text(ready, exact=True).first.wait_for()
+    page.locator(ready).first.wait_for()
     page.wait_for_load_state("networkidle")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
@@ -171,18 +172,18 @@ def test_materialize_all_in_the_browser_publishes_the_clis_version_into_the_clis
     assert shard_loader.open_manifest(str(fresh / "data/store")).manifest.version == cli_version
     assert not (fresh / ".dagster_home" / "data").exists()  # one store: the CLI's
 
-    graph = _screenshot(browser, f"{dagster.url}/asset-groups", "asset-graph", "manifest")
+    graph = _screenshot(browser, f"{dagster.url}/asset-groups", "asset-graph", "[aria-label=run_success] >> nth=4")  # all five assets' status loaded
     assert all(name in graph for name in ("raw_documents", "tokenizer", "tokenized_shards", "splits", "manifest"))
     if docs_copy := os.environ.get("SHARD_UI_SCREENSHOT"):
         shutil.copy(ARTIFACTS / "asset-graph.png", docs_copy)
     own = get_record(LocalFolderStore(fresh / "data/store"), raw_record_key("stdlib.part-000"), RawRecord, "test").documents
-    raw = _screenshot(browser, f"{dagster.url}/assets/raw_documents?view=partitions&partition=stdlib.part-000", "raw-documents-partition", "dagster/row_count")
+    raw = _screenshot(browser, f"{dagster.url}/assets/raw_documents?view=partitions&partition=stdlib.part-000", "raw-documents-partition", 'text="dagster/row_count"')
     assert re.search(rf"dagster/row_count\s+{own}\b", raw) and "dropped_too_short" in raw and "part-000.jsonl" in raw  # its own count, not the run's
-    tokenized = _screenshot(browser, f"{dagster.url}/assets/tokenized_shards?view=partitions&partition=stdlib.part-000", "tokenized-shards-partition", "dagster/row_count")
+    tokenized = _screenshot(browser, f"{dagster.url}/assets/tokenized_shards?view=partitions&partition=stdlib.part-000", "tokenized-shards-partition", 'text="dagster/row_count"')
     assert re.search(rf"dagster/row_count\s+{own}\b", tokenized) and "train_tokens" in tokenized and "encoder_engine" in tokenized
-    manifest = _screenshot(browser, f"{dagster.url}/assets/manifest", "manifest", "train_tokens")
+    manifest = _screenshot(browser, f"{dagster.url}/assets/manifest", "manifest", 'text="train_tokens"')
     assert cli_version in manifest and "train_tokens" in manifest and " bytes)" in manifest
-    checks = _screenshot(browser, f"{dagster.url}/assets/manifest?view=checks", "manifest-checks", "Passed")
+    checks = _screenshot(browser, f"{dagster.url}/assets/manifest?view=checks", "manifest-checks", 'text="Passed"')
     assert "reads_with_shard_loader" in checks and "Passed" in checks
 
 
@@ -207,4 +208,4 @@ def test_the_sensor_turned_on_in_the_browser_builds_and_publishes_a_new_file(pro
     _until(published, 900, "automation to publish the new file's partition")
     tokenize = [r for r in dagster.runs() if r["jobName"] == "tokenize_job" and r["runId"] not in before]  # the sensor's
     assert [(t["key"], t["value"]) for r in tokenize for t in r["tags"] if t["key"] == "dagster/partition"] == [("dagster/partition", "stdlib.part-new")]
-    _screenshot(browser, f"{dagster.url}/assets/tokenized_shards?view=partitions&partition=stdlib.part-new", "tokenized-shards-new-partition", "dagster/row_count")
+    _screenshot(browser, f"{dagster.url}/assets/tokenized_shards?view=partitions&partition=stdlib.part-new", "tokenized-shards-new-partition", 'text="dagster/row_count"')

@@ -49,11 +49,9 @@ def partition_metadata(done: TokenizedPartition) -> dict:
 )
 def tokenized_shards(context: dg.AssetExecutionContext, dataset: DatasetResource, store: StoreResource) -> dg.MaterializeResult:
     job = TokenizeJob.current(store.store(), dataset.spec(), context.run.run_id, CODE_VERSIONS.tokenized_shards)
-    outcome = tokenize_partitions(job, context.partition_keys, context.log.info)
+    outcome = tokenize_partitions(job, context.partition_keys, context.log)
     for done in outcome.stored:
         context.add_asset_metadata(partition_metadata(done), partition_key=done.record.partition)
-    for partition, exc in outcome.failed.items():
-        context.log.error(f"{partition}: quarantined: {type(exc).__name__}: {exc}")
     raise_failures(context, outcome.failed)
     if len(outcome.stored) > 1:
         tokens = sum(sum(d.stats.tokens.values()) for d in outcome.stored)

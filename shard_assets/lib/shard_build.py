@@ -9,11 +9,13 @@ thread while the next one encodes, and writes each partition's record only after
 from __future__ import annotations
 
 import hashlib
+import logging
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -33,6 +35,15 @@ from .store import ObjectStore
 UPLOAD_DEPTH = 1  # finished partitions waiting for upload: local disk holds at most this many + the one encoding
 SAMPLE_DOCUMENTS = 3  # decoded back to text per partition, for a glance in the UI
 SAMPLE_CHARS = 160
+LOG = logging.getLogger(__name__)
+
+
+class Log(Protocol):
+    """Where progress goes: a `logging.Logger`, or the Dagster context's log in an asset."""
+
+    def info(self, msg: str) -> None: ...
+
+    def error(self, msg: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -170,8 +181,9 @@ def _describe(done: TokenizedPartition) -> str:
     )
 
 
-def tokenize_partitions(job: TokenizeJob, partitions: Sequence[str], log: Callable[[str], None] = lambda line: None) -> TokenizeOutcome:
-    """Tokenize and store each partition in turn; a BuildError fails (and quarantines) its partition only.
+def tokenize_partitions(job: TokenizeJob, partitions: Sequence[str], log: Log = LOG) -> TokenizeOutcome:
+    """Tokenize and store each partition in turn, logging each one done or failed; a BuildError fails (and
+    quarantines) its partition only.
 
     Each partition gets a work folder, removed once its files are uploaded (or it failed). A partition's
     quarantine record names its raw file and the error, and is removed when the partition is stored again.
@@ -190,18 +202,20 @@ def tokenize_partitions(job: TokenizeJob, partitions: Sequence[str], log: Callab
                 sources[partition] = raw.key
                 shards = build_partition_shards(job, raw, workdir)
                 samples = decoded_samples(job.reference, shards.writers["train"])
-            except BuildError as exc:
+            except BaseException as exc:
+                shutil.rmtree(workdir, ignore_errors=True)
+                if not isinstance(exc, BuildError):
+                    raise
                 failed[partition] = exc
-                shutil.rmtree(workdir, ignore_errors=True)
+                log.error(f"{partition}: failed, quarantined: {type(exc).__name__}: {exc}")
                 continue
-            except BaseException:
-                shutil.rmtree(workdir, ignore_errors=True)
-                raise
             uploads.submit(shards, workdir)
             built[partition] = done = TokenizedPartition(shards.record, shards.stats, samples)
-            log(_describe(done))
+            log.info(_describe(done))
     finally:  # the partitions built before a failure still get their files and records
-        failed |= uploads.wait()
+        for partition, exc in uploads.wait().items():
+            failed[partition] = exc
+            log.error(f"{partition}: upload failed, quarantined: {type(exc).__name__}: {exc}")
         for partition in uploads.stored:
             job.store.delete(quarantine_key(fingerprint, partition))
         for partition, exc in failed.items():
