@@ -178,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("--folder", default=str(Path(DEFAULT_SPEC).parent), help="where to write them (default: %(default)s)")
     d.set_defaults(func=cmd_demo)
     b = sub.add_parser("build", parents=[common], help="run every job end to end, publish, and read a first batch back")
-    b.add_argument("--workers", type=_positive, default=int(os.environ.get("SHARD_BUILD_WORKERS", os.cpu_count() or 1)), help="partitions processed at once (SHARD_BUILD_WORKERS)")
+    workers = os.environ.get("SHARD_BUILD_WORKERS") or str(os.cpu_count() or 1)  # argparse checks a string default with `type`
+    b.add_argument("--workers", type=_positive, default=workers, help="runs executed at once (default: SHARD_BUILD_WORKERS, else the core count)")
     b.add_argument("--seq-len", type=_positive, default=128)
     b.add_argument("--batch-size", type=_positive, default=4)
     b.add_argument("--cache-dir", default=None, help="where the read-back of a remote store caches shards (default: under ~/.cache/shard_loader)")

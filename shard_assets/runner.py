@@ -193,11 +193,12 @@ class Progress:
     """One job's progress on `stream`: in a terminal one line redrawn at every run; in a pipe (CI logs) a line at
     most every `interval` seconds and one when the job is done. Failures print as they happen, counted as failed."""
 
-    def __init__(self, label: str, total: int, stream: TextIO = sys.stderr, interval: float = PROGRESS_INTERVAL):
-        self.label, self.total, self.stream, self.interval = label, total, stream, interval
+    def __init__(self, label: str, total: int, stream: TextIO | None = None, interval: float = PROGRESS_INTERVAL):
+        self.label, self.total, self.interval = label, total, interval
+        self.stream = stream or sys.stderr  # looked up now: tests and callers may have replaced sys.stderr
         self.done = self.failed = 0
         self.started = self.shown = time.perf_counter()
-        self.tty = stream.isatty()
+        self.tty = self.stream.isatty()
 
     def line(self) -> str:
         elapsed = time.perf_counter() - self.started
