@@ -176,8 +176,9 @@ def _publish(store_root: Path, key: str, engine, reference, record, keep: bool =
     encode behind the guard, then upload and record. With `keep`, the shards are copied into `store_root` to be checked."""
     import shutil
 
+    from shard_assets.lib.encoding import EncodeSettings
     from shard_assets.lib.records import RawRecord, SourceFileRef
-    from shard_assets.lib.shard_build import build_partition_shards, upload_partition
+    from shard_assets.lib.shard_build import TokenizeJob, build_partition_shards, upload_partition
     from shard_assets.lib.store import LocalFolderStore
 
     out = Path(tempfile.mkdtemp(prefix="published-", dir=store_root.parent))
@@ -187,7 +188,8 @@ def _publish(store_root: Path, key: str, engine, reference, record, keep: bool =
         store, stem = LocalFolderStore(out), Path(key).stem
         raw = RawRecord(stem, "py", SourceFileRef(key, "-"), key, "-", 0, "-", "bench")
         with tempfile.TemporaryDirectory() as tmp:
-            built = build_partition_shards(store, raw, engine, reference, record, 0.01, 1000, Path(tmp), "bench", "bench")
+            job = TokenizeJob(store, record, engine, reference, EncodeSettings(record.eod_id, record.token_dtype, 0.01, 1000), "bench", "bench")
+            built = build_partition_shards(job, raw, Path(tmp))
             upload_partition(store, built)
         shards = {split: {"npy": e.npy.key, "bin": e.bin.key, "tokens": e.tokens, "documents": e.documents} for split, e in built.record.shards.items()}
         if keep:

@@ -28,25 +28,12 @@ def _positive(value: str) -> int:
     return n
 
 
-def _store_resource(args):
-    """The store from the environment (see defs/resources.py), --store overriding its root (also put into the
-    environment, so pool processes that load the definitions see the same)."""
-    from .defs.resources import store_resource_from_env
+def _settings(args):
+    """The spec from --spec and the store from --store over the environment (defs/resources.py), resolved to
+    absolute locations here, before anything changes directory; invalid settings are one-line errors."""
+    from .defs.resources import settings_from_env
 
-    if args.store:
-        os.environ["DATASET_STORE_ROOT"] = args.store
-        if args.store.startswith(("s3://", "r2://")) and os.environ.get("DATASET_STORE") != "r2":
-            os.environ["DATASET_STORE"] = "s3"
-    return store_resource_from_env()
-
-
-def _resources(args) -> dict:
-    """The spec from --spec; the store from the environment, --store overriding its root; both also put into the environment."""
-    from .defs.resources import DatasetResource
-
-    store = _store_resource(args)
-    os.environ["SHARD_DATASET_SPEC"] = str(Path(args.spec).resolve())
-    return {"dataset": DatasetResource(spec_path=os.environ["SHARD_DATASET_SPEC"]), "store": store}
+    return settings_from_env(spec=args.spec, store=args.store)
 
 
 def cmd_demo(args) -> int:
@@ -65,10 +52,10 @@ def cmd_build(args) -> int:
     from .lib.spec import load_spec
     from .runner import build_dataset
 
-    spec = load_spec(args.spec)
-    resources = _resources(args)
+    settings = _settings(args)
+    spec, resources = load_spec(settings.spec_path), settings.resources()
     instance = local_instance()
-    print(f"building dataset {spec.name!r} into {resources['store'].root} (Dagster home {os.environ['DAGSTER_HOME']})", flush=True)
+    print(f"building dataset {spec.name!r} into {settings.store_root} (Dagster home {instance.root_directory})", flush=True)
     result = build_dataset(instance, spec, resources, workers=args.workers)
     print(f"manifest      {result.manifest_url}")
     print(f"version       {result.version}")
@@ -94,18 +81,17 @@ def cmd_build(args) -> int:
 
 
 def cmd_mix(args) -> int:
-    from .defs.resources import default_resources
+    from .defs.resources import settings_from_env
     from .instance import local_instance
     from .lib.mixture.spec import load_mixture_spec
     from .lib.mixture.summary import component_rows, text_table
     from .mixing import publish_mixture_spec, refusal
 
     spec = load_mixture_spec(args.spec)  # a bad spec is one line before any run
-    store = _store_resource(args)  # first: it puts --store into the environment the defaults read
-    resources = {**default_resources(), "store": store}
+    settings = settings_from_env(store=args.store)  # --spec names the mixture spec here, not a dataset's
     instance = local_instance()
-    print(f"publishing mixture {spec.name!r} into {resources['store'].root} (Dagster home {os.environ['DAGSTER_HOME']})", flush=True)
-    result = publish_mixture_spec(instance, Path(args.spec), resources)
+    print(f"publishing mixture {spec.name!r} into {settings.store_root} (Dagster home {instance.root_directory})", flush=True)
+    result = publish_mixture_spec(instance, Path(args.spec), settings.resources())
     m = result.mixture
     print(f"mixture       {result.url}{'' if result.live else '  (NOT replaced: audits failed)'}")
     print(f"version       {m.version} ({'newly written' if result.created else 'already written'}; run {result.run_id})")
@@ -130,7 +116,7 @@ def cmd_plan(args) -> int:
     from .lib.spec import load_spec
     from .lib.tokenizer import build_tokenizer, load_tokenizer
 
-    spec = load_spec(args.spec)
+    spec = load_spec(_settings(args).spec_path)
     text, record = build_tokenizer(spec.tokenizer, _sample_texts(spec))  # a pretrained one, or a BPE trained on a sample
     plan = plan_build(spec, load_tokenizer(text), record.token_dtype, args.sample)
     print(format_plan(plan))
@@ -138,18 +124,23 @@ def cmd_plan(args) -> int:
 
 
 def _sample_texts(spec, budget: int = 4 << 20):
-    """A few MB of the first source's documents, to train a stand-in BPE when no tokenizer exists yet."""
+    """A few MB of the first source's documents, to train a stand-in BPE when no tokenizer exists yet; files that
+    cannot be read are passed over (the plan lists them)."""
+    from .lib.errors import SourceError
     from .lib.sources.listing import list_source_files
     from .lib.sources.readers import iter_document_batches
 
     source = spec.sources[0]
     for file in list_source_files(source):
-        for batch in iter_document_batches(source, file, 1000):
-            for doc in batch:
-                yield doc
-                budget -= len(doc)
-                if budget <= 0:
-                    return
+        try:
+            for batch in iter_document_batches(source, file, 1000):
+                for doc in batch:
+                    yield doc
+                    budget -= len(doc)
+                    if budget <= 0:
+                        return
+        except SourceError:
+            continue
 
 
 def cmd_discover(args) -> int:
@@ -157,20 +148,27 @@ def cmd_discover(args) -> int:
     from .instance import local_instance
     from .lib.spec import load_spec
 
-    spec = load_spec(args.spec)
-    resources = _resources(args)
-    changed, removed, keys = sync_partitions(local_instance(), resources["store"].store(), spec)
+    settings = _settings(args)
+    changed, removed, keys = sync_partitions(local_instance(), settings.resources()["store"].store(), load_spec(settings.spec_path))
     print("\n".join(keys))
     print(f"{len(keys)} partitions: {len(changed)} new or changed, {len(removed)} removed", file=sys.stderr)
     return 0
 
 
 def cmd_dev(args) -> int:
-    """`dagster dev` on the project's instance (.dagster_home, configured by dagster.yaml) and workspace."""
+    """`dagster dev` on the project's instance (.dagster_home, configured by dagster.yaml) and workspace.
+
+    The project folder is exported as SHARD_PROJECT_ROOT before Dagster changes directory, so the code location
+    resolves the spec and store (relative ones from the environment or the launchpad included) where the CLI does."""
+    from .defs.resources import PROJECT_ROOT_VARIABLE, settings_from_env
     from .instance import prepare_home
 
     project = Path(args.project).resolve()
+    environ = {**os.environ, PROJECT_ROOT_VARIABLE: str(project)}
+    settings = settings_from_env(environ=environ)  # refuses a bad DATASET_STORE now, not at every run and tick
+    os.environ[PROJECT_ROOT_VARIABLE] = str(project)
     home = prepare_home(project)
+    print(f"Dagster UI on http://{args.host}:{args.port}: spec {settings.spec_path}, store {settings.store_root}, Dagster home {home}", flush=True)
     os.chdir(home)  # dagster.yaml sits beside DAGSTER_HOME's config here, so Dagster warns about no other copy
     os.environ.setdefault("PYTHONWARNINGS", "ignore:Function `dev_command` is superseded")
     command = [sys.executable, "-m", "dagster", "dev", "-w", str(project / "workspace.yaml"), "-h", args.host, "-p", str(args.port)]
@@ -181,9 +179,8 @@ def cmd_dev(args) -> int:
 def cmd_gc(args) -> int:
     from .lib.retention import Policy, collect, parse_duration, plan_collection
 
-    resources = _resources(args)
+    store = _settings(args).resources()["store"].store()
     policy = Policy(keep=args.keep, max_age_s=parse_duration(args.max_age, "--max-age"), grace_s=parse_duration(args.grace, "--grace"))
-    store = resources["store"].store()
     plan = plan_collection(store, policy)
     print(f"versions kept     {len(plan.kept_versions)}: {', '.join(plan.kept_versions) or '-'}")
     print(f"versions dropped  {len(plan.dropped_versions)}: {', '.join(plan.dropped_versions) or '-'}")
@@ -203,13 +200,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--debug", action="store_true", help="print tracebacks instead of one-line errors")
     sub = parser.add_subparsers(dest="command", required=True)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--spec", default=os.environ.get("SHARD_DATASET_SPEC") or DEFAULT_SPEC, help=f"dataset spec TOML (default: SHARD_DATASET_SPEC, else {DEFAULT_SPEC})")
-    common.add_argument("--store", default=None, help="dataset root: a folder or s3://bucket/prefix (default: from the environment, else data/store)")
+    common.add_argument("--spec", default=None, help=f"dataset spec TOML (default: SHARD_DATASET_SPEC, else {DEFAULT_SPEC})")
+    common.add_argument("--store", default=None, help="dataset root: a folder or s3://bucket/prefix (default: DATASET_STORE and DATASET_STORE_ROOT, else data/store)")
     d = sub.add_parser("demo", help="write the demo corpus (JSONL from the Python standard library's text) and its spec")
     d.add_argument("--folder", default=str(Path(DEFAULT_SPEC).parent), help="where to write them (default: %(default)s)")
     d.set_defaults(func=cmd_demo)
     b = sub.add_parser("build", parents=[common], help="run every job end to end, publish, and read a first batch back")
-    b.add_argument("--workers", type=_positive, default=int(os.environ.get("SHARD_BUILD_WORKERS", os.cpu_count() or 1)), help="partitions processed at once (SHARD_BUILD_WORKERS)")
+    workers = os.environ.get("SHARD_BUILD_WORKERS") or str(os.cpu_count() or 1)  # argparse checks a string default with `type`
+    b.add_argument("--workers", type=_positive, default=workers, help="runs executed at once (default: SHARD_BUILD_WORKERS, else the core count)")
     b.add_argument("--seq-len", type=_positive, default=128)
     b.add_argument("--batch-size", type=_positive, default=4)
     b.add_argument("--cache-dir", default=None, help="where the read-back of a remote store caches shards (default: under ~/.cache/shard_loader)")

@@ -14,7 +14,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,10 +29,11 @@ from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import InProcessWorkspaceLoadTarget
 
+from .batches import RunBatch, RunOutcome
 from .build_daemon import LOCATION_NAME, BuildDaemon, daemon_alive
 from .defs.partitions import run_target
 from .defs.resources import DatasetResource
-from .lib.errors import BuildError, RunFailed
+from .lib.errors import BuildError
 from .run_events import failure_message
 
 BUILD_TAG = "shard/build_id"  # every run of one build carries it: filter the UI's runs by it
@@ -72,42 +73,23 @@ def portable_config(resources: dict[str, dg.ConfigurableResource]) -> dict:
 
 @dataclass
 class QueuedRun:
-    """One planned run (a job over a range of partitions, or none) and the run now standing for it: a retry
-    replaces the failed attempt."""
+    """One run standing for (part of) a batch: a retry replaces the failed attempt; a failed range is run again one
+    partition per run, each a QueuedRun of the same batch."""
 
+    batch: int  # its batch's index in the call to execute
     job: str
-    partitions: list[str] | None
-    assets: list[str] | None
+    partitions: tuple[str, ...]
+    assets: tuple[str, ...]
     run_id: str
     failed_at: float | None = None  # when the current attempt was seen failed, while its retry is awaited
 
     def where(self) -> str:
-        if not self.partitions:
-            return self.job
-        p = self.partitions
-        return f"{self.job} [{p[0]}{f'..{p[-1]}' if len(p) > 1 else ''}]"
-
-
-@dataclass(frozen=True)
-class FinishedRun:
-    """A run that succeeded, read back from the instance as the in-process result is read: its materializations
-    and check evaluations."""
-
-    run_id: str
-    instance: dg.DagsterInstance
-
-    def asset_materializations_for_node(self, node: str) -> list[dg.AssetMaterialization]:
-        entries = self.instance.all_logs(self.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION)
-        return [e.asset_materialization for e in entries if e.asset_materialization.asset_key == dg.AssetKey(node)]
-
-    def get_asset_check_evaluations(self) -> list[dg.AssetCheckEvaluation]:
-        entries = self.instance.all_logs(self.run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION)
-        return [e.dagster_event.event_specific_data for e in entries]
+        return str(RunBatch(self.job, self.partitions, self.assets))
 
 
 class RunQueue:
-    """Submits the build's runs to the instance's queue and follows them; `failed` lists the runs that failed
-    for good (after Dagster's retries), one line each."""
+    """A RunExecutor: submits the build's runs to the instance's queue and follows them; `failed` lists the runs
+    that failed for good (after Dagster's retries), one line each."""
 
     def __init__(self, instance: dg.DagsterInstance, workspace: WorkspaceProcessContext, run_config: dict, daemon: BuildDaemon | None):
         self.instance, self.workspace, self.run_config, self.daemon = instance, workspace, run_config, daemon
@@ -139,7 +121,7 @@ class RunQueue:
             if daemon is not None:
                 daemon.stop()
 
-    def submit(self, job: str, partitions: list[str] | None = None, assets: list[str] | None = None) -> QueuedRun:
+    def submit(self, batch: int, job: str, partitions: tuple[str, ...], assets: tuple[str, ...]) -> QueuedRun:
         """Create `job`'s run over `partitions` (a key or a range, as the in-process path tags it) from the code
         location, and put it in the instance's queue."""
         context = self.workspace.create_request_context()
@@ -147,7 +129,7 @@ class RunQueue:
         repo = next(iter(location.get_repositories().values()))
         keys = [dg.AssetKey(a) for a in assets] if assets else None
         remote_job = location.get_job(JobSubsetSelector(location_name=LOCATION_NAME, repository_name=repo.name, job_name=job, op_selection=None, asset_selection=keys))
-        target = run_target(partitions) if partitions else {"partition_key": None, "tags": {}}
+        target = run_target(list(partitions)) if partitions else {"partition_key": None, "tags": {}}
         tags = {**remote_job.tags, **target["tags"], BUILD_TAG: self.build_id}
         if target["partition_key"]:
             tags[PARTITION_NAME_TAG] = target["partition_key"]
@@ -161,11 +143,11 @@ class RunQueue:
             asset_selection=frozenset(keys) if keys else None, asset_check_selection=None, asset_graph=repo.asset_graph,
         )
         self.instance.submit_run(run.run_id, context)
-        return QueuedRun(job, partitions, assets, run.run_id)
+        return QueuedRun(batch, job, partitions, assets, run.run_id)
 
-    def follow(self, pending: list[QueuedRun], finished: Callable[[QueuedRun, bool, str], None]) -> None:
-        """Wait until every run in `pending` has ended, following retries; calls `finished(run, succeeded, message)`
-        once per planned run as it ends for good (it may add runs to `pending`)."""
+    def follow(self, pending: list[QueuedRun]) -> Iterator[tuple[QueuedRun, bool, str]]:
+        """Until every run in `pending` has ended, following retries: (run, succeeded, message) once per run as it
+        ends for good (the caller may add runs to `pending` meanwhile)."""
         while pending:
             if self.daemon is not None:
                 self.daemon.check()
@@ -178,7 +160,7 @@ class RunQueue:
                     continue
                 if run.status == dg.DagsterRunStatus.SUCCESS:
                     pending.remove(q)
-                    finished(q, True, "")
+                    yield q, True, ""
                     continue
                 if run.tags.get(WILL_RETRY_TAG) == "true" and (retry := run.tags.get(AUTO_RETRY_RUN_ID_TAG)):
                     print(f"{q.where()} failed (run {q.run_id}): {self.message(q.run_id)}; Dagster retries it as run {retry}", file=sys.stderr, flush=True)
@@ -187,7 +169,7 @@ class RunQueue:
                 if self._retry_coming(q, run):
                     continue
                 pending.remove(q)
-                finished(q, False, f"{q.where()} failed (run {q.run_id}): {self.message(q.run_id) or f'the run was {run.status.value.lower()}'}")
+                yield q, False, f"{q.where()} failed (run {q.run_id}): {self.message(q.run_id) or f'the run was {run.status.value.lower()}'}"
             if pending:
                 time.sleep(POLL_SECONDS)  # polling the instance's run records; runs take seconds to hours
 
@@ -219,37 +201,24 @@ class RunQueue:
         entries = self.instance.all_logs(run_id, of_type={dg.DagsterEventType.STEP_FAILURE, dg.DagsterEventType.ENGINE_EVENT, dg.DagsterEventType.RUN_FAILURE})
         return failure_message(e.dagster_event for e in entries)
 
-    def run_job(self, job: str, partitions: list[str] | None = None, assets: list[str] | None = None) -> FinishedRun:
-        """One run, followed to its end; a failure (after retries) is a RunFailed naming the job, partitions and cause."""
-        outcome: list[tuple[QueuedRun, bool, str]] = []
-        self.follow([self.submit(job, partitions, assets)], lambda q, ok, msg: outcome.append((q, ok, msg)))
-        q, ok, msg = outcome[0]
-        if not ok:
-            self.failed.append(msg)
-            raise RunFailed(msg)
-        return FinishedRun(q.run_id, self.instance)
-
-    def run_ranges(self, job: str, planned: list[list[str]], assets: list[str] | None, progress: Callable[[int], None]) -> tuple[list[str], dict[str, str]]:
-        """Every planned range of partitions at once; a range that fails for good is run again one partition per
-        run, so a bad partition fails alone. Returns (successful run ids, {failed partition: message})."""
-        runs, failures, done = [], {}, 0
-
-        def finished(q: QueuedRun, ok: bool, message: str) -> None:
-            nonlocal done
+    def execute(self, batches: Sequence[RunBatch]) -> Iterator[RunOutcome]:
+        """Every batch queued at once (the instance's limits hold how many run); each batch's outcome once its runs
+        have ended for good. A range that fails for good is run again one partition per run, so a bad partition
+        fails alone."""
+        runs: list[list[str]] = [[] for _ in batches]
+        failures: list[dict[str, str]] = [{} for _ in batches]
+        open_runs = [1] * len(batches)
+        pending = [self.submit(i, b.job, b.partitions, b.assets) for i, b in enumerate(batches)]
+        for q, ok, message in self.follow(pending):
             if ok:
-                runs.append(q.run_id)
+                runs[q.batch].append(q.run_id)
             elif len(q.partitions) > 1:
                 print(f"{message}; running its partitions one per run", file=sys.stderr, flush=True)
-                pending.extend(self.submit(job, [p], assets) for p in q.partitions)
-                return
+                pending.extend(self.submit(q.batch, q.job, (p,), q.assets) for p in q.partitions)
+                open_runs[q.batch] += len(q.partitions)
             else:
-                print(message, file=sys.stderr, flush=True)
                 self.failed.append(message)
-                failures[q.partitions[0]] = message
-            done += len(q.partitions)
-            progress(done)
-
-        pending = [self.submit(job, p, assets) for p in planned]
-        self.follow(pending, finished)
-        return runs, failures
-
+                failures[q.batch][q.partitions[0] if q.partitions else q.job] = message
+            open_runs[q.batch] -= 1
+            if not open_runs[q.batch]:
+                yield RunOutcome(batches[q.batch], tuple(runs[q.batch]), failures[q.batch])

@@ -1,7 +1,13 @@
-"""`shard-assets build`: run the code location's own jobs in order on an instance, a pool of processes for
-the partitioned jobs (`workers`, capped by the instance's dagster.yaml limits; up to PARTITIONS_PER_RUN
-adjacent partitions per run, and at least one run per worker), with progress. No second wiring of the graph:
-the runs are the defined jobs, named in the UI like any other, and their tokenize steps claim the pool's slots."""
+"""`shard-assets build`: run the code location's own jobs in order on an instance, with progress. No second wiring
+of the graph: the runs are the defined jobs (up to PARTITIONS_PER_RUN adjacent partitions per run, at least one
+run per worker), named in the UI like any other, and their tokenize steps claim the pool's slots.
+
+How the runs execute is one seam, `RunExecutor`: `LocalRuns` runs them in this process, or in a pool of
+`workers` spawned processes (capped by the instance's dagster.yaml limits) that get the settings as arguments;
+on an instance whose runs execute elsewhere (Slurm, Kubernetes, ECS), `RunQueue` (run_queue.py) submits them to
+the instance's queue and follows them through Dagster's retries.
+The summary is read from typed values: the published manifest and splits record in the store, and the check
+evaluations of the publish run in the instance."""
 
 from __future__ import annotations
 
@@ -11,23 +17,34 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
+from typing import TextIO
 
 import dagster as dg
+from dagster._core.instance.ref import InstanceRef
 
+from shard_loader.format import LATEST_KEY, parse_manifest
+
+from .batches import RunBatch, RunExecutor, RunOutcome
 from .defs.jobs import TOKENIZE_TAGS
 from .defs.partitions import PARTITIONS_PER_RUN, RUN_BYTES, raw_files, run_target, sync_partitions
+from .defs.resources import Settings
 from .lib.discovery import registered
-from .lib.partitioning import contiguous_runs
 from .lib.errors import RunFailed
+from .lib.layout import splits_record_key
+from .lib.partitioning import contiguous_runs
+from .lib.records import SplitsRecord, get_record
 from .lib.spec import DatasetSpec
-from .run_events import failure_message as _events_failure
+from .run_events import failure_message as _failure_of_events
 from .run_queue import RunQueue
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}  # failures are reported once, as one line each, by the runner
 BUILD_TAGS = ("shard/build_host", "shard/build_pid")  # which process executes a build's run: a re-run finds those a kill left behind
 TOKENIZE_POOL = "tokenize"  # tokenized_shards' pool
+CLEAR_LINE = "\r\x1b[K"  # a terminal's progress line is cleared before a warning takes its place
+PROGRESS_INTERVAL = 30.0  # seconds between progress lines in a pipe (a terminal redraws one line at every run)
 
 
 @dataclass(frozen=True)
@@ -46,22 +63,20 @@ class BuildResult:
 
 def failure_message(result: dg.ExecuteInProcessResult) -> str:
     """The innermost error of a run's first failed step (Dagster wraps the asset's own exception)."""
-    return _events_failure(result.all_events)
+    return _failure_of_events(result.all_events)
 
 
-def run_job(defs: dg.Definitions, job: str, instance: dg.DagsterInstance, partitions: list[str] | None = None, assets: list[str] | None = None, queue: RunQueue | None = None) -> dg.ExecuteInProcessResult:
-    """Execute one defined job in this process (or through `queue`, the instance's), over adjacent `partitions`
-    (one run for the range); a failure is a RunFailed naming the job, partitions and cause."""
-    if queue is not None:
-        return queue.run_job(job, partitions, assets)
+def run_job(defs: dg.Definitions, job: str, instance: dg.DagsterInstance, partitions: Sequence[str] = (), assets: Sequence[str] = ()) -> dg.ExecuteInProcessResult:
+    """Execute one defined job in this process, over adjacent `partitions` (one run for the range); a failure
+    is a RunFailed naming the job, partitions and cause."""
     selection = [dg.AssetKey(a) for a in assets] if assets else None
-    target = run_target(partitions) if partitions else {"partition_key": None, "tags": {}}
+    target = run_target(list(partitions)) if partitions else {"partition_key": None, "tags": {}}
     target["tags"] = {**target["tags"], **dict(zip(BUILD_TAGS, (socket.gethostname(), str(os.getpid()))))}
     result = defs.resolve_job_def(job).execute_in_process(
         instance=instance, asset_selection=selection, run_config=QUIET, raise_on_error=False, **target
     )
     if not result.success:
-        where = f"{job} [{partitions[0]}{f'..{partitions[-1]}' if len(partitions) > 1 else ''}]" if partitions else job
+        where = RunBatch(job, tuple(partitions))
         raise RunFailed(f"{where} failed (run {result.run_id}): {failure_message(result) or 'see the run in the Dagster UI'}")
     return result
 
@@ -103,36 +118,72 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _run_in_worker(job: str, partitions: list[str], assets: list[str] | None) -> tuple[list[str], dict[str, str]]:
-    """A pool process: load the definitions from the environment (as Dagster's own run workers do) and run one job."""
+def _run_isolating(defs: dg.Definitions, instance: dg.DagsterInstance, batch: RunBatch) -> RunOutcome:
+    """One run of the batch; if it fails, one run per partition, so a bad partition fails alone."""
+    try:
+        return RunOutcome(batch, (run_job(defs, batch.job, instance, batch.partitions, batch.assets).run_id,), {})
+    except RunFailed as exc:
+        if len(batch.partitions) <= 1:
+            return RunOutcome(batch, (), {batch.partitions[0] if batch.partitions else batch.job: str(exc)})
+    outcomes = [_run_isolating(defs, instance, RunBatch(batch.job, (p,), batch.assets)) for p in batch.partitions]
+    return RunOutcome(batch, tuple(r for o in outcomes for r in o.run_ids), {k: v for o in outcomes for k, v in o.failures.items()})
+
+
+def _run_in_worker(settings: Settings, instance_ref: InstanceRef, batch: RunBatch) -> RunOutcome:
+    """A pool process: the definitions and the instance from the values it was given (no environment), one batch."""
     from .definitions import build_definitions
 
-    return _run_isolating(build_definitions(), job, dg.DagsterInstance.get(), partitions, assets)
+    with dg.DagsterInstance.from_ref(instance_ref) as instance:
+        return _run_isolating(build_definitions(settings.resources()), instance, batch)
 
 
-def _run_isolating(defs: dg.Definitions, job: str, instance: dg.DagsterInstance, partitions: list[str], assets: list[str] | None) -> tuple[list[str], dict[str, str]]:
-    """One run over `partitions`; if it fails, one run per partition, so a bad partition fails alone.
-    Returns (run ids, {failed partition: message})."""
-    try:
-        return [run_job(defs, job, instance, partitions, assets).run_id], {}
-    except RunFailed as exc:
-        if len(partitions) == 1:
-            return [], {partitions[0]: str(exc)}
-    runs, failures = [], {}
-    for p in partitions:
-        more, failed = _run_isolating(defs, job, instance, [p], assets)
-        runs, failures = runs + more, {**failures, **failed}
-    return runs, failures
+class LocalRuns:
+    """Runs executed on this machine: in this process, or `workers` batches at a time in spawned processes
+    (fresh interpreters: no forked Dagster or tokenizer thread state) when the instance is persistent."""
+
+    def __init__(self, defs: dg.Definitions, settings: Settings, instance: dg.DagsterInstance, workers: int = 1):
+        self.defs, self.settings, self.instance = defs, settings, instance
+        self.workers = workers if instance.is_persistent else 1
+
+    def execute(self, batches: Sequence[RunBatch]) -> Iterator[RunOutcome]:
+        if self.workers <= 1 or len(batches) <= 1:
+            for batch in batches:
+                yield _run_isolating(self.defs, self.instance, batch)
+            return
+        with ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = [pool.submit(_run_in_worker, self.settings, self.instance.get_ref(), batch) for batch in batches]
+            for future in as_completed(futures):
+                yield future.result()
 
 
-def _progress(done: int, total: int, label: str, started: float) -> None:
-    elapsed = time.perf_counter() - started
-    eta = elapsed / done * (total - done) if done else 0.0
-    line = f"{label}: {done}/{total} partitions, {elapsed:.0f} s elapsed, ETA {eta:.0f} s"
-    if sys.stderr.isatty():
-        print(f"\r{line}", end="\n" if done == total else "", file=sys.stderr, flush=True)
-    else:
-        print(line, file=sys.stderr, flush=True)
+class Progress:
+    """One job's progress on `stream`: in a terminal one line redrawn at every run; in a pipe (CI logs) a line at
+    most every `interval` seconds and one when the job is done. Failures print as they happen, counted as failed."""
+
+    def __init__(self, label: str, total: int, stream: TextIO | None = None, interval: float = PROGRESS_INTERVAL):
+        self.label, self.total, self.interval = label, total, interval
+        self.stream = stream or sys.stderr  # looked up now: tests and callers may have replaced sys.stderr
+        self.done = self.failed = 0
+        self.started = self.shown = time.perf_counter()
+        self.tty = self.stream.isatty()
+
+    def line(self) -> str:
+        elapsed = time.perf_counter() - self.started
+        eta = elapsed / self.done * (self.total - self.done) if self.done else 0.0
+        failed = f" ({self.failed} failed)" if self.failed else ""
+        return f"{self.label}: {self.done}/{self.total} partitions{failed}, {elapsed:.0f} s elapsed, ETA {eta:.0f} s"
+
+    def update(self, outcome: RunOutcome) -> None:
+        self.done += len(outcome.batch.partitions)
+        self.failed += len(outcome.failures)
+        for message in outcome.failures.values():
+            print(f"{CLEAR_LINE if self.tty else ''}warning: {message}", file=self.stream, flush=True)
+        finished = self.done >= self.total
+        if self.tty:
+            print(f"\r{self.line()}", end="\n" if finished else "", file=self.stream, flush=True)
+        elif finished or time.perf_counter() - self.shown >= self.interval:
+            self.shown = time.perf_counter()
+            print(self.line(), file=self.stream, flush=True)
 
 
 def plan_runs(partitions: list[str], order: list[str], workers: int, sizes: dict[str, int]) -> list[list[str]]:
@@ -142,77 +193,86 @@ def plan_runs(partitions: list[str], order: list[str], workers: int, sizes: dict
     return contiguous_runs(partitions, order, per_run, sizes, RUN_BYTES)
 
 
-def run_partitions(defs: dg.Definitions, job: str, partitions: list[str], sizes: dict[str, int], instance: dg.DagsterInstance, workers: int, assets: list[str] | None = None, queue: RunQueue | None = None) -> tuple[list[str], dict[str, str]]:
-    """Runs of `job` over `partitions` (several adjacent partitions per run; `sizes` in source bytes), `workers`
-    runs at a time (through `queue`: all queued at once, the instance's limits holding); returns (run ids, {failed partition: message})."""
-    started, runs, failures, done = time.perf_counter(), [], {}, 0
-    label = f"{job}" + (f" ({','.join(assets)})" if assets else "")
-    parallel = workers > 1 and instance.is_persistent
-    planned = plan_runs(partitions, instance.get_dynamic_partitions(raw_files.name), workers if parallel else 1, sizes)
-    if queue is not None:
-        return queue.run_ranges(job, planned, assets, lambda n: _progress(n, len(partitions), label, started))
-    if not parallel or len(planned) <= 1:
-        for run in planned:
-            more, failed = _run_isolating(defs, job, instance, run, assets)
-            runs, failures, done = runs + more, {**failures, **failed}, done + len(run)
-            _progress(done, len(partitions), label, started)
-        return runs, failures
-    context = multiprocessing.get_context("spawn")  # fresh interpreters: no forked Dagster or tokenizer thread state
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        futures = {pool.submit(_run_in_worker, job, run, assets): run for run in planned}
-        for future in as_completed(futures):
-            more, failed = future.result()
-            runs, failures, done = runs + more, {**failures, **failed}, done + len(futures[future])
-            _progress(done, len(partitions), label, started)
+def run_partitions(
+    executor: RunExecutor, job: str, partitions: list[str], order: list[str], sizes: dict[str, int], workers: int, assets: tuple[str, ...] = ()
+) -> tuple[list[str], dict[str, str]]:
+    """Runs of `job` over `partitions` (several adjacent ones per run; `sizes` in source bytes) with progress;
+    returns (run ids, {failed partition: message}). Every partition failing is a RunFailed naming the first cause."""
+    progress = Progress(job + (f" ({','.join(assets)})" if assets else ""), len(partitions))
+    runs, failures = [], {}
+    batches = [RunBatch(job, tuple(run), assets) for run in plan_runs(partitions, order, workers, sizes)]
+    for outcome in executor.execute(batches):
+        runs += outcome.run_ids
+        failures |= outcome.failures
+        progress.update(outcome)
+    if partitions and len(failures) == len(partitions):
+        first = failures[next(p for p in partitions if p in failures)]
+        raise RunFailed(f"every partition failed in {job} ({len(partitions)} of {len(partitions)}); the first: {first}")
     return runs, failures
 
 
-def build_dataset(instance: dg.DagsterInstance, spec: DatasetSpec, resources: dict, workers: int = 1) -> BuildResult:
+def run_one(executor: RunExecutor, job: str) -> str:
+    """One run of an unpartitioned job; its run id, or a RunFailed naming the cause."""
+    (outcome,) = executor.execute([RunBatch(job)])
+    if outcome.failures:
+        raise RunFailed(outcome.failures[job])
+    return outcome.run_ids[0]
+
+
+def check_results(instance: dg.DagsterInstance, run_id: str) -> dict[str, bool]:
+    """{check name: passed} of the asset checks a run evaluated, from the instance (wherever the run executed)."""
+    records = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION).records
+    return {(e := r.event_log_entry.dagster_event.asset_check_evaluation_data).check_name: e.passed for r in records}
+
+
+def build_dataset(
+    instance: dg.DagsterInstance, spec: DatasetSpec, resources: dict, workers: int = 1, executor: RunExecutor | None = None
+) -> BuildResult:
     """Register partitions, then ingest every partition, make the tokenizer, tokenize every partition, and publish.
 
     A failing partition does not stop the others: under `on_partition_failure = "skip"` it is left out of
-    the version; under "block" the publish refuses. With `workers` > 1 (and a persistent instance) partitions
-    run in that many processes, which load the definitions from the environment. On an instance that launches
-    runs elsewhere (Slurm, Kubernetes, ECS) the same runs go to its queue instead (run_queue.py), split into at
-    least `workers` runs per job.
+    the version; under "block" the publish refuses. Runs execute with `executor`: by default the instance's queue
+    when its runs execute elsewhere (`RunQueue`, split into at least `workers` runs per job), else `LocalRuns`:
+    with `workers` > 1 (and a persistent instance) that many processes at once.
     """
     with RunQueue.open(instance, resources) as queue:
-        return _build(instance, spec, resources, workers, queue)
+        return _build(instance, spec, resources, workers, executor or queue)
 
 
-def _build(instance: dg.DagsterInstance, spec: DatasetSpec, resources: dict, workers: int, queue: RunQueue | None) -> BuildResult:
+def _build(instance: dg.DagsterInstance, spec: DatasetSpec, resources: dict, workers: int, executor: RunExecutor | None) -> BuildResult:
     from .definitions import build_definitions
 
     started = time.perf_counter()
     if released := release_killed_runs(instance):
         print(f"marked {len(released)} runs of a killed build failed and freed their pool slots", file=sys.stderr, flush=True)
-    limit = worker_limit(instance)
-    if queue is None and limit is not None and workers > limit:
-        print(f"running {limit} partition runs at once, not {workers}: the instance's dagster.yaml allows {limit}", file=sys.stderr, flush=True)
-        workers = limit
-    defs = build_definitions(resources)
+    if executor is None:
+        limit = worker_limit(instance)
+        if limit is not None and workers > limit:
+            print(f"running {limit} partition runs at once, not {workers}: the instance's dagster.yaml allows {limit}", file=sys.stderr, flush=True)
+            workers = limit
+        executor = LocalRuns(build_definitions(resources), Settings.of(resources), instance, workers)
+    parallel = workers if instance.is_persistent else 1
     store = resources["store"].store()
     _, _, keys = sync_partitions(instance, store, spec)
     sizes = {k: r.size for k, r in registered(store, spec).items()}
-    runs, failures = run_partitions(defs, "ingest_job", keys, sizes, instance, workers, queue=queue)
-    runs.append(run_job(defs, "tokenizer_job", instance, queue=queue).run_id)
+    order = instance.get_dynamic_partitions(raw_files.name)
+    runs, failures = run_partitions(executor, "ingest_job", keys, order, sizes, parallel)
+    runs.append(run_one(executor, "tokenizer_job"))
     ingested = [k for k in keys if k not in failures]
-    tokenized, more = run_partitions(defs, "tokenize_job", ingested, sizes, instance, workers, assets=["tokenized_shards"], queue=queue)
-    runs += tokenized
-    for message in {**failures, **more}.values():
-        print(f"warning: {message}", file=sys.stderr, flush=True)
-    final = run_job(defs, "publish_job", instance, queue=queue)
-    runs.append(final.run_id)
-    meta = final.asset_materializations_for_node("manifest")[0].metadata
+    runs += run_partitions(executor, "tokenize_job", ingested, order, sizes, parallel, assets=("tokenized_shards",))[0]
+    publish_run = run_one(executor, "publish_job")
+    runs.append(publish_run)
+    live = parse_manifest(store.get_bytes(LATEST_KEY), origin=f"{store.describe()}/{LATEST_KEY}")  # what publish_job made live
+    summary = get_record(store, splits_record_key(live.tokenizer.fingerprint), SplitsRecord, "build summary")
     return BuildResult(
-        manifest_url=str(meta["manifest_url"].value),
-        version=str(meta["version"].value),
-        tokens={s: int(meta[f"{s}_tokens"].value) for s in ("train", "val")},
-        documents={s: int(meta[f"{s}_documents"].value) for s in ("train", "val")},
+        manifest_url=f"{store.loader_url().rstrip('/')}/{LATEST_KEY}",
+        version=live.version,
+        tokens={s: v.tokens for s, v in live.splits.items()},
+        documents={s: v.documents for s, v in live.splits.items()},
         partitions=len(keys),
-        left_out=int(meta["partitions_left_out"].value),
+        left_out=len(summary.left_out),
         seconds=time.perf_counter() - started,
         run_ids=tuple(runs),
-        checks={e.check_name: e.passed for e in final.get_asset_check_evaluations()},
-        failed_runs=tuple(queue.failed) if queue else (),
+        checks=check_results(instance, publish_run),
+        failed_runs=tuple(executor.failed) if isinstance(executor, RunQueue) else (),
     )

@@ -101,7 +101,7 @@ def test_every_tokenized_partition_names_its_encoder_and_passed_the_guard(built)
     for record in records:
         meta = {k: v.value for k, v in record.asset_materialization.metadata.items()}
         assert meta["encoder_engine"] == "fastokens" and meta["encoder_differing"] == 0
-        assert meta["encoder_sampled"] >= min(64, meta["encoder_documents"])
+        assert meta["encoder_sampled"] >= min(64, meta["dagster/row_count"])
     parts = [json.loads(p.read_text()) for p in store.glob("tokenized/*/parts/*.json")]
     assert parts and all(p["encoder"]["engine"] == "fastokens" and p["encoder"]["differing"] == 0 for p in parts)
 

@@ -87,9 +87,8 @@ def test_a_rerun_frees_the_pool_slots_a_killed_build_held(tmp_path):
 def test_a_build_asked_for_more_workers_runs_at_most_the_limit_at_once(tmp_path, capsys, monkeypatch):
     spec, _, resources = tiny_dataset(tmp_path, files=6, docs=30)
     home = _home(tmp_path, "dagster.yaml")
-    monkeypatch.setenv("DAGSTER_HOME", str(home))  # the pool's processes open the same instance
-    monkeypatch.setenv("SHARD_DATASET_SPEC", str(spec))
-    monkeypatch.setenv("DATASET_STORE_ROOT", resources["store"].root)
+    for var in ("DAGSTER_HOME", "SHARD_DATASET_SPEC", "DATASET_STORE_ROOT"):  # the pool's processes get the instance and settings as arguments
+        monkeypatch.delenv(var, raising=False)
     with _instance(home) as inst:
         result = build_dataset(inst, load_spec(spec), resources, workers=6)
         records = inst.get_run_records(filters=dg.RunsFilter(job_name="tokenize_job"))

@@ -11,8 +11,8 @@ import pytest
 pytestmark = pytest.mark.integration
 
 
-def _cli(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "DAGSTER_HOME": str(cwd or "."), "SHARD_DATASET_SPEC": ""}
+def _cli(*args: str, cwd=None, **extra: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "DAGSTER_HOME": str(cwd or "."), "SHARD_DATASET_SPEC": "", **extra}
     return subprocess.run([sys.executable, "-m", "shard_assets.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
 
 
@@ -53,6 +53,15 @@ def test_bad_arguments_are_refused_before_any_work(tmp_path):
     assert out.returncode == 2 and "argument --seq-len: must be at least 1, got -1" in out.stderr
     assert not (tmp_path / "data").exists()
     _one_line_error(_cli("gc", "--store", str(tmp_path / "store"), "--max-age", "lots", cwd=tmp_path), r"--max-age: 'lots' is not a duration; write e.g. 30d")
+
+
+def test_a_typo_in_dataset_store_is_refused_naming_the_variable_and_the_allowed_values(tmp_path):
+    for command in ("build", "discover", "gc"):
+        out = _cli(command, "--spec", str(_spec(tmp_path, "")), cwd=tmp_path, DATASET_STORE="r3")
+        _one_line_error(out, r"^error: DATASET_STORE='r3' is not one of local, s3, r2; unset it for the local folder data/store$")
+    out = _cli("dev", cwd=tmp_path, DATASET_STORE="r3")  # refused before Dagster starts, not at every run and tick
+    _one_line_error(out, r"DATASET_STORE='r3' is not one of local, s3, r2")
+    assert not (tmp_path / "data").exists() and not (tmp_path / ".dagster_home").exists()
 
 
 def test_debug_prints_the_traceback(tmp_path):

@@ -20,7 +20,7 @@ from shard_assets.lib.encoders import (
     encoders_for,
     select_encoder,
 )
-from shard_assets.lib.encoding import tokenize_partition
+from shard_assets.lib.encoding import EncodeSettings, tokenize_partition
 
 EOD = "<|endoftext|>"
 SPECIALS = [EOD, "<|im_start|>", "<|im_end|>", "<|eot_id|>"]
@@ -143,8 +143,9 @@ def _partition(tmp_path, docs):
     return tmp_path / "p.parquet"
 
 
-def _run(tmp_path, docs, encoder, reference, **kwargs):
-    return tokenize_partition(_partition(tmp_path, docs), encoder, reference, 0, "uint16", 0.1, tmp_path / "out", "p", batch_documents=300, **kwargs)
+def _run(tmp_path, docs, encoder, reference, on_mismatch="fail"):
+    settings = EncodeSettings(0, "uint16", 0.1, batch_documents=300, on_mismatch=on_mismatch)
+    return tokenize_partition(_partition(tmp_path, docs), tmp_path / "out", "p", encoder, reference, settings)
 
 
 @pytest.fixture(scope="module")
@@ -204,7 +205,7 @@ def test_the_mismatch_policy_is_a_validated_spec_field(value, message):
 
 def test_the_build_follows_the_spec_s_mismatch_policy(tmp_path, gpt2_json):
     from shard_assets.lib.records import RawRecord, SourceFileRef, TokenizerRecord
-    from shard_assets.lib.shard_build import build_partition_shards
+    from shard_assets.lib.shard_build import TokenizeJob, build_partition_shards
     from shard_assets.lib.store import LocalFolderStore
 
     store = LocalFolderStore(tmp_path / "store")
@@ -212,7 +213,10 @@ def test_the_build_follows_the_spec_s_mismatch_policy(tmp_path, gpt2_json):
     raw = RawRecord("p", "src", SourceFileRef("/src/p", "f"), "raw/p.parquet", "-", 200, "v", "run")
     tokenizer = TokenizerRecord("t", "fp", 1200, 0, "uint16")
     engine, reference = _Disagrees(gpt2_json, "test"), ReferenceEncoder(gpt2_json)
-    built = build_partition_shards(store, raw, engine, reference, tokenizer, 0.1, 100, tmp_path / "work", "run", "code", on_mismatch="reference")
+    def job(on_mismatch):
+        return TokenizeJob(store, tokenizer, engine, reference, EncodeSettings(0, "uint16", 0.1, 100, on_mismatch), "run", "code")
+
+    built = build_partition_shards(job("reference"), raw, tmp_path / "work")
     assert built.record.encoder.reencoded_with_reference and built.record.encoder.differing == 1
     with pytest.raises(ExactnessError):
-        build_partition_shards(store, raw, engine, reference, tokenizer, 0.1, 100, tmp_path / "work2", "run", "code", on_mismatch="fail")
+        build_partition_shards(job("fail"), raw, tmp_path / "work2")

@@ -48,7 +48,7 @@ def test_the_sensor_registers_new_files_and_requests_runs_for_them_only(tmp_path
 def _run_checks(inst, resources):
     """Run the publish step again: splits and the manifest with their blocking checks, as publish_job does."""
     result = dg.materialize(ASSETS, selection=["splits", "manifest"], instance=inst, resources=resources, raise_on_error=False)
-    return {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    return {e.check_name: e for e in result.get_asset_check_evaluations()}
 
 
 @pytest.fixture
@@ -106,11 +106,15 @@ def _break_offsets(store, m):
 )
 def test_each_check_fails_on_broken_input_and_passes_on_good(built, breaker, failing):
     inst, _, store, resources, _ = built
-    assert all(_run_checks(inst, resources).values())
+    assert all(e.passed for e in _run_checks(inst, resources).values())
     breaker(store, shard_loader.open_manifest(str(store)).manifest)
     live = (store / "manifest.json").read_bytes()
     results = _run_checks(inst, resources)
-    assert {name for name, passed in results.items() if not passed} == failing
+    assert {name for name, e in results.items() if not e.passed} == failing
+    for name in failing:  # the summary a glance reads says what failed, not what a pass would say
+        summary = results[name].description
+        assert summary.startswith("FAILED: ") and summary == results[name].metadata["summary"].value
+        assert "verified and opened" not in summary and ("tokenized/" in summary or "manifests/" in summary or "web.part" in summary), summary
     assert (store / "manifest.json").read_bytes() == live
 
 

@@ -1,10 +1,12 @@
 """The plan step estimates documents and tokens from a sample, close to what the build produces."""
 
+import re
 import subprocess
 import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from shard_assets.lib.plan import format_plan, plan_build
 from shard_assets.lib.spec import TokenizerSpec, load_spec
@@ -57,23 +59,16 @@ def test_plan_command_prints_totals(demo_spec):
     assert "total" in out.stdout and "core-hours" in out.stdout and "stdlib.part-000" in out.stdout
 
 
-def test_the_raw_asset_estimates_what_tokenizing_will_produce(tmp_path):
-    import dagster as dg
-
-    from shard_assets.runner import build_dataset
-    from shard_assets.definitions import ASSETS
-    from shard_loader import open_manifest
-    from tests.support.dagster_helpers import instance, tiny_dataset
-
-    spec, store, resources = tiny_dataset(tmp_path)
-    inst = instance()
-    build_dataset(inst, load_spec(spec), resources)
-    result = dg.materialize(ASSETS, selection=["raw_documents"], partition_key="web.part0", instance=inst, resources=resources)
-    meta = result.asset_materializations_for_node("raw_documents")[0].metadata
-    shards = [e for s in open_manifest(str(store)).manifest.splits.values() for e in s.shards if e.partition == "web.part0"]
-    actual = sum(e.tokens - e.documents for e in shards)
-    assert abs(meta["estimated_tokens"].value - actual) / actual < 0.3
-    assert meta["estimated_shard_bytes"].value > 2 * actual
+@pytest.mark.integration
+def test_a_file_that_cannot_be_read_is_listed_and_the_others_planned_as_the_build_would(tmp_path):
+    write_jsonl(tmp_path / "good.jsonl", 40, seed=4)
+    (tmp_path / "broken.jsonl").write_text('{"text": "fine line"}\n{not json}\n')
+    spec_path = tmp_path / "spec.toml"
+    spec_path.write_text(f'name = "p"\nmin_chars = 1\n[[sources]]\nname = "j"\nuri = "{tmp_path}/*.jsonl"\nformat = "jsonl"\n')
+    out = subprocess.run([sys.executable, "-m", "shard_assets.cli", "plan", "--spec", str(spec_path), "--sample", "20"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "j.good" in out.stdout and "skipped        1 files" in out.stdout
+    assert re.search(r"j.broken\s+.*broken.jsonl:2: not a JSON object", out.stdout), out.stdout
 
 
 def test_sizes_read_with_units():

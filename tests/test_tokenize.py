@@ -9,7 +9,11 @@ from shard_assets.lib.text import doc_hashes, is_val, normalise
 from shard_loader.format.shard import HEADER_BYTES
 from shard_assets.lib.spec import TokenizerSpec
 from shard_assets.lib.encoders import EncoderError, ReferenceEncoder, select_encoder
-from shard_assets.lib.encoding import MAX_BATCH_CHARS, tokenize_partition
+from shard_assets.lib.encoding import MAX_BATCH_CHARS, EncodeSettings, tokenize_partition
+from shard_assets.lib.layout import part_record_key, quarantine_key, raw_key, raw_record_key
+from shard_assets.lib.records import Quarantine, RawRecord, SourceFileRef, get_record, put_record
+from shard_assets.lib.shard_build import TokenizeJob, tokenize_partitions
+from shard_assets.lib.store import LocalFolderStore
 from shard_assets.lib.tokenizer import build_tokenizer, load_tokenizer
 
 LONG = 1 << 16
@@ -39,9 +43,8 @@ def test_shards_decode_to_each_document(tmp_path):
     tok = load_tokenizer(text)
     reference = ReferenceEncoder(text)
 
-    writers, stats = tokenize_partition(
-        tmp_path / "p.parquet", select_encoder(text), reference, record.eod_id, record.token_dtype, VAL_FRACTION, tmp_path / "out", "p", batch_documents=64
-    )
+    settings = EncodeSettings(record.eod_id, record.token_dtype, VAL_FRACTION, batch_documents=64)
+    writers, stats = tokenize_partition(tmp_path / "p.parquet", tmp_path / "out", "p", select_encoder(text), reference, settings)
     assert stats.guard.engine == "fastokens" and stats.guard.documents == len(docs) and stats.guard.differing == 0
     assert stats.guard.sampled >= max(64, len(docs) // 100)
 
@@ -72,7 +75,7 @@ def test_failed_partition_leaves_no_files(tmp_path):
             raise RuntimeError("tokenizer failed")
 
     with pytest.raises(RuntimeError, match="tokenizer failed"):
-        tokenize_partition(tmp_path / "p.parquet", Broken(text), ReferenceEncoder(text), 0, "uint16", 0.5, tmp_path / "out", "p")
+        tokenize_partition(tmp_path / "p.parquet", tmp_path / "out", "p", Broken(text), ReferenceEncoder(text), EncodeSettings(0, "uint16", 0.5))
     assert not [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
 
 
@@ -88,9 +91,47 @@ def test_a_text_that_encodes_to_the_eod_id_fails_the_partition(tmp_path):
 
     with pytest.raises(EncoderError, match="partition p: document 1 of the batch encodes to the end-of-document id 0"):
         encoder = EodInside(text)  # as its own reference: the check holds whatever the engine
-        tokenize_partition(tmp_path / "p.parquet", encoder, encoder, record.eod_id, "uint16", 0.5, tmp_path / "out", "p")
+        tokenize_partition(tmp_path / "p.parquet", tmp_path / "out", "p", encoder, encoder, EncodeSettings(record.eod_id, "uint16", 0.5))
     assert not [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
 
 
 def test_normalise_keeps_every_line_break():
     assert normalise("a\r\nb\rc\nd\r\n\r\ne") == "a\nb\nc\nd\n\ne"
+
+
+def _raw_partition(store, tmp_path, partition: str, docs: list[str]) -> None:
+    """A raw partition as the raw asset leaves it: its parquet under its key, and its record."""
+    path = tmp_path / f"{partition}.parquet"
+    pq.write_table(pa.table({"text": docs, "doc_hash": doc_hashes(docs)}), path)
+    key = raw_key(partition, partition.replace(".", ""))
+    store.put_file(key, path)
+    put_record(store, raw_record_key(partition), RawRecord(partition, "web", SourceFileRef(f"/src/{partition}", "f"), key, "-", len(docs), "v", "run"))
+
+
+def test_a_failing_partition_is_quarantined_naming_its_raw_file_while_the_others_are_stored(tmp_path):
+    store = LocalFolderStore(tmp_path / "store")
+    docs = [f"document {i} about alpha and beta" for i in range(200)]
+    text, record = build_tokenizer(TokenizerSpec(vocab_size=300), iter(docs))
+    _raw_partition(store, tmp_path, "web.a", docs[:100])
+    _raw_partition(store, tmp_path, "web.b", docs[100:] + ["a BAD document"])
+    reference = ReferenceEncoder(text)
+
+    class Refuses(ReferenceEncoder):
+        def _encode(self, texts):
+            if any("BAD" in t for t in texts):
+                raise EncoderError("tokenizers: cannot encode a BAD document")
+            return super()._encode(texts)
+
+    def job(engine, run_id):
+        return TokenizeJob(store, record, engine, reference, EncodeSettings(record.eod_id, record.token_dtype, 0.2), run_id, "code")
+
+    outcome = tokenize_partitions(job(Refuses(text), "run-1"), ["web.a", "web.b"])
+    assert [d.record.partition for d in outcome.stored] == ["web.a"] and list(outcome.failed) == ["web.b"]
+    quarantined = get_record(store, quarantine_key(record.fingerprint, "web.b"), Quarantine, "test")
+    assert quarantined.error == "raw/web/b-webb.parquet: EncoderError: tokenizers: cannot encode a BAD document" and quarantined.run_id == "run-1"
+    assert store.exists(part_record_key(record.fingerprint, "web.a")) and not store.exists(part_record_key(record.fingerprint, "web.b"))
+    assert outcome.stored[0].stats.documents == {s: e.documents for s, e in outcome.stored[0].record.shards.items()}
+    assert len(outcome.stored[0].samples) == 3 and outcome.stored[0].samples[0].startswith("document ")
+    again = tokenize_partitions(job(reference, "run-2"), ["web.b"])  # fixed: stored, and no longer quarantined
+    assert [d.record.partition for d in again.stored] == ["web.b"] and not again.failed
+    assert not store.exists(quarantine_key(record.fingerprint, "web.b"))

@@ -1,14 +1,17 @@
-"""`shard-assets dev`, the README's command, started on loopback after a demo build, shows the code location
-`shard_assets`, the asset graph, metadata with its length-histogram picture, and the automation page to a real
-browser (headless Chromium), without the misleading dagster.yaml warning."""
+"""The README's UI flow in a real browser, on a copy of the tree as a fresh clone has it: `scripts/demo`, then
+`.venv/bin/shard-assets dev` exactly as the README says, then "Materialize all" clicked in headless Chromium
+(Playwright driving Debian's chromium): every run succeeds, into the CLI's store, and publishes the CLI's version.
+Then `raw_files_sensor` and the automation sensor turned on in the UI build and publish a new raw file's partition.
+Screenshots of the asset pages go to test-artifacts/ui/ (git-ignored). Waits follow run and backfill status over
+GraphQL, with limits meant for a loaded 2-core machine."""
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -16,10 +19,15 @@ from pathlib import Path
 import pytest
 
 import shard_loader
-
+from shard_assets.lib.layout import raw_record_key
+from shard_assets.lib.records import RawRecord, get_record
+from shard_assets.lib.store import LocalFolderStore
 
 ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts" / "ui"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
+UNSET = ("DAGSTER_HOME", "SHARD_DATASET_SPEC", "SHARD_PROJECT_ROOT", "DATASET_STORE", "DATASET_STORE_ROOT", "SHARD_PARTITION_BYTES")
 pytestmark = [pytest.mark.system, pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (scripts/setup installs it with SETUP_APT=1)")]
 
 
@@ -29,97 +37,175 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _chromium(url: str, home: Path, *args: str) -> str:
-    out = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={home}", "--window-size=1600,1000", "--virtual-time-budget=15000", *args, url],
-        capture_output=True, text=True, timeout=120,
-    )
-    return out.stdout
+def _until(condition, timeout: float, what: str, poll: float = 2.0):
+    """Poll `condition` until it returns something true; fail naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := condition():
+            return value
+        time.sleep(poll)
+    pytest.fail(f"waited {timeout:.0f} s for {what}")
+
+
+class Dagster:
+    """The webserver `shard-assets dev` started: GraphQL queries and the runs it has."""
+
+    def __init__(self, url: str):
+        self.url = url
+
+    def query(self, text: str, **variables) -> dict:
+        body = json.dumps({"query": text, "variables": variables}).encode()
+        request = urllib.request.Request(f"{self.url}/graphql", data=body, headers={"Content-Type": "application/json"})
+        return json.loads(urllib.request.urlopen(request, timeout=120).read())["data"]
+
+    def runs(self) -> list[dict]:
+        query = "{ runsOrError(limit: 200) { ... on Runs { results { runId jobName status tags { key value } } } } }"
+        return self.query(query)["runsOrError"]["results"]
+
+    def sensor_status(self, name: str) -> str:
+        query = """query($name: String!) { sensorOrError(sensorSelector: {repositoryLocationName: "shard_assets",
+                   repositoryName: "__repository__", sensorName: $name}) { ... on Sensor { sensorState { status } } } }"""
+        return self.query(query, name=name)["sensorOrError"]["sensorState"]["status"]
+
+
+def _no_failed_run(dagster: Dagster) -> list[dict]:
+    runs = dagster.runs()
+    failed = [(r["jobName"], r["runId"]) for r in runs if r["status"] in ("FAILURE", "CANCELED")]
+    assert not failed, f"runs failed: {failed}; see {dagster.url}/runs"
+    return runs
 
 
 @pytest.fixture(scope="module")
-def webserver(tmp_path_factory, demo_spec):
-    tmp = tmp_path_factory.mktemp("ui")
-    env = {
-        **os.environ, "DAGSTER_HOME": str(tmp / "home"), "DATASET_STORE_ROOT": str(tmp / "store"),
-        "SHARD_DATASET_SPEC": str(demo_spec), "HF_HUB_OFFLINE": "1",
-    }
-    (tmp / "home").mkdir()
-    (tmp / "home" / "dagster.yaml").symlink_to(ROOT / "dagster.yaml")
-    subprocess.run([sys.executable, "-m", "shard_assets.cli", "build", "--workers", "1"], cwd=ROOT, env=env, check=True, capture_output=True, timeout=300)
+def project(tmp_path_factory):
+    """A copy of the tree as a clone has it, sharing this checkout's .venv; `scripts/demo` run in it."""
+    fresh = tmp_path_factory.mktemp("clone") / "fresh"
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, check=True).stdout
+    for name in filter(None, files.decode().split("\0")):
+        if (ROOT / name).is_file():
+            (fresh / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, fresh / name)
+    (fresh / ".venv").symlink_to(ROOT / ".venv")
+    env = {k: v for k, v in os.environ.items() if k not in UNSET} | {"SHARD_SKIP_SETUP": "1"}
+    demo = subprocess.run(["scripts/demo"], cwd=fresh, env=env, capture_output=True, text=True, timeout=900)
+    assert demo.returncode == 0, demo.stderr[-3000:]
+    version = next(line.split()[1] for line in demo.stdout.splitlines() if line.startswith("version "))
+    return fresh, env, version
+
+
+@pytest.fixture(scope="module")
+def dagster(project):
+    fresh, env, _ = project
     port = _free_port()
-    log = open(tmp / "dev.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "shard_assets.cli", "dev", "--project", str(ROOT), "--port", str(port)],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
+    log = open(fresh / "dev.log", "w")
+    proc = subprocess.Popen([".venv/bin/shard-assets", "dev", "--port", str(port)], cwd=fresh, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = Dagster(f"http://127.0.0.1:{port}")
     try:
-        for _ in range(240):
+        def loaded():
             try:
-                urllib.request.urlopen(f"{url}/server_info", timeout=2)
-                break
+                entries = server.query("{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus } } } }")["workspaceOrError"]["locationEntries"]
             except OSError:
-                time.sleep(0.5)
-        else:
-            pytest.fail(f"shard-assets dev did not answer within 120 s: {(tmp / 'dev.log').read_text()[-2000:]}")
-        yield url, tmp
+                return None
+            return [e["name"] for e in entries if e["loadStatus"] == "LOADED"]
+
+        assert _until(loaded, 300, f"shard-assets dev to load the code location ({fresh / 'dev.log'})") == ["shard_assets"]
+        yield server
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
-            proc.wait(timeout=30)
+            proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         log.close()
 
 
-def test_dev_serves_the_shard_assets_location_without_the_dagster_yaml_warning(webserver):
-    url, tmp = webserver
-    query = json.dumps({"query": "{ workspaceOrError { ... on Workspace { locationEntries { name } } } }"}).encode()
-    request = urllib.request.Request(f"{url}/graphql", data=query, headers={"Content-Type": "application/json"})
-    body = json.loads(urllib.request.urlopen(request, timeout=30).read())
-    assert [e["name"] for e in body["data"]["workspaceOrError"]["locationEntries"]] == ["shard_assets"]
-    log = (tmp / "dev.log").read_text()
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """Headless Debian chromium with a fresh profile, driven by Playwright (never `playwright install`)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS,
+            viewport={"width": 1600, "height": 1200},
+        )
+        context.set_default_timeout(180_000)
+        try:
+            yield context.new_page()
+        finally:
+            context.close()
+
+
+def _screenshot(page, url: str, name: str, ready: str) -> str:
+    """Open `url`, wait for the element `ready` (a Playwright selector) to show its data, save a full-page screenshot
+    under test-artifacts/ui/, and return the page's text."""
+    page.goto(url)
+    page.locator(ready).first.wait_for()
+    page.wait_for_load_state("networkidle")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    return page.inner_text("body")
+
+
+def test_dev_starts_as_the_readme_says_without_the_dagster_yaml_warning(project, dagster):
+    fresh, _, _ = project
+    log = (fresh / "dev.log").read_text()
+    assert f"spec {fresh}/data/demo/demo.toml, store {fresh}/data/store" in log  # what the UI's runs will read and write
     assert "will not be used" not in log and "SupersessionWarning" not in log
 
 
-def test_a_raw_partition_page_shows_its_row_count_schema_and_histogram(webserver):
-    url, tmp = webserver
-    page = f"{url}/assets/raw_documents?view=partitions&partition=stdlib.part-000"
-    dom = _chromium(page, tmp / "chrome4", "--dump-dom")
-    for shown in ("dagster/row_count", "dagster/column_schema", "normalised document text", "length_histogram", "Show Markdown"):
-        assert shown in dom, shown
-    shot = tmp / "raw-asset.png"
-    _chromium(page, tmp / "chrome5", f"--screenshot={shot}")
-    assert shot.exists() and shot.stat().st_size > 10_000
+def test_materialize_all_in_the_browser_publishes_the_clis_version_into_the_clis_store(project, dagster, browser):
+    fresh, _, cli_version = project
+    before = {r["runId"] for r in dagster.runs()}
+    browser.goto(f"{dagster.url}/asset-groups")
+    browser.get_by_role("button", name="Materialize all…").click()
+    dialog = browser.get_by_role("dialog")
+    dialog.get_by_role("button", name="All", exact=True).click()
+    dialog.get_by_role("button", name="Launch backfill").click()
+    dialog.wait_for(state="hidden")
+
+    backfill = "{ partitionBackfillsOrError { ... on PartitionBackfills { results { id status } } } }"
+    status = _until(lambda: [b["status"] for b in dagster.query(backfill)["partitionBackfillsOrError"]["results"] if _no_failed_run(dagster) and b["status"] != "REQUESTED"], 1200, "the backfill to end")
+    assert status == ["COMPLETED_SUCCESS"]
+    runs = [r for r in dagster.runs() if r["runId"] not in before]
+    assert runs and {r["status"] for r in runs} == {"SUCCESS"}
+    assert shard_loader.open_manifest(str(fresh / "data/store")).manifest.version == cli_version
+    assert not (fresh / ".dagster_home" / "data").exists()  # one store: the CLI's
+
+    graph = _screenshot(browser, f"{dagster.url}/asset-groups", "asset-graph", "[aria-label=run_success] >> nth=4")  # all five assets' status loaded
+    assert all(name in graph for name in ("raw_documents", "tokenizer", "tokenized_shards", "splits", "manifest"))
+    if docs_copy := os.environ.get("SHARD_UI_SCREENSHOT"):
+        shutil.copy(ARTIFACTS / "asset-graph.png", docs_copy)
+    own = get_record(LocalFolderStore(fresh / "data/store"), raw_record_key("stdlib.part-000"), RawRecord, "test").documents
+    raw = _screenshot(browser, f"{dagster.url}/assets/raw_documents?view=partitions&partition=stdlib.part-000", "raw-documents-partition", 'text="dagster/row_count"')
+    assert re.search(rf"dagster/row_count\s+{own}\b", raw) and "dropped_too_short" in raw and "part-000.jsonl" in raw  # its own count, not the run's
+    tokenized = _screenshot(browser, f"{dagster.url}/assets/tokenized_shards?view=partitions&partition=stdlib.part-000", "tokenized-shards-partition", 'text="dagster/row_count"')
+    assert re.search(rf"dagster/row_count\s+{own}\b", tokenized) and "train_tokens" in tokenized and "encoder_engine" in tokenized
+    manifest = _screenshot(browser, f"{dagster.url}/assets/manifest", "manifest", 'text="train_tokens"')
+    assert cli_version in manifest and "train_tokens" in manifest and " bytes)" in manifest
+    checks = _screenshot(browser, f"{dagster.url}/assets/manifest?view=checks", "manifest-checks", 'text="Passed"')
+    assert "reads_with_shard_loader" in checks and "Passed" in checks
 
 
-def test_the_automation_page_lists_the_sensor_and_schedules(webserver):
-    url, tmp = webserver
-    dom = _chromium(f"{url}/automation", tmp / "chrome6", "--dump-dom")
-    for name in ("raw_files_sensor", "retokenize_schedule", "gc_schedule"):
-        assert name in dom
+def test_the_sensor_turned_on_in_the_browser_builds_and_publishes_a_new_file(project, dagster, browser):
+    fresh, _, cli_version = project
+    before = {r["runId"] for r in dagster.runs()}
+    corpus = fresh / "data/demo/corpus"
+    docs = [json.loads(line)["text"] for line in (corpus / "part-000.jsonl").read_text().splitlines()[:300]]
+    (corpus / "part-new.jsonl").write_text("".join(json.dumps({"text": f"A revised note. {d}"}) + "\n" for d in docs))
+    browser.goto(f"{dagster.url}/automation")
+    for sensor in ("raw_files_sensor", "default_automation_condition_sensor"):
+        row = browser.locator("[class*=ListItem_listItem]", has=browser.get_by_text(sensor, exact=True))
+        row.locator("label[class*=formatSwitch]").click()
+        _until(lambda: dagster.sensor_status(sensor) == "RUNNING", 120, f"{sensor} to run")
+    store = str(fresh / "data/store")
 
+    def published():
+        _no_failed_run(dagster)
+        m = shard_loader.open_manifest(store).manifest
+        return m.version != cli_version and "stdlib.part-new" in {e.partition for s in m.splits.values() for e in s.shards}
 
-def test_the_ui_shows_the_asset_graph(webserver):
-    url, tmp = webserver
-    shot = tmp / "asset-graph.png"
-    _chromium(f"{url}/asset-groups", tmp / "chrome1", f"--screenshot={shot}")
-    assert shot.exists() and shot.stat().st_size > 10_000
-    dom = _chromium(f"{url}/assets", tmp / "chrome2", "--dump-dom")
-    for name in ("raw_documents", "tokenizer", "tokenized_shards", "splits", "manifest"):
-        assert name in dom
-    docs_copy = os.environ.get("SHARD_UI_SCREENSHOT")
-    if docs_copy:
-        shutil.copy(shot, docs_copy)
-
-
-def test_the_manifest_page_shows_its_token_count(webserver):
-    url, tmp = webserver
-    tokens = shard_loader.open_manifest(str(tmp / "store")).manifest.splits["train"].tokens
-    dom = _chromium(f"{url}/assets/manifest", tmp / "chrome3", "--dump-dom")
-    assert "train_tokens" in dom
-    assert f"{tokens:,}" in dom or str(tokens) in dom
+    _until(published, 900, "automation to publish the new file's partition")
+    tokenize = [r for r in dagster.runs() if r["jobName"] == "tokenize_job" and r["runId"] not in before]  # the sensor's
+    assert [(t["key"], t["value"]) for r in tokenize for t in r["tags"] if t["key"] == "dagster/partition"] == [("dagster/partition", "stdlib.part-new")]
+    _screenshot(browser, f"{dagster.url}/assets/tokenized_shards?view=partitions&partition=stdlib.part-new", "tokenized-shards-new-partition", 'text="dagster/row_count"')

@@ -14,7 +14,8 @@ from shard_assets.lib.encoders import encoders_for
 from shard_assets.lib.errors import ObjectStoreError
 from shard_assets.lib.layout import part_record_key
 from shard_assets.lib.records import PartRecord, RawRecord, SourceFileRef, get_record
-from shard_assets.lib.shard_build import PartitionUploads, build_partition_shards
+from shard_assets.lib.encoding import EncodeSettings
+from shard_assets.lib.shard_build import PartitionUploads, TokenizeJob, build_partition_shards
 from shard_assets.lib.spec import TokenizerSpec
 from shard_assets.lib.store import LocalFolderStore
 from shard_assets.lib.shard_build import upload_partition
@@ -50,7 +51,8 @@ def _setup(s3, tmp_path, prefix, store=None):
 
 def _build(store, text, record, raw, workdir):
     engine, reference = encoders_for(text)
-    return build_partition_shards(store, raw, engine, reference, record, 0.2, 100, workdir, "run", "code")
+    job = TokenizeJob(store, record, engine, reference, EncodeSettings(record.eod_id, record.token_dtype, 0.2, 100), "run", "code")
+    return build_partition_shards(job, raw, workdir)
 
 
 def test_a_partition_uploads_while_the_next_encodes_and_its_record_comes_last(s3, tmp_path):

@@ -8,20 +8,18 @@ import dagster as dg
 from shard_loader.format import LATEST_KEY, FileRef
 
 from ..lib.layout import part_record_key, splits_record_key, tokenizer_key
-from ..lib.plan import human_bytes
 from ..lib.publish import Audit, build_manifest, publish
 from ..lib.records import PartRecord, SplitsRecord, get_record, get_records
 from ..lib.spec import DatasetSpec
 from ..lib.state import current_tokenizer
 from ..lib.version import code_version
-from .conventions import DATASET_ASSET
-from . import raw_documents, tokenized_shards, tokenizer
-from . import splits as splits_module
 from .automation import PUBLISH
+from .code_versions import CODE_VERSIONS
+from .conventions import DATASET_ASSET
+from .figures import markdown_list, size, split_figures
 from .resources import DatasetResource, StoreResource
 from .splits import splits
-
-CODE_VERSION = "manifest-3"  # 3: manifest format 2 (shard tables, lineage file)
+from .tokenizer import tokenizer
 AUDITS = {
     "files_present": "Every file the version names is in the store with its recorded size.",
     "counts_agree": "Documents agree between raw and tokenized partitions; tokens and documents between shards and the manifest.",
@@ -57,13 +55,7 @@ def lineage_of(spec: DatasetSpec, parts: dict[str, PartRecord], summary: SplitsR
     }
     return {
         "code_version": code_version(),
-        "asset_code_versions": {
-            "raw_documents": raw_documents.CODE_VERSION,
-            "tokenizer": tokenizer.CODE_VERSION,
-            "tokenized_shards": tokenized_shards.CODE_VERSION,
-            "splits": splits_module.CODE_VERSION,
-            "manifest": CODE_VERSION,
-        },
+        "asset_code_versions": CODE_VERSIONS.by_asset(),
         "tokenizer_run_id": tokenizer_run_id,
         "val_fraction": spec.val_fraction,
         "sources": [{"name": n, "partitions": len(files)} for n, files in sources.items()],
@@ -71,14 +63,24 @@ def lineage_of(spec: DatasetSpec, parts: dict[str, PartRecord], summary: SplitsR
     }, detail
 
 
+def check_summary(a: Audit) -> str:
+    """One line a glance can read: what was checked when it passed, what failed (the first problem) when not."""
+    if a.passed:
+        return a.summary
+    more = f" (and {len(a.problems) - 1:,} more)" if len(a.problems) > 1 else ""
+    return f"FAILED: {a.problems[0] if a.problems else a.summary}{more}"
+
+
 def _check_result(a: Audit) -> dg.AssetCheckResult:
-    problems = "\n".join(f"- {p}" for p in a.problems[:50]) or "none"
-    return dg.AssetCheckResult(check_name=a.name, passed=a.passed, metadata={"summary": a.summary, "problems": dg.MetadataValue.md(problems)})
+    return dg.AssetCheckResult(
+        check_name=a.name, passed=a.passed, description=check_summary(a),
+        metadata={"summary": check_summary(a), **({"problems": markdown_list(a.problems, limit=50)} if a.problems else {})},
+    )
 
 
 @dg.asset(
-    deps=[splits, tokenizer.tokenizer],
-    code_version=CODE_VERSION,
+    deps=[splits, tokenizer],
+    code_version=CODE_VERSIONS.manifest,
     automation_condition=PUBLISH,
     **DATASET_ASSET,
     kinds={"json"},
@@ -98,32 +100,33 @@ def manifest(context: dg.AssetExecutionContext, dataset: DatasetResource, store:
     tok_key = tokenizer_key(record.fingerprint)
     tok_bytes = objects.get_bytes(tok_key)
     tok_file = FileRef(key=tok_key, size=len(tok_bytes), sha256=hashlib.sha256(tok_bytes).hexdigest())
-    event = context.instance.get_latest_materialization_event(tokenizer.tokenizer.key)
+    event = context.instance.get_latest_materialization_event(tokenizer.key)
     lineage, detail = lineage_of(spec, parts, summary, event.run_id if event else None)
     lineage["manifest_run_id"] = context.run.run_id
     published = publish(objects, build_manifest(spec.name, record, tok_file, parts, lineage, detail), parts, spec.val_fraction)
     m = published.manifest
     root = objects.loader_url().rstrip("/")
     url = f"{root}/{LATEST_KEY}"
-    if not published.live:
+    if published.live:
+        context.log.info(f"{published.version} is live: {url} ({len(summary.partitions)} partitions, {len(summary.left_out)} left out)")
+    else:
         context.log.error(f"blocking checks failed ({', '.join(published.failed)}): {published.key} written, {LATEST_KEY} left unchanged at the previous version")
     return dg.MaterializeResult(
         data_version=dg.DataVersion(published.version),
         metadata={
+            "dataset": spec.name,
+            "spec": dg.MetadataValue.path(spec.origin),
+            "store": objects.describe(),
             "version": published.version,
             "live": published.live,
             "newly_written": published.created,
             "manifest_url": dg.MetadataValue.url(url) if "://" in root else dg.MetadataValue.path(url),
             "versioned_key": published.key,
-            "train_tokens": m.splits["train"].tokens,
-            "val_tokens": m.splits["val"].tokens,
+            **split_figures({n: sp.tokens for n, sp in m.splits.items()}, {n: sp.documents for n, sp in m.splits.items()}),
             "train_shards": m.splits["train"].shard_count,
             "val_shards": m.splits["val"].shard_count,
-            "train_documents": m.splits["train"].documents,
-            "val_documents": m.splits["val"].documents,
             "partitions_left_out": len(summary.left_out),
-            "bytes": dg.MetadataValue.int(m.nbytes),
-            "size": human_bytes(m.nbytes),
+            "size": size(m.nbytes),
             "token_dtype": m.token_dtype,
             "tokenizer_fingerprint": m.tokenizer.fingerprint,
         },

@@ -6,6 +6,7 @@ this one code path; runs take up to PARTITIONS_PER_RUN adjacent partitions each.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Callable, Iterable
 from typing import TypeVar
@@ -28,8 +29,33 @@ BACKFILL_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=PARTITIONS_
 RANGE_TAGS = ("dagster/asset_partition_range_start", "dagster/asset_partition_range_end")
 
 
+HOME_DATASET_KEY = "shard_assets/dataset"  # in the instance's key-value store: which dataset its raw_files partitions are
+
+
 class PartitionsFailed(BuildError):
     """Some partitions of a multi-partition run failed; the others were built. The message names each one."""
+
+
+class HomeHoldsAnotherDataset(BuildError):
+    """A Dagster home's partitions belong to another dataset: two datasets' partitions would show side by side."""
+
+
+def claim_home(instance: dg.DagsterInstance, spec: DatasetSpec) -> None:
+    """One Dagster home, one dataset: record which dataset (name and spec) its raw_files partitions belong to, and
+    refuse to register another's beside them (the UI would show both sets as one, with nothing to tell them apart).
+    Another store of the same dataset is allowed: its partition keys are the same."""
+    held = instance.run_storage.get_cursor_values({HOME_DATASET_KEY}).get(HOME_DATASET_KEY)
+    claim = json.dumps({"dataset": spec.name, "spec": spec.origin})
+    if held == claim:
+        return
+    owner = json.loads(held) if held else None
+    if owner and owner["dataset"] != spec.name and instance.get_dynamic_partitions(raw_files.name):
+        home = instance.root_directory if instance.is_persistent else "this Dagster instance"
+        raise HomeHoldsAnotherDataset(
+            f"{home} holds the partitions of dataset {owner['dataset']!r} (spec {owner['spec']}), not {spec.name!r} "
+            f"(spec {spec.origin}): give each dataset its own Dagster home (set DAGSTER_HOME to another folder)"
+        )
+    instance.run_storage.set_cursor_values({HOME_DATASET_KEY: claim})
 
 
 def partition_policy(spec: DatasetSpec) -> PartitionPolicy:
@@ -61,6 +87,7 @@ def mirror(instance: dg.DagsterInstance, store: ObjectStore, spec: DatasetSpec, 
 
 def discovery_step(instance: dg.DagsterInstance, store: ObjectStore, spec: DatasetSpec, cursor: DiscoveryCursor, budget: DiscoveryBudget) -> tuple[DiscoveryStep, dict[str, PartitionRecord]]:
     """One bounded step of discovery, mirrored into Dagster; returns the step and every registered partition."""
+    claim_home(instance, spec)
     step = discover(store, spec, partition_policy(spec), cursor, budget)
     return step, mirror(instance, store, spec, step.removed)
 
@@ -83,24 +110,33 @@ def sync_partitions(instance: dg.DagsterInstance, store: ObjectStore, spec: Data
     return step.changed, step.removed, list(keys)
 
 
-def combined_version(versions: Iterable[str]) -> str:
-    """One data version for every partition of a multi-partition run (Dagster records one per run and asset)."""
-    return hashlib.sha256("\n".join(versions).encode()).hexdigest()[:16]
+def run_data_version(versions: Iterable[str]) -> str:
+    """The data version of a run's partitions (Dagster records one per run and asset): a single partition's own,
+    else a hash of every partition's."""
+    versions = list(versions)
+    return versions[0] if len(versions) == 1 else hashlib.sha256("\n".join(versions).encode()).hexdigest()[:16]
 
 
-def each_partition(context: dg.AssetExecutionContext, build: Callable[[str], T]) -> list[T]:
-    """`build` every partition of the run; one failure does not stop the others. A single-partition run
-    raises the partition's own error, a multi-partition run one PartitionsFailed naming every failure."""
+def each_partition(context: dg.AssetExecutionContext, build: Callable[[str], T]) -> tuple[dict[str, T], dict[str, BuildError]]:
+    """`build` every partition of the run: ({partition: result}, {partition: its BuildError}); one failure does not
+    stop the others, each is logged as it happens. Any other exception ends the run."""
+    results, failures = {}, {}
+    for key in context.partition_keys:
+        try:
+            results[key] = build(key)
+        except BuildError as exc:
+            failures[key] = exc
+            context.log.error(f"{key}: {type(exc).__name__}: {exc}")
+    return results, failures
+
+
+def raise_failures(context: dg.AssetExecutionContext, failures: dict[str, BuildError]) -> None:
+    """Fail the step if any partition failed: a single-partition run with the partition's own error, a
+    multi-partition run with one PartitionsFailed naming each failure (the others' files and records are stored)."""
+    if not failures:
+        return
     keys = context.partition_keys
     if len(keys) == 1:
-        return [build(keys[0])]
-    results, failures = [], []
-    for key in keys:
-        try:
-            results.append(build(key))
-        except BuildError as exc:
-            failures.append(f"{key}: {type(exc).__name__}: {exc}")
-            context.log.error(failures[-1])
-    if failures:
-        raise PartitionsFailed(f"{len(failures)} of {len(keys)} partitions failed (the others' files are written; fix or remove these, then rerun the range):\n" + "\n".join(failures))
-    return results
+        raise next(iter(failures.values()))
+    lines = "\n".join(f"{k}: {type(e).__name__}: {e}" for k, e in failures.items())
+    raise PartitionsFailed(f"{len(failures)} of {len(keys)} partitions failed (the others are stored; fix or remove these, then rerun the range):\n{lines}")

@@ -7,19 +7,20 @@ from ..lib.layout import splits_record_key
 from ..lib.records import put_record
 from ..lib.splits import overlap_count, select_partitions, summarise
 from ..lib.state import current_tokenizer, registered_partitions
+from .code_versions import CODE_VERSIONS
 from .conventions import DATASET_ASSET
+from .figures import markdown_list, split_figures
 from .automation import REBUILD
 from .resources import DatasetResource, StoreResource
 from .tokenized_shards import tokenized_shards
 
-CODE_VERSION = "splits-2"
 DISJOINT = "splits_are_disjoint"
 TINY_SPLIT = 100  # documents; a smaller split gets a warning in the metadata (an empty one fails the manifest's checks)
 
 
 @dg.asset(
     deps=[tokenized_shards],
-    code_version=CODE_VERSION,
+    code_version=CODE_VERSIONS.splits,
     automation_condition=REBUILD,
     **DATASET_ASSET,
     kinds={"json"},
@@ -35,20 +36,21 @@ def splits(context: dg.AssetExecutionContext, dataset: DatasetResource, store: S
     summary = summarise(record.fingerprint, selection, overlap)
     put_record(objects, splits_record_key(record.fingerprint), summary)
     totals = summary.totals
-    left_out = "\n".join(f"- `{p}`: {why}" for p, why in summary.left_out.items())
-    small = [f"- **{s}** holds {t.documents:,} documents: evaluation on it will be noisy" for s, t in totals.items() if t.documents < TINY_SPLIT]
+    small = [f"**{s}** holds {t.documents:,} documents: evaluation on it will be noisy" for s, t in totals.items() if t.documents < TINY_SPLIT]
+    context.log.info(
+        f"{len(summary.partitions)} partitions selected, {len(summary.left_out)} left out; "
+        + ", ".join(f"{s} {t.tokens:,} tokens in {t.documents:,} documents" for s, t in totals.items())
+    )
+    disjoint = "no document is in both splits" if overlap == 0 else f"{overlap:,} documents (by hash of their text) are in both train and val"
     return dg.MaterializeResult(
         metadata={
             "partitions": len(summary.partitions),
             "partitions_left_out": len(summary.left_out),
-            "left_out": dg.MetadataValue.md(left_out or "none"),
-            "warnings": dg.MetadataValue.md("\n".join(small) or "none"),
+            "left_out": markdown_list(f"`{p}`: {why}" for p, why in summary.left_out.items()),
+            "warnings": markdown_list(small),
             "val_fraction": summary.val_fraction,
-            "train_tokens": totals["train"].tokens,
-            "val_tokens": totals["val"].tokens,
-            "train_documents": totals["train"].documents,
-            "val_documents": totals["val"].documents,
+            **split_figures({s: t.tokens for s, t in totals.items()}, {s: t.documents for s, t in totals.items()}),
             "documents_in_both_splits": overlap,
         },
-        check_results=[dg.AssetCheckResult(check_name=DISJOINT, passed=overlap == 0, metadata={"documents_in_both_splits": overlap})],
+        check_results=[dg.AssetCheckResult(check_name=DISJOINT, passed=overlap == 0, description=disjoint, metadata={"documents_in_both_splits": overlap})],
     )

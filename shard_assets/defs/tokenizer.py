@@ -7,18 +7,16 @@ from ..lib.errors import TokenizerError
 from ..lib.layout import raw_record_key, tokenizer_key
 from ..lib.records import RawRecord, find_record
 from ..lib.tokenizer import build_tokenizer, store_tokenizer, training_texts
+from .code_versions import CODE_VERSIONS
 from .conventions import DATASET_ASSET
 from .automation import FIRST_TOKENIZER
 from .partitions import raw_files
 from .raw_documents import raw_documents
 from .resources import DatasetResource, StoreResource
 
-CODE_VERSION = "tokenizer-1"
-
-
 @dg.asset(
     deps=[raw_documents],
-    code_version=CODE_VERSION,
+    code_version=CODE_VERSIONS.tokenizer,
     automation_condition=FIRST_TOKENIZER,
     **DATASET_ASSET,
     kinds={"huggingface"},
@@ -33,9 +31,11 @@ def tokenizer(context: dg.AssetExecutionContext, dataset: DatasetResource, store
     partitions = sorted(context.instance.get_dynamic_partitions(raw_files.name))
     raws = [r for p in partitions if (r := find_record(objects, raw_record_key(p), RawRecord, "tokenizer")) is not None]
     if spec.tokenizer.kind == "train_bpe" and not raws:
-        raise TokenizerError("no raw_documents partition is materialised to train the BPE on; run `shard-assets discover` and materialise raw_documents first")
+        why = f"none of the {len(partitions)} registered partitions has raw documents (their ingest failed: see the ingest runs' errors)" if partitions else "no partition is registered (run `shard-assets discover` or turn on raw_files_sensor)"
+        raise TokenizerError(f"no raw_documents to train the BPE on: {why}; materialise raw_documents first")
     text, record = build_tokenizer(spec.tokenizer, training_texts(objects, [r.key for r in raws]))
     store_tokenizer(objects, text, record)
+    context.log.info(f"tokenizer {record.name} ({record.fingerprint}, {record.vocab_size:,} ids) made current, trained on {len(raws)} partitions" if spec.tokenizer.kind == "train_bpe" else f"tokenizer {record.name} ({record.fingerprint}) made current")
     return dg.MaterializeResult(
         data_version=dg.DataVersion(record.fingerprint),
         metadata={

@@ -39,6 +39,18 @@ class TokenizeStats:
         return sum(self.tokens.values()) / self.seconds if self.seconds else 0.0
 
 
+@dataclass(frozen=True)
+class EncodeSettings:
+    """How a partition's documents become shard files: the tokenizer's end-of-document id and token dtype, and the
+    spec's split fraction, batch size and what a difference found by the exactness guard does."""
+
+    eod_id: int
+    token_dtype: str
+    val_fraction: float
+    batch_documents: int = 1000
+    on_mismatch: str = "fail"
+
+
 def by_size(texts: list[str]) -> list[slice]:
     """Consecutive slices of `texts` holding at most MAX_BATCH_CHARS characters each (at least one document)."""
     ends = np.cumsum([len(t) for t in texts])
@@ -81,9 +93,7 @@ def _append(writers: dict[str, ShardWriter], encoded: Encoded, val: np.ndarray, 
         writers[split].append(np.insert(ids.astype(writers[split].dtype), offsets[a + 1 : b + 1] - offsets[a], eod_id), encoded.lengths[a:b] + 1)
 
 
-def _write_shards(
-    pf, encoder: Encoder, guard: ExactnessGuard, eod_id: int, dtype: str, val_fraction: float, out_dir: Path, stem: str, batch_documents: int
-) -> dict[str, ShardWriter]:
+def _write_shards(pf, encoder: Encoder, guard: ExactnessGuard, settings: EncodeSettings, out_dir: Path, stem: str) -> dict[str, ShardWriter]:
     """Encode every document of the raw ParquetFile into closed train/val writers; the guard's failure aborts them.
 
     Parquet decoding runs on a reader thread and the guard's reference on its own, beside the engine.
@@ -91,13 +101,13 @@ def _write_shards(
     writers = {}
     for split in SPLITS:
         (out_dir / split).mkdir(parents=True, exist_ok=True)
-        writers[split] = ShardWriter(out_dir / split / f"{stem}.npy", out_dir / split / f"{stem}.bin", dtype)
+        writers[split] = ShardWriter(out_dir / split / f"{stem}.npy", out_dir / split / f"{stem}.bin", settings.token_dtype)
     try:
-        for texts, val in prefetched(_batches(pf, val_fraction, batch_documents), READ_AHEAD, f"read-{stem}"):
+        for texts, val in prefetched(_batches(pf, settings.val_fraction, settings.batch_documents), READ_AHEAD, f"read-{stem}"):
             encoded = encoder.encode(texts)
-            encoded.check_no_eod(eod_id, f"partition {stem}")
+            encoded.check_no_eod(settings.eod_id, f"partition {stem}")
             guard.check(texts, encoded)
-            _append(writers, encoded, val, eod_id)
+            _append(writers, encoded, val, settings.eod_id)
         guard.end()
         for w in writers.values():  # hashing the files runs beside the guard's last comparisons
             w.close()
@@ -111,36 +121,28 @@ def _write_shards(
 
 
 def tokenize_partition(
-    raw_path: Path,
-    encoder: Encoder,
-    reference: Encoder,
-    eod_id: int,
-    dtype: str,
-    val_fraction: float,
-    out_dir: Path,
-    stem: str,
-    batch_documents: int = 1000,
-    on_mismatch: str = "fail",
+    raw_path: Path, out_dir: Path, stem: str, engine: Encoder, reference: Encoder, settings: EncodeSettings
 ) -> tuple[dict[str, ShardWriter], TokenizeStats]:
-    """Tokenize one raw parquet into `<out_dir>/<split>/<stem>.npy|.bin`; the closed writers name the files.
+    """Tokenize one raw parquet into `<out_dir>/<split>/<stem>.npy|.bin` with `engine` behind the guard of `reference`;
+    the closed writers name the files.
 
-    `on_mismatch` decides what a guard difference does: "fail" raises ExactnessError,
+    `settings.on_mismatch` decides what a guard difference does: "fail" raises ExactnessError,
     "reference" re-encodes the whole partition with the reference (recorded in the stats).
     """
     import pyarrow.parquet as pq
 
     started = time.perf_counter()
     pf = pq.ParquetFile(raw_path, pre_buffer=False)
-    guard = ExactnessGuard(encoder, reference, stem, pf.metadata.num_rows, policy=on_mismatch)
+    guard = ExactnessGuard(engine, reference, stem, pf.metadata.num_rows, policy=settings.on_mismatch)
     try:
-        writers = _write_shards(pf, encoder, guard, eod_id, dtype, val_fraction, out_dir, stem, batch_documents)
+        writers = _write_shards(pf, engine, guard, settings, out_dir, stem)
         result = guard.result()
     except ExactnessError:
-        if on_mismatch != "reference":
+        if settings.on_mismatch != "reference":
             raise
         result = replace(guard.result(), reencoded_with_reference=True)
-        plain = ExactnessGuard(reference, reference, stem, pf.metadata.num_rows, policy=on_mismatch)
-        writers = _write_shards(pq.ParquetFile(raw_path, pre_buffer=False), reference, plain, eod_id, dtype, val_fraction, out_dir, stem, batch_documents)
+        plain = ExactnessGuard(reference, reference, stem, pf.metadata.num_rows, policy=settings.on_mismatch)
+        writers = _write_shards(pq.ParquetFile(raw_path, pre_buffer=False), reference, plain, settings, out_dir, stem)
         result = replace(result, documents=plain.documents, tokens=plain.tokens)
     stats = TokenizeStats(
         tokens={s: w.tokens for s, w in writers.items()},

@@ -50,3 +50,7 @@ class ConditionalWriteError(ObjectStoreError):
 
 class RunFailed(BuildError):
     """A Dagster run of the build failed; the message names the job, partition and the innermost error."""
+
+
+class SettingsError(BuildError, ValueError):
+    """An environment variable or command-line setting is invalid; the message names it and the allowed values."""

@@ -18,6 +18,7 @@ __all__ = [
     "RAW_PREFIX",
     "VERSIONS_DIR",
     "discovery_index_key",
+    "ingest_failure_key",
     "part_record_key",
     "partition_of_registration",
     "partition_record_key",
@@ -51,6 +52,11 @@ def raw_record_key(partition: str) -> str:
     """The record of the latest raw build of a partition: its parquet key, source file and counts."""
     source, _, part = partition.partition(".")
     return check_key(f"{RAW_PREFIX}{source}/{part}.json", "raw record key")
+
+
+def ingest_failure_key(partition: str) -> str:
+    """The record of a partition whose ingest failed, all in one folder (no source name starts with `_`)."""
+    return check_key(f"{RAW_PREFIX}_failed/{partition}.json", "ingest failure key")
 
 
 def tokenizer_info_key(fingerprint: str) -> str:

@@ -9,10 +9,11 @@ from dataclasses import dataclass
 
 from shard_loader.format import TOKEN_DTYPES
 
+from .encoding import encode_documents
+from .errors import SourceError
 from .sources.listing import SourceFile, list_source_files
 from .sources.readers import iter_document_batches
-from .spec import DatasetSpec
-from .encoding import encode_documents
+from .spec import DatasetSpec, SourceSpec
 
 SAMPLE_DOCUMENTS = 200
 
@@ -27,11 +28,20 @@ class FileEstimate:
 
 
 @dataclass(frozen=True)
+class SkippedFile:
+    """A file the sample could not read: the build leaves its partition out (quarantined) just the same."""
+
+    file: SourceFile
+    error: str
+
+
+@dataclass(frozen=True)
 class Plan:
     files: list[FileEstimate]
     token_dtype: str
     tokens_per_second_per_core: float
     cores: int
+    skipped: tuple[SkippedFile, ...] = ()
 
     @property
     def tokens(self) -> int:
@@ -74,45 +84,39 @@ def _documents_in(file: SourceFile, source, sampled: int, sampled_bytes: int) ->
     return min(total, source.max_documents) if source.max_documents is not None else total
 
 
+def _sample(source: SourceSpec, file: SourceFile, sample_documents: int) -> tuple[list[str], bool]:
+    """The first `sample_documents` documents of a file, and whether that was the whole file."""
+    docs: list[str] = []
+    for batch in iter_document_batches(source, file, sample_documents):
+        docs += batch
+        if len(docs) >= sample_documents:
+            return docs[:sample_documents], False  # stopped early (a file of exactly this many documents is counted estimated, to be safe)
+    return docs, True
+
+
 def plan_build(spec: DatasetSpec, tokenizer, token_dtype: str, sample_documents: int = SAMPLE_DOCUMENTS) -> Plan:
-    """Estimate the whole build from the first `sample_documents` documents of every file."""
-    estimates, sampled_tokens, sampled_seconds = [], 0, 0.0
+    """Estimate the whole build from the first `sample_documents` documents of every file. A file that cannot be
+    read is skipped with its error, as the build skips its partition; if none can be, the first error is raised."""
+    estimates, skipped, sampled_tokens, sampled_seconds = [], [], 0, 0.0
     for source in spec.sources:
         for file in list_source_files(source):
-            docs: list[str] = []
-            exact = True
-            for batch in iter_document_batches(source, file, sample_documents):
-                docs += batch
-                if len(docs) >= sample_documents:
-                    exact = False  # stopped early (a file of exactly this many documents is counted estimated, to be safe)
-                    break
-            docs = docs[:sample_documents]
+            try:
+                docs, exact = _sample(source, file, sample_documents)
+                text_bytes = sum(len(d.encode("utf-8", "surrogatepass")) for d in docs)
+                total = len(docs) if exact else _documents_in(file, source, len(docs), text_bytes)
+            except SourceError as exc:
+                skipped.append(SkippedFile(file, str(exc)))
+                continue
             started = time.perf_counter()
             tokens, _ = encode_documents(tokenizer, docs, 0, token_dtype) if docs else ([], None)
             sampled_seconds += time.perf_counter() - started
             sampled_tokens += len(tokens)
-            text_bytes = sum(len(d.encode("utf-8", "surrogatepass")) for d in docs)
-            total = len(docs) if exact else _documents_in(file, source, len(docs), text_bytes)
             scale = total / len(docs) if docs else 0
             estimates.append(FileEstimate(file, total, round(len(tokens) * scale), round(text_bytes * scale), exact))
+    if skipped and not estimates:
+        raise SourceError(f"no file of the spec could be read ({len(skipped)} tried); the first: {skipped[0].error}")
     rate = sampled_tokens / sampled_seconds if sampled_seconds else 0.0
-    return Plan(estimates, token_dtype, rate, os.cpu_count() or 1)
-
-
-def estimate_partition(texts: list[str], documents: int, text_bytes: int, tokenizer, token_dtype: str) -> dict[str, float]:
-    """What tokenizing a raw partition will produce and take, from a sample of its documents."""
-    if not texts:
-        return {}
-    started = time.perf_counter()
-    tokens, _ = encode_documents(tokenizer, texts, 0, token_dtype)
-    seconds = time.perf_counter() - started
-    sample_bytes = sum(len(t.encode("utf-8")) for t in texts)
-    estimated = len(tokens) * text_bytes / max(sample_bytes, 1)
-    return {
-        "estimated_tokens": round(estimated),
-        "estimated_shard_bytes": round(estimated * TOKEN_DTYPES[token_dtype] + 8 * (documents + 2)),
-        "estimated_tokenize_seconds_one_core": round(seconds * text_bytes / max(sample_bytes, 1), 1),
-    }
+    return Plan(estimates, token_dtype, rate, os.cpu_count() or 1, tuple(skipped))
 
 
 def human_bytes(n: float) -> str:
@@ -140,4 +144,7 @@ def format_plan(plan: Plan) -> str:
         "",
         "~ marks estimates extrapolated from a sample; unmarked rows were read whole and are exact",
     ]
+    if plan.skipped:
+        lines += ["", f"skipped        {len(plan.skipped)} files the build will leave out unless fixed:"]
+        lines += [f"  {s.file.partition_key:<38} {s.error}" for s in plan.skipped]
     return "\n".join(lines)

@@ -163,6 +163,15 @@ class Quarantine:
 
 
 @dataclass(frozen=True)
+class IngestFailure:
+    """A partition whose raw documents could not be built (the error names the source file and line); removed by its next successful ingest."""
+
+    partition: str
+    error: str
+    run_id: str
+
+
+@dataclass(frozen=True)
 class SplitTotals:
     tokens: int
     documents: int
@@ -402,6 +411,7 @@ __all__ = [
     "FilePiece",
     "FileRef",
     "GuardResult",
+    "IngestFailure",
     "PartRecord",
     "PartitionRecord",
     "Quarantine",

@@ -1,27 +1,69 @@
-"""Build one partition's shards with one tokenizer: raw parquet from the store → encoded → shard files
-under content-hashed keys in the store → the partition's PartRecord. No Dagster here.
+"""The tokenize step of a run, without Dagster: `tokenize_partitions` takes a `TokenizeJob` (the store, the current
+tokenizer and its encoders, the spec's settings, the run) and each partition's raw parquet to shard files under
+content-hashed keys and a PartRecord in the store; a failing partition is quarantined with its error.
 
-Uploads overlap encoding: `PartitionUploads` stores a finished partition on a background thread while
-the next one encodes, and writes each partition's record only after all its files are up."""
+It owns each partition's work folder, the encoding (lib/encoding.py), the shard files, the uploads and the
+quarantine records. Uploads overlap encoding: `PartitionUploads` stores a finished partition on a background
+thread while the next one encodes, and writes each partition's record only after all its files are up."""
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import shutil
+import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
+
+import numpy as np
 
 from shard_loader.format import FileRef, ShardEntry, ShardWriter, shard_base_key
 
 from .background import Background
-from .encoders import Encoder
-from .encoding import TokenizeStats, tokenize_partition
+from .encoders import Encoder, ReferenceEncoder, encoders_for
+from .encoding import EncodeSettings, TokenizeStats, tokenize_partition
 from .errors import BuildError
-from .layout import part_record_key
-from .records import PartRecord, RawRecord, TokenizerRecord, put_record
+from .layout import part_record_key, quarantine_key, raw_record_key, tokenizer_key
+from .records import PartRecord, Quarantine, RawRecord, TokenizerRecord, get_record, put_record
+from .spec import DatasetSpec
+from .state import current_tokenizer
 from .store import ObjectStore
 
 UPLOAD_DEPTH = 1  # finished partitions waiting for upload: local disk holds at most this many + the one encoding
+SAMPLE_DOCUMENTS = 3  # decoded back to text per partition, for a glance in the UI
+SAMPLE_CHARS = 160
+LOG = logging.getLogger(__name__)
+
+
+class Log(Protocol):
+    """Where progress goes: a `logging.Logger`, or the Dagster context's log in an asset."""
+
+    def info(self, msg: str) -> None: ...
+
+    def error(self, msg: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class TokenizeJob:
+    """Everything a run's tokenize step needs besides the partitions: where, with what, how, and by whom."""
+
+    store: ObjectStore
+    tokenizer: TokenizerRecord
+    engine: Encoder
+    reference: ReferenceEncoder  # guards the engine (the same object when the engine is the reference)
+    settings: EncodeSettings
+    run_id: str
+    code_version: str
+
+    @classmethod
+    def current(cls, store: ObjectStore, spec: DatasetSpec, run_id: str, code_version: str) -> TokenizeJob:
+        """A job with the store's current tokenizer, its selected engine and reference, and the spec's settings."""
+        record = current_tokenizer(store)
+        engine, reference = encoders_for(store.get_bytes(tokenizer_key(record.fingerprint)).decode())
+        settings = EncodeSettings(record.eod_id, record.token_dtype, spec.val_fraction, spec.batch_documents, spec.on_mismatch)
+        return cls(store, record, engine, reference, settings, run_id, code_version)
 
 
 @dataclass(frozen=True)
@@ -31,6 +73,23 @@ class BuiltPartition:
     writers: dict[str, ShardWriter]  # closed; their files stay in the work folder until it is removed
 
 
+@dataclass(frozen=True)
+class TokenizedPartition:
+    """A partition whose shard files and record are in the store, with what encoding it measured."""
+
+    record: PartRecord
+    stats: TokenizeStats
+    samples: tuple[str, ...]  # its first train documents decoded back to text, cut to SAMPLE_CHARS
+
+
+@dataclass(frozen=True)
+class TokenizeOutcome:
+    """What a run's tokenize step did: the partitions stored, in order, and the failed ones (quarantined) with their error."""
+
+    stored: tuple[TokenizedPartition, ...]
+    failed: dict[str, BuildError]
+
+
 def _entry(w: ShardWriter, fingerprint: str, split: str, partition: str) -> ShardEntry:
     base = shard_base_key(fingerprint, split, partition, w.content_hash)
     npy = FileRef(key=f"{base}.npy", size=w.npy_path.stat().st_size, sha256=w.npy_sha256)
@@ -38,35 +97,38 @@ def _entry(w: ShardWriter, fingerprint: str, split: str, partition: str) -> Shar
     return ShardEntry(partition=partition, tokens=w.tokens, documents=w.documents, npy=npy, bin=bin_)
 
 
-def build_partition_shards(
-    store: ObjectStore, raw: RawRecord, encoder: Encoder, reference: Encoder, tokenizer_record: TokenizerRecord, val_fraction: float,
-    batch_documents: int, workdir: Path, run_id: str, code_version: str, on_mismatch: str = "fail",
-) -> BuiltPartition:
+def build_partition_shards(job: TokenizeJob, raw: RawRecord, workdir: Path) -> BuiltPartition:
     """Tokenize the raw partition into a train and a val shard in `workdir` (the engine behind the exactness guard) and describe them in its record."""
     workdir.mkdir(parents=True, exist_ok=True)
-    local_raw = store.local_path(raw.key)
+    local_raw = job.store.local_path(raw.key)
     if local_raw is None:
         local_raw = workdir / "raw.parquet"
-        store.get_file(raw.key, local_raw)
-    writers, stats = tokenize_partition(
-        local_raw, encoder, reference, tokenizer_record.eod_id, tokenizer_record.token_dtype, val_fraction, workdir / "out", raw.partition,
-        batch_documents, on_mismatch,
-    )
-    shards = {split: _entry(w, tokenizer_record.fingerprint, split, raw.partition) for split, w in writers.items()}
+        job.store.get_file(raw.key, local_raw)
+    writers, stats = tokenize_partition(local_raw, workdir / "out", raw.partition, job.engine, job.reference, job.settings)
+    fingerprint = job.tokenizer.fingerprint
+    shards = {split: _entry(w, fingerprint, split, raw.partition) for split, w in writers.items()}
     data_version = hashlib.sha256("".join(shards[s].npy.sha256 + shards[s].bin.sha256 for s in sorted(shards)).encode()).hexdigest()[:16]
     record = PartRecord(
         partition=raw.partition,
-        tokenizer_fingerprint=tokenizer_record.fingerprint,
-        val_fraction=val_fraction,
+        tokenizer_fingerprint=fingerprint,
+        val_fraction=job.settings.val_fraction,
         raw=raw,
         shards=shards,
         max_token_id=max(w.max_token_id for w in writers.values()),
         data_version=data_version,
-        run_id=run_id,
-        code_version=code_version,
+        run_id=job.run_id,
+        code_version=job.code_version,
         encoder=stats.guard,
     )
     return BuiltPartition(record=record, stats=stats, writers=writers)
+
+
+def decoded_samples(reference: ReferenceEncoder, writer: ShardWriter, count: int = SAMPLE_DOCUMENTS, chars: int = SAMPLE_CHARS) -> tuple[str, ...]:
+    """The first documents of a closed shard decoded back to text on one line each, cut to `chars`."""
+    tokens = np.load(writer.npy_path, mmap_mode="r")
+    offsets = np.fromfile(writer.bin_path, dtype="<i8", count=count + 1)
+    texts = (reference.tokenizer.decode(tokens[a : b - 1].tolist()).replace("\n", " ") for a, b in zip(offsets, offsets[1:]))
+    return tuple(t[:chars] + ("…" if len(t) > chars else "") for t in texts)
 
 
 def upload_partition(store: ObjectStore, built: BuiltPartition) -> None:
@@ -108,3 +170,55 @@ class PartitionUploads:
         finally:
             self._thread.close()
         return dict(self.failed)
+
+
+def _describe(done: TokenizedPartition) -> str:
+    tokens, guard = done.stats.tokens, done.stats.guard
+    return (
+        f"{done.record.partition}: {sum(done.stats.documents.values()):,} documents, {tokens['train']:,} train and {tokens['val']:,} val tokens "
+        f"in {done.stats.seconds:.1f} s ({guard.engine}; {guard.sampled:,} documents re-encoded by the guard, {guard.differing} differing)"
+    )
+
+
+def tokenize_partitions(job: TokenizeJob, partitions: Sequence[str], log: Log = LOG) -> TokenizeOutcome:
+    """Tokenize and store each partition in turn, logging each one done or failed; a BuildError fails (and
+    quarantines) its partition only.
+
+    Each partition gets a work folder, removed once its files are uploaded (or it failed). A partition's
+    quarantine record names its raw file and the error, and is removed when the partition is stored again.
+    Any other exception ends the step after the partitions already built are uploaded.
+    """
+    fingerprint = job.tokenizer.fingerprint
+    uploads = PartitionUploads(job.store)
+    built: dict[str, TokenizedPartition] = {}
+    failed: dict[str, BuildError] = {}
+    sources: dict[str, str] = {}  # partition -> its raw parquet's key, which a quarantine record names
+    try:
+        for partition in partitions:
+            workdir = Path(tempfile.mkdtemp(prefix=f"tokenize-{partition}-"))
+            try:
+                raw = get_record(job.store, raw_record_key(partition), RawRecord, f"tokenized_shards[{partition}]")
+                sources[partition] = raw.key
+                shards = build_partition_shards(job, raw, workdir)
+                samples = decoded_samples(job.reference, shards.writers["train"])
+            except BaseException as exc:
+                shutil.rmtree(workdir, ignore_errors=True)
+                if not isinstance(exc, BuildError):
+                    raise
+                failed[partition] = exc
+                log.error(f"{partition}: failed, quarantined: {type(exc).__name__}: {exc}")
+                continue
+            uploads.submit(shards, workdir)
+            built[partition] = done = TokenizedPartition(shards.record, shards.stats, samples)
+            log.info(_describe(done))
+    finally:  # the partitions built before a failure still get their files and records
+        for partition, exc in uploads.wait().items():
+            failed[partition] = exc
+            log.error(f"{partition}: upload failed, quarantined: {type(exc).__name__}: {exc}")
+        for partition in uploads.stored:
+            job.store.delete(quarantine_key(fingerprint, partition))
+        for partition, exc in failed.items():
+            error = f"{sources[partition]}: {type(exc).__name__}: {exc}" if partition in sources else f"{type(exc).__name__}: {exc}"
+            put_record(job.store, quarantine_key(fingerprint, partition), Quarantine(partition, fingerprint, error, job.run_id))
+    stored = tuple(built[p] for p in partitions if p in built and p not in failed)
+    return TokenizeOutcome(stored=stored, failed={p: failed[p] for p in partitions if p in failed})

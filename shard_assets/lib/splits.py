@@ -14,8 +14,8 @@ import numpy as np
 from shard_loader.format import SPLITS
 
 from .errors import PublishError
-from .layout import part_record_key, quarantine_key
-from .records import READ_THREADS, PartRecord, Quarantine, SplitsRecord, SplitTotals, get_records
+from .layout import ingest_failure_key, part_record_key, quarantine_key
+from .records import READ_THREADS, IngestFailure, PartRecord, Quarantine, SplitsRecord, SplitTotals, get_records
 from .spec import DatasetSpec
 from .store import ObjectStore
 from .text import is_val
@@ -45,6 +45,10 @@ def select_partitions(store: ObjectStore, spec: DatasetSpec, fingerprint: str, p
     tokenized = _present(store, {p: part_record_key(fingerprint, p) for p in kept}).difference(quarantined)
     why = {p: f"quarantined: tokenization failed in run {q.run_id}: {q.error}"
            for p, q in zip(quarantined, get_records(store, [quarantine_key(fingerprint, p) for p in quarantined], Quarantine, "splits"))}
+    untokenized = [p for p in kept if p not in tokenized and p not in why]
+    not_ingested = sorted(_present(store, {p: ingest_failure_key(p) for p in untokenized}))
+    why |= {p: f"ingest failed in run {f.run_id}: {f.error}"
+            for p, f in zip(not_ingested, get_records(store, [ingest_failure_key(p) for p in not_ingested], IngestFailure, "splits"))}
     left_out = {}
     for p in sorted(partitions):
         if p.split(".", 1)[0] not in sources:
