@@ -15,6 +15,7 @@ from shard_assets.lib.records import (
     GuardResult,
     PartitionRecord,
     PartRecord,
+    IngestFailure,
     Quarantine,
     RawRecord,
     ShardEntry,
@@ -41,6 +42,7 @@ EXAMPLES = [
     GUARD,
     PartRecord("web.a", "0123456789abcdef", 0.2, RAW, {"train": ENTRY, "val": ENTRY}, 299, "v2", "run-2", "tokenized-3", GUARD),
     Quarantine("web.b", "0123456789abcdef", "web.b: field 'text' is missing", "run-3"),
+    IngestFailure("web.c", "SourceError: /data/web/c.jsonl:1: field 'text' is missing or not a string", "run-4"),
     SplitsRecord("0123456789abcdef", 0.2, ("web.a",), {"train": SplitTotals(100, 10, 1), "val": SplitTotals(0, 0, 0)}, 0, {"web.b": "quarantined"}),
 ]
 
