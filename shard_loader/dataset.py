@@ -77,6 +77,7 @@ class TokenDataset:
             raise EmptyEpochError(f"{url}: split {split!r} has no shards")
         by_bytes = window_bytes or (self.disk_budget // 2 if self.disk_budget and not window_shards else None)
         self.windows = make_windows(self.shards.nbytes.tolist(), window_shards, by_bytes)
+        self.window_options = (window_shards, by_bytes, self.disk_budget)  # recorded in a state beside the layout's digest
         self.shard_samples, self.window_totals = sample_counts(self.spec, self.shards.tokens, self.windows)
         self.position = Position()
         self.cache = self._make_cache()
@@ -149,7 +150,7 @@ class TokenDataset:
         manifest = self.opened.manifest
         return StreamKey(
             manifest.dataset, manifest.version, self.split, self.spec.seq_len, self.batch_size, self.spec.step,
-            self.spec.label_shift, self.seed, _layout_digest(self.windows),
+            self.spec.label_shift, self.seed, _layout_digest(self.windows), *self.window_options,
         )
 
     def state_dict(self) -> dict:
