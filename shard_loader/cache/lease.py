@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ..errors import CacheFileError
 from .files import CachePath
 
 
@@ -33,7 +34,7 @@ class Lease:
         A lease whose file is not there (never fetched, or evicted) is removed by the last holder out."""
         try:
             os.utime(self.fd)
-            if self.path.stat() is None:
+            if self._gone():
                 try:
                     fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held by nobody else
                 except BlockingIOError:
@@ -43,6 +44,14 @@ class Lease:
                     lease.unlink()
         finally:
             os.close(self.fd)
+
+
+    def _gone(self) -> bool:
+        """Whether the file this lease keeps is absent (something planted in its place is not the lease's to tidy)."""
+        try:
+            return self.path.stat() is None
+        except CacheFileError:
+            return False
 
 
 def hold(path: CachePath) -> Lease:
