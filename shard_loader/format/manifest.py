@@ -206,6 +206,8 @@ class Manifest:
 
 def _check_splits_disjoint(tables: dict[str, ShardTable]) -> None:
     """Refuse a key listed in two splits' tables (val would serve train's data), naming the key and both splits."""
+    if len(tables) < 2:
+        return
     seen: dict[str, set[bytes]] = {}
     for name in sorted(tables):
         keys = tables[name].keys().tolist()  # a set of Python bytes: sorting 60,000 NumPy byte strings costs 20x more
