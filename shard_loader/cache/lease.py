@@ -34,7 +34,7 @@ class Lease:
         A lease whose file is not there (never fetched, or evicted) is removed by the last holder out."""
         try:
             os.utime(self.fd)
-            if self._gone():
+            if self.path.stat() is None:
                 try:
                     fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held by nobody else
                 except BlockingIOError:
@@ -42,16 +42,10 @@ class Lease:
                 lease = lease_path(self.path)
                 if lease.holds(self.fd):
                     lease.unlink()
+        except CacheFileError:
+            pass  # something planted where the file or its lease belongs is not a release's to tidy: its next use refuses it
         finally:
             os.close(self.fd)
-
-
-    def _gone(self) -> bool:
-        """Whether the file this lease keeps is absent (something planted in its place is not the lease's to tidy)."""
-        try:
-            return self.path.stat() is None
-        except CacheFileError:
-            return False
 
 
 def hold(path: CachePath) -> Lease:
