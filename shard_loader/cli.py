@@ -6,35 +6,53 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
-from .cache.verified import cached_path, ensure_local
+from .arguments import ArgumentError
 from .cache.checksum import verify_file
-from .errors import ShardLoaderError
+from .cache.files import CachePath
+from .cache.verified import cached_path, ensure_local
+from .errors import MissingFileError, ShardLoaderError, StoreError
 from .format import FileRef
 from .opening import OpenedManifest, open_manifest
 
 
-def cmd_info(args) -> int:
-    opened = open_manifest(args.url, splits=[])  # totals are in the manifest itself: no shard table is read
+def _open(args: argparse.Namespace) -> OpenedManifest:
+    """The manifest with every split's shard table read and checked (a key in two splits is refused), and the splits
+    named by --split known to it."""
+    opened = open_manifest(args.url, cache_dir=args.cache_dir)
+    for name in args.split or []:
+        opened.manifest.split(name)  # refuses an unknown split, naming the known ones
+    return opened
+
+
+def _splits(opened: OpenedManifest, args: argparse.Namespace) -> list[str]:
+    return list(dict.fromkeys(args.split)) if args.split else list(opened.manifest.splits)
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    opened = _open(args)
     m = opened.manifest
     print(f"dataset     {m.dataset}  version {m.version}  created {m.created_at}")
     print(f"tokenizer   {m.tokenizer.name} ({m.tokenizer.fingerprint}), vocab {m.tokenizer.vocab_size:,}, eod {m.tokenizer.eod_id}, {m.token_dtype}")
-    for name, split in m.splits.items():
+    for name in _splits(opened, args):
+        split = m.splits[name]
         print(f"{name:<11} {split.tokens:>15,} tokens {split.documents:>12,} documents {split.shard_count:>7,} shards {split.nbytes / 1e9:>9.3f} GB")
     if args.json:
         print(json.dumps(opened.lineage(), indent=2))
     return 0
 
 
-def _files(opened: OpenedManifest, splits: list[str] | None) -> list[FileRef]:
-    """The tokenizer's file, then the .npy and .bin of every shard of `splits` (default all): what fetch and verify cover."""
+def _files(opened: OpenedManifest, args: argparse.Namespace) -> list[FileRef]:
+    """What fetch and verify cover: the tokenizer's file, the shard tables and the lineage file, then the .npy and .bin
+    of every shard of the splits named by --split (default all)."""
     m = opened.manifest
-    return [m.tokenizer.file, *m.files(splits or list(m.splits))]
+    return [m.tokenizer.file, *m.sidecars(), *m.files(_splits(opened, args))]
 
 
-def cmd_fetch(args) -> int:
-    opened = open_manifest(args.url, cache_dir=args.cache_dir)
-    refs = _files(opened, args.split)
+def cmd_fetch(args: argparse.Namespace) -> int:
+    opened = _open(args)
+    refs = _files(opened, args)
     cache = opened.cache_dir(args.cache_dir)
     started, total = time.perf_counter(), sum(r.size for r in refs)
     for ref in refs:
@@ -44,11 +62,21 @@ def cmd_fetch(args) -> int:
     return 0
 
 
-def cmd_verify(args) -> int:
-    opened = open_manifest(args.url, cache_dir=args.cache_dir)
+def _where(opened: OpenedManifest, cache: Path | None, ref: FileRef) -> Path | CachePath:
+    """Where a file the manifest names is checked: in place in a local store, else in the cache."""
+    local = opened.store.local_path(ref.key)
+    if local is not None:
+        return local
+    if cache is None:
+        raise StoreError(f"{opened.store.url} is remote: pass --cache-dir to say where its files were fetched")
+    return cached_path(cache, ref)
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    opened = _open(args)
     cache = opened.cache_dir(args.cache_dir)
     missing = bad = 0
-    refs = _files(opened, args.split)
+    refs = _files(opened, args)
     started, total, done = time.perf_counter(), sum(r.size for r in refs), 0
     for i, ref in enumerate(refs, 1):
         if sys.stderr.isatty():  # a terminal sees a line redrawn in place; a pipe only the summary
@@ -56,12 +84,10 @@ def cmd_verify(args) -> int:
             print(f"\rverifying {i}/{len(refs)} files, {done / 1e6:,.1f}/{total / 1e6:,.1f} MB, {rate:,.1f} MB/s", end="", file=sys.stderr, flush=True)
         done += ref.size
         try:
-            path = opened.store.local_path(ref.key) or cached_path(cache, ref)
-            if not path.exists():
-                print(f"missing  {ref.key}")
-                missing += 1
-                continue
-            verify_file(path, ref)
+            verify_file(_where(opened, cache, ref), ref)
+        except MissingFileError:
+            print(f"missing  {ref.key}")
+            missing += 1
         except ShardLoaderError as exc:
             print(f"BAD      {exc}")
             bad += 1
@@ -76,10 +102,12 @@ def cmd_verify(args) -> int:
     return 1 if bad or missing else 0
 
 
-def cmd_bench(args) -> int:
+def cmd_bench(args: argparse.Namespace) -> int:
     from .dataset import TokenDataset
 
     started = time.perf_counter()
+    if args.split and len(args.split) > 1:
+        raise ArgumentError(f"bench measures one split; --split names {len(args.split)} ({', '.join(args.split)})")
     split = args.split[0] if args.split else "train"
     ds = TokenDataset(args.url, split=split, seq_len=args.seq_len, batch_size=args.batch_size, cache_dir=args.cache_dir)  # a remote store caches by default
     first, tokens = None, 0
@@ -116,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--batches", type=int, default=200)
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
+        code: int = args.func(args)
+        return code
     except ShardLoaderError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -17,7 +17,7 @@ from .arguments import flag, optional_integer, optional_mapping, optional_path, 
 from .errors import ShardLoaderError
 from .format import Shard
 from .opening import OpenedManifest, open_manifest
-from .cache.rotation import WindowCache
+from .cache.rotation import WindowCache, window_cache
 from .sampler import Cursor, EpochPlan, SampleSpec, Window, make_windows, sample_counts
 from .state import LoaderState, Position, StateError, StreamKey
 from .storage import open_store, split_manifest_url
@@ -77,14 +77,14 @@ class TokenDataset:
             raise EmptyEpochError(f"{url}: split {split!r} has no shards")
         by_bytes = window_bytes or (self.disk_budget // 2 if self.disk_budget and not window_shards else None)
         self.windows = make_windows(self.shards.nbytes.tolist(), window_shards, by_bytes)
+        self.window_options = (window_shards, by_bytes, self.disk_budget)  # recorded in a state beside the layout's digest
         self.shard_samples, self.window_totals = sample_counts(self.spec, self.shards.tokens, self.windows)
-        self.cache = self._make_cache()
-        self.cache.check_budget(self.windows)
         self.position = Position()
+        self.cache = self._make_cache()
         self._check_not_empty()
 
     def _make_cache(self) -> WindowCache:
-        return WindowCache(self.opened, self.shards, self.cache_dir, self.disk_budget, self.keep_files)
+        return window_cache(self.opened, self.shards, self.plan(Position()), self.cache_dir, self.disk_budget, self.keep_files)
 
     def __getstate__(self) -> dict:
         """Workers get the resolved world and the parsed manifest, never a live store connection or thread."""
@@ -150,7 +150,7 @@ class TokenDataset:
         manifest = self.opened.manifest
         return StreamKey(
             manifest.dataset, manifest.version, self.split, self.spec.seq_len, self.batch_size, self.spec.step,
-            self.spec.label_shift, self.seed, _layout_digest(self.windows),
+            self.spec.label_shift, self.seed, _layout_digest(self.windows), *self.window_options,
         )
 
     def state_dict(self) -> dict:

@@ -56,3 +56,16 @@ class UnsafeFileError(StoreError):
 
 class TooLargeError(StoreError):
     """An object is larger than the cap for its kind (a manifest, a file beyond free disk); refused before allocation."""
+
+
+class MissingFileError(ShardLoaderError):
+    """A file the manifest names is not where it must be: never copied, or deleted under a running reader."""
+
+
+class CacheFileError(ShardLoaderError):
+    """A file or folder in the cache directory cannot be used (permissions, a read-only file system); the message names it."""
+
+
+class UnsafeCacheFileError(CacheFileError):
+    """A symlink, directory, FIFO or device in the cache directory where the cache keeps a regular file (or a folder)
+    of its own: something the cache did not make. Refused, never followed."""

@@ -9,9 +9,11 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from .cache.verified import cached_path, ensure_local
-from .format import FileRef, Manifest, parse_manifest
+from .errors import ManifestError, MissingFileError
+from .format import LATEST_KEY, FileRef, Manifest, parse_manifest
 from .cache.lease import hold
 from .storage import Store, is_remote, open_store, split_manifest_url
 
@@ -36,15 +38,20 @@ class OpenedManifest:
             return Path(cache_dir)
         return default_cache_dir(self.store.url) if is_remote(self.store.url) else None
 
-    def lineage(self) -> dict:
+    def lineage(self) -> dict[str, Any]:
         """The whole lineage: the manifest's inline summary and its per-partition detail (read and verified)."""
         return self.manifest.with_lineage(lambda ref: self.store.read_bytes(ref.key)).full_lineage
 
 
-def open_manifest(url: str, splits: Sequence[str] | None = None, cache_dir: str | Path | None = None, **store_options) -> OpenedManifest:
+def open_manifest(url: str, splits: Sequence[str] | None = None, cache_dir: str | Path | None = None, **store_options: Any) -> OpenedManifest:
     """Read and validate the manifest at a path or URL (a folder means its manifest.json), with the shard
     tables of `splits` (default all) read and verified: a trainer names its split and reads only that table."""
     root, key = split_manifest_url(url)
+    if not is_remote(root) and Path(root).exists() and not Path(root).is_dir():
+        raise ManifestError(
+            f"{url} is a file, not a manifest: pass the dataset's folder (the one holding {LATEST_KEY}) or a manifest's "
+            f"path or URL ending in .json"
+        )
     store = open_store(root, **store_options)
     opened = OpenedManifest(manifest=parse_manifest(store.read_bytes(key), origin=f"{store.url}/{key}"), store=store, key=key)
     return replace(opened, manifest=opened.manifest.with_tables(_table_reader(store, opened.cache_dir(cache_dir)), splits))
@@ -57,10 +64,15 @@ def _table_reader(store: Store, cache: Path | None) -> Callable[[FileRef], bytes
         return lambda ref: store.read_bytes(ref.key)
 
     def read(ref: FileRef) -> bytes:
-        lease = hold(cached_path(cache, ref))  # no other consumer evicts it between the check and the read
+        path = cached_path(cache, ref)
+        lease = hold(path)  # no other consumer evicts it between the check and the read
         try:
-            return ensure_local(store, ref, cache).read_bytes()
+            ensure_local(store, ref, cache)
+            raw = path.read_bytes(limit=ref.size + 1)  # the caller checks its size and sha256 again
         finally:
             lease.release()
+        if raw is None:
+            raise MissingFileError(f"{ref.key}: {path.path} was removed while leased; is another program cleaning the cache?")
+        return raw
 
     return read

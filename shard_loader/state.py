@@ -8,7 +8,8 @@ new ranks. Anything else that shapes the stream must match, or the state is refu
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
 
 from .errors import ShardLoaderError
 from .sampler import Cursor
@@ -22,7 +23,9 @@ class StateError(ShardLoaderError):
 
 @dataclass(frozen=True)
 class StreamKey:
-    """Everything that shapes a stream besides the world size: a state restores only onto an equal key."""
+    """Everything that shapes a stream besides the world size: a state restores only onto an equal key. The options the
+    windows were made from are kept beside their digest (not compared: other options may make the same windows), so a
+    refusal can say which options make the saved windows again; a state saved without them restores all the same."""
 
     dataset: str
     dataset_version: str
@@ -33,6 +36,13 @@ class StreamKey:
     label_shift: int
     seed: int
     windows: str  # digest of the window layout (window_shards, window_bytes, disk_budget)
+    window_shards: int | None = field(default=None, compare=False)
+    window_bytes: int | None = field(default=None, compare=False)  # the bound windows were made with: given, or half the disk_budget
+    disk_budget: int | None = field(default=None, compare=False)
+
+    def window_options(self) -> str:
+        budget = f" (from disk_budget={self.disk_budget:_})" if self.disk_budget and self.window_bytes == self.disk_budget // 2 else ""
+        return f"window_shards={self.window_shards}, window_bytes={'None' if self.window_bytes is None else f'{self.window_bytes:_}'}{budget}"
 
 
 @dataclass(frozen=True)
@@ -52,29 +62,46 @@ class LoaderState:
     world_size: int
     position: Position
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """A flat dict of plain values (JSON- and torch.save-friendly)."""
         p = self.position
         return {"version": STATE_VERSION, **asdict(self.key), "world_size": self.world_size, "epoch": p.epoch,
                 "window": p.cursor.window, "sample": p.cursor.sample, "batches": p.batches}
 
     @classmethod
-    def from_dict(cls, state: dict) -> LoaderState:
+    def from_dict(cls, state: dict[str, Any]) -> LoaderState:
         if not isinstance(state, dict):
             raise StateError(f"state_dict must be a dict, got {type(state).__name__}")
         if state.get("version") != STATE_VERSION:
             raise StateError(f"state_dict version {state.get('version')!r} is not {STATE_VERSION}")
-        names = [f.name for f in fields(StreamKey)] + ["world_size", "epoch", "window", "sample", "batches"]
+        names = [f.name for f in fields(StreamKey) if f.compare] + ["world_size", "epoch", "window", "sample", "batches"]
         missing = [n for n in names if n not in state]
         if missing:
             raise StateError(f"state_dict lacks {', '.join(missing)}")
-        key = StreamKey(**{f.name: state[f.name] for f in fields(StreamKey)})
+        values: dict[str, Any] = {f.name: state[f.name] if f.compare else state.get(f.name) for f in fields(StreamKey)}
+        key = StreamKey(**values)
         position = Position(state["epoch"], Cursor(state["window"], state["sample"]), state["batches"])
         return cls(key, state["world_size"], position)
 
     def check(self, key: StreamKey) -> None:
-        """Refuse a state saved for another stream, naming the first field that differs."""
+        """Refuse a state saved for another stream, naming the first field that differs (for the windows, the options
+        that made each layout, and the ones to pass to make the saved windows again)."""
         for f in fields(StreamKey):
             saved, mine = getattr(self.key, f.name), getattr(key, f.name)
-            if saved != mine:
+            if f.name == "windows" and saved != mine:
+                raise StateError(self._other_windows(key))
+            if f.compare and saved != mine:
                 raise StateError(f"state_dict was saved with {f.name} {saved!r}, this dataset has {f.name} {mine!r}")
+
+    def _other_windows(self, key: StreamKey) -> str:
+        saved = self.key
+        if saved.window_bytes is None and saved.window_shards is None and saved.disk_budget is None:
+            made = "other windows (a state saved before its window options were recorded)"
+            fix = "pass the window_shards, window_bytes and disk_budget it was saved with"
+        else:
+            made = f"other windows ({saved.window_options()})"
+            options = [f"window_shards={saved.window_shards}"] if saved.window_shards else []
+            options += [f"window_bytes={saved.window_bytes}"] if saved.window_bytes else []
+            fix = f"pass {' and '.join(options) or 'neither window_shards, window_bytes nor disk_budget'} to make the saved windows again"
+        return (f"state_dict was saved with {made}; this dataset makes windows with {key.window_options()}: "
+                f"{fix} (without window_bytes, windows are half the disk_budget)")

@@ -24,7 +24,7 @@ def test_info_fetch_verify_bench(tmp_path):
     with FolderServer(tmp_path / "pub") as server:
         fetched = _run("fetch", f"{server.url}/manifest.json", "--cache-dir", str(tmp_path / "cache"))
         assert fetched.returncode == 0, fetched.stderr
-        assert "9 files" in fetched.stdout  # the tokenizer and 8 shard files
+        assert "11 files" in fetched.stdout  # the tokenizer, 2 shard tables and 8 shard files
         ok = _run("verify", f"{server.url}/manifest.json", "--cache-dir", str(tmp_path / "cache"))
         assert ok.returncode == 0 and "all files verified" in ok.stdout
         key = m.splits["train"].shards[1].npy.key
@@ -36,3 +36,27 @@ def test_info_fetch_verify_bench(tmp_path):
         assert bad.returncode == 1 and key in bad.stdout and "sha256" in bad.stdout
     bench = _run("bench", str(tmp_path / "pub"), "--seq-len", "16", "--batch-size", "2", "--batches", "20")
     assert bench.returncode == 0 and "tokens/s" in bench.stdout
+
+
+def test_a_path_that_holds_no_manifest_is_one_line_naming_it_and_what_to_pass(tmp_path, capsys):
+    from shard_loader.cli import main
+
+    rng = np.random.default_rng(1)
+    m = write_dataset(tmp_path / "pub", {"train": [random_docs(rng, 10)]})
+    shard = tmp_path / "pub" / m.splits["train"].shards[0].npy.key
+    (tmp_path / "empty").mkdir()
+    for path, says in ((shard, "is a file, not a manifest: pass the dataset's folder (the one holding manifest.json) or a manifest's path"),
+                       (tmp_path / "empty", "no file for key manifest.json")):
+        assert main(["info", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {path}") and says in err and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("command", ["info", "fetch", "verify", "bench"])
+def test_an_unknown_split_is_refused_naming_the_known_ones(tmp_path, command, capsys):
+    from shard_loader.cli import main
+
+    rng = np.random.default_rng(2)
+    write_dataset(tmp_path, {"train": [random_docs(rng, 10)], "val": [random_docs(rng, 3)]})
+    assert main([command, str(tmp_path), "--split", "trian"]) == 2
+    assert "split 'trian' is not in synthetic version v1; its splits are train, val" in capsys.readouterr().err

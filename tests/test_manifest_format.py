@@ -104,12 +104,14 @@ def test_a_pickled_dataset_carries_its_table_and_never_reads_it_again(published)
     assert [b["input_ids"].tolist() for b in clone] == [b["input_ids"].tolist() for b in ds]
 
 
-def test_info_reads_no_table(published, capsys):
+def test_info_checks_every_table(published, capsys):
     root, _ = published
-    for table in (root / "manifests" / "tables").iterdir():
-        table.unlink()  # the totals are in the JSON
     assert main(["info", str(root)]) == 0
     assert re.search(r"^train\s+[\d,]+ tokens\s+[\d,]+ documents\s+3 shards", capsys.readouterr().out, re.M)
+    table = next((root / "manifests" / "tables").iterdir())
+    table.write_bytes(table.read_bytes()[:-1] + b"\0")
+    assert main(["info", str(root)]) == 2
+    assert f"{table.relative_to(root)}: " in capsys.readouterr().err
 
 
 def test_an_empty_split_has_an_empty_table(tmp_path):

@@ -1,4 +1,6 @@
-"""Rotation over a remote (loopback HTTP) store: bounded measured disk, reuse after restart, no stall at swaps."""
+"""Rotation over a remote (loopback HTTP) store: bounded measured disk, reuse after restart, no stall at swaps; one
+small type per mode (files read in place, fetched and evicted at release, paced under a budget), and no sidecar file
+outlives the file it guards."""
 
 import threading
 import time
@@ -8,6 +10,11 @@ import pytest
 
 from shard_loader import DiskBudgetError, TokenDataset
 from shard_loader.cache.eviction import cache_usage
+from shard_loader.cache.fetched import FetchedFiles
+from shard_loader.cache.in_place import InPlaceFiles
+from shard_loader.cache.lease import hold
+from shard_loader.cache.paced import PacedFiles
+from shard_loader.cache.verified import cached_path
 from tests.support.http_server import FolderServer
 from tests.support.synthetic import random_docs, write_dataset
 
@@ -98,3 +105,71 @@ def test_no_wait_at_swaps_when_the_link_outpaces_a_slow_consumer(remote, tmp_pat
     assert waits[0] > 0.1  # the first window really was slow to arrive
     assert len(waits) >= 5 and max(waits[1:]) < 0.05, waits
     assert elapsed > 4 * waits[0]
+
+
+def test_one_mode_per_store_and_budget_chosen_when_the_dataset_is_made(remote, tmp_path):
+    root, manifest = remote
+    budget = 4 * max(e.nbytes for e in manifest.splits["train"].shards)
+    with FolderServer(root) as server:
+        url = f"{server.url}/manifest.json"
+        modes = {
+            "local folder": TokenDataset(str(root), window_shards=1).cache.files,
+            "remote": TokenDataset(url, cache_dir=tmp_path, window_shards=1).cache.files,
+            "remote, kept": TokenDataset(url, cache_dir=tmp_path, window_shards=1, keep_files=True).cache.files,
+            "remote, budget": TokenDataset(url, cache_dir=tmp_path, window_shards=1, disk_budget=budget).cache.files,
+            "remote, budget, kept": TokenDataset(url, cache_dir=tmp_path, window_shards=1, disk_budget=budget, keep_files=True).cache.files,
+        }
+    assert {name: type(files) for name, files in modes.items()} == {
+        "local folder": InPlaceFiles, "remote": FetchedFiles, "remote, kept": FetchedFiles, "remote, budget": PacedFiles,
+        "remote, budget, kept": FetchedFiles,
+    }
+    assert not modes["remote"].keep_files and modes["remote, kept"].keep_files
+
+
+def test_files_read_in_place_are_never_deleted(remote):
+    root, _ = remote
+    ds = TokenDataset(str(root), window_shards=2)
+    files, segment = ds.cache.files, ds.plan().segments[0]
+    paths = files.files(segment)
+    assert all(p.is_relative_to(root) for pair in paths.values() for p in pair)
+    files.release(segment.window, keep=())
+    assert all(p.is_file() for pair in paths.values() for p in pair) and files.disk_in_use() == 0
+
+
+def test_fetched_files_go_at_release_unless_held_by_another_consumer_needed_next_or_kept(remote, tmp_path):
+    root, _ = remote
+    with FolderServer(root) as server:
+        for keep_files in (False, True):
+            ds = TokenDataset(f"{server.url}/manifest.json", cache_dir=tmp_path / str(keep_files), window_shards=3, keep_files=keep_files)
+            files, segment = ds.cache.files, ds.plan().segments[0]
+            first, held, needed = segment.window.shards
+            paths = files.files(segment)
+            other = hold(cached_path(tmp_path / str(keep_files), ds.shards[held].npy))  # another rank still reads it
+            files.release(segment.window, keep={needed})
+            on_disk = {i: [p.is_file() for p in paths[i]] for i in (first, held, needed)}
+            other.release()
+            ds.close()
+            if keep_files:
+                assert on_disk == {first: [True, True], held: [True, True], needed: [True, True]}
+            else:
+                assert on_disk == {first: [False, False], held: [True, False], needed: [True, True]}
+
+
+@pytest.mark.parametrize("budget", [None, "four windows"])
+def test_a_full_pass_leaves_no_sidecar_without_the_file_it_guards(remote, tmp_path, budget):
+    root, manifest = remote
+    largest = max(e.nbytes for e in manifest.splits["train"].shards)
+    with FolderServer(root) as server:
+        ds = TokenDataset(f"{server.url}/manifest.json", seq_len=64, batch_size=4, cache_dir=tmp_path, window_shards=1,
+                          disk_budget=None if budget is None else 4 * largest)
+        assert sum(1 for _ in ds) == len(ds)
+        ds.close()
+    files = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
+    assert not [f for f in files if f.endswith((".lock", ".check", ".part", ".journal"))]  # zero-byte locks go with their use
+    guarded = {f.removesuffix(".lease") for f in files if f.endswith(".lease")} | {f.rsplit(".ok-", 1)[0] for f in files if ".ok-" in f}
+    assert guarded <= files  # a lease and a marker only beside their file
+    shards = {f for f in guarded if f.startswith("tokenized/")}
+    table = manifest.splits["train"].table.key  # kept for restarts
+    owned = {f for f in files if any(f == g or f == g + ".lease" or f.startswith(g + ".ok-") for g in shards | {table})}
+    assert files == owned and (budget is None) == (shards == set())
+    assert budget is None or len(shards) >= 2  # under a budget, files stay until room is needed

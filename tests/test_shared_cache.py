@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from shard_loader import TokenDataset
+from shard_loader.cache.files import CachePath
 from shard_loader.cache.verified import cached_path, markers
 from shard_loader.cache.consumers import Registration, live_places
 from shard_loader.cache.eviction import cache_usage, make_room
@@ -40,36 +41,37 @@ def _stream(url, cache, **kw):
 
 
 def test_a_held_file_is_not_evicted_until_its_last_holder_releases(tmp_path):
-    path = tmp_path / "f.npy"
-    path.write_bytes(b"x")
+    path = CachePath(tmp_path, "f.npy")
+    path.path.write_bytes(b"x")
     first, second = hold(path), hold(path)
-    assert not evict(path) and path.exists()
+    assert not evict(path) and path.path.exists()
     first.release()
-    assert not evict(path) and path.exists()
+    assert not evict(path) and path.path.exists()
     second.release()
-    assert evict(path) and not path.exists()
+    assert evict(path) and not path.path.exists()
     assert hold(path).fd >= 0  # a new lease after eviction works on a fresh lease file
 
 
 HOLDER = """
 import sys
 from pathlib import Path
+from shard_loader.cache.files import CachePath
 from shard_loader.cache.lease import hold
-lease = hold(Path(sys.argv[1]))
+lease = hold(CachePath(Path(sys.argv[1]), "f.npy"))
 print("held", flush=True)
 sys.stdin.read()
 """
 
 
 def test_a_dead_holders_lease_expires(tmp_path):
-    path = tmp_path / "f.npy"
-    path.write_bytes(b"x")
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(path)], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    path = CachePath(tmp_path, "f.npy")
+    path.path.write_bytes(b"x")
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path)], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "held"
     assert not evict(path)
     proc.kill()
     proc.wait()
-    assert evict(path) and not path.exists()
+    assert evict(path) and not path.path.exists()
 
 
 def test_the_horizon_holds_what_fits_the_budget_from_the_slowest_place_across_epochs(tmp_path):
@@ -93,7 +95,7 @@ def test_room_is_made_from_part_files_of_killed_downloads_never_from_live_ones(t
     dead.write_bytes(b"x" * 100)
     (tmp_path / "a.npy.journal").write_text("0\n")
     live.write_bytes(b"y" * 100)
-    with file_lock(tmp_path / "b.npy.lock"):  # a download in progress
+    with file_lock(CachePath(tmp_path, "b.npy.lock")):  # a download in progress
         assert not make_room(tmp_path, budget=140, need=50)
         assert make_room(tmp_path, budget=160, need=50)
     assert not dead.exists() and not (tmp_path / "a.npy.journal").exists() and live.exists()
@@ -126,7 +128,8 @@ def test_a_consumers_place_counts_while_it_lives_and_moves_with_it(tmp_path):
 
 
 @pytest.mark.integration
-def test_flipped_bytes_in_a_cached_file_are_refetched_never_served(tmp_path):
+@pytest.mark.parametrize("mtime", ["changed", "put back"])
+def test_flipped_bytes_in_a_cached_file_are_refetched_never_served(tmp_path, mtime):
     write_positional(tmp_path / "pub", SIZES)
     with FolderServer(tmp_path / "pub") as server:
         url = f"{server.url}/manifest.json"
@@ -134,11 +137,16 @@ def test_flipped_bytes_in_a_cached_file_are_refetched_never_served(tmp_path):
         shard = TokenDataset(url, cache_dir=tmp_path / "cache", **OPTS).shards[2]
         cached = cached_path(tmp_path / "cache", shard.npy)
         assert markers(cached)
-        with open(cached, "r+b") as f:  # flip one token's bytes in place: same size and inode
+        before = os.stat(cached.path)
+        with open(cached.path, "r+b") as f:  # flip one token's bytes in place: same size and inode
             f.seek(shard.npy.size - 12)
             byte = f.read(1)
             f.seek(-1, 1)
             f.write(bytes([byte[0] ^ 0xFF]))
+        if mtime == "put back":  # as `touch -d` or `cp -p` would: only the ctime, which no call sets, tells
+            os.utime(cached.path, ns=(before.st_atime_ns, before.st_mtime_ns))
+            after = os.stat(cached.path)
+            assert (after.st_size, after.st_mtime_ns, after.st_ino) == (before.st_size, before.st_mtime_ns, before.st_ino)
         gets = server.gets.copy()
         second = _stream(url, tmp_path / "cache", keep_files=True)
         refetched = {p for p in server.gets if server.gets[p] > gets.get(p, 0)}
@@ -260,7 +268,7 @@ def test_ranks_in_lockstep_fetch_each_file_once_per_node_within_the_disk_budget(
     assert [json.loads(out) for out, _ in results] == _expected(tmp_path / "pub", sizes)
     fetched = {path: n for path, n in server.gets.items() if path.startswith("/tokenized/")}
     assert len(fetched) == 2 * len(sizes) and set(fetched.values()) == {1}  # 1.0x the split per node
-    assert disk.deleted_mapped == 0 and 0 < disk.peak <= budget
+    assert disk.deleted_mapped == 0 and 0 < disk.peak <= budget, disk.deleted_paths
 
 
 # 20 repetitions in one torchrun: each is a whole pass into a fresh node cache, with new DataLoader workers and a new seed

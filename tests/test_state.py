@@ -78,7 +78,7 @@ def test_set_epoch_keeps_a_position_just_restored_for_that_epoch(root):
 @pytest.mark.parametrize(
     "field,change",
     [("seq_len", dict(seq_len=8)), ("batch_size", dict(batch_size=2)), ("stride", dict(stride=4)),
-     ("label_shift", dict(label_shift=2)), ("seed", dict(seed=9)), ("windows", dict(window_shards=2))],
+     ("label_shift", dict(label_shift=2)), ("seed", dict(seed=9)), ("other windows", dict(window_shards=2))],
 )
 def test_a_state_for_another_stream_is_refused_naming_the_field(root, field, change):
     state = TokenDataset(root, **OPTS).state_dict()
@@ -111,3 +111,31 @@ def test_a_position_outside_the_epoch_is_refused(root, change):
 
 def test_state_errors_are_shard_loader_errors():
     assert issubclass(StateError, ShardLoaderError)
+
+
+def test_a_state_saved_under_another_disk_budget_names_the_window_options_that_make_its_windows(root):
+    opts = {k: v for k, v in OPTS.items() if k != "window_shards"}
+    saved_ds = TokenDataset(root, disk_budget=12_000, **opts)  # windows of up to 6,000 bytes: half the budget
+    batches = iter(saved_ds)
+    head = [samples_of(next(batches), SIZES) for _ in range(4)]
+    state = saved_ds.state_dict()
+    with pytest.raises(StateError) as refused:
+        TokenDataset(root, disk_budget=8_000, **opts).load_state_dict(state)
+    assert str(refused.value) == (
+        "state_dict was saved with other windows (window_shards=None, window_bytes=6_000 (from disk_budget=12_000)); this "
+        "dataset makes windows with window_shards=None, window_bytes=4_000 (from disk_budget=8_000): pass window_bytes=6000 "
+        "to make the saved windows again (without window_bytes, windows are half the disk_budget)"
+    )
+    kept = TokenDataset(root, disk_budget=8_000, window_bytes=6000, **opts)  # as the message says
+    kept.load_state_dict(state)
+    full = [samples_of(b, SIZES) for b in TokenDataset(root, disk_budget=12_000, **opts)]
+    assert head + [samples_of(b, SIZES) for b in kept] == full
+
+
+def test_a_state_saved_before_window_options_were_recorded_still_restores(root):
+    state = TokenDataset(root, **OPTS).state_dict()
+    for name in ("window_shards", "window_bytes", "disk_budget"):
+        del state[name]
+    TokenDataset(root, **OPTS).load_state_dict(state)
+    with pytest.raises(StateError, match="saved with other windows .a state saved before its window options were recorded."):
+        TokenDataset(root, **{**OPTS, "window_shards": 2}).load_state_dict(state)

@@ -15,6 +15,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from .files import CachePath
+
 _FOLDER = ".consumers"
 _COUNTER = itertools.count()
 
@@ -38,14 +40,13 @@ class Registration:
     """This consumer's record in a shared cache, held for as long as it reads."""
 
     def __init__(self, cache_dir: Path, layout: str, place: int):
-        folder = Path(cache_dir) / _FOLDER
-        folder.mkdir(parents=True, exist_ok=True)
+        self.folder = CachePath(Path(cache_dir), _FOLDER)
         self.layout, self.place, self._tag = layout, place, f"{os.getpid()}.{next(_COUNTER)}"
-        staging = folder / f"new-{self._tag}"  # unparsable, so nobody takes it for a dead record before it is locked
-        self.fd = os.open(staging, os.O_RDWR | os.O_CREAT, 0o644)
+        staging = self.folder.child(f"new-{self._tag}")  # unparsable, so nobody takes it for a dead record before it is locked
+        self.fd = staging.open(os.O_RDWR | os.O_CREAT)
         fcntl.flock(self.fd, fcntl.LOCK_EX)
-        self.path = folder / self._name(place)
-        os.rename(staging, self.path)
+        self.path = self.folder.child(self._name(place))
+        staging.replace(self.path)
 
     def _name(self, place: int) -> str:
         return f"{self.layout}.{place}.{self._tag}"
@@ -53,19 +54,21 @@ class Registration:
     def move(self, place: int) -> None:
         """Say that every window before `place` is done with."""
         if place != self.place:
-            path = self.path.with_name(self._name(place))
-            os.rename(self.path, path)
+            path = self.folder.child(self._name(place))
+            self.path.replace(path)
             self.path, self.place = path, place
 
     def close(self) -> None:
-        self.path.unlink(missing_ok=True)
-        os.close(self.fd)
+        try:
+            self.path.unlink()
+        finally:
+            os.close(self.fd)
 
 
-def _alive(path: Path) -> bool | None:
+def _alive(path: CachePath) -> bool | None:
     """Whether the record's process still holds it; None if it was renamed meanwhile. A dead record is removed."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = path.open(os.O_RDONLY)
     except FileNotFoundError:
         return None
     try:
@@ -73,7 +76,7 @@ def _alive(path: Path) -> bool | None:
     except BlockingIOError:
         return True
     else:
-        path.unlink(missing_ok=True)
+        path.unlink()
         return False
     finally:
         os.close(fd)
@@ -81,14 +84,14 @@ def _alive(path: Path) -> bool | None:
 
 def live_places(cache_dir: Path, layout: str) -> list[int]:
     """The places of every live consumer of `layout` in the cache (a listing taken again if a record moved under it)."""
-    folder = Path(cache_dir) / _FOLDER
+    folder = CachePath(Path(cache_dir), _FOLDER)
     while True:
         places, moved = [], False
-        for name in os.listdir(folder) if folder.exists() else []:
+        for name in folder.names():
             record = _parse(name)
             if record is None or record.layout != layout:
                 continue
-            alive = _alive(folder / name)
+            alive = _alive(folder.child(name))
             moved |= alive is None
             if alive:
                 places.append(record.place)

@@ -2,7 +2,8 @@
 resumable, verified (size and sha256) before an atomic rename. Nothing unverified enters the cache.
 
 Next to `<dest>` live `<dest>.part` (the preallocated data), `<dest>.journal` (indices of the
-parts already written, so an interrupted download resumes) and `<dest>.lock`.
+parts already written, so an interrupted download resumes) and `<dest>.lock` while it runs. Every
+one is opened without following a symlink (files.py).
 """
 
 from __future__ import annotations
@@ -13,14 +14,15 @@ import shutil
 import sys
 import threading
 import time
+from collections.abc import Generator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import closing
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
 from .checksum import sha256_file
 from ..errors import DiskBudgetError, IntegrityError, RangeNotSupportedError
+from .files import CachePath, walk
 from .locking import file_lock, lock_if_free
 from ..format import FileRef
 from ..storage.retry import Deadline, RequestStats, RetryPolicy, with_retries
@@ -50,32 +52,25 @@ def journal_bound(size: int, config: DownloadConfig = DEFAULT_CONFIG) -> int:
     return 21 * max(1, -(-size // config.part_size))
 
 
-def _sidecar(dest: Path, suffix: str) -> Path:
-    return dest.with_name(dest.name + suffix)
-
-
 def discard_abandoned(folder: Path) -> int:
     """Delete part files (and journals) no live download holds, left by killed downloaders; the bytes freed.
     They count against a disk budget, and only a fetch of the same file would otherwise ever remove them."""
     freed = 0
-    for part in Path(folder).rglob("*.part"):
-        dest = part.with_name(part.name.removesuffix(".part"))
-        with lock_if_free(_sidecar(dest, ".lock")) as free:
-            if free:
-                try:
-                    freed += part.stat().st_size
-                except FileNotFoundError:
-                    continue
-                part.unlink(missing_ok=True)
-                _sidecar(dest, ".journal").unlink(missing_ok=True)
+    for part in [p for p, _ in walk(Path(folder)) if p.rel.endswith(".part")]:
+        dest = CachePath(part.root, part.rel.removesuffix(".part"))
+        with lock_if_free(dest.plus(".lock")) as free:
+            st = part.stat() if free else None
+            if st is not None:
+                freed += st.st_size
+                part.unlink()
+                dest.plus(".journal").unlink()
     return freed
 
 
-def _done_parts(journal: Path, count: int) -> set[int]:
-    if not journal.exists():
-        return set()
+def _done_parts(journal: CachePath, count: int) -> set[int]:
+    text = journal.read_bytes(limit=32 * count)  # a line per part
     done = set()
-    for line in journal.read_text().splitlines():
+    for line in (text or b"").decode(errors="replace").splitlines():
         if line.strip().isdigit() and int(line) < count:
             done.add(int(line))
     return done
@@ -111,17 +106,21 @@ def _fetch_span(store: Store, key: str, fd: int, start: int, end: int, deadline:
     """Stream bytes [start, end) of `key` into `fd` at their offset, checking the deadline after every chunk.
     `stats.bytes` counts a span once it is complete, so bytes of failed attempts are not counted twice."""
     offset = start
-    with closing(store.stream(key, start, end)) as chunks:
+    chunks = store.stream(key, start, end)
+    try:
         for chunk in chunks:
             os.pwrite(fd, chunk, offset)
             offset += len(chunk)
             progress.add(len(chunk))
             deadline.check()
+    finally:
+        if isinstance(chunks, Generator):
+            chunks.close()  # ends the request at once, also when a chunk fails
     os.fdatasync(fd)
     stats.add(bytes=end - start)
 
 
-def _fetch_parts(store: Store, ref: FileRef, fd: int, journal: Path, count: int, config: DownloadConfig, stats: RequestStats,
+def _fetch_parts(store: Store, ref: FileRef, fd: int, journal: CachePath, count: int, config: DownloadConfig, stats: RequestStats,
                  deadline: Deadline, progress: _Progress) -> None:
     """Parallel ranged GETs of the parts not yet in the journal; after the first failure no further part starts."""
     todo = [i for i in range(count) if i not in _done_parts(journal, count)]
@@ -137,33 +136,33 @@ def _fetch_parts(store: Store, ref: FileRef, fd: int, journal: Path, count: int,
         except BaseException:
             failed.set()
             raise
-        with journal_lock, open(journal, "a") as j:
-            j.write(f"{i}\n")
+        with journal_lock:
+            journal.write_bytes(f"{i}\n".encode(), append=True)
 
     with ThreadPoolExecutor(max_workers=max(1, min(config.concurrency, len(todo)))) as pool:
         for future in [pool.submit(fetch, i) for i in todo]:
             future.result()
 
 
-def _fetch_whole(store: Store, ref: FileRef, fd: int, journal: Path, config: DownloadConfig, stats: RequestStats,
+def _fetch_whole(store: Store, ref: FileRef, fd: int, journal: CachePath, config: DownloadConfig, stats: RequestStats,
                  deadline: Deadline, progress: _Progress, reason: RangeNotSupportedError) -> None:
     """The fallback for a server without Range: one streamed GET of the whole file (verified by the caller's sha256)."""
     log.warning("%s; reading %s in one streamed GET instead of parallel ranges", reason, ref.key)
     stats.add(range_fallbacks=1)
-    journal.unlink(missing_ok=True)
+    journal.unlink()
     span = partial(_fetch_span, store, ref.key, fd, 0, ref.size, deadline, stats, progress)
     with_retries(span, f"{ref.key} (whole file, no Range support)", config.retry, stats, deadline)
 
 
-def _fetch(store: Store, ref: FileRef, part_path: Path, journal: Path, config: DownloadConfig, stats: RequestStats) -> None:
+def _fetch(store: Store, ref: FileRef, part: CachePath, journal: CachePath, config: DownloadConfig, stats: RequestStats) -> None:
     """Fill the part file with the key's bytes: parallel ranges, or one whole GET when the server ignores Range."""
     count = max(1, -(-ref.size // config.part_size))
-    remaining = count - len(_done_parts(journal, count)) if part_path.exists() else count
-    _check_disk(ref, part_path.parent, min(ref.size, remaining * config.part_size))
+    remaining = count - len(_done_parts(journal, count)) if part.stat() is not None else count
+    _check_disk(ref, part.root, min(ref.size, remaining * config.part_size))
     remedy = "check the server or network, or give slow links more time (DownloadConfig.min_rate, deadline_base)"
     deadline = Deadline.after(config.deadline_base + ref.size / config.min_rate, ref.key, remedy)
     progress = _Progress(ref.key, ref.size, sys.stderr.isatty() if config.progress is None else config.progress)
-    fd = os.open(part_path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = part.open(os.O_RDWR | os.O_CREAT)
     try:
         if os.fstat(fd).st_size != ref.size:
             os.ftruncate(fd, ref.size)
@@ -177,23 +176,24 @@ def _fetch(store: Store, ref: FileRef, part_path: Path, journal: Path, config: D
         os.close(fd)
 
 
-def download_file(store: Store, ref: FileRef, dest: Path, config: DownloadConfig = DEFAULT_CONFIG, stats: RequestStats = STATS) -> Path:
+def download_file(store: Store, ref: FileRef, dest: Path | CachePath, config: DownloadConfig = DEFAULT_CONFIG, stats: RequestStats = STATS) -> Path:
     """Bring `ref` to `dest`, verified. A file already at `dest` was verified before its rename and
-    is reused (after a restart too); ranks sharing the cache wait on the lock for the one that downloads."""
-    dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    part, journal = _sidecar(dest, ".part"), _sidecar(dest, ".journal")
-    with file_lock(_sidecar(dest, ".lock")):
-        if dest.exists():
-            if dest.stat().st_size == ref.size:
-                return dest  # only a verified download is ever renamed to dest
-            dest.unlink()
+    is reused (after a restart too); ranks sharing the cache wait on the lock for the one that downloads.
+    A plain path is taken as a file in its folder, opened without following a link there."""
+    target = dest if isinstance(dest, CachePath) else CachePath(Path(dest).parent, Path(dest).name)
+    part, journal = target.plus(".part"), target.plus(".journal")
+    with file_lock(target.plus(".lock")):
+        st = target.stat()
+        if st is not None:
+            if st.st_size == ref.size:
+                return target.path  # only a verified download is ever renamed to dest
+            target.unlink()
         _fetch(store, ref, part, journal, config, stats)
         digest = sha256_file(part)
         if digest != ref.sha256:
-            part.unlink(missing_ok=True)
-            journal.unlink(missing_ok=True)
+            part.unlink()
+            journal.unlink()
             raise IntegrityError(f"{ref.key}: downloaded sha256 is {digest}, manifest says {ref.sha256}; discarded, not cached")
-        os.replace(part, dest)
-        journal.unlink(missing_ok=True)
-    return dest
+        part.replace(target)
+        journal.unlink()
+    return target.path

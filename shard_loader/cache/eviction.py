@@ -3,46 +3,31 @@ live consumer holds and no slower consumer will read soon (the caller names thos
 
 from __future__ import annotations
 
-import os
 from collections.abc import Collection
 from pathlib import Path
 
-from .verified import markers
 from .download import discard_abandoned
-from .lease import evict, lease_path
+from .files import CachePath, walk
+from .lease import evict
+from .verified import markers
 
-_MARK = ".ok-"
+_MARK, _LEASE = ".ok-", ".lease"
 
 
 def cache_usage(cache_dir: Path) -> int:
     """Bytes of every file under the cache directory, measured on disk."""
-    total = 0
-    for root, _, files in os.walk(cache_dir):
-        for name in files:
-            try:
-                total += os.stat(os.path.join(root, name)).st_size
-            except FileNotFoundError:
-                pass
-    return total
+    return sum(st.st_size for _, st in walk(Path(cache_dir)))
 
 
-def _released_at(path: Path) -> float:
-    """When a file's last holder let go of it (its lease's mtime), else when it was written."""
-    for p in (lease_path(path), path):
-        try:
-            return os.stat(p).st_mtime
-        except FileNotFoundError:
-            pass
-    return 0.0
+def verified_files(cache_dir: Path) -> list[CachePath]:
+    """The cached files that carry a verified marker (a marker left without its file included, to be tidied), least
+    recently released first: by their lease's mtime, stamped when the last holder let go, else by the file's own."""
+    stamps = {p.rel: st.st_mtime for p, st in walk(Path(cache_dir))}
+    paths = {CachePath(Path(cache_dir), rel.rsplit(_MARK, 1)[0]) for rel in stamps if _MARK in rel.rpartition("/")[2]}
+    return sorted(paths, key=lambda p: (stamps.get(p.rel + _LEASE, stamps.get(p.rel, 0.0)), p.rel))
 
 
-def verified_files(cache_dir: Path) -> list[Path]:
-    """The cached files that carry a verified marker, least recently released first."""
-    paths = {m.with_name(m.name.split(_MARK, 1)[0]) for m in cache_dir.rglob(f"*{_MARK}*")}
-    return sorted(paths, key=_released_at)
-
-
-def make_room(cache_dir: Path, budget: int, need: int, spare: Collection[Path] = frozenset()) -> bool:
+def make_room(cache_dir: Path, budget: int, need: int, spare: Collection[CachePath] = frozenset()) -> bool:
     """Evict unheld files outside `spare` until `need` more bytes fit in `budget`; False if the rest leave too little room."""
     usage = cache_usage(cache_dir)
     if usage + need > budget:
@@ -52,10 +37,7 @@ def make_room(cache_dir: Path, budget: int, need: int, spare: Collection[Path] =
             return True
         if path in spare:
             continue
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:
-            continue
-        if evict(path, markers(path)):
-            usage -= size
+        st = path.stat()
+        if evict(path, markers(path)) and st is not None:
+            usage -= st.st_size
     return usage + need <= budget

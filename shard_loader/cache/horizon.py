@@ -35,7 +35,7 @@ class Orders:
             if len(self._orders) > 3:
                 self._orders.pop(min(self._orders))
             self._orders[epoch] = replace(self.plan, epoch=epoch).order
-        return self.plan.windows[self._orders[epoch][pos]]
+        return self.plan.windows[int(self._orders[epoch][pos])]
 
 
 def horizon(orders: Orders, start: int, budget: int) -> Horizon:

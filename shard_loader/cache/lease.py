@@ -3,7 +3,8 @@
 A consumer holds a shared `flock` on a file's `.lease` from before it looks for the file until it
 has unmapped it; eviction deletes the file only under an exclusive lock, so never under a live
 reader (the last holder out deletes). The kernel drops a dead holder's lock: leases expire with
-their process, and nothing lives outside the cache directory.
+their process, and nothing lives outside the cache directory. A lease goes away with the file it
+guards: eviction removes both, and the last holder of a lease whose file never arrived removes it.
 """
 
 from __future__ import annotations
@@ -12,19 +13,13 @@ import fcntl
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
+
+from ..errors import CacheFileError
+from .files import CachePath
 
 
-def lease_path(path: Path) -> Path:
-    return path.with_name(path.name + ".lease")
-
-
-def _still_linked(fd: int, path: Path) -> bool:
-    """Whether `fd` is the file now at `path` (an evictor may have removed it between open and lock)."""
-    try:
-        return os.fstat(fd).st_ino == os.stat(path).st_ino
-    except FileNotFoundError:
-        return False
+def lease_path(path: CachePath) -> CachePath:
+    return path.plus(".lease")
 
 
 @dataclass
@@ -32,44 +27,52 @@ class Lease:
     """A shared lock on one cached file's lease; the file stays on disk while it is held."""
 
     fd: int
+    path: CachePath  # the file it keeps
 
     def release(self) -> None:
-        """Let go of the file, stamping the lease with the time (eviction takes the least recently released first)."""
-        os.utime(self.fd)
-        os.close(self.fd)
+        """Let go of the file, stamping the lease with the time (eviction takes the least recently released first).
+        A lease whose file is not there (never fetched, or evicted) is removed by the last holder out."""
+        try:
+            os.utime(self.fd)
+            if self.path.stat() is None:
+                try:
+                    fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held by nobody else
+                except BlockingIOError:
+                    return
+                lease = lease_path(self.path)
+                if lease.holds(self.fd):
+                    lease.unlink()
+        except CacheFileError:
+            pass  # something planted where the file or its lease belongs is not a release's to tidy: its next use refuses it
+        finally:
+            os.close(self.fd)
 
 
-def hold(path: Path) -> Lease:
+def hold(path: CachePath) -> Lease:
     """Take a shared lease on `path` (which need not exist yet: the holder may be about to download it)."""
     lease = lease_path(path)
-    lease.parent.mkdir(parents=True, exist_ok=True)
     while True:
-        fd = os.open(lease, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = lease.open(os.O_RDWR | os.O_CREAT)
         fcntl.flock(fd, fcntl.LOCK_SH)
-        if _still_linked(fd, lease):
-            return Lease(fd)
-        os.close(fd)
+        if lease.holds(fd):
+            return Lease(fd, path)
+        os.close(fd)  # removed by an evictor between open and lock: take the lease file now at the path
 
 
-def evict(path: Path, companions: Iterable[Path] = ()) -> bool:
+def evict(path: CachePath, companions: Iterable[CachePath] = ()) -> bool:
     """Delete `path`, its `companions` and its lease unless a live consumer holds the lease; True if deleted."""
     lease = lease_path(path)
+    fd = lease.open(os.O_RDWR | os.O_CREAT)  # made if absent, so a consumer cannot take it between our look and the delete
     try:
-        fd = os.open(lease, os.O_RDWR)
-    except FileNotFoundError:
-        fd = None
-    try:
-        if fd is not None:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return False
-            if not _still_linked(fd, lease):
-                return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        if not lease.holds(fd):
+            return False
         for p in (path, *companions):
-            p.unlink(missing_ok=True)
-        lease.unlink(missing_ok=True)
+            p.unlink()
+        lease.unlink()
         return True
     finally:
-        if fd is not None:
-            os.close(fd)
+        os.close(fd)

@@ -26,6 +26,7 @@ FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 CREATED_AT_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # UTC
 TOKEN_DTYPES = {"uint16": 2, "uint32": 4}
+MAX_DEPTH = 64  # levels of JSON nesting a manifest or lineage file may use
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -126,7 +127,7 @@ class Manifest:
 
     def split(self, name: str) -> SplitInfo:
         if name not in self.splits:
-            raise ManifestError(f"split {name!r} not in manifest of {self.dataset}@{self.version}; has {sorted(self.splits)}")
+            raise ManifestError(f"split {name!r} is not in {self.dataset} version {self.version}; its splits are {', '.join(sorted(self.splits))}")
         return self.splits[name]
 
     def sidecars(self) -> list[FileRef]:
@@ -147,20 +148,19 @@ class Manifest:
         return self.tokenizer.file.size + sum(r.size for r in self.sidecars()) + sum(s.nbytes for s in self.splits.values())
 
     def with_tables(self, read: Reader, splits: Sequence[str] | None = None) -> Manifest:
-        """This manifest with the shard tables of `splits` (default all) read, verified and checked."""
+        """This manifest with the shard tables of `splits` (default all) read, verified and checked; a key listed by
+        two of the loaded tables is refused (a shard belongs to one split)."""
         names = list(self.splits) if splits is None else [name for name in splits if self.split(name)]
         itemsize = TOKEN_DTYPES[self.token_dtype]
         loaded = {n: (s.with_table(read(s.table), itemsize) if n in names and s.table and s.loaded is None else s) for n, s in self.splits.items()}
+        _check_splits_disjoint({n: s.loaded for n, s in loaded.items() if s.loaded is not None})
         return replace(self, splits=loaded)
 
     def with_lineage(self, read: Reader) -> Manifest:
         """This manifest with its per-partition lineage read and verified (format 1 has it inline)."""
         if self.lineage_file is None or self.lineage_detail is not None:
             return self
-        try:
-            detail = json.loads(_verified(self.lineage_file, read(self.lineage_file)))
-        except ValueError as exc:
-            raise ManifestError(f"{self.lineage_file.key}: not valid JSON ({exc})") from None
+        detail = _json(_verified(self.lineage_file, read(self.lineage_file)), self.lineage_file.key)
         if not isinstance(detail, dict):
             raise ManifestError(f"{self.lineage_file.key}: expected an object")
         return replace(self, lineage_detail=detail)
@@ -204,6 +204,41 @@ class Manifest:
         return (json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n").encode()
 
 
+def _check_splits_disjoint(tables: dict[str, ShardTable]) -> None:
+    """Refuse a key listed in two splits' tables (val would serve train's data), naming the key and both splits."""
+    if len(tables) < 2:
+        return
+    seen: dict[str, set[bytes]] = {}
+    for name in sorted(tables):
+        keys = tables[name].keys().tolist()  # a set of Python bytes: sorting 60,000 NumPy byte strings costs 20x more
+        for other, theirs in seen.items():
+            if not theirs.isdisjoint(keys):
+                both = min(theirs.intersection(keys))
+                raise ManifestError(
+                    f"key {both.decode(errors='replace')} is listed in split {other!r} and in split {name!r}; "
+                    "a shard belongs to exactly one split: republish the dataset"
+                )
+        seen[name] = set(keys)
+
+
+def _json(raw: bytes | str, origin: str) -> Any:
+    """Parse a JSON document no deeper than MAX_DEPTH (deeper nesting exhausts Python's recursion when it is printed)."""
+    try:
+        doc = json.loads(raw)
+    except RecursionError:
+        raise ManifestError(f"{origin}: nests deeper than Python can parse; a manifest nests at most {MAX_DEPTH} levels") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ManifestError(f"{origin}: not valid JSON ({exc})") from None
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ManifestError(f"{origin}: nests deeper than {MAX_DEPTH} levels; a manifest or lineage file nests far less")
+        children = value.values() if isinstance(value, dict) else value
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return doc
+
+
 def _get(obj: Any, name: str, kind: type | tuple[type, ...], where: str) -> Any:
     if not isinstance(obj, dict):
         raise ManifestError(f"{where}: expected an object, got {type(obj).__name__}")
@@ -218,7 +253,7 @@ def _get(obj: Any, name: str, kind: type | tuple[type, ...], where: str) -> Any:
 
 
 def _count(obj: Any, name: str, where: str) -> int:
-    value = _get(obj, name, int, where)
+    value: int = _get(obj, name, int, where)
     if value < 0:
         raise ManifestError(f"{where}.{name}: must not be negative, got {value}")
     return value
@@ -252,10 +287,7 @@ def _shard(obj: Any, where: str, itemsize: int) -> ShardEntry:
 
 def parse_manifest(raw: bytes | str, origin: str = "manifest") -> Manifest:
     """Parse and validate a manifest document; `origin` names it in every error."""
-    try:
-        doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ManifestError(f"{origin}: not valid JSON ({exc})") from None
+    doc = _json(raw, origin)
     if _get(doc, "format", str, origin) != FORMAT_NAME:
         raise ManifestError(f"{origin}: format is {doc['format']!r}, expected {FORMAT_NAME!r}")
     version = _get(doc, "format_version", int, origin)
@@ -298,7 +330,7 @@ def parse_manifest(raw: bytes | str, origin: str = "manifest") -> Manifest:
     )
 
 
-def _table_splits(body: dict, origin: str) -> dict[str, SplitInfo]:
+def _table_splits(body: dict[str, Any], origin: str) -> dict[str, SplitInfo]:
     """Format 2: each split names its shard table; the tables are read later, only for the splits used."""
     splits = {}
     for name, info in body.items():
@@ -311,7 +343,7 @@ def _table_splits(body: dict, origin: str) -> dict[str, SplitInfo]:
     return splits
 
 
-def _inline_splits(body: dict, origin: str, itemsize: int) -> dict[str, SplitInfo]:
+def _inline_splits(body: dict[str, Any], origin: str, itemsize: int) -> dict[str, SplitInfo]:
     """Format 1: every shard listed inline, checked entry by entry."""
     splits: dict[str, SplitInfo] = {}
     seen_keys: set[str] = set()

@@ -10,15 +10,19 @@ read copy: it costs what hashing from memory costs); the `.bin`'s is computed wh
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import mmap
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, BinaryIO
 
 import numpy as np
 
-from ..errors import ShardFormatError
+from ..errors import MissingFileError, ShardFormatError, UnsafeFileError
 from .entries import ShardEntry
 
 HEADER_BYTES = 128
@@ -36,23 +40,72 @@ class Shard:
         return self.tokens[self.offsets[i] : self.offsets[i + 1]]
 
 
+def open_regular(path: str | Path) -> int:
+    """A read descriptor of the regular file at `path`, opened without following a symlink at its last step or blocking
+    on a FIFO; FileNotFoundError when it is absent, UnsafeFileError when it is anything but a regular file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENXIO):
+            raise UnsafeFileError(f"{path} is a symlink or a FIFO; refusing to follow or open it") from None
+        raise
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise UnsafeFileError(f"{path} is not a regular file; refusing it")
+    return fd
+
+
+def _open(path: str | Path, key: str) -> BinaryIO:
+    try:
+        return os.fdopen(open_regular(path), "rb")
+    except FileNotFoundError:
+        raise MissingFileError(f"{key}: no file at {path}; it was deleted under this reader (a version removed by gc?) or never copied") from None
+    except OSError as exc:
+        raise ShardFormatError(f"{key}: cannot read {path} ({exc.strerror})") from None
+
+
+def _read_npy_header(f: BinaryIO) -> tuple[tuple[int, ...], bool, np.dtype[Any]]:
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        return np.lib.format.read_array_header_1_0(f)
+    if version == (2, 0):
+        return np.lib.format.read_array_header_2_0(f)
+    raise ValueError(f".npy format version {version[0]}.{version[1]} is not read here")
+
+
+def map_npy(path: str | Path, key: str, dtype: str) -> np.ndarray:
+    """Memory-map the 1-D `dtype` array of a `.npy` file (read-only); its header is checked against the file's size
+    before anything is mapped, and a file holding Python objects is never loaded."""
+    with _open(path, key) as f:
+        try:
+            shape, fortran, found = _read_npy_header(f)
+        except (ValueError, OSError, EOFError) as exc:
+            raise ShardFormatError(f"{key}: not a readable .npy token array ({exc})") from None
+        if found.hasobject:
+            raise ShardFormatError(f"{key}: not a readable .npy token array: it holds Python objects (a pickle), which are never loaded")
+        if len(shape) != 1 or found != np.dtype(dtype) or (fortran and len(shape) > 1):
+            raise ShardFormatError(f"{key}: expected a 1-D C-ordered {dtype} array, found {len(shape)}-D {found}")
+        start, size = f.tell(), os.fstat(f.fileno()).st_size
+        if start + shape[0] * found.itemsize > size:
+            raise ShardFormatError(f"{key}: its header says {shape[0]:,} tokens, but the file holds {size - start:,} bytes after the header")
+        return np.memmap(f, dtype=found, mode="r", offset=start, shape=shape)
+
+
 def open_shard(entry: ShardEntry, npy_path: str | Path, bin_path: str | Path, dtype: str, vocab_size: int | None = None) -> Shard:
     """Memory-map a shard's files and check them against its manifest entry.
 
     Offsets must start at 0, never decrease and end at the token count. With
     `vocab_size`, every token id is also checked (a full scan: builder checks use it).
+    Neither file is opened through a symlink at its last step.
     """
     key = entry.npy.key
-    try:
-        tokens = np.load(npy_path, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise ShardFormatError(f"{key}: not a readable .npy token array ({exc})") from None
-    if tokens.ndim != 1 or tokens.dtype != np.dtype(dtype) or not tokens.flags.c_contiguous:
-        raise ShardFormatError(f"{key}: expected a 1-D C-ordered {dtype} array, found {tokens.ndim}-D {tokens.dtype}")
+    tokens = map_npy(npy_path, key, dtype)
     if tokens.shape[0] != entry.tokens:
         raise ShardFormatError(f"{key}: holds {tokens.shape[0]} tokens, manifest says {entry.tokens}")
-    offsets = np.fromfile(bin_path, dtype="<i8")
     bkey = entry.bin.key
+    with _open(bin_path, bkey) as f:
+        offsets = np.fromfile(f, dtype="<i8")
     if offsets.shape[0] != entry.documents + 1:
         raise ShardFormatError(f"{bkey}: holds {offsets.shape[0]} offsets, expected documents + 1 = {entry.documents + 1}")
     if offsets[0] != 0 or offsets[-1] != entry.tokens:
@@ -95,13 +148,13 @@ class ShardWriter:
         self.npy_sha256 = self.bin_sha256 = ""
 
     def _write_offsets(self, offsets: np.ndarray) -> None:
-        data = memoryview(offsets.astype("<i8", copy=False))
+        data = offsets.astype("<i8", copy=False).data
         self._bin.write(data)
         self._bin_hash.update(data)
 
     def append(self, tokens: np.ndarray, doc_lengths: np.ndarray) -> None:
         """`tokens` is the concatenation of documents whose lengths (EOD included) are `doc_lengths`."""
-        self._npy.write(memoryview(np.ascontiguousarray(tokens, dtype=self.dtype)))  # no copy when already contiguous
+        self._npy.write(np.ascontiguousarray(tokens, dtype=self.dtype).data)  # no copy when already contiguous
         self._write_offsets(self.tokens + np.cumsum(doc_lengths, dtype=np.int64))
         if tokens.shape[0]:
             self.max_token_id = max(self.max_token_id, int(tokens.max()))
