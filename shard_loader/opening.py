@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .cache.verified import cached_path, ensure_local
+from .errors import IntegrityError
 from .format import FileRef, Manifest, parse_manifest
 from .cache.lease import hold
 from .storage import Store, is_remote, open_store, split_manifest_url
@@ -41,13 +42,25 @@ class OpenedManifest:
         return self.manifest.with_lineage(lambda ref: self.store.read_bytes(ref.key)).full_lineage
 
 
-def open_manifest(url: str, splits: Sequence[str] | None = None, cache_dir: str | Path | None = None, **store_options) -> OpenedManifest:
+def open_manifest(
+    url: str, splits: Sequence[str] | None = None, cache_dir: str | Path | None = None, pinned: FileRef | None = None, **store_options
+) -> OpenedManifest:
     """Read and validate the manifest at a path or URL (a folder means its manifest.json), with the shard
-    tables of `splits` (default all) read and verified: a trainer names its split and reads only that table."""
+    tables of `splits` (default all) read and verified: a trainer names its split and reads only that table.
+    With `pinned` (a mixture's component), the manifest's bytes must have its size and sha256."""
     root, key = split_manifest_url(url)
     store = open_store(root, **store_options)
-    opened = OpenedManifest(manifest=parse_manifest(store.read_bytes(key), origin=f"{store.url}/{key}"), store=store, key=key)
+    raw, origin = store.read_bytes(key), f"{store.url}/{key}"
+    if pinned is not None:
+        _check_pinned(raw, pinned, origin)
+    opened = OpenedManifest(manifest=parse_manifest(raw, origin=origin), store=store, key=key)
     return replace(opened, manifest=opened.manifest.with_tables(_table_reader(store, opened.cache_dir(cache_dir)), splits))
+
+
+def _check_pinned(raw: bytes, pinned: FileRef, origin: str) -> None:
+    sha = hashlib.sha256(raw).hexdigest()
+    if len(raw) != pinned.size or sha != pinned.sha256:
+        raise IntegrityError(f"{origin}: {len(raw)} bytes with sha256 {sha}, pinned as {pinned.size} bytes with sha256 {pinned.sha256}")
 
 
 def _table_reader(store: Store, cache: Path | None) -> Callable[[FileRef], bytes]:
