@@ -16,7 +16,7 @@ import numpy as np
 from .arguments import flag, optional_integer, optional_mapping, optional_path, integer, size_in_bytes, text
 from .errors import ShardLoaderError
 from .format import Shard
-from .opening import OpenedManifest, open_manifest
+from .opening import OpenedManifest, document_format, open_manifest, read_document
 from .cache.rotation import WindowCache
 from .sampler import Cursor, EpochPlan, SampleSpec, Window, make_windows, sample_counts
 from .state import LoaderState, Position, StateError, StreamKey
@@ -42,21 +42,30 @@ class TokenDataset:
     continues with the next batch.
     """
 
+    _formats: dict[str, type[TokenDataset]] = {}  # other published documents a URL may name (a mixture), by `format`
+
+    def __init_subclass__(cls, serves: str | None = None, **kwargs):
+        """A subclass declared with `serves="<format>"` is what `TokenDataset(url)` gives for a document of that format."""
+        super().__init_subclass__(**kwargs)
+        if serves is not None:
+            TokenDataset._formats[serves] = cls
+
     def __new__(cls, url: str | None = None, *args, **options):
-        """`TokenDataset(url)` of a mixture file is a MixtureDataset (told apart by the file's `format`, not its path)."""
+        """`TokenDataset(url)` reads the document at `url` once and dispatches on its `format` (never its path): a
+        mixture file gives a MixtureDataset; a dataset manifest's bytes are kept for __init__ to parse."""
         store_options = options.get("store_options")
-        if cls is TokenDataset and isinstance(url, str) and url and isinstance(store_options, (dict, type(None))):
-            from .mixture.opening import is_mixture
-
-            try:
-                mixture = is_mixture(url, store_options)
-            except ShardLoaderError:  # unreadable: __init__ reports it after checking the arguments
-                mixture = False
-            if mixture:
-                from .mixture.dataset import MixtureDataset
-
-                cls = MixtureDataset
-        return super().__new__(cls)
+        if cls is not TokenDataset or not isinstance(url, str) or not url or not isinstance(store_options, (dict, type(None))):
+            return super().__new__(cls)
+        try:
+            raw = read_document(url, store_options)
+        except ShardLoaderError:  # unreadable: __init__ reports it after checking the arguments
+            return super().__new__(cls)
+        kind = cls._formats.get(document_format(raw))
+        if kind is not None:
+            return super().__new__(kind)
+        obj = super().__new__(cls)
+        obj._document = raw
+        return obj
 
     def __init__(
         self,
@@ -102,7 +111,7 @@ class TokenDataset:
 
     def _open_manifest(self) -> OpenedManifest:
         """The manifest with this split's shard table (a mixture's component also checks the pinned bytes)."""
-        return open_manifest(self.url, [self.split], self.cache_dir, **self.store_options)
+        return open_manifest(self.url, [self.split], self.cache_dir, document=self.__dict__.pop("_document", None), **self.store_options)
 
     def _make_cache(self) -> WindowCache:
         return WindowCache(self.opened, self.shards, self.cache_dir, self.disk_budget, self.keep_files)

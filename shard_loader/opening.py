@@ -4,6 +4,7 @@ a remote dataset's files are cached when the caller names no cache directory."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -42,15 +43,33 @@ class OpenedManifest:
         return self.manifest.with_lineage(lambda ref: self.store.read_bytes(ref.key)).full_lineage
 
 
+def read_document(url: str, store_options: dict | None = None) -> bytes:
+    """The bytes of the published JSON document at a path or URL: a dataset manifest or a mixture file."""
+    root, key = split_manifest_url(url)
+    return open_store(root, **(store_options or {})).read_bytes(key)
+
+
+def document_format(raw: bytes) -> str | None:
+    """The `format` field of a published JSON document, or None if it has none."""
+    try:
+        doc = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    value = doc.get("format") if isinstance(doc, dict) else None
+    return value if isinstance(value, str) else None
+
+
 def open_manifest(
-    url: str, splits: Sequence[str] | None = None, cache_dir: str | Path | None = None, pinned: FileRef | None = None, **store_options
+    url: str, splits: Sequence[str] | None = None, cache_dir: str | Path | None = None, pinned: FileRef | None = None,
+    document: bytes | None = None, **store_options
 ) -> OpenedManifest:
     """Read and validate the manifest at a path or URL (a folder means its manifest.json), with the shard
     tables of `splits` (default all) read and verified: a trainer names its split and reads only that table.
-    With `pinned` (a mixture's component), the manifest's bytes must have its size and sha256."""
+    With `pinned` (a mixture's component), the manifest's bytes must have its size and sha256; `document` is
+    the manifest's bytes when the caller has read them already."""
     root, key = split_manifest_url(url)
     store = open_store(root, **store_options)
-    raw, origin = store.read_bytes(key), f"{store.url}/{key}"
+    raw, origin = store.read_bytes(key) if document is None else document, f"{store.url}/{key}"
     if pinned is not None:
         _check_pinned(raw, pinned, origin)
     opened = OpenedManifest(manifest=parse_manifest(raw, origin=origin), store=store, key=key)

@@ -10,8 +10,6 @@ the previous epoch ended, so nothing is dropped and the stream never skips a sam
 
 from __future__ import annotations
 
-import re
-import hashlib
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -19,17 +17,19 @@ from typing import Any
 
 import numpy as np
 
+from ..cache.download import journal_bound
 from ..arguments import ArgumentError, flag, integer, optional_integer, optional_mapping, optional_path, size_in_bytes, text
 from ..dataset import EmptyEpochError, TokenDataset
-from ..errors import DiskBudgetError, ManifestError, ShardLoaderError
+from ..errors import DiskBudgetError, ShardLoaderError
 from ..format import Shard
 from ..sampler import SampleSpec
 from ..state import StateError
 from ..storage import is_remote, split_manifest_url
 from ..world import Consumer, resolve_world
 from .components import ComponentDataset
+from .file import MIXTURE_FORMAT
 from .interleave import BlockState, Interleave, Walker, units
-from .opening import open_mixture
+from .opening import check_component, component_cache_dir, open_mixture, where
 from .plan import MixturePlan
 from .serving import serve_mixture
 from .state import MixturePosition, MixtureState, StreamKey, Weights
@@ -37,16 +37,14 @@ from .state import MixturePosition, MixtureState, StreamKey, Weights
 BLOCK_BATCHES = 64
 
 
-def _subdir(name: str) -> str:
-    """A component's folder under the mixture's cache_dir: readable, and distinct for distinct names."""
-    return f"{re.sub(r'[^A-Za-z0-9._-]+', '_', name)[:40]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+def _room_needed(component: ComponentDataset) -> int:
+    """Disk a remote component needs: its two largest windows at once (a run of batches may read the end of one window
+    and the start of the next) and the journal of a download."""
+    sizes = sorted((w.nbytes for w in component.windows), reverse=True)
+    return sum(sizes[:2]) + journal_bound(sizes[0])
 
 
-def _two_largest(component: ComponentDataset) -> int:
-    return sum(sorted((w.nbytes for w in component.windows), reverse=True)[:2])
-
-
-class MixtureDataset(TokenDataset):
+class MixtureDataset(TokenDataset, serves=MIXTURE_FORMAT):
     """Batches of `input_ids`, `labels` (int64, (batch_size, seq_len)) and `component` (int64, (batch_size,): each row's
     index in the mixture file's `components`) from a published mixture; see TokenDataset for the shared options.
 
@@ -97,8 +95,9 @@ class MixtureDataset(TokenDataset):
                 f"({self.spec.step} tokens): an epoch would have 0 batches"
             )
         remote = sum(is_remote(split_manifest_url(u)[0]) for u in self.opened.component_urls)
-        if self.disk_budget and remote and not (window_shards or window_bytes):
-            window_bytes = self.disk_budget // (2 * remote)  # each remote component's two windows fit its part of the budget
+        if self.disk_budget and remote and not (window_shards or window_bytes):  # each remote component's two windows fit its part
+            part = self.disk_budget // remote
+            window_bytes = max(1, (part - journal_bound(part)) // 2)
         self.components = [self._component(i, window_shards, window_bytes) for i in range(len(mix.components))]
         self._split_budget()
         counts = np.array([len(c.shards) for c in self.components], dtype=np.int64)
@@ -109,37 +108,31 @@ class MixtureDataset(TokenDataset):
 
     def _component(self, i: int, window_shards: int | None, window_bytes: int | None) -> ComponentDataset:
         """Component i as a TokenDataset of its pinned manifest, checked against the mixture file."""
-        mix, c, url = self.mixture, self.mixture.components[i], self.opened.component_urls[i]
-        where = f"{self.url}: component {c.name!r} ({url})"
+        c = self.mixture.components[i]
         try:
             component = ComponentDataset(
-                url, c.manifest, split=self.split, seq_len=self.spec.seq_len, seed=self.seed, stride=self.spec.stride,
-                label_shift=self.spec.label_shift, cache_dir=self.cache_dir / _subdir(c.name) if self.cache_dir else None,
+                self.opened.component_urls[i], c.manifest, split=self.split, seq_len=self.spec.seq_len, seed=self.seed,
+                stride=self.spec.stride, label_shift=self.spec.label_shift,
+                cache_dir=component_cache_dir(self.cache_dir, c.name) if self.cache_dir else None,
                 window_shards=window_shards, window_bytes=window_bytes, keep_files=self.keep_files,
                 position_ids=self.position_ids, store_options=self.store_options,
             )
         except ShardLoaderError as exc:
-            raise type(exc)(f"{where}: {exc}") from None
-        m = component.opened.manifest
-        if m.tokenizer.fingerprint != mix.tokenizer.fingerprint:
-            raise ManifestError(f"{where}: tokenizer fingerprint {m.tokenizer.fingerprint!r} is not the mixture's {mix.tokenizer.fingerprint!r}")
-        if m.token_dtype != mix.tokenizer.token_dtype:
-            raise ManifestError(f"{where}: token_dtype {m.token_dtype} is not the mixture's {mix.tokenizer.token_dtype}")
-        if (m.dataset, m.version) != (c.dataset, c.version):
-            raise ManifestError(f"{where}: the manifest is {m.dataset}@{m.version}, the mixture names {c.dataset}@{c.version}")
+            raise type(exc)(f"{where(self.opened, i)}: {exc}") from None
+        check_component(self.opened, i, component.opened.manifest)
         return component
 
     def _split_budget(self) -> None:
-        """Give each remote component a part of disk_budget in proportion to its two largest windows (at least those)."""
+        """Give each remote component a part of disk_budget in proportion to the room it needs (at least that)."""
         remote = [c for c in self.components if is_remote(c.opened.store.url)]
         if self.disk_budget is None or not remote:
             return
-        needs = [_two_largest(c) for c in remote]
+        needs = [_room_needed(c) for c in remote]
         if self.disk_budget < sum(needs):
             parts = ", ".join(f"{self.mixture.components[self.components.index(c)].name} {n:,}" for c, n in zip(remote, needs))
             raise DiskBudgetError(
                 f"disk budget {self.disk_budget:,} bytes cannot hold the current and the next window of every component: "
-                f"the minimum is {sum(needs):,} bytes (two largest windows each: {parts}); raise disk_budget or make windows smaller"
+                f"the minimum is {sum(needs):,} bytes (two largest windows and a download journal each: {parts}); raise disk_budget or make windows smaller"
             )
         for c, need in zip(remote, needs):
             c.disk_budget = self.disk_budget * need // sum(needs)
@@ -249,7 +242,7 @@ class MixtureDataset(TokenDataset):
     def serve(self, plan: MixturePlan, consumer: Consumer = Consumer()) -> Iterator[tuple[int, dict[int, Shard], np.ndarray, np.ndarray]]:
         """(first batch index from the plan's start, open shards by global id, shard ids, token starts) of each run of
         consecutive batches `consumer` serves; a run's rows are whole batches, in order."""
-        return serve_mixture(self, plan, consumer)
+        return serve_mixture(self.interleave, self.components, [self.shard_offset(i) for i in range(len(self.components))], plan, consumer)
 
     def components_of(self, shard_ids: np.ndarray) -> np.ndarray:
         """The component of each row, from its global shard id."""

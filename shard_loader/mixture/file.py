@@ -155,13 +155,3 @@ def parse_mixture(raw: bytes | str, origin: str = "mixture") -> MixtureFile:
         created_at=_get(doc, "created_at", str, origin), tokenizer=tokenizer,
         tokens_per_epoch=_counts(doc, "tokens_per_epoch", origin), components=components, lineage=lineage,
     )
-
-
-def document_format(raw: bytes) -> str | None:
-    """The `format` field of a published JSON document (a dataset manifest or a mixture), or None if it has none."""
-    try:
-        doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    value = doc.get("format") if isinstance(doc, dict) else None
-    return value if isinstance(value, str) else None

@@ -3,27 +3,26 @@ resolve each component's pinned manifest URL (relative ones against the mixture'
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlparse
 
-from ..errors import ManifestError
+from ..errors import ManifestError, ShardLoaderError
+from ..format import Manifest
+from ..opening import OpenedManifest, document_format, open_manifest, read_document
 from ..storage import open_store, split_manifest_url
-from .file import MIXTURE_FORMAT, Component, MixtureFile, document_format, parse_mixture
+from .file import MIXTURE_FORMAT, Component, MixtureFile, parse_mixture
 
 MIXTURES_DIR = "mixtures"
 
 
-def read_document(url: str, store_options: dict | None = None) -> tuple[str, bytes]:
-    """(the document's URL as read, its bytes): a dataset manifest or a mixture file, whichever the URL names."""
-    root, key = split_manifest_url(url)
-    store = open_store(root, **(store_options or {}))
-    return f"{store.url}/{key}", store.read_bytes(key)
-
-
 def is_mixture(url: str, store_options: dict | None = None) -> bool:
     """Whether the URL names a mixture file (told by its `format` field, never by its path)."""
-    return document_format(read_document(url, store_options)[1]) == MIXTURE_FORMAT
+    return document_format(read_document(url, store_options)) == MIXTURE_FORMAT
 
 
 def _split(url: str) -> tuple[bool, str]:
@@ -79,7 +78,48 @@ class OpenedMixture:
 def open_mixture(url: str, store_options: dict | None = None) -> OpenedMixture:
     """Read and validate the mixture file at `url`, resolving its components' URLs (their manifests are read later,
     each checked against its pinned size and sha256)."""
-    origin, raw = read_document(url, store_options)
-    mixture = parse_mixture(raw, origin=origin)
+    root, key = split_manifest_url(url)
+    store = open_store(root, **(store_options or {}))
+    origin = f"{store.url}/{key}"
+    mixture = parse_mixture(store.read_bytes(key), origin=origin)
     urls = tuple(component_url(url, mixture, c, f"{origin}.components[{i}]") for i, c in enumerate(mixture.components))
     return OpenedMixture(mixture, url, urls)
+
+
+def component_cache_dir(cache_dir: Path, name: str) -> Path:
+    """A component's folder under a mixture's cache_dir (each has its own part of the disk budget): readable, and
+    distinct for distinct names."""
+    return Path(cache_dir) / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', name)[:40]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+
+
+def where(opened: OpenedMixture, i: int) -> str:
+    """How errors name component i: the mixture, the component's name and its manifest URL."""
+    return f"{opened.url}: component {opened.file.components[i].name!r} ({opened.component_urls[i]})"
+
+
+def check_component(opened: OpenedMixture, i: int, manifest: Manifest) -> None:
+    """Refuse a component manifest that is not the one the mixture names, or has another tokenizer or token dtype."""
+    mix, c = opened.file, opened.file.components[i]
+    if manifest.tokenizer.fingerprint != mix.tokenizer.fingerprint:
+        raise ManifestError(f"{where(opened, i)}: tokenizer fingerprint {manifest.tokenizer.fingerprint!r} is not the mixture's {mix.tokenizer.fingerprint!r}")
+    if manifest.token_dtype != mix.tokenizer.token_dtype:
+        raise ManifestError(f"{where(opened, i)}: token_dtype {manifest.token_dtype} is not the mixture's {mix.tokenizer.token_dtype}")
+    if (manifest.dataset, manifest.version) != (c.dataset, c.version):
+        raise ManifestError(f"{where(opened, i)}: the manifest is {manifest.dataset}@{manifest.version}, the mixture names {c.dataset}@{c.version}")
+
+
+def open_components(
+    opened: OpenedMixture, splits: Sequence[str] | None = None, cache_dir: str | Path | None = None, store_options: dict | None = None
+) -> list[OpenedManifest]:
+    """Each component's pinned manifest, its bytes checked against the mixture's size and sha256 and its tokenizer
+    against the mixture's, with the shard tables of `splits` (default all) read."""
+    out = []
+    for i, c in enumerate(opened.file.components):
+        cache = component_cache_dir(cache_dir, c.name) if cache_dir is not None else None
+        try:
+            manifest = open_manifest(opened.component_urls[i], splits, cache, pinned=c.manifest, **(store_options or {}))
+        except ShardLoaderError as exc:
+            raise type(exc)(f"{where(opened, i)}: {exc}") from None
+        check_component(opened, i, manifest.manifest)
+        out.append(manifest)
+    return out

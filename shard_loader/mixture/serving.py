@@ -8,8 +8,7 @@ one window repeating, or an epoch ending with the window the next one starts wit
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -17,11 +16,8 @@ from ..format import Shard
 from ..sampler import Window
 from ..world import Consumer
 from .components import ComponentDataset
-from .interleave import Walker
+from .interleave import Interleave, Walker
 from .plan import MixturePlan
-
-if TYPE_CHECKING:
-    from .dataset import MixtureDataset
 
 CHUNK_BATCHES = 64  # a consumer maps this many of its batches to components and samples in one vectorised pass
 
@@ -126,36 +122,39 @@ def _chunks(runs: Iterator[tuple[int, int]], size: int) -> Iterator[list[tuple[i
         yield chunk
 
 
-def _map(ds: MixtureDataset, walker: Walker, plan: MixturePlan, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _map(walker: Walker, plan: MixturePlan, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(component, component sample index) of ascending stream positions."""
+    interleave = walker.interleave
     comp, k = np.empty(len(positions), dtype=np.int64), np.empty(len(positions), dtype=np.int64)
-    i, size = 0, ds.interleave.block
+    i = 0
     while i < len(positions):
         block, picks = walker.at(plan.start.block, int(positions[i]))
-        j = int(np.searchsorted(positions, block.start + size, side="left"))
-        comp[i:j], k[i:j] = ds.interleave.locate(block, picks, positions[i:j] - block.start)
+        j = int(np.searchsorted(positions, block.start + interleave.block, side="left"))
+        comp[i:j], k[i:j] = interleave.locate(block, picks, positions[i:j] - block.start)
         i = j
     return comp, k
 
 
-def serve_mixture(ds: MixtureDataset, plan: MixturePlan, consumer: Consumer) -> Iterator[tuple[int, dict[int, Shard], np.ndarray, np.ndarray]]:
-    """See MixtureDataset.serve."""
+def serve_mixture(
+    interleave: Interleave, components: Sequence[ComponentDataset], first_shards: Sequence[int], plan: MixturePlan, consumer: Consumer
+) -> Iterator[tuple[int, dict[int, Shard], np.ndarray, np.ndarray]]:
+    """Serve `consumer`'s runs of `plan` (see MixtureDataset.serve); component c's shards have global ids from first_shards[c]."""
     open_shards: dict[int, Shard] = {}
-    held = [HeldWindows(c, ds.shard_offset(i), open_shards) for i, c in enumerate(ds.components)]
-    walker = Walker(ds.interleave)  # its own walk: the dataset's stays where the trainer's position is
+    held = [HeldWindows(c, first, open_shards) for c, first in zip(components, first_shards)]
+    walker = Walker(interleave)  # its own walk: the dataset's stays where the trainer's position is
     B, G = plan.batch_size, plan.global_batch
     row = plan.rank * B + np.arange(B)
     try:
         for chunk in _chunks(consumer.runs(0, plan.total_batches), CHUNK_BATCHES):
             batches = np.concatenate([np.arange(a, b) for a, b in chunk])
             positions = (plan.start.served + batches[:, None] * G + row).reshape(-1)
-            comp, k = _map(ds, walker, plan, positions)
+            comp, k = _map(walker, plan, positions)
             places, offsets = np.empty_like(k), np.empty_like(k)
             masks = [comp == c for c in range(len(held))]
             spans = []
             for c, mask in enumerate(masks):
                 if mask.any():
-                    places[mask], offsets[mask] = ds.components[c].locate(k[mask])
+                    places[mask], offsets[mask] = components[c].locate(k[mask])
                     spans.append((c, int(places[mask][0]), int(places[mask][-1])))
             ids, starts = np.empty_like(k), np.empty_like(k)
             if all(lo == hi for _, lo, hi in spans):  # each component within one window: map the whole chunk at once
