@@ -227,9 +227,24 @@ def test_a_mixture_of_real_documents_with_position_ids(tmp_path):
     for name in ("a", "b"):
         write_dataset(tmp_path / name, {"train": [random_docs(rng, 30) for _ in range(3)]}, name=name, version=f"{name}-v1")
     parts = [Part("a", (), 0.75, 0), Part("b", (), 0.25, 1)]
-    url = write_mixture(tmp_path, "docs", parts, 20_000, edit=lambda d: d["tokenizer"].update(vocab_size=50_000, token_dtype="uint16"))
+    url = write_mixture(tmp_path, "docs", parts, 20_000)
     ds = TokenDataset(url, seq_len=32, batch_size=4, position_ids=True)
     batch = next(iter(ds))
     assert batch["position_ids"].shape == (4, 32) and batch["component"].shape == (4,)
     raw = (tmp_path / "mixtures/docs.json").read_bytes()
     assert hashlib.sha256(raw).hexdigest()  # written per the contract
+
+
+def test_the_next_epoch_goes_on_with_the_windows_open_and_a_stopped_one_closes_them(url):
+    ds = TokenDataset(url, **OPTS)
+    for epoch in (0, 1, 2):
+        ds.set_epoch(epoch)
+        assert sum(1 for _ in ds) == 500
+    assert ds.stats["math"].windows_fetched == 1  # math's one window stayed open through 20 of its epochs and 3 mixture epochs
+    fetched = {name: s.windows_fetched for name, s in ds.stats.items()}
+    ds.set_epoch(3)
+    for i, _ in zip(range(5), ds):
+        pass
+    ds.set_epoch(5)  # the stream moved: the plan stopped early, so its windows were closed
+    assert next(iter(ds))["component"].shape == (2,)
+    assert ds.stats["math"].windows_fetched == fetched["math"] + 1

@@ -53,6 +53,12 @@ class ComponentDataset(TokenDataset):
     def locate(self, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(place, index within the window's order) of component samples `k` (sorted ascending)."""
         k = np.asarray(k, dtype=np.int64)
+        first, last = int(k[0]) // self.samples, int(k[-1]) // self.samples
+        if first == last:  # the common case: all in one epoch of the component
+            plan, cum = self._epoch(first)
+            pos = k - first * self.samples
+            at = cum.searchsorted(pos, side="right")
+            return first * len(self.windows) + at, pos - (cum[at] - self.window_totals[plan.order[at]])
         epochs, pos = np.divmod(k, self.samples)
         places, offsets = np.empty_like(k), np.empty_like(k)
         bounds = np.flatnonzero(np.diff(epochs)) + 1

@@ -31,7 +31,7 @@ from .file import MIXTURE_FORMAT
 from .interleave import BlockState, Interleave, Walker, units
 from .opening import check_component, component_cache_dir, open_mixture, where
 from .plan import MixturePlan
-from .serving import serve_mixture
+from .serving import Server
 from .state import MixturePosition, MixtureState, StreamKey, Weights
 
 BLOCK_BATCHES = 64
@@ -140,7 +140,10 @@ class MixtureDataset(TokenDataset, serves=MIXTURE_FORMAT):
             c.cache.check_budget(c.windows)
 
     def __getstate__(self) -> dict:
-        return dict(self.__dict__)
+        """Workers get the parsed mixture and its components, never open windows, threads or leases."""
+        state = dict(self.__dict__)
+        state.pop("_server", None)
+        return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -159,7 +162,7 @@ class MixtureDataset(TokenDataset, serves=MIXTURE_FORMAT):
 
     def advanced(self, plan: MixturePlan, base: MixturePosition, served: int) -> MixturePosition:
         """The position once `served` batches of `plan` (which starts at `base`) are served."""
-        return replace(base, served=base.served + served * plan.global_batch, batches=base.batches + served)
+        return MixturePosition(base.epoch, base.epoch_start, base.served + served * plan.global_batch, base.batches + served, base.block)
 
     def encode_position(self, position: MixturePosition) -> list[int]:
         return self._normal(position).to_list()
@@ -241,12 +244,18 @@ class MixtureDataset(TokenDataset, serves=MIXTURE_FORMAT):
 
     def serve(self, plan: MixturePlan, consumer: Consumer = Consumer()) -> Iterator[tuple[int, dict[int, Shard], np.ndarray, np.ndarray]]:
         """(first batch index from the plan's start, open shards by global id, shard ids, token starts) of each run of
-        consecutive batches `consumer` serves; a run's rows are whole batches, in order."""
-        return serve_mixture(self.interleave, self.components, [self.shard_offset(i) for i in range(len(self.components))], plan, consumer)
+        consecutive batches `consumer` serves; a run's rows are whole batches, in order. Served to its end, a plan
+        leaves the components' windows open for the next one (the next epoch goes on from there); stopped, it closes them."""
+        server = self.__dict__.get("_server")
+        if server is None or not server.follows(self.interleave, consumer, plan):
+            if server is not None:
+                server.close()
+            server = self._server = Server(self.interleave, self.components, [self.shard_offset(i) for i in range(len(self.components))], consumer)
+        return server.serve(plan)
 
     def components_of(self, shard_ids: np.ndarray) -> np.ndarray:
         """The component of each row, from its global shard id."""
-        return np.searchsorted(self._shard_ends, shard_ids, side="right")
+        return self._shard_ends.searchsorted(shard_ids, side="right")
 
     def shard_offset(self, component: int) -> int:
         """The global id of a component's first shard."""
@@ -257,6 +266,9 @@ class MixtureDataset(TokenDataset, serves=MIXTURE_FORMAT):
         return {c.name: comp.stats for c, comp in zip(self.mixture.components, self.components)}
 
     def close(self) -> None:
+        server = self.__dict__.pop("_server", None)
+        if server is not None:
+            server.close()
         for component in self.components:
             component.close()
 

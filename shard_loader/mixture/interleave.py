@@ -197,24 +197,33 @@ class Interleave:
 
     def locate(self, state: BlockState, picks: Picks, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(component, component sample index over all epochs) of the samples at these offsets of the block."""
+        return self.locate_blocks([state], [picks], np.zeros(len(offsets), dtype=np.int64), np.asarray(offsets, dtype=np.int64))
+
+    def locate_blocks(self, states: Sequence[BlockState], picks: Sequence[Picks], blocks: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(component, component sample index over all epochs) of samples at `offsets` of the blocks `states[blocks]`
+        (one vectorised pass over a run of blocks)."""
         owner, rank, places, before = self._template
-        t = np.asarray(offsets, dtype=np.int64)
+        t = offsets
+        consumed = np.array([s.consumed for s in states], dtype=np.int64).reshape(len(states), self.n)
+        own_place = np.full((len(states), self.n), self.block, dtype=np.int64)  # where each component's extra sits
+        owners = np.zeros((len(states), max(self.extras, 1)), dtype=np.int64)
+        for b, p in enumerate(picks):
+            if p.owners:
+                owners[b, : len(p.owners)] = p.owners
+                slots = np.asarray(p.slots)
+                mine = slots >= 0
+                own_place[b, mine] = places[slots[mine]]
         o = owner[t]
         extra = o < 0
         comp = o.astype(np.int64)
         k = rank[t].astype(np.int64)
-        consumed = np.asarray(state.consumed, dtype=np.int64)
         if extra.any():
             s = -1 - o[extra]
-            comp[extra] = np.asarray(picks.owners, dtype=np.int64)[s]
+            comp[extra] = owners[blocks[extra], s]
             k[extra] = before[comp[extra], s]
-        own_place = np.full(self.n, self.block, dtype=np.int64)  # where each component's extra sits in this block
-        for c, s in enumerate(picks.slots):
-            if s >= 0:
-                own_place[c] = places[s]
         base = ~extra
-        k[base] += own_place[comp[base]] < t[base]
-        return comp, k + consumed[comp]
+        k[base] += own_place[blocks[base], comp[base]] < t[base]
+        return comp, k + consumed[blocks, comp]
 
 
 def edf_layout(counts: Sequence[int], slots: int) -> tuple[np.ndarray, np.ndarray]:
@@ -245,7 +254,8 @@ class Walker:
 
     def __init__(self, interleave: Interleave):
         self.interleave = interleave
-        self._last: tuple[BlockState, Picks] | None = None
+        self._last: tuple[BlockState, Picks, BlockState] | None = None  # the last block met, its picks, its segment's origin
+        self._checked: BlockState | None = None  # the last state found to lie on that segment
 
     def at(self, state: BlockState, position: int) -> tuple[BlockState, Picks]:
         """The state and picks of the block holding stream `position`, walking from `state` (a block start at or
@@ -254,12 +264,13 @@ class Walker:
         if position < state.start:
             raise ValueError(f"position {position} is before the block starting at {state.start}")
         last = self._last
-        current, picks = state, None
-        if last is not None and state.start <= last[0].start <= position and self.interleave.origin(last[0]) == self.interleave.origin(state):
-            current, picks = last
+        same = last is not None and (state is self._checked or self.interleave.origin(state) == last[2])
+        if same:
+            self._checked = state
+        current, picks = (last[0], last[1]) if same and state.start <= last[0].start <= position else (state, None)
         while position >= current.start + S:
             current, picks = self.interleave.following(current, picks or self.interleave.picks(current)), None
         if picks is None:
             picks = self.interleave.picks(current)
-        self._last = (current, picks)
+        self._last = (current, picks, last[2] if same else self.interleave.origin(state))
         return current, picks

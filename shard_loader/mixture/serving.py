@@ -19,7 +19,7 @@ from .components import ComponentDataset
 from .interleave import Interleave, Walker
 from .plan import MixturePlan
 
-CHUNK_BATCHES = 64  # a consumer maps this many of its batches to components and samples in one vectorised pass
+CHUNK_BATCHES = 256  # a consumer maps this many of its batches to components and samples in one vectorised pass
 
 
 class HeldWindows:
@@ -75,11 +75,15 @@ class HeldWindows:
             self.open.pop(self.first + i, None)
         self.component.cache.release(window)
 
+    def release_before(self, low: int) -> None:
+        """Release the places before `low`: the consumer's rows have moved past them."""
+        for place in [p for p in self.rows if p < low]:
+            self._release(place)
+
     def need(self, low: int, high: int) -> None:
         """Hold every place from `low` through `high` open (the consumer's rows lie there), release the places before,
         and prefetch the next one. A prefetched place the consumer skipped is acquired and released at once."""
-        for place in [p for p in self.rows if p < low]:
-            self._release(place)
+        self.release_before(low)
         if self.prefetched is not None and self.prefetched < low:
             skipped = self.prefetched
             self._acquire(skipped)
@@ -95,13 +99,21 @@ class HeldWindows:
                 self.component.cache.prefetch(segment)
                 self.prefetched = place
 
+    def windows_between(self, low: int, high: int, most: int) -> int:
+        """Distinct windows at the places from `low` through `high` (counting stops past `most`)."""
+        seen, place = set(), low
+        while place <= high and len(seen) <= most:
+            seen.add(self.component.window_at(place)[0].window.index)
+            place += 1
+        return len(seen)
+
     def lookup(self, places: np.ndarray, offsets: np.ndarray, out_ids: np.ndarray, out_starts: np.ndarray, mask: np.ndarray) -> None:
-        """Fill the rows under `mask` with the global shard id and token start of (place, offset)."""
-        for place in np.unique(places).tolist():
-            ids, starts = self.rows[place]
-            sub = mask.copy()
-            sub[mask] = places == place
-            out_ids[sub], out_starts[sub] = ids[offsets[places == place]], starts[offsets[places == place]]
+        """Fill the rows under `mask` with the global shard id and token start of (place, offset); places ascend."""
+        rows = np.flatnonzero(mask)
+        cuts = [0, *(np.flatnonzero(np.diff(places)) + 1).tolist(), len(places)]
+        for lo, hi in zip(cuts, cuts[1:]):
+            ids, starts = self.rows[int(places[lo])]
+            out_ids[rows[lo:hi]], out_starts[rows[lo:hi]] = ids[offsets[lo:hi]], starts[offsets[lo:hi]]
 
     def close(self) -> None:
         for i in [i for i in self.open if self.first <= i < self.first + len(self.component.shards)]:
@@ -124,31 +136,75 @@ def _chunks(runs: Iterator[tuple[int, int]], size: int) -> Iterator[list[tuple[i
 
 def _map(walker: Walker, plan: MixturePlan, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(component, component sample index) of ascending stream positions."""
-    interleave = walker.interleave
-    comp, k = np.empty(len(positions), dtype=np.int64), np.empty(len(positions), dtype=np.int64)
-    i = 0
-    while i < len(positions):
-        block, picks = walker.at(plan.start.block, int(positions[i]))
-        j = int(np.searchsorted(positions, block.start + interleave.block, side="left"))
-        comp[i:j], k[i:j] = interleave.locate(block, picks, positions[i:j] - block.start)
-        i = j
-    return comp, k
+    interleave, size = walker.interleave, walker.interleave.block
+    states, picks, starts = [], [], []
+    position = int(positions[0])
+    while position <= positions[-1]:
+        state, p = walker.at(plan.start.block, position)
+        states.append(state)
+        picks.append(p)
+        starts.append(state.start)
+        position = state.start + size
+    blocks = np.searchsorted(np.asarray(starts), positions, side="right") - 1
+    return interleave.locate_blocks(states, picks, blocks, positions - np.asarray(starts)[blocks])
 
 
-def serve_mixture(
-    interleave: Interleave, components: Sequence[ComponentDataset], first_shards: Sequence[int], plan: MixturePlan, consumer: Consumer
-) -> Iterator[tuple[int, dict[int, Shard], np.ndarray, np.ndarray]]:
-    """Serve `consumer`'s runs of `plan` (see MixtureDataset.serve); component c's shards have global ids from first_shards[c]."""
-    open_shards: dict[int, Shard] = {}
-    held = [HeldWindows(c, first, open_shards) for c, first in zip(components, first_shards)]
-    walker = Walker(interleave)  # its own walk: the dataset's stays where the trainer's position is
-    B, G = plan.batch_size, plan.global_batch
-    row = plan.rank * B + np.arange(B)
-    try:
-        for chunk in _chunks(consumer.runs(0, plan.total_batches), CHUNK_BATCHES):
-            batches = np.concatenate([np.arange(a, b) for a, b in chunk])
+class Server:
+    """One consumer's reading of a mixture: its open windows, its walk and its prefetches. A plan that starts where the
+    last one ended (the next mixture epoch) goes on with them, since each component's window runs on across epochs;
+    a plan that stops early closes them."""
+
+    def __init__(self, interleave: Interleave, components: Sequence[ComponentDataset], first_shards: Sequence[int], consumer: Consumer):
+        self.components, self.consumer = components, consumer
+        self.open: dict[int, Shard] = {}
+        self.held = [HeldWindows(c, first, self.open) for c, first in zip(components, first_shards)]
+        self.walker = Walker(interleave)  # its own walk: the dataset's stays where the trainer's position is
+        self.end: int | None = None  # the stream position the last plan served to, when it was served to its end
+        self.closed = False
+
+    def follows(self, interleave: Interleave, consumer: Consumer, plan: MixturePlan) -> bool:
+        """Whether `plan` goes on where this consumer's last plan ended."""
+        return not self.closed and self.walker.interleave is interleave and self.consumer == consumer and self.end == plan.start.served
+
+    def serve(self, plan: MixturePlan) -> Iterator[tuple[int, dict[int, Shard], np.ndarray, np.ndarray]]:
+        """The consumer's runs of `plan` (see MixtureDataset.serve)."""
+        self.end, finished = None, False
+        try:
+            yield from self._runs(plan)
+            finished = True
+        finally:
+            if finished:
+                self.end = plan.start.served + plan.total_batches * plan.global_batch
+                self._keep_from(plan, self.end)
+            else:
+                self.close()
+
+    def _keep_from(self, plan: MixturePlan, position: int) -> None:
+        """Keep open only each component's window holding its sample at stream `position` (and the prefetch): a window
+        passed already would keep a prefetch waiting for room until the next plan."""
+        block, picks = self.walker.at(plan.start.block, position)
+        consumed = self.walker.interleave.consumed_at(block, picks, position - block.start)
+        for component, held, k in zip(self.components, self.held, consumed):
+            held.release_before(int(component.locate(np.array([k]))[0][0]))
+
+    def close(self) -> None:
+        """Release every window and stop prefetching; once only (a generator finalised after its server was replaced
+        must not close the caches the new server reads through)."""
+        if not self.closed:
+            self.closed = True
+            for h in self.held:
+                h.close()
+        self.end = None
+
+    def _runs(self, plan: MixturePlan) -> Iterator[tuple[int, dict[int, Shard], np.ndarray, np.ndarray]]:
+        held, components = self.held, self.components
+        B, G = plan.batch_size, plan.global_batch
+        row = plan.rank * B + np.arange(B)
+        for chunk in _chunks(self.consumer.runs(0, plan.total_batches), CHUNK_BATCHES):
+            lengths = np.array([b - a for a, b in chunk])
+            batches = np.arange(lengths.sum()) + np.repeat(np.array([a for a, _ in chunk]) - (np.cumsum(lengths) - lengths), lengths)
             positions = (plan.start.served + batches[:, None] * G + row).reshape(-1)
-            comp, k = _map(walker, plan, positions)
+            comp, k = _map(self.walker, plan, positions)
             places, offsets = np.empty_like(k), np.empty_like(k)
             masks = [comp == c for c in range(len(held))]
             spans = []
@@ -157,18 +213,18 @@ def serve_mixture(
                     places[mask], offsets[mask] = components[c].locate(k[mask])
                     spans.append((c, int(places[mask][0]), int(places[mask][-1])))
             ids, starts = np.empty_like(k), np.empty_like(k)
-            if all(lo == hi for _, lo, hi in spans):  # each component within one window: map the whole chunk at once
+            if all(held[c].windows_between(lo, hi, 2) <= 2 for c, lo, hi in spans):  # at most two windows each: the whole chunk at once
                 for c, lo, hi in spans:
                     held[c].need(lo, hi)
                     held[c].lookup(places[masks[c]], offsets[masks[c]], ids, starts, masks[c])
                 first = 0
                 for a, b in chunk:
                     rows = slice(first, first + (b - a) * B)
-                    yield a, open_shards, ids[rows], starts[rows]
+                    yield a, self.open, ids[rows], starts[rows]
                     first = rows.stop
                 continue
             first = 0
-            for a, b in chunk:  # some component moves to another window within the chunk: run by run
+            for a, b in chunk:  # a component meets three windows or more within the chunk: run by run, two at most held
                 rows = slice(first, first + (b - a) * B)
                 first = rows.stop
                 for c, mask in enumerate(masks):
@@ -177,7 +233,4 @@ def serve_mixture(
                     if m.any():
                         held[c].need(int(places[m][0]), int(places[m][-1]))
                         held[c].lookup(places[m], offsets[m], ids, starts, m)
-                yield a, open_shards, ids[rows], starts[rows]
-    finally:
-        for h in held:
-            h.close()
+                yield a, self.open, ids[rows], starts[rows]

@@ -36,16 +36,17 @@ def write_component(root: str | Path, part: Part, version: str = "v1") -> str:
     return f"{part.name}/{versioned_key(manifest.version)}"
 
 
-def write_mixture(root: str | Path, name: str, parts: list[Part], tokens_per_epoch: int, pinned: dict[str, str] | None = None,
-                  fingerprint: str = "synthetic", edit=None) -> str:
-    """Publish a mixture of `parts` (pinned to `pinned[name]` keys, else their current manifests) as
-    mixtures/<name>/<version>.json and the live mixtures/<name>.json; returns the live URL. `edit(doc)` may alter it."""
+def write_mixture(root: str | Path, name: str, parts: list[Part], tokens_per_epoch: int, pinned: dict[str, str] | None = None, edit=None) -> str:
+    """Publish a mixture of `parts` (folders under `root`, pinned to `pinned[name]` keys, else their current manifests)
+    as mixtures/<name>/<version>.json and the live mixtures/<name>.json; returns the live URL. The tokenizer is the
+    first component's; `edit(doc)` may alter the document before it is written."""
     root = Path(root)
-    components = []
+    components, tokenizer = [], None
     for part in parts:
         key = (pinned or {}).get(part.name) or f"{part.name}/{versioned_key(json.loads((root / part.name / 'manifest.json').read_text())['dataset']['version'])}"
         raw = (root / key).read_bytes()
         doc = json.loads(raw)
+        tokenizer = tokenizer or {**{k: doc["tokenizer"][k] for k in ("fingerprint", "vocab_size", "eod_id")}, "token_dtype": doc["token_dtype"]}
         components.append({
             "name": part.name, "weight": part.weight,
             "manifest": {"url": key, "size": len(raw), "sha256": hashlib.sha256(raw).hexdigest()},
@@ -57,7 +58,7 @@ def write_mixture(root: str | Path, name: str, parts: list[Part], tokens_per_epo
     doc = {
         "format": "shard-mixture", "format_version": 1, "mixture": {"name": name, "version": version},
         "created_at": "2026-11-23T12:00:00Z",
-        "tokenizer": {"fingerprint": fingerprint, "vocab_size": VOCAB, "eod_id": 0, "token_dtype": "uint32"},
+        "tokenizer": tokenizer,
         "tokens_per_epoch": {"train": tokens_per_epoch}, "components": components,
         "lineage": {"spec": "test", "resolved_from": {c["name"]: f"{c['name']}/manifest.json" for c in components}},
     }
