@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ import psutil
 from shard_loader import TokenDataset
 
 from .datasets import make_dataset
+from .machine import machine_info
 from .sizes import Size, get_size
 
 B, S = 8, 2048
@@ -138,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "mixture.json")
     parser.add_argument("--work", type=Path, default=Path(__file__).parent / "results" / "work" / "mixture")
     args = parser.parse_args(argv)
+    before = os.getloadavg()[0]
     result = run(args.size, args.work, args.reps)
+    result.update(machine=machine_info(), load_average=[round(before, 1), round(os.getloadavg()[0], 1)])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     for row in result["summary"]:

@@ -52,19 +52,19 @@ class TokenDataset:
 
     def __new__(cls, url: str | None = None, *args, **options):
         """`TokenDataset(url)` reads the document at `url` once and dispatches on its `format` (never its path): a
-        mixture file gives a MixtureDataset; a dataset manifest's bytes are kept for __init__ to parse."""
+        mixture file gives a MixtureDataset; a dataset manifest's store and bytes are kept for __init__ to parse."""
         store_options = options.get("store_options")
         if cls is not TokenDataset or not isinstance(url, str) or not url or not isinstance(store_options, (dict, type(None))):
             return super().__new__(cls)
         try:
-            raw = read_document(url, store_options)
+            document = read_document(url, store_options)
         except ShardLoaderError:  # unreadable: __init__ reports it after checking the arguments
             return super().__new__(cls)
-        kind = cls._formats.get(document_format(raw))
+        kind = cls._formats.get(document_format(document[1]))
         if kind is not None:
             return super().__new__(kind)
         obj = super().__new__(cls)
-        obj._document = raw
+        obj._document = document
         return obj
 
     def __init__(

@@ -43,10 +43,11 @@ class OpenedManifest:
         return self.manifest.with_lineage(lambda ref: self.store.read_bytes(ref.key)).full_lineage
 
 
-def read_document(url: str, store_options: dict | None = None) -> bytes:
-    """The bytes of the published JSON document at a path or URL: a dataset manifest or a mixture file."""
+def read_document(url: str, store_options: dict | None = None) -> tuple[Store, bytes]:
+    """The store of the published JSON document at a path or URL (a dataset manifest or a mixture file), and its bytes."""
     root, key = split_manifest_url(url)
-    return open_store(root, **(store_options or {})).read_bytes(key)
+    store = open_store(root, **(store_options or {}))
+    return store, store.read_bytes(key)
 
 
 def document_format(raw: bytes) -> str | None:
@@ -61,15 +62,15 @@ def document_format(raw: bytes) -> str | None:
 
 def open_manifest(
     url: str, splits: Sequence[str] | None = None, cache_dir: str | Path | None = None, pinned: FileRef | None = None,
-    document: bytes | None = None, **store_options
+    document: tuple[Store, bytes] | None = None, **store_options
 ) -> OpenedManifest:
     """Read and validate the manifest at a path or URL (a folder means its manifest.json), with the shard
     tables of `splits` (default all) read and verified: a trainer names its split and reads only that table.
     With `pinned` (a mixture's component), the manifest's bytes must have its size and sha256; `document` is
-    the manifest's bytes when the caller has read them already."""
+    (the store, the manifest's bytes) when the caller has read them already (read_document)."""
     root, key = split_manifest_url(url)
-    store = open_store(root, **store_options)
-    raw, origin = store.read_bytes(key) if document is None else document, f"{store.url}/{key}"
+    store, raw = document or (open_store(root, **store_options), None)
+    raw, origin = store.read_bytes(key) if raw is None else raw, f"{store.url}/{key}"
     if pinned is not None:
         _check_pinned(raw, pinned, origin)
     opened = OpenedManifest(manifest=parse_manifest(raw, origin=origin), store=store, key=key)

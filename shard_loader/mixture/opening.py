@@ -22,7 +22,7 @@ MIXTURES_DIR = "mixtures"
 
 def is_mixture(url: str, store_options: dict | None = None) -> bool:
     """Whether the URL names a mixture file (told by its `format` field, never by its path)."""
-    return document_format(read_document(url, store_options)) == MIXTURE_FORMAT
+    return document_format(read_document(url, store_options)[1]) == MIXTURE_FORMAT
 
 
 def _split(url: str) -> tuple[bool, str]:
