@@ -143,6 +143,7 @@ class MixtureDataset(TokenDataset, serves=MIXTURE_FORMAT):
         """Workers get the parsed mixture and its components, never open windows, threads or leases."""
         state = dict(self.__dict__)
         state.pop("_server", None)
+        state["_walker"] = Walker(self.interleave)  # a worker walks from the anchor it is given: the blocks met here stay here
         return state
 
     def __setstate__(self, state: dict) -> None:

@@ -153,12 +153,16 @@ class Interleave:
         r = self.extras
         if r == 0:
             return Picks((), (-1,) * self.n)
-        ready = []
+        ready, known = [], self.__dict__.setdefault("_priorities", {})  # a component waits blocks for its next extra
         for c, f in enumerate(self.frac):
             if f:
                 i = state.extras[c] + 1
                 if (i - 1) * UNIT // f <= state.index:  # released: its i-th extra may go in this block
-                    ready.append(self._priority(c, i))
+                    if (c, i) not in known:
+                        if len(known) > 4096:
+                            known.clear()
+                        known[c, i] = self._priority(c, i)
+                    ready.append(known[c, i])
         if len(ready) < r:
             raise AssertionError(f"block {state.index}: {len(ready)} components ready for {r} extra slots")
         chosen = sorted(c for *_, c in sorted(ready)[:r])
@@ -250,27 +254,44 @@ def edf_layout(counts: Sequence[int], slots: int) -> tuple[np.ndarray, np.ndarra
 
 
 class Walker:
-    """Block states along one segment, computed forward from the latest one known (each block costs one PD2 choice)."""
+    """Block states along one segment, computed forward (each block costs one PD2 choice) and remembered (the last
+    KEEP blocks met), so the trainer's position, a plan's start and a state_dict never walk the same blocks twice."""
+
+    KEEP = 4096
 
     def __init__(self, interleave: Interleave):
         self.interleave = interleave
-        self._last: tuple[BlockState, Picks, BlockState] | None = None  # the last block met, its picks, its segment's origin
-        self._checked: BlockState | None = None  # the last state found to lie on that segment
+        self._origin: BlockState | None = None  # the segment the remembered blocks lie on
+        self._known: dict[int, tuple[BlockState, Picks]] = {}  # block start -> its state and picks
+        self._furthest = -1  # the start of the furthest block remembered
 
     def at(self, state: BlockState, position: int) -> tuple[BlockState, Picks]:
         """The state and picks of the block holding stream `position`, walking from `state` (a block start at or
-        before it), or from the last block met on the same segment when that is nearer."""
-        S = self.interleave.block
+        before it) or from the furthest block already met on its segment, when that is nearer."""
+        size = self.interleave.block
         if position < state.start:
             raise ValueError(f"position {position} is before the block starting at {state.start}")
-        last = self._last
-        same = last is not None and (state is self._checked or self.interleave.origin(state) == last[2])
-        if same:
-            self._checked = state
-        current, picks = (last[0], last[1]) if same and state.start <= last[0].start <= position else (state, None)
-        while position >= current.start + S:
-            current, picks = self.interleave.following(current, picks or self.interleave.picks(current)), None
-        if picks is None:
-            picks = self.interleave.picks(current)
-        self._last = (current, picks, last[2] if same else self.interleave.origin(state))
-        return current, picks
+        known = self._known.get(state.start)
+        if known is None or known[0] != state:  # not a block met on this segment: check which segment it lies on
+            origin = self.interleave.origin(state)
+            if origin != self._origin:
+                self._origin, self._known, self._furthest = origin, {}, -1
+        target = state.start + (position - state.start) // size * size
+        if target in self._known:
+            return self._known[target]
+        current, picks = state, None
+        if state.start < self._furthest <= target and self._furthest in self._known:
+            current, picks = self._known[self._furthest]
+        while True:
+            picks = picks or self.interleave.picks(current)
+            self._remember(current, picks)
+            if current.start == target:
+                return current, picks
+            current, picks = self.interleave.following(current, picks), None
+
+    def _remember(self, state: BlockState, picks: Picks) -> None:
+        if state.start not in self._known:
+            if len(self._known) >= self.KEEP:
+                del self._known[next(iter(self._known))]
+            self._known[state.start] = (state, picks)
+        self._furthest = max(self._furthest, state.start)
