@@ -37,9 +37,9 @@ def url(store):
     return write_mixture(store, "blend", PARTS, TOKENS_PER_EPOCH)
 
 
-def _own_stream(store, part, samples):
+def _own_stream(store, part, samples, **options):
     """The first `samples` samples of a component as a TokenDataset of it serves them (one sample per batch), epoch after epoch."""
-    ds = TokenDataset(str(store / part.name), **{**OPTS, "batch_size": 1})
+    ds = TokenDataset(str(store / part.name), **{**OPTS, "batch_size": 1, **options})
     out, epoch = [], 0
     while len(out) < samples:
         ds.set_epoch(epoch)
@@ -52,7 +52,7 @@ def _stream(url, world, epochs=(0,), state=None, stop=None, **options):
     """The global stream (component, shard, start) the ranks of `world` serve, in stream order, and the states saved at the end."""
     per_rank, states = [], []
     for rank in range(world):
-        ds = TokenDataset(url, rank=rank, world_size=world, **OPTS, **options)
+        ds = TokenDataset(url, rank=rank, world_size=world, **{**OPTS, **options})
         if state is not None:
             ds.load_state_dict(state)
         batches = []
@@ -81,14 +81,15 @@ def test_a_mixture_url_gives_a_mixture_dataset(url, store):
     assert plain["component"].dtype == np.int64 and plain["component"].tolist() == [0, 0]
 
 
-def test_each_component_keeps_its_own_order_and_epochs_and_every_64_global_batches_hold_the_shares(url, store):
+@pytest.mark.parametrize("window_shards", [2, 1])  # with one-shard windows a chunk of batches spans several windows of web
+def test_each_component_keeps_its_own_order_and_epochs_and_every_64_global_batches_hold_the_shares(url, store, window_shards):
     world = 2
-    stream, state = _stream(url, world, epochs=(0, 1, 2))
+    stream, state = _stream(url, world, epochs=(0, 1, 2), window_shards=window_shards)
     global_batch = OPTS["batch_size"] * world
     assert len(stream) == 3 * TOKENS_PER_EPOCH // OPTS["seq_len"]  # three epochs of 1,000 samples: whole global batches, none dropped
     for part in PARTS:
         mine = [(s, t) for c, s, t in stream if c == part.index]
-        own, per_epoch = _own_stream(store, part, len(mine))
+        own, per_epoch = _own_stream(store, part, len(mine), window_shards=window_shards)
         assert mine == [(s, t) for _, s, t in own]  # the component's own (seed, epoch) stream, in order
         for e in range(0, len(mine), per_epoch):
             assert len(set(mine[e : e + per_epoch])) == len(mine[e : e + per_epoch])  # no repeat within one of its epochs

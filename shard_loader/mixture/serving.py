@@ -107,13 +107,12 @@ class HeldWindows:
             place += 1
         return len(seen)
 
-    def lookup(self, places: np.ndarray, offsets: np.ndarray, out_ids: np.ndarray, out_starts: np.ndarray, mask: np.ndarray) -> None:
-        """Fill the rows under `mask` with the global shard id and token start of (place, offset); places ascend."""
-        rows = np.flatnonzero(mask)
+    def lookup(self, places: np.ndarray, offsets: np.ndarray, out_ids: np.ndarray, out_starts: np.ndarray) -> None:
+        """Set each row's global shard id and token start from its (place, offset); places ascend."""
         cuts = [0, *(np.flatnonzero(np.diff(places)) + 1).tolist(), len(places)]
         for lo, hi in zip(cuts, cuts[1:]):
             ids, starts = self.rows[int(places[lo])]
-            out_ids[rows[lo:hi]], out_starts[rows[lo:hi]] = ids[offsets[lo:hi]], starts[offsets[lo:hi]]
+            out_ids[lo:hi], out_starts[lo:hi] = ids[offsets[lo:hi]], starts[offsets[lo:hi]]
 
     def close(self) -> None:
         for i in [i for i in self.open if self.first <= i < self.first + len(self.component.shards)]:
@@ -205,32 +204,37 @@ class Server:
             batches = np.arange(lengths.sum()) + np.repeat(np.array([a for a, _ in chunk]) - (np.cumsum(lengths) - lengths), lengths)
             positions = (plan.start.served + batches[:, None] * G + row).reshape(-1)
             comp, k = _map(self.walker, plan, positions)
+            order = np.argsort(comp, kind="stable")  # rows grouped by component, each group in stream order
+            bounds = np.concatenate(([0], np.cumsum(np.bincount(comp, minlength=len(held)))))
+            k = k[order]
             places, offsets = np.empty_like(k), np.empty_like(k)
-            masks = [comp == c for c in range(len(held))]
-            spans = []
-            for c, mask in enumerate(masks):
-                if mask.any():
-                    places[mask], offsets[mask] = components[c].locate(k[mask])
-                    spans.append((c, int(places[mask][0]), int(places[mask][-1])))
+            spans = []  # (component, its rows in `order`, its first and last place)
+            for c in range(len(held)):
+                lo, hi = int(bounds[c]), int(bounds[c + 1])
+                if lo < hi:
+                    places[lo:hi], offsets[lo:hi] = components[c].locate(k[lo:hi])
+                    spans.append((c, lo, hi, int(places[lo]), int(places[hi - 1])))
+            found_ids, found_starts = np.empty_like(k), np.empty_like(k)
             ids, starts = np.empty_like(k), np.empty_like(k)
-            if all(held[c].windows_between(lo, hi, 2) <= 2 for c, lo, hi in spans):  # at most two windows each: the whole chunk at once
-                for c, lo, hi in spans:
-                    held[c].need(lo, hi)
-                    held[c].lookup(places[masks[c]], offsets[masks[c]], ids, starts, masks[c])
-                first = 0
+            if all(held[c].windows_between(first, last, 2) <= 2 for c, _, _, first, last in spans):  # at most two windows each: at once
+                for c, lo, hi, first, last in spans:
+                    held[c].need(first, last)
+                    held[c].lookup(places[lo:hi], offsets[lo:hi], found_ids[lo:hi], found_starts[lo:hi])
+                ids[order], starts[order] = found_ids, found_starts
+                row0 = 0
                 for a, b in chunk:
-                    rows = slice(first, first + (b - a) * B)
+                    rows = slice(row0, row0 + (b - a) * B)
                     yield a, self.open, ids[rows], starts[rows]
-                    first = rows.stop
+                    row0 = rows.stop
                 continue
-            first = 0
+            row0 = 0
             for a, b in chunk:  # a component meets three windows or more within the chunk: run by run, two at most held
-                rows = slice(first, first + (b - a) * B)
-                first = rows.stop
-                for c, mask in enumerate(masks):
-                    m = np.zeros_like(mask)
-                    m[rows] = mask[rows]
-                    if m.any():
-                        held[c].need(int(places[m][0]), int(places[m][-1]))
-                        held[c].lookup(places[m], offsets[m], ids, starts, m)
+                rows = slice(row0, row0 + (b - a) * B)
+                row0 = rows.stop
+                for c, lo, hi, _, _ in spans:
+                    i, j = lo + np.searchsorted(order[lo:hi], [rows.start, rows.stop])
+                    if i < j:
+                        held[c].need(int(places[i]), int(places[j - 1]))
+                        held[c].lookup(places[i:j], offsets[i:j], found_ids[i:j], found_starts[i:j])
+                        ids[order[i:j]], starts[order[i:j]] = found_ids[i:j], found_starts[i:j]
                 yield a, self.open, ids[rows], starts[rows]
