@@ -26,7 +26,3 @@ class MixturePlan:
     def total_batches(self) -> int:
         """Batches this rank serves from `start` to the end of the epoch (the same on every rank)."""
         return max(0, -(-(self.end - self.start.served) // self.global_batch))
-
-    @property
-    def epoch(self) -> int:
-        return self.start.epoch
