@@ -14,16 +14,33 @@ from .cache.files import CachePath
 from .cache.verified import cached_path, ensure_local
 from .errors import MissingFileError, ShardLoaderError, StoreError
 from .format import FileRef
+from .mixture.info import describe
+from .mixture.opening import component_cache_dir, is_mixture, open_components, open_mixture
 from .opening import OpenedManifest, open_manifest
+
+
+def _known(opened: OpenedManifest, args: argparse.Namespace) -> OpenedManifest:
+    for name in args.split or []:
+        opened.manifest.split(name)  # refuses an unknown split, naming the known ones
+    return opened
 
 
 def _open(args: argparse.Namespace) -> OpenedManifest:
     """The manifest with every split's shard table read and checked (a key in two splits is refused), and the splits
     named by --split known to it."""
-    opened = open_manifest(args.url, cache_dir=args.cache_dir)
-    for name in args.split or []:
-        opened.manifest.split(name)  # refuses an unknown split, naming the known ones
-    return opened
+    return _known(open_manifest(args.url, cache_dir=args.cache_dir), args)
+
+
+def _sources(args: argparse.Namespace) -> list[tuple[str, OpenedManifest, Path | None]]:
+    """(label, opened manifest, cache) of the dataset at the URL, or of each component of a mixture (in its own folder
+    under --cache-dir, as the loader keeps it), every split's table read and the splits named by --split known."""
+    if is_mixture(args.url):
+        mixture = open_mixture(args.url)
+        components = open_components(mixture, cache_dir=args.cache_dir)
+        caches = [component_cache_dir(args.cache_dir, c.name) if args.cache_dir else None for c in mixture.file.components]
+        return [(f"{c.name}: ", _known(m, args), m.cache_dir(d)) for c, m, d in zip(mixture.file.components, components, caches)]
+    opened = _open(args)
+    return [("", opened, opened.cache_dir(args.cache_dir))]
 
 
 def _splits(opened: OpenedManifest, args: argparse.Namespace) -> list[str]:
@@ -31,6 +48,9 @@ def _splits(opened: OpenedManifest, args: argparse.Namespace) -> list[str]:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    if is_mixture(args.url):
+        print(describe(open_mixture(args.url), as_json=args.json))
+        return 0
     opened = _open(args)
     m = opened.manifest
     print(f"dataset     {m.dataset}  version {m.version}  created {m.created_at}")
@@ -51,14 +71,13 @@ def _files(opened: OpenedManifest, args: argparse.Namespace) -> list[FileRef]:
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:
-    opened = _open(args)
-    refs = _files(opened, args)
-    cache = opened.cache_dir(args.cache_dir)
-    started, total = time.perf_counter(), sum(r.size for r in refs)
-    for ref in refs:
-        ensure_local(opened.store, ref, cache)
-    seconds = time.perf_counter() - started
-    print(f"{len(refs)} files, {total / 1e9:.3f} GB verified in {cache or opened.store.url} in {seconds:.1f} s ({total / 1e6 / max(seconds, 1e-6):,.1f} MB/s)")
+    for label, opened, cache in _sources(args):
+        refs = _files(opened, args)
+        started, total = time.perf_counter(), sum(r.size for r in refs)
+        for ref in refs:
+            ensure_local(opened.store, ref, cache)
+        seconds = time.perf_counter() - started
+        print(f"{label}{len(refs)} files, {total / 1e9:.3f} GB verified in {cache or opened.store.url} in {seconds:.1f} s ({total / 1e6 / max(seconds, 1e-6):,.1f} MB/s)")
     return 0
 
 
@@ -73,33 +92,37 @@ def _where(opened: OpenedManifest, cache: Path | None, ref: FileRef) -> Path | C
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    opened = _open(args)
-    cache = opened.cache_dir(args.cache_dir)
+    failed = [_verify(args, label, opened, cache) for label, opened, cache in _sources(args)]
+    return 1 if any(failed) else 0
+
+
+def _verify(args: argparse.Namespace, label: str, opened: OpenedManifest, cache: Path | None) -> bool:
+    """Check one dataset's files (`label` names a mixture's component); True if any is missing or bad."""
     missing = bad = 0
     refs = _files(opened, args)
     started, total, done = time.perf_counter(), sum(r.size for r in refs), 0
     for i, ref in enumerate(refs, 1):
         if sys.stderr.isatty():  # a terminal sees a line redrawn in place; a pipe only the summary
             rate = done / 1e6 / max(time.perf_counter() - started, 1e-6)
-            print(f"\rverifying {i}/{len(refs)} files, {done / 1e6:,.1f}/{total / 1e6:,.1f} MB, {rate:,.1f} MB/s", end="", file=sys.stderr, flush=True)
+            print(f"\r{label}verifying {i}/{len(refs)} files, {done / 1e6:,.1f}/{total / 1e6:,.1f} MB, {rate:,.1f} MB/s", end="", file=sys.stderr, flush=True)
         done += ref.size
         try:
             verify_file(_where(opened, cache, ref), ref)
         except MissingFileError:
-            print(f"missing  {ref.key}")
+            print(f"{label}missing  {ref.key}")
             missing += 1
         except ShardLoaderError as exc:
-            print(f"BAD      {exc}")
+            print(f"{label}BAD      {exc}")
             bad += 1
     if missing and cache is not None:
-        print(f"{opened.store.url} is remote: its files are verified in the cache {cache}; "
+        print(f"{label}{opened.store.url} is remote: its files are verified in the cache {cache}; "
               f"run `shard-loader fetch {args.url}`{' --cache-dir ' + str(args.cache_dir) if args.cache_dir else ''} first")
     if sys.stderr.isatty():
         print(file=sys.stderr)
     seconds = time.perf_counter() - started
     summary = f"{len(refs)} files, {total / 1e9:.3f} GB in {seconds:.1f} s ({total / 1e6 / max(seconds, 1e-6):,.1f} MB/s)"
-    print(f"all files verified: {summary}" if not (bad or missing) else f"{missing} files missing, {bad} bad of {summary}")
-    return 1 if bad or missing else 0
+    print(f"{label}all files verified: {summary}" if not (bad or missing) else f"{label}{missing} files missing, {bad} bad of {summary}")
+    return bool(bad or missing)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -132,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         ("bench", cmd_bench, "measure tokens per second delivered as batches"),
     ):
         p = sub.add_parser(name, help=help_)
-        p.add_argument("url", help="manifest path or URL (a folder means its manifest.json)")
+        p.add_argument("url", help="manifest or mixture path or URL (a folder means its manifest.json)")
         p.add_argument("--split", action="append", help="split(s) to use (default: all; bench: train)")
         p.add_argument("--cache-dir", default=None, help="where a remote dataset's files go (default: one folder per dataset under $XDG_CACHE_HOME/shard_loader or ~/.cache/shard_loader)")
         p.set_defaults(func=func)

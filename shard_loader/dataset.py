@@ -16,7 +16,7 @@ import numpy as np
 from .arguments import flag, optional_integer, optional_mapping, optional_path, integer, size_in_bytes, text
 from .errors import ShardLoaderError
 from .format import Shard
-from .opening import OpenedManifest, open_manifest
+from .opening import OpenedManifest, document_format, open_manifest, read_document
 from .cache.rotation import WindowCache, window_cache
 from .sampler import Cursor, EpochPlan, SampleSpec, Window, make_windows, sample_counts
 from .state import LoaderState, Position, StateError, StreamKey
@@ -34,12 +34,38 @@ def _layout_digest(windows: list[Window]) -> str:
 
 
 class TokenDataset:
-    """Batches of `input_ids` and `labels` (int64, shape (batch_size, seq_len)) from one split.
+    """Batches of `input_ids` and `labels` (int64, shape (batch_size, seq_len)) and `component` (int64, (batch_size,):
+    0 here; each row's component in a mixture) from one split. A mixture file's URL gives a MixtureDataset.
 
     Iterating yields the rest of the current epoch of this rank's batches; `set_epoch` moves to
     another. `state_dict()` after k batches, loaded into a new dataset (with any world size),
     continues with the next batch.
     """
+
+    _formats: dict[str, type[TokenDataset]] = {}  # other published documents a URL may name (a mixture), by `format`
+
+    def __init_subclass__(cls, serves: str | None = None, **kwargs):
+        """A subclass declared with `serves="<format>"` is what `TokenDataset(url)` gives for a document of that format."""
+        super().__init_subclass__(**kwargs)
+        if serves is not None:
+            TokenDataset._formats[serves] = cls
+
+    def __new__(cls, url: str | None = None, *args, **options):
+        """`TokenDataset(url)` reads the document at `url` once and dispatches on its `format` (never its path): a
+        mixture file gives a MixtureDataset; a dataset manifest's store and bytes are kept for __init__ to parse."""
+        store_options = options.get("store_options")
+        if cls is not TokenDataset or not isinstance(url, str) or not url or not isinstance(store_options, (dict, type(None))):
+            return super().__new__(cls)
+        try:
+            document = read_document(url, store_options)
+        except ShardLoaderError:  # unreadable: __init__ reports it after checking the arguments
+            return super().__new__(cls)
+        kind = cls._formats.get(document_format(document[1]))
+        if kind is not None:
+            return super().__new__(kind)
+        obj = super().__new__(cls)
+        obj._document = document
+        return obj
 
     def __init__(
         self,
@@ -70,7 +96,7 @@ class TokenDataset:
         window_bytes = size_in_bytes("window_bytes", window_bytes)
         self.keep_files, self.position_ids = flag("keep_files", keep_files), flag("position_ids", position_ids)
         self.store_options = optional_mapping("store_options", store_options)
-        self.opened = open_manifest(url, [self.split], self.cache_dir, **self.store_options)
+        self.opened = self._open_manifest()
         self.cache_dir = self.opened.cache_dir(self.cache_dir)  # a remote store without one caches under ~/.cache/shard_loader
         self.shards = self.opened.manifest.split(split).shards
         if not self.shards:
@@ -82,6 +108,10 @@ class TokenDataset:
         self.position = Position()
         self.cache = self._make_cache()
         self._check_not_empty()
+
+    def _open_manifest(self) -> OpenedManifest:
+        """The manifest with this split's shard table (a mixture's component also checks the pinned bytes)."""
+        return open_manifest(self.url, [self.split], self.cache_dir, document=self.__dict__.pop("_document", None), **self.store_options)
 
     def _make_cache(self) -> WindowCache:
         return window_cache(self.opened, self.shards, self.plan(Position()), self.cache_dir, self.disk_budget, self.keep_files)
@@ -140,6 +170,14 @@ class TokenDataset:
     def __len__(self) -> int:
         """Batches this rank serves in the current epoch (over all of its workers)."""
         return self.position.batches + self.plan().total_batches
+
+    def encode_position(self, position: Position) -> list[int]:
+        """A position as plain ints (the torch path shares it with workers in one small tensor)."""
+        return [position.epoch, position.cursor.window, position.cursor.sample, position.batches]
+
+    def decode_position(self, values: list[int]) -> Position:
+        epoch, window, sample, batches = (int(v) for v in values)
+        return Position(epoch, Cursor(window, sample), batches)
 
     def set_epoch(self, epoch: int) -> None:
         """Move to the start of `epoch`; a no-op when the stream is already in it, so a restored position survives."""
@@ -200,6 +238,10 @@ class TokenDataset:
             out[row] = idx - offsets[np.searchsorted(offsets, idx, side="right") - 1]
         return out
 
+    def components_of(self, shard_ids: np.ndarray) -> np.ndarray:
+        """Each row's component in a mixture (int64): 0 for every row of a dataset."""
+        return np.zeros(len(shard_ids), dtype=np.int64)
+
     def serve(self, plan: EpochPlan, consumer: Consumer = Consumer()) -> Iterator[tuple[int, dict[int, Shard], np.ndarray, np.ndarray]]:
         """(first batch index from the plan's start, open shards, shard ids, token starts) of each run of consecutive
         batches `consumer` serves (see Consumer.runs); a run's rows are whole batches, in order."""
@@ -230,7 +272,7 @@ class TokenDataset:
                 for k, shards, shard_ids, starts in batches:
                     buf = np.empty((len(starts), self.spec.span), dtype=np.int64)
                     self.fill(buf, shards, shard_ids, starts)
-                    batch = {"input_ids": buf[:, :-m], "labels": buf[:, m:]}
+                    batch = {"input_ids": buf[:, :-m], "labels": buf[:, m:], "component": self.components_of(shard_ids)}
                     if self.position_ids:
                         batch["position_ids"] = self.positions(shards, shard_ids, starts)
                     del shards  # a released window must not stay mapped here while the next one is awaited

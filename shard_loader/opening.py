@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from .cache.verified import cached_path, ensure_local
-from .errors import ManifestError, MissingFileError
-from .format import LATEST_KEY, FileRef, Manifest, parse_manifest
+from .errors import IntegrityError, ManifestError, MissingFileError
+from .format import LATEST_KEY, FileRef, Manifest, parse_json, parse_manifest
 from .cache.lease import hold
 from .storage import Store, is_remote, open_store, split_manifest_url
 
@@ -43,18 +43,55 @@ class OpenedManifest:
         return self.manifest.with_lineage(lambda ref: self.store.read_bytes(ref.key)).full_lineage
 
 
-def open_manifest(url: str, splits: Sequence[str] | None = None, cache_dir: str | Path | None = None, **store_options: Any) -> OpenedManifest:
-    """Read and validate the manifest at a path or URL (a folder means its manifest.json), with the shard
-    tables of `splits` (default all) read and verified: a trainer names its split and reads only that table."""
+def _store_of(url: str, store_options: dict[str, Any]) -> tuple[Store, str]:
+    """The store of the dataset root a path or URL names, and the document's key under it; a local file that is not
+    a JSON document (a shard, a folder's file) is refused naming it."""
     root, key = split_manifest_url(url)
     if not is_remote(root) and Path(root).exists() and not Path(root).is_dir():
         raise ManifestError(
             f"{url} is a file, not a manifest: pass the dataset's folder (the one holding {LATEST_KEY}) or a manifest's "
             f"path or URL ending in .json"
         )
-    store = open_store(root, **store_options)
-    opened = OpenedManifest(manifest=parse_manifest(store.read_bytes(key), origin=f"{store.url}/{key}"), store=store, key=key)
+    return open_store(root, **store_options), key
+
+
+def read_document(url: str, store_options: dict[str, Any] | None = None) -> tuple[Store, bytes]:
+    """The store of the published JSON document at a path or URL (a dataset manifest or a mixture file), and its bytes."""
+    store, key = _store_of(url, store_options or {})
+    return store, store.read_bytes(key)
+
+
+def document_format(raw: bytes) -> str | None:
+    """The `format` field of a published JSON document, or None if it has none (the document's own parser then says
+    what is wrong with it)."""
+    try:
+        doc = parse_json(raw, "document")
+    except ManifestError:
+        return None
+    value = doc.get("format") if isinstance(doc, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def open_manifest(
+    url: str, splits: Sequence[str] | None = None, cache_dir: str | Path | None = None, pinned: FileRef | None = None,
+    document: tuple[Store, bytes] | None = None, **store_options: Any,
+) -> OpenedManifest:
+    """Read and validate the manifest at a path or URL (a folder means its manifest.json), with the shard
+    tables of `splits` (default all) read and verified: a trainer names its split and reads only that table.
+    With `pinned` (a mixture's component), the manifest's bytes must have its size and sha256; `document` is
+    (the store, the manifest's bytes) when the caller has read them already (read_document)."""
+    store, key = _store_of(url, store_options) if document is None else (document[0], split_manifest_url(url)[1])
+    raw, origin = store.read_bytes(key) if document is None else document[1], f"{store.url}/{key}"
+    if pinned is not None:
+        _check_pinned(raw, pinned, origin)
+    opened = OpenedManifest(manifest=parse_manifest(raw, origin=origin), store=store, key=key)
     return replace(opened, manifest=opened.manifest.with_tables(_table_reader(store, opened.cache_dir(cache_dir)), splits))
+
+
+def _check_pinned(raw: bytes, pinned: FileRef, origin: str) -> None:
+    sha = hashlib.sha256(raw).hexdigest()
+    if len(raw) != pinned.size or sha != pinned.sha256:
+        raise IntegrityError(f"{origin}: {len(raw)} bytes with sha256 {sha}, pinned as {pinned.size} bytes with sha256 {pinned.sha256}")
 
 
 def _table_reader(store: Store, cache: Path | None) -> Callable[[FileRef], bytes]:

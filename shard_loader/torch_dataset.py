@@ -33,23 +33,24 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from .arguments import integer
 from .dataset import TokenDataset
-from .sampler import Cursor
 from .state import Position
 from .world import Consumer
 
 
 class TorchTokenDataset(IterableDataset):
-    """Yields groups of batches: {"tokens": (k * batch_size, seq_len + shift)[, "position_ids"]}; use TokenDataLoader."""
+    """Yields groups of batches: {"tokens": (k * batch_size, seq_len + shift), "component": (k * batch_size,)[, "position_ids"]}
+    (or the slot holding them); use TokenDataLoader. A mixture's URL serves the mixture (a MixtureDataset)."""
 
     def __init__(self, url: str, batches_per_transfer: int = 16, **options: Any):
         super().__init__()
         self.group = integer("batches_per_transfer", batches_per_transfer, 1)
         self.data = TokenDataset(url, **options)
         self.batch_size, self.label_shift = self.data.batch_size, self.data.spec.label_shift
-        # epoch, cursor window, cursor sample, rank batches before the cursor: where the current iteration started
-        self._shared = torch.zeros(4, dtype=torch.int64).share_memory_()
+        # where the current iteration started, as the dataset encodes a position in ints
+        self._shared = torch.zeros(len(self.data.encode_position(self.data.position)), dtype=torch.int64).share_memory_()
         self._served = 0  # batches handed to the trainer since the anchor (main process only)
         self.slots: list[torch.Tensor] = []  # workers * slots_per_worker tensors (rows, span), set by TokenDataLoader
+        self.slot_components: list[torch.Tensor] = []  # each slot's rows' components (rows,): a view of the slot's storage
         self.held: np.ndarray | None = None  # 1 while the trainer may still hold a view of the slot
         self.slots_per_worker = 0
 
@@ -57,13 +58,14 @@ class TorchTokenDataset(IterableDataset):
         """Shared slots for `workers` workers that keep at most `prefetch_factor` groups in flight each."""
         self.slots_per_worker = prefetch_factor + 2
         rows, span = self.group * self.batch_size, self.data.spec.span
-        self.slots = [torch.empty((rows, span), dtype=torch.int64).share_memory_() for _ in range(workers * self.slots_per_worker)]
+        flat = [torch.empty(rows * (span + 1), dtype=torch.int64).share_memory_() for _ in range(workers * self.slots_per_worker)]
+        self.slots = [f[: rows * span].view(rows, span) for f in flat]  # tokens, then components, in one storage:
+        self.slot_components = [f[rows * span :] for f in flat]  # a batch's views keep the whole slot held
         self.held = torch.zeros(len(self.slots), dtype=torch.uint8).share_memory_().numpy()
 
     def anchor(self) -> Position:
         """Where the current iteration started: fixed while workers run, so every worker plans from the same point."""
-        epoch, window, sample, batches = self._shared.tolist()
-        return Position(epoch, Cursor(window, sample), batches)
+        return self.data.decode_position(self._shared.tolist())
 
     def position(self) -> Position:
         """Where the trainer's stream stands: the anchor advanced by the batches served since."""
@@ -75,8 +77,7 @@ class TorchTokenDataset(IterableDataset):
         self._store(self.position())
 
     def _store(self, position: Position) -> None:
-        c = position.cursor
-        self._shared.copy_(torch.tensor([position.epoch, c.window, c.sample, position.batches]))
+        self._shared.copy_(torch.tensor(self.data.encode_position(position)))
         self._served = 0
 
     def __len__(self) -> int:
@@ -108,26 +109,32 @@ class TorchTokenDataset(IterableDataset):
         consumer = Consumer(info.id, info.num_workers, self.group) if info is not None else Consumer(group=self.group)
         rows, total = self.group * ds.batch_size, plan.total_batches
         slots = [s.numpy() for s in self.slots] if info is not None else []
-        buf, slot, pos, filled, sent = None, None, [], 0, 0
+        slot_components = [c.numpy() for c in self.slot_components] if info is not None else []
+        buf, comps, slot, pos, filled, sent = None, None, None, [], 0, 0
         for k, shards, shard_ids, starts in ds.serve(plan, consumer):
             if buf is None:
                 slot = info.id * self.slots_per_worker + sent % self.slots_per_worker if slots else None
                 if slot is not None and self.held[slot]:  # the trainer still holds a batch of this slot: leave it alone
                     slot = None
                 buf = slots[slot] if slot is not None else np.empty((rows, ds.spec.span), dtype=np.int64)
+                comps = slot_components[slot] if slot is not None else np.empty(rows, dtype=np.int64)
             ds.fill(buf[filled : filled + len(starts)], shards, shard_ids, starts)
+            comps[filled : filled + len(starts)] = ds.components_of(shard_ids)
             if ds.position_ids:
                 pos.append(ds.positions(shards, shard_ids, starts))
             filled += len(starts)
             del shards  # a released window must not stay mapped here while the next one is awaited
             end = k + len(starts) // ds.batch_size  # runs end at group boundaries, or where the plan ends
             if end % self.group == 0 or end == total:
-                yield self._pack(buf, filled, pos, slot)
-                buf, pos, filled, sent = None, [], 0, sent + 1
+                yield self._pack(buf, comps, filled, pos, slot)
+                buf, comps, pos, filled, sent = None, None, [], 0, sent + 1
 
     @staticmethod
-    def _pack(buf: np.ndarray, filled: int, pos: list[np.ndarray], slot: int | None) -> dict:
-        group = {"slot": slot, "rows": filled} if slot is not None else {"tokens": torch.from_numpy(buf[:filled])}
+    def _pack(buf: np.ndarray, comps: np.ndarray, filled: int, pos: list[np.ndarray], slot: int | None) -> dict:
+        if slot is not None:
+            group = {"slot": slot, "rows": filled}
+        else:
+            group = {"tokens": torch.from_numpy(buf[:filled]), "component": torch.from_numpy(comps[:filled])}
         if pos:
             group["position_ids"] = torch.from_numpy(np.concatenate(pos))
         return group
@@ -142,7 +149,7 @@ def _uses(tensor: torch.Tensor) -> int:
 
 class TokenDataLoader(DataLoader):
     """A DataLoader over a TorchTokenDataset: unpacks each transfer into batches of int64 tensors
-    {"input_ids", "labels"[, "position_ids"]}, and counts those handed to the trainer."""
+    {"input_ids", "labels", "component"[, "position_ids"]}, and counts those handed to the trainer."""
 
     def __init__(self, dataset: TorchTokenDataset, **options: Any):
         super().__init__(dataset, batch_size=None, **options)
@@ -182,26 +189,27 @@ class TokenDataLoader(DataLoader):
         for group in super().__iter__():
             if "slot" in group:
                 self._free_slots()
-                tokens = ds.slots[group["slot"]][: group["rows"]]
+                tokens, component = ds.slots[group["slot"]][: group["rows"]], ds.slot_components[group["slot"]][: group["rows"]]
                 if _USE_COUNT:
                     ds.held[group["slot"]] = 1
                 else:
-                    tokens = tokens.clone()
+                    tokens, component = tokens.clone(), component.clone()
             else:
-                tokens = group["tokens"]
+                tokens, component = group["tokens"], group["component"]
             if pin:
-                tokens = tokens.pin_memory()
+                tokens, component = tokens.pin_memory(), component.pin_memory()
             split = tokens.view(-1, b, tokens.shape[1])
             inputs, labels = split[:, :, :-m].unbind(0), split[:, :, m:].unbind(0)
+            components = component.view(-1, b).unbind(0)
             positions = group["position_ids"].view(-1, b, group["position_ids"].shape[1]).unbind(0) if "position_ids" in group else None
-            del tokens, split
+            del tokens, split, component
             for k in range(len(inputs)):
-                batch = {"input_ids": inputs[k], "labels": labels[k]}
+                batch = {"input_ids": inputs[k], "labels": labels[k], "component": components[k]}
                 if positions is not None:
                     batch["position_ids"] = positions[k]
                 ds.advance()
                 yield batch
-            del inputs, labels, positions, batch
+            del inputs, labels, components, positions, batch
 
     def state_dict(self) -> dict:
         return self.dataset.state_dict()

@@ -58,7 +58,6 @@ def test_the_readme_mix_command_publishes_its_mixture(published):
     assert "audits        4 of 4 passed" in done.stdout
 
 
-@pytest.mark.skip(reason="needs the loader side of #22 (TokenDataset of a mixture URL, batches with 'component'): the mix-loader branch; remove this mark at merge")
 def test_the_readme_training_loop_serves_the_weights(published):
     cwd, done = published
     assert done.returncode == 0, done.stderr

@@ -3,7 +3,7 @@ keys and constants, the manifest, and the shard files' reader and writer."""
 
 from .keys import LATEST_KEY, SPLITS, VERSIONS_DIR, check_key, shard_base_key, tokenizer_key, versioned_key
 from .entries import FileRef, ShardEntry
-from .manifest import FORMAT_NAME, FORMAT_VERSION, TOKEN_DTYPES, Manifest, SplitInfo, TokenizerInfo, parse_manifest, token_dtype_for
+from .manifest import FORMAT_NAME, FORMAT_VERSION, TOKEN_DTYPES, Manifest, SplitInfo, TokenizerInfo, parse_json, parse_manifest, token_dtype_for
 from .table import ShardTable
 from .shard import Shard, ShardWriter, open_shard
 
@@ -24,6 +24,7 @@ __all__ = [
     "TokenizerInfo",
     "check_key",
     "open_shard",
+    "parse_json",
     "parse_manifest",
     "shard_base_key",
     "token_dtype_for",

@@ -160,7 +160,7 @@ class Manifest:
         """This manifest with its per-partition lineage read and verified (format 1 has it inline)."""
         if self.lineage_file is None or self.lineage_detail is not None:
             return self
-        detail = _json(_verified(self.lineage_file, read(self.lineage_file)), self.lineage_file.key)
+        detail = parse_json(_verified(self.lineage_file, read(self.lineage_file)), self.lineage_file.key)
         if not isinstance(detail, dict):
             raise ManifestError(f"{self.lineage_file.key}: expected an object")
         return replace(self, lineage_detail=detail)
@@ -221,7 +221,7 @@ def _check_splits_disjoint(tables: dict[str, ShardTable]) -> None:
         seen[name] = set(keys)
 
 
-def _json(raw: bytes | str, origin: str) -> Any:
+def parse_json(raw: bytes | str, origin: str) -> Any:
     """Parse a JSON document no deeper than MAX_DEPTH (deeper nesting exhausts Python's recursion when it is printed)."""
     try:
         doc = json.loads(raw)
@@ -287,7 +287,7 @@ def _shard(obj: Any, where: str, itemsize: int) -> ShardEntry:
 
 def parse_manifest(raw: bytes | str, origin: str = "manifest") -> Manifest:
     """Parse and validate a manifest document; `origin` names it in every error."""
-    doc = _json(raw, origin)
+    doc = parse_json(raw, origin)
     if _get(doc, "format", str, origin) != FORMAT_NAME:
         raise ManifestError(f"{origin}: format is {doc['format']!r}, expected {FORMAT_NAME!r}")
     version = _get(doc, "format_version", int, origin)

@@ -1,0 +1,154 @@
+"""Mixture throughput against a single dataset, side by side in one run: a 3-component mixture (two datasets of
+`loader_tokens` and one 100x smaller, weights 0.6 / 0.3 / 0.1, one mixture epoch = `loader_tokens`) and the first
+component alone, through the numpy path and the torch DataLoader path (2 persistent workers), interleaved over REPS
+repetitions; medians (min-max) of per-repetition ratios, and the trainer's main-process CPU per batch on each."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+from shard_loader import TokenDataset
+
+from .datasets import make_dataset
+from .machine import machine_info
+from .sizes import Size, get_size
+
+B, S = 8, 2048
+REPS = 9
+EPOCHS_PER_REP = 4  # each variant serves this many epochs per repetition (about a second at medium): long enough to ride out a busy machine's bursts
+OPTIONS = dict(seq_len=S, batch_size=B, window_shards=2)
+WEIGHTS = (0.6, 0.3, 0.1)
+
+
+def make_store(work: Path, tokens: int) -> tuple[str, str]:
+    """(the single dataset's URL, the mixture's URL): three datasets under one store root and a mixture of them."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.support.mixtures import Part, write_mixture
+
+    store = work / "store"
+    sizes = {"web": (tokens, 8), "code": (tokens, 8), "math": (tokens // 100, 1)}  # math: 100x smaller
+    for seed, (name, (n, shards)) in enumerate(sizes.items()):
+        make_dataset(store / name, n, shards=shards, seed=seed)
+    parts = [Part(name, (), w, i) for i, (name, w) in enumerate(zip(sizes, WEIGHTS))]
+    return str(store / "web"), write_mixture(store, "bench", parts, tokens_per_epoch=tokens)
+
+
+class NumpyPath:
+    """The numpy path; also its CPU per batch (all threads: the prefetch thread's loads count)."""
+
+    def __init__(self, url: str):
+        self.ds = TokenDataset(url, **OPTIONS)
+
+    def epochs(self, first: int) -> tuple[float, float, float]:
+        started, cpu, n = time.perf_counter(), time.process_time(), 0
+        for epoch in range(first, first + EPOCHS_PER_REP):
+            self.ds.set_epoch(epoch)
+            n += sum(1 for _ in self.ds)
+        return n * B * S / (time.perf_counter() - started), (time.process_time() - cpu) / n * 1e6, 0.0
+
+
+class TorchPath:
+    """The DataLoader path with 2 persistent workers, warmed by a first epoch; also the main process's CPU per batch
+    (all its threads: what the trainer pays) and the workers' (what the node pays)."""
+
+    def __init__(self, url: str, workers: int = 2):
+        from shard_loader.torch_dataset import TokenDataLoader, TorchTokenDataset
+
+        self.ds = TorchTokenDataset(url, **OPTIONS)
+        self.loader = TokenDataLoader(self.ds, num_workers=workers, prefetch_factor=4, persistent_workers=True)
+        self.epochs(10_000)
+
+    def _workers_cpu(self) -> float:
+        return sum(sum(p.cpu_times()[:2]) for p in psutil.Process().children())
+
+    def epochs(self, first: int) -> tuple[float, float, float]:
+        started, cpu, workers, n = time.perf_counter(), time.process_time(), self._workers_cpu(), 0
+        for epoch in range(first, first + EPOCHS_PER_REP):
+            self.ds.set_epoch(epoch)
+            for _ in self.loader:
+                n += 1
+        rate = n * B * S / (time.perf_counter() - started)
+        return rate, (time.process_time() - cpu) / n * 1e6, (self._workers_cpu() - workers) / n * 1e6
+
+
+def throughput(single: str, mixture: str, reps: int = REPS) -> dict:
+    """Each variant once per repetition, interleaved; medians (min-max) of rates, CPU and per-repetition ratios."""
+    variants = {"numpy_single": NumpyPath(single), "numpy_mixture": NumpyPath(mixture),
+                "torch_single": TorchPath(single), "torch_mixture": TorchPath(mixture)}
+    rows = []
+    for rep in range(reps):
+        row = {}
+        for name, variant in variants.items():
+            row[name], row[f"{name}_cpu_us"], row[f"{name}_workers_cpu_us"] = variant.epochs(rep * EPOCHS_PER_REP)
+        rows.append(row)
+    out = {"reps": reps, "per_rep": rows}
+
+    def stat(values) -> tuple[float, float, float]:
+        return float(np.median(values)), float(min(values)), float(max(values))
+
+    for path in ("numpy", "torch"):
+        out[f"{path}_single"], out[f"{path}_mixture"] = stat([r[f"{path}_single"] for r in rows])[0], stat([r[f"{path}_mixture"] for r in rows])[0]
+        out[f"{path}_ratio"] = stat([r[f"{path}_mixture"] / r[f"{path}_single"] for r in rows])
+        for cpu in ("cpu_us", "workers_cpu_us") if path == "torch" else ("cpu_us",):
+            out[f"{path}_{cpu}_single"] = stat([r[f"{path}_single_{cpu}"] for r in rows])
+            out[f"{path}_{cpu}_mixture"] = stat([r[f"{path}_mixture_{cpu}"] for r in rows])
+            out[f"{path}_{cpu}_ratio"] = stat([r[f"{path}_mixture_{cpu}"] / r[f"{path}_single_{cpu}"] for r in rows])
+    return out
+
+
+def _spread(v: tuple[float, float, float], fmt: str = "{:.2f}") -> str:
+    return f"{fmt.format(v[0])} ({fmt.format(v[1])}-{fmt.format(v[2])})"
+
+
+def run(size: Size | str, work: Path, reps: int = REPS) -> dict:
+    """Every mixture measurement on datasets kept under `work`; the suite runner calls this."""
+    size = get_size(size) if isinstance(size, str) else size
+    work.mkdir(parents=True, exist_ok=True)
+    single, mixture = make_store(work, size.loader_tokens)
+    for url in (single, mixture):
+        for _ in TokenDataset(url, **OPTIONS):  # warm the page cache for both
+            pass
+    t = throughput(single, mixture, reps)
+    result = {"tokens": size.loader_tokens, "batch": f"{B} x {S}", "weights": WEIGHTS, "throughput": t}
+    result["summary"] = [
+        {"figure": f"3-component mixture / single dataset, numpy path (median (min-max) of {t['reps']} interleaved reps)",
+         "value": f"{_spread(t['numpy_ratio'])}; {t['numpy_mixture'] / 1e6:.0f}M vs {t['numpy_single'] / 1e6:.0f}M tokens/s", "target": ">= 0.9"},
+        {"figure": "3-component mixture / single dataset, torch DataLoader (2 workers)",
+         "value": f"{_spread(t['torch_ratio'])}; {t['torch_mixture'] / 1e6:.0f}M vs {t['torch_single'] / 1e6:.0f}M tokens/s", "target": ">= 0.9"},
+        {"figure": "main process CPU per batch, mixture vs single (torch, 2 workers)",
+         "value": f"{_spread(t['torch_cpu_us_mixture'], '{:.1f}')} us vs {_spread(t['torch_cpu_us_single'], '{:.1f}')} us; ratio {_spread(t['torch_cpu_us_ratio'])}",
+         "target": "<= 1 (single's)"},
+        {"figure": "CPU per batch, mixture / single: numpy path (all threads); torch workers (both)",
+         "value": f"{_spread(t['numpy_cpu_us_ratio'])} ({t['numpy_cpu_us_mixture'][0]:.1f} vs {t['numpy_cpu_us_single'][0]:.1f} us); "
+                  f"{_spread(t['torch_workers_cpu_us_ratio'])} ({t['torch_workers_cpu_us_mixture'][0]:.1f} vs {t['torch_workers_cpu_us_single'][0]:.1f} us)"},
+    ]
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_mixture", description=__doc__)
+    parser.add_argument("--size", default="small", help="small, medium or large")
+    parser.add_argument("--reps", type=int, default=REPS)
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "mixture.json")
+    parser.add_argument("--work", type=Path, default=Path(__file__).parent / "results" / "work" / "mixture")
+    args = parser.parse_args(argv)
+    before = os.getloadavg()[0]
+    result = run(args.size, args.work, args.reps)
+    result.update(machine=machine_info(), load_average=[round(before, 1), round(os.getloadavg()[0], 1)])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    for row in result["summary"]:
+        print(f"{row['figure']:<70} {row['value']:<70} {row.get('target', '')}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

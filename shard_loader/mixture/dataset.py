@@ -1,0 +1,274 @@
+"""MixtureDataset: what `TokenDataset(url)` is when the URL names a mixture file. Batches of `input_ids`, `labels` and
+`component` drawn from several published datasets by weight, split over ranks and workers, and resumable.
+
+The stream is defined sample by sample (interleave.py picks each sample's component, components.py its place in the
+component's own `(seed, epoch)` order), so it is the same for any world size and worker count: rank r takes rows
+[r * batch_size, (r + 1) * batch_size) of each global batch of `batch_size * world_size` consecutive samples. A mixture
+epoch is `tokens_per_epoch // stride` samples (stride: seq_len unless given), served as whole global batches from where
+the previous epoch ended, so nothing is dropped and the stream never skips a sample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..cache.download import journal_bound
+from ..arguments import ArgumentError, flag, integer, optional_integer, optional_mapping, optional_path, size_in_bytes, text
+from ..dataset import EmptyEpochError, TokenDataset
+from ..errors import DiskBudgetError, ShardLoaderError
+from ..format import Shard
+from ..sampler import SampleSpec
+from ..state import StateError
+from ..storage import is_remote, split_manifest_url
+from ..world import Consumer, resolve_world
+from .components import ComponentDataset
+from .file import MIXTURE_FORMAT
+from .interleave import BlockState, Interleave, Walker, units
+from .opening import check_component, component_cache_dir, open_mixture, where
+from .plan import MixturePlan
+from .serving import Server
+from .state import MixturePosition, MixtureState, StreamKey, Weights
+
+BLOCK_BATCHES = 64
+
+
+def _room_needed(component: ComponentDataset) -> int:
+    """Disk a remote component needs: its two largest windows at once (a run of batches may read the end of one window
+    and the start of the next) and the journal of a download."""
+    sizes = sorted((w.nbytes for w in component.windows), reverse=True)
+    return sum(sizes[:2]) + journal_bound(sizes[0])
+
+
+class MixtureDataset(TokenDataset, serves=MIXTURE_FORMAT):
+    """Batches of `input_ids`, `labels` (int64, (batch_size, seq_len)) and `component` (int64, (batch_size,): each row's
+    index in the mixture file's `components`) from a published mixture; see TokenDataset for the shared options.
+
+    `block_batches` (default 64): the interleave's block, in global batches of the world size the stream starts at;
+    every run of that many samples holds floor or ceil of each component's share. `allow_weight_change`: accept a
+    state saved under other weights (or tokens_per_epoch) of the same components; each continues from its position.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        split: str = "train",
+        seq_len: int = 2048,
+        batch_size: int = 8,
+        seed: int = 0,
+        rank: int | None = None,
+        world_size: int | None = None,
+        cache_dir: str | Path | None = None,
+        disk_budget: int | str | None = None,
+        window_shards: int | None = None,
+        window_bytes: int | str | None = None,
+        keep_files: bool = False,
+        stride: int | None = None,
+        label_shift: int = 1,
+        position_ids: bool = False,
+        store_options: dict[str, Any] | None = None,
+        block_batches: int = BLOCK_BATCHES,
+        allow_weight_change: bool = False,
+    ):
+        self.url, self.split = text("url", url), text("split", split)
+        self.batch_size, self.seed = integer("batch_size", batch_size, 1), integer("seed", seed, 0)
+        self.spec = SampleSpec(seq_len, label_shift, stride)
+        self.world = resolve_world(rank, world_size)
+        self.cache_dir = optional_path("cache_dir", cache_dir)
+        self.disk_budget = size_in_bytes("disk_budget", disk_budget)
+        window_shards = optional_integer("window_shards", window_shards, 1)
+        window_bytes = size_in_bytes("window_bytes", window_bytes)
+        self.keep_files, self.position_ids = flag("keep_files", keep_files), flag("position_ids", position_ids)
+        self.store_options = optional_mapping("store_options", store_options)
+        self.block_batches = integer("block_batches", block_batches, 1)
+        self.allow_weight_change = flag("allow_weight_change", allow_weight_change)
+        self.opened = open_mixture(self.url, self.store_options)
+        self.mixture = mix = self.opened.file
+        self.epoch_samples = mix.epoch_tokens(self.split, self.url) // self.spec.step
+        if self.epoch_samples == 0:
+            raise EmptyEpochError(
+                f"{self.url}: tokens_per_epoch[{self.split!r}] = {mix.tokens_per_epoch[self.split]} is less than one sample "
+                f"({self.spec.step} tokens): an epoch would have 0 batches"
+            )
+        remote = sum(is_remote(split_manifest_url(u)[0]) for u in self.opened.component_urls)
+        if self.disk_budget and remote and not (window_shards or window_bytes):  # each remote component's two windows fit its part
+            part = self.disk_budget // remote
+            window_bytes = max(1, (part - journal_bound(part)) // 2)
+        self.components = [self._component(i, window_shards, window_bytes) for i in range(len(mix.components))]
+        self._split_budget()
+        counts = np.array([len(c.shards) for c in self.components], dtype=np.int64)
+        self._shard_ends = np.cumsum(counts)
+        self.interleave = Interleave(units([c.weight for c in mix.components]), self.block_batches * self.batch_size * self.world.world_size)
+        self._walker = Walker(self.interleave)
+        self.position = MixturePosition(0, 0, 0, 0, BlockState.origin(0, (0,) * len(self.components)))
+
+    def _component(self, i: int, window_shards: int | None, window_bytes: int | None) -> ComponentDataset:
+        """Component i as a TokenDataset of its pinned manifest, checked against the mixture file."""
+        c = self.mixture.components[i]
+        try:
+            component = ComponentDataset(
+                self.opened.component_urls[i], c.manifest, split=self.split, seq_len=self.spec.seq_len, seed=self.seed,
+                stride=self.spec.stride, label_shift=self.spec.label_shift,
+                cache_dir=component_cache_dir(self.cache_dir, c.name) if self.cache_dir else None,
+                window_shards=window_shards, window_bytes=window_bytes, keep_files=self.keep_files,
+                position_ids=self.position_ids, store_options=self.store_options,
+            )
+        except ShardLoaderError as exc:
+            raise type(exc)(f"{where(self.opened, i)}: {exc}") from None
+        check_component(self.opened, i, component.opened.manifest)
+        return component
+
+    def _split_budget(self) -> None:
+        """Give each remote component a part of disk_budget in proportion to the room it needs (at least that)."""
+        remote = [c for c in self.components if is_remote(c.opened.store.url)]
+        if self.disk_budget is None or not remote:
+            return
+        needs = [_room_needed(c) for c in remote]
+        if self.disk_budget < sum(needs):
+            parts = ", ".join(f"{self.mixture.components[self.components.index(c)].name} {n:,}" for c, n in zip(remote, needs))
+            raise DiskBudgetError(
+                f"disk budget {self.disk_budget:,} bytes cannot hold the current and the next window of every component: "
+                f"the minimum is {sum(needs):,} bytes (two largest windows and a download journal each: {parts}); raise disk_budget or make windows smaller"
+            )
+        for c, need in zip(remote, needs):
+            c.disk_budget = self.disk_budget * need // sum(needs)
+            c.cache = c._make_cache()  # the factory refuses a share that cannot hold two of its windows
+
+    def __getstate__(self) -> dict:
+        """Workers get the parsed mixture and its components, never open windows, threads or leases."""
+        state = dict(self.__dict__)
+        state.pop("_server", None)
+        state["_walker"] = Walker(self.interleave)  # a worker walks from the anchor it is given: the blocks met here stay here
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+    # --- the plan and the position ----------------------------------------------------------------------------------
+
+    def _normal(self, position: MixturePosition) -> MixturePosition:
+        """The position with the state of the block holding `served` (walked from the one it carries)."""
+        block, _ = self._walker.at(position.block, position.served)
+        return position if block == position.block else replace(position, block=block)
+
+    def plan(self, position: MixturePosition | None = None) -> MixturePlan:
+        """This rank's plan for the rest of the mixture epoch from `position` (default: where the stream stands)."""
+        p = self._normal(self.position if position is None else position)
+        return MixturePlan(p, p.epoch_start + self.epoch_samples, self.batch_size, self.world.rank, self.world.world_size)
+
+    def advanced(self, plan: MixturePlan, base: MixturePosition, served: int) -> MixturePosition:
+        """The position once `served` batches of `plan` (which starts at `base`) are served."""
+        return MixturePosition(base.epoch, base.epoch_start, base.served + served * plan.global_batch, base.batches + served, base.block)
+
+    def encode_position(self, position: MixturePosition) -> list[int]:
+        return self._normal(position).to_list()
+
+    def decode_position(self, values: list[int]) -> MixturePosition:
+        return MixturePosition.from_list(values, len(self.components))
+
+    def set_epoch(self, epoch: int) -> None:
+        """Move to the start of mixture epoch `epoch`: a no-op when the stream is in it already; right after the last
+        batch of the epoch before, where that one ended; else `epoch - current` epochs of whole global batches away."""
+        p = self.position
+        if integer("epoch", epoch, 0) == p.epoch:
+            return
+        if epoch == p.epoch + 1 and self.plan(p).total_batches == 0:
+            start = p.served
+        else:
+            g = self.batch_size * self.world.world_size
+            start = p.epoch_start + (epoch - p.epoch) * -(-self.epoch_samples // g) * g
+        origin = self.interleave.origin(p.block)
+        if start < origin.start:
+            raise ArgumentError(
+                f"epoch {epoch} would start at sample {start:,} of the stream, before sample {origin.start:,} where the "
+                f"current weights took over (a weight change); set_epoch cannot go back past it"
+            )
+        block, _ = self._walker.at(origin if start < p.block.start else p.block, start)
+        self.position = MixturePosition(epoch, start, start, 0, block)
+
+    def next_window(self) -> None:
+        raise ArgumentError("next_window() moves a dataset to its next window; a mixture's components move through windows of their own")
+
+    def stream_key(self) -> StreamKey:
+        names = tuple(c.name for c in self.mixture.components)
+        return StreamKey(
+            self.mixture.name, self.split, self.spec.seq_len, self.batch_size, self.spec.step, self.spec.label_shift, self.seed,
+            names, tuple(c.version for c in self.mixture.components), tuple(c.stream_key().windows for c in self.components),
+        )
+
+    def _weights(self) -> Weights:
+        return Weights(self.mixture.version, tuple(c.weight for c in self.mixture.components), self.mixture.tokens_per_epoch[self.split])
+
+    def _consumed(self, position: MixturePosition) -> tuple[int, ...]:
+        """Each component's samples consumed before `position.served`, over all its epochs."""
+        block, picks = self._walker.at(position.block, position.served)
+        return self.interleave.consumed_at(block, picks, position.served - block.start)
+
+    def state_dict(self) -> dict:
+        """Where the stream stands (the same on every rank at the same step), and what it must be restored onto."""
+        p = self._normal(self.position)
+        consumed = self._consumed(p)
+        epochs = tuple(k // c.samples for k, c in zip(consumed, self.components))
+        return MixtureState(self.stream_key(), self._weights(), self.interleave.block, self.world.world_size, p, consumed, epochs).to_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from a saved state, at any world size. A state of another mixture version is refused naming what
+        changed, unless allow_weight_change: then the new weights take over at the saved sample, each component
+        continuing from its own position (so none repeats a sample before its epoch ends)."""
+        saved = MixtureState.from_dict(state)
+        key = self.stream_key()
+        saved.check(key)
+        changed = saved.weight_change(self._weights(), key.components)
+        if changed and not self.allow_weight_change:
+            raise StateError(
+                f"state_dict was saved for mixture version {saved.weights.mixture_version!r} with {changed} "
+                f"(version {self.mixture.version!r}); pass allow_weight_change=True to continue each component from its own position"
+            )
+        p = saved.position
+        if not p.block.start <= p.served or not p.epoch_start <= p.served:
+            raise StateError(f"state_dict position (served {p.served}, epoch_start {p.epoch_start}, block {p.block.start}) is inconsistent")
+        weights = units([c.weight for c in self.mixture.components])
+        self.interleave = Interleave(weights, saved.block_samples)
+        self._walker = Walker(self.interleave)
+        if changed:
+            p = replace(p, block=BlockState.origin(p.served, saved.consumed))
+        elif self._consumed(p) != saved.consumed:
+            raise StateError("state_dict consumed does not match its block: the state was edited or belongs to another stream")
+        self.position = p
+
+    # --- serving ------------------------------------------------------------------------------------------------
+
+    def serve(self, plan: MixturePlan, consumer: Consumer = Consumer()) -> Iterator[tuple[int, dict[int, Shard], np.ndarray, np.ndarray]]:
+        """(first batch index from the plan's start, open shards by global id, shard ids, token starts) of each run of
+        consecutive batches `consumer` serves; a run's rows are whole batches, in order. Served to its end, a plan
+        leaves the components' windows open for the next one (the next epoch goes on from there); stopped, it closes them."""
+        server = self.__dict__.get("_server")
+        if server is None or not server.follows(self.interleave, consumer, plan):
+            if server is not None:
+                server.close()
+            server = self._server = Server(self.interleave, self.components, [self.shard_offset(i) for i in range(len(self.components))], consumer)
+        return server.serve(plan)
+
+    def components_of(self, shard_ids: np.ndarray) -> np.ndarray:
+        """The component of each row, from its global shard id."""
+        return self._shard_ends.searchsorted(shard_ids, side="right")
+
+    def shard_offset(self, component: int) -> int:
+        """The global id of a component's first shard."""
+        return int(self._shard_ends[component - 1]) if component else 0
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        return {c.name: comp.stats for c, comp in zip(self.mixture.components, self.components)}
+
+    def close(self) -> None:
+        server = self.__dict__.pop("_server", None)
+        if server is not None:
+            server.close()
+        for component in self.components:
+            component.close()
+

@@ -1,0 +1,297 @@
+"""Which component each sample of a mixture's global stream comes from: blocks of `S` samples, each holding
+floor or ceil of every component's share, laid out so any `S` consecutive samples do too.
+
+Weights are first made exact integers (`units` over 2**40, largest remainder). In every block component c has
+`base[c] = floor(w_c S)` slots at fixed places (the template); the `r = S - sum(base)` extra slots are given, block
+by block, to r components chosen by a Pfair scheduler (PD2, Anderson & Srinivasan) over the fractional parts
+`frac[c] = w_c S - base[c]` (which sum to r). Pfair keeps each component's extras within one of `frac[c] x blocks`,
+so at every block boundary its cumulative count is within one sample of `w_c x samples`: long runs stay exact. A
+component that gets extras in consecutive blocks keeps the same extra slot, so a window of S samples at any offset
+holds each slot place once, every base slot of c and at most one extra of c: floor or ceil of `w_c S`.
+
+Within a block, the template spreads each component's base slots and the extra slots evenly (EDF over their Pfair
+windows), so shorter windows stay close to their share too (tests/test_mixture_interleave.py states the bound).
+
+Everything is integer arithmetic on the block's state, so every rank and worker computes the same stream.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+UNIT = 1 << 40  # weights become integers over UNIT: exact arithmetic, and within 1e-12 of the published weights
+
+
+def units(weights: Sequence[float]) -> tuple[int, ...]:
+    """Weights (summing to 1) as integers summing to UNIT, by largest remainder; ties go to the earlier component."""
+    total = float(sum(weights))
+    raw = [w / total * UNIT for w in weights]
+    out = [int(x) for x in raw]
+    for i in sorted(range(len(raw)), key=lambda i: (-(raw[i] - out[i]), i))[: UNIT - sum(out)]:
+        out[i] += 1
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class BlockState:
+    """The start of one block of a segment (a run of the stream under one set of weights): its stream position,
+    its index in the segment, each component's samples consumed before it (over all epochs), each component's
+    extras given so far in the segment, and the extra slot each component held in the block before (-1: none)."""
+
+    start: int
+    index: int
+    consumed: tuple[int, ...]
+    extras: tuple[int, ...]
+    slots: tuple[int, ...]
+
+    @classmethod
+    def origin(cls, start: int, consumed: Sequence[int]) -> BlockState:
+        """The first block of a segment that begins at stream position `start`."""
+        n = len(consumed)
+        return cls(start, 0, tuple(int(c) for c in consumed), (0,) * n, (-1,) * n)
+
+    def to_list(self) -> list[int]:
+        return [self.start, self.index, *self.consumed, *self.extras, *self.slots]
+
+    @classmethod
+    def from_list(cls, values: Sequence[int], n: int) -> BlockState:
+        v = [int(x) for x in values]
+        return cls(v[0], v[1], tuple(v[2 : 2 + n]), tuple(v[2 + n : 2 + 2 * n]), tuple(v[2 + 2 * n : 2 + 3 * n]))
+
+
+@dataclass(frozen=True)
+class Picks:
+    """One block's extras: the component that owns each extra slot, and the slot of each component (-1: none)."""
+
+    owners: tuple[int, ...]
+    slots: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Interleave:
+    """The shares and slot template of one set of weights and one block size `block` (S samples)."""
+
+    units: tuple[int, ...]
+    block: int
+
+    def __post_init__(self):
+        if self.block < 1 or not self.units or sum(self.units) != UNIT or min(self.units) < 0:
+            raise ValueError(f"an interleave needs a block of at least 1 sample and units summing to {UNIT}")
+
+    @property
+    def n(self) -> int:
+        return len(self.units)
+
+    @cached_property
+    def base(self) -> tuple[int, ...]:
+        return tuple(u * self.block // UNIT for u in self.units)
+
+    @cached_property
+    def frac(self) -> tuple[int, ...]:
+        """Each component's fractional share of a block, over UNIT (they sum to `extras` x UNIT)."""
+        return tuple(u * self.block % UNIT for u in self.units)
+
+    @property
+    def extras(self) -> int:
+        """Extra slots per block (fewer than the number of components)."""
+        return self.block - sum(self.base)
+
+    def counts(self, picks: Picks) -> np.ndarray:
+        """Each component's samples in a block with these picks."""
+        out = np.asarray(self.base, dtype=np.int64)
+        out[list(picks.owners)] += 1
+        return out
+
+    # --- the template: fixed places of the base slots and of the extra slots -------------------------------------
+
+    @cached_property
+    def _template(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(owner, rank, slot places, base slots of each component before each slot place).
+
+        owner[t] is the component of base slot t, or -1 - s for extra slot s; rank[t] is its index among its
+        owner's base slots (for an extra slot: s). The tasks (each component's base slots, and the extra slots)
+        are laid out by EDF over their Pfair windows, so each stays within one item of its share in every prefix.
+        """
+        task, rank = self._layout
+        owner = np.where(task == self.n, -1 - rank, task).astype(np.int32)
+        places = np.flatnonzero(owner < 0).astype(np.int64)
+        before = np.stack([np.searchsorted(p, places) for p in self._base_places]) if self.n else np.zeros((0, 0), np.int64)
+        return owner, rank, places, before
+
+    @cached_property
+    def _base_places(self) -> list[np.ndarray]:
+        """Where each component's base slots sit in a block, ascending."""
+        task, _ = self._layout
+        return [np.flatnonzero(task == c) for c in range(self.n)]
+
+    @cached_property
+    def _layout(self) -> tuple[np.ndarray, np.ndarray]:
+        return edf_layout([*self.base, self.extras], self.block)
+
+    # --- the Pfair choice of each block's extras ---------------------------------------------------------------
+
+    def _priority(self, c: int, i: int) -> tuple[int, int, int, int]:
+        """PD2 priority of component c's i-th extra (1-based), smaller first: pseudo-deadline, then successor bit
+        (1 first), then group deadline of a heavy share (later first), then the lower component."""
+        f = self.frac[c]
+        deadline = -(-i * UNIT // f)
+        successor = 1 if i * UNIT % f else 0
+        group = 0
+        if 2 * f >= UNIT:  # heavy: the group deadline, ceil(ceil(d (1 - w)) / (1 - w))
+            rest = UNIT - f
+            group = -(-(-(-deadline * rest // UNIT)) * UNIT // rest)
+        return deadline, -successor, -group, c
+
+    def picks(self, state: BlockState) -> Picks:
+        """The components that get this block's extras (PD2 over the fractional shares), each keeping its slot
+        from the block before if it had one; newcomers take the free slots, lower components the lower slots."""
+        r = self.extras
+        if r == 0:
+            return Picks((), (-1,) * self.n)
+        ready, known = [], self.__dict__.setdefault("_priorities", {})  # a component waits blocks for its next extra
+        for c, f in enumerate(self.frac):
+            if f:
+                i = state.extras[c] + 1
+                if (i - 1) * UNIT // f <= state.index:  # released: its i-th extra may go in this block
+                    if (c, i) not in known:
+                        if len(known) > 4096:
+                            known.clear()
+                        known[c, i] = self._priority(c, i)
+                    ready.append(known[c, i])
+        if len(ready) < r:
+            raise AssertionError(f"block {state.index}: {len(ready)} components ready for {r} extra slots")
+        chosen = sorted(c for *_, c in sorted(ready)[:r])
+        slots = [-1] * self.n
+        kept = {c: state.slots[c] for c in chosen if state.slots[c] >= 0}
+        free = iter(sorted(set(range(r)) - set(kept.values())))
+        for c in chosen:
+            slots[c] = kept[c] if c in kept else next(free)
+        owners = [0] * r
+        for c in chosen:
+            owners[slots[c]] = c
+        return Picks(tuple(owners), tuple(slots))
+
+    def following(self, state: BlockState, picks: Picks) -> BlockState:
+        """The state at the start of the next block."""
+        got = [1 if s >= 0 else 0 for s in picks.slots]
+        return BlockState(
+            state.start + self.block, state.index + 1,
+            tuple(c + b + g for c, b, g in zip(state.consumed, self.base, got)),
+            tuple(e + g for e, g in zip(state.extras, got)), picks.slots,
+        )
+
+    def consumed_at(self, state: BlockState, picks: Picks, offset: int) -> tuple[int, ...]:
+        """Each component's samples consumed before `offset` of the block (over all epochs)."""
+        _, _, places, _ = self._template
+        out = []
+        for c, base in enumerate(self._base_places):
+            s = picks.slots[c]
+            out.append(state.consumed[c] + int(np.searchsorted(base, offset)) + (1 if s >= 0 and places[s] < offset else 0))
+        return tuple(out)
+
+    def origin(self, state: BlockState) -> BlockState:
+        """The first block of the segment `state` lies on (two states with one origin lie on one walk)."""
+        consumed = (c - b * state.index - e for c, b, e in zip(state.consumed, self.base, state.extras))
+        return BlockState.origin(state.start - state.index * self.block, tuple(consumed))
+
+    def locate(self, state: BlockState, picks: Picks, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(component, component sample index over all epochs) of the samples at these offsets of the block."""
+        return self.locate_blocks([state], [picks], np.zeros(len(offsets), dtype=np.int64), np.asarray(offsets, dtype=np.int64))
+
+    def locate_blocks(self, states: Sequence[BlockState], picks: Sequence[Picks], blocks: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(component, component sample index over all epochs) of samples at `offsets` of the blocks `states[blocks]`
+        (one vectorised pass over a run of blocks)."""
+        owner, rank, places, before = self._template
+        t = offsets
+        consumed = np.array([s.consumed for s in states], dtype=np.int64).reshape(len(states), self.n)
+        own_place = np.full((len(states), self.n), self.block, dtype=np.int64)  # where each component's extra sits
+        owners = np.zeros((len(states), max(self.extras, 1)), dtype=np.int64)
+        for b, p in enumerate(picks):
+            if p.owners:
+                owners[b, : len(p.owners)] = p.owners
+                slots = np.asarray(p.slots)
+                mine = slots >= 0
+                own_place[b, mine] = places[slots[mine]]
+        o = owner[t]
+        extra = o < 0
+        comp = o.astype(np.int64)
+        k = rank[t].astype(np.int64)
+        if extra.any():
+            s = -1 - o[extra]
+            comp[extra] = owners[blocks[extra], s]
+            k[extra] = before[comp[extra], s]
+        base = ~extra
+        k[base] += own_place[blocks[base], comp[base]] < t[base]
+        return comp, k + consumed[blocks, comp]
+
+
+def edf_layout(counts: Sequence[int], slots: int) -> tuple[np.ndarray, np.ndarray]:
+    """(task, item index) at each of `slots` slots: task x's i-th of counts[x] items (sum(counts) == slots) may go
+    in [floor(i slots / m), ceil((i + 1) slots / m)), and the released item with the earliest end goes first
+    (uniprocessor EDF: every item meets its window, so every prefix is within one item of each task's share)."""
+    ready: list[tuple[int, int, int]] = []
+    pending: list[tuple[int, int, int]] = []
+    for x, m in enumerate(counts):
+        if m:
+            ready.append((-(-slots // m), x, 0))
+    heapq.heapify(ready)
+    task, index = np.empty(slots, dtype=np.int32), np.empty(slots, dtype=np.int32)
+    for t in range(slots):
+        while pending and pending[0][0] <= t:
+            _, x, i = heapq.heappop(pending)
+            heapq.heappush(ready, (-(-(i + 1) * slots // counts[x]), x, i))
+        _, x, i = heapq.heappop(ready)
+        task[t], index[t] = x, i
+        i += 1
+        if i < counts[x]:
+            heapq.heappush(pending, (i * slots // counts[x], x, i))
+    return task, index
+
+
+class Walker:
+    """Block states along one segment, computed forward (each block costs one PD2 choice) and remembered (the last
+    KEEP blocks met), so the trainer's position, a plan's start and a state_dict never walk the same blocks twice."""
+
+    KEEP = 4096
+
+    def __init__(self, interleave: Interleave):
+        self.interleave = interleave
+        self._origin: BlockState | None = None  # the segment the remembered blocks lie on
+        self._known: dict[int, tuple[BlockState, Picks]] = {}  # block start -> its state and picks
+        self._furthest = -1  # the start of the furthest block remembered
+
+    def at(self, state: BlockState, position: int) -> tuple[BlockState, Picks]:
+        """The state and picks of the block holding stream `position`, walking from `state` (a block start at or
+        before it) or from the furthest block already met on its segment, when that is nearer."""
+        size = self.interleave.block
+        if position < state.start:
+            raise ValueError(f"position {position} is before the block starting at {state.start}")
+        known = self._known.get(state.start)
+        if known is None or known[0] != state:  # not a block met on this segment: check which segment it lies on
+            origin = self.interleave.origin(state)
+            if origin != self._origin:
+                self._origin, self._known, self._furthest = origin, {}, -1
+        target = state.start + (position - state.start) // size * size
+        if target in self._known:
+            return self._known[target]
+        current, picks = state, None
+        if state.start < self._furthest <= target and self._furthest in self._known:
+            current, picks = self._known[self._furthest]
+        while True:
+            picks = picks or self.interleave.picks(current)
+            self._remember(current, picks)
+            if current.start == target:
+                return current, picks
+            current, picks = self.interleave.following(current, picks), None
+
+    def _remember(self, state: BlockState, picks: Picks) -> None:
+        if state.start not in self._known:
+            if len(self._known) >= self.KEEP:
+                del self._known[next(iter(self._known))]
+            self._known[state.start] = (state, picks)
+        self._furthest = max(self._furthest, state.start)

@@ -1,0 +1,157 @@
+"""A mixture's resumable position: a place in the global stream of samples, the same on every rank that saved it at the
+same step, with what a saved state must agree with to be honoured (and what a weight change may alter).
+
+The stream is defined sample by sample, whatever the world size or worker count: a state holds how many samples of
+the stream are served, each component's samples consumed before that point (over all of its epochs), the interleave's
+state at the start of the block holding it, and the block size (fixed when the stream started). Restored at another
+world size, the stream goes on from the same sample, cut into global batches of the new size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from ..state import StateError
+from .interleave import BlockState
+
+STATE_KIND = "shard-mixture"
+STATE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class MixturePosition:
+    """Where a rank's stream stands: the mixture epoch, the stream position it began at, the samples of the stream
+    served (over all ranks), this rank's batches served in the epoch, and a block start at or before `served` on
+    the current segment (the run of the stream under the current weights)."""
+
+    epoch: int
+    epoch_start: int
+    served: int
+    batches: int
+    block: BlockState
+
+    def to_list(self) -> list[int]:
+        """The position as plain ints (the torch path shares it with workers in one small tensor)."""
+        return [self.epoch, self.epoch_start, self.served, self.batches, *self.block.to_list()]
+
+    @classmethod
+    def from_list(cls, values: list[int], n: int) -> MixturePosition:
+        v = [int(x) for x in values]
+        return cls(v[0], v[1], v[2], v[3], BlockState.from_list(v[4:], n))
+
+
+@dataclass(frozen=True)
+class StreamKey:
+    """What shapes a mixture's stream besides the world size and the weights: a state restores only onto an equal key."""
+
+    mixture: str
+    split: str
+    seq_len: int
+    batch_size: int
+    stride: int
+    label_shift: int
+    seed: int
+    components: tuple[str, ...]  # names, in the file's order
+    datasets: tuple[str, ...]  # each component's pinned dataset version
+    windows: tuple[str, ...]  # each component's window layout digest
+
+
+@dataclass(frozen=True)
+class Weights:
+    """What a weight change (opted into with allow_weight_change) may alter."""
+
+    mixture_version: str
+    weights: tuple[float, ...]
+    tokens_per_epoch: int
+
+
+@dataclass(frozen=True)
+class MixtureState:
+    key: StreamKey
+    weights: Weights
+    block_samples: int
+    world_size: int
+    position: MixturePosition
+    consumed: tuple[int, ...]  # each component's samples consumed before position.served
+    component_epochs: tuple[int, ...]  # consumed // samples per epoch: for people reading a state
+
+    def to_dict(self) -> dict:
+        """A flat dict of plain values and lists (JSON- and torch.save-friendly)."""
+        p = self.position
+        return {
+            "version": STATE_VERSION, "kind": STATE_KIND,
+            **{f.name: _plain(getattr(self.key, f.name)) for f in fields(StreamKey)},
+            **{f.name: _plain(getattr(self.weights, f.name)) for f in fields(Weights)},
+            "block_samples": self.block_samples, "world_size": self.world_size,
+            "epoch": p.epoch, "epoch_start": p.epoch_start, "served": p.served, "batches": p.batches,
+            "consumed": list(self.consumed), "component_epochs": list(self.component_epochs), "block": p.block.to_list(),
+        }
+
+    @classmethod
+    def from_dict(cls, state: dict) -> MixtureState:
+        if not isinstance(state, dict):
+            raise StateError(f"state_dict must be a dict, got {type(state).__name__}")
+        if state.get("kind") != STATE_KIND:
+            raise StateError("state_dict was saved by a dataset, not a mixture: it cannot be loaded into a mixture")
+        if state.get("version") != STATE_VERSION:
+            raise StateError(f"state_dict version {state.get('version')!r} is not {STATE_VERSION}")
+        names = [f.name for f in fields(StreamKey)] + [f.name for f in fields(Weights)] + [
+            "block_samples", "world_size", "epoch", "epoch_start", "served", "batches", "consumed", "component_epochs", "block"]
+        missing = [n for n in names if n not in state]
+        if missing:
+            raise StateError(f"state_dict lacks {', '.join(missing)}")
+        n = len(state["components"]) if isinstance(state["components"], (list, tuple)) else -1
+        for name in ("datasets", "windows", "weights", "consumed", "component_epochs"):
+            if not isinstance(state[name], (list, tuple)) or len(state[name]) != n:
+                raise StateError(f"state_dict {name} must list one value per component ({n})")
+        for name in ("block_samples", "world_size", "epoch", "epoch_start", "served", "batches"):
+            _count(state[name], name, 1 if name in ("block_samples", "world_size") else 0)
+        for name in ("consumed", "component_epochs", "block"):
+            for v in state[name]:
+                _count(v, name, -1 if name == "block" else 0)
+        if not isinstance(state["block"], (list, tuple)) or len(state["block"]) != 2 + 3 * n:
+            raise StateError(f"state_dict block must hold {2 + 3 * n} integers")
+        key = StreamKey(**{f.name: _tuple(state[f.name]) for f in fields(StreamKey)})
+        weights = Weights(state["mixture_version"], tuple(float(w) for w in state["weights"]), state["tokens_per_epoch"])
+        position = MixturePosition(state["epoch"], state["epoch_start"], state["served"], state["batches"], BlockState.from_list(state["block"], n))
+        return cls(key, weights, state["block_samples"], state["world_size"], position, tuple(state["consumed"]), tuple(state["component_epochs"]))
+
+    def check(self, key: StreamKey) -> None:
+        """Refuse a state saved for another stream, naming the first field (or component) that differs."""
+        for f in fields(StreamKey):
+            saved, mine = getattr(self.key, f.name), getattr(key, f.name)
+            if saved == mine:
+                continue
+            if f.name in ("datasets", "windows") and len(saved) == len(mine):
+                i = next(i for i, (a, b) in enumerate(zip(saved, mine)) if a != b)
+                what = "dataset version" if f.name == "datasets" else "window layout"
+                raise StateError(
+                    f"state_dict was saved with component {key.components[i]!r} (components[{i}]) at {what} {saved[i]!r}, "
+                    f"this mixture has {mine[i]!r}; a component's position holds only for the same {what}"
+                )
+            raise StateError(f"state_dict was saved with {f.name} {_plain(saved)!r}, this mixture has {f.name} {_plain(mine)!r}")
+
+    def weight_change(self, weights: Weights, names: tuple[str, ...]) -> str | None:
+        """The first field a weight change altered (e.g. `components[1].weight`), or None for the same mixture version."""
+        if self.weights.mixture_version == weights.mixture_version:
+            return None
+        for i, (saved, mine) in enumerate(zip(self.weights.weights, weights.weights)):
+            if saved != mine:
+                return f"components[{i}].weight ({names[i]!r}) {saved!r}, this mixture has {mine!r}"
+        if self.weights.tokens_per_epoch != weights.tokens_per_epoch:
+            return f"tokens_per_epoch {self.weights.tokens_per_epoch!r}, this mixture has {weights.tokens_per_epoch!r}"
+        return f"mixture.version {self.weights.mixture_version!r}, this mixture has {weights.mixture_version!r}"
+
+
+def _count(value, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise StateError(f"state_dict {name} must hold integers of at least {minimum}, got {value!r}")
+    return value
+
+
+def _tuple(value):
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _plain(value):
+    return list(value) if isinstance(value, tuple) else value

@@ -1,0 +1,122 @@
+"""A mixture under torchrun (gloo, CPU): three datasets, one 100x smaller, mixed 0.6 / 0.3 / 0.1, read by 2 ranks x 2
+DataLoader workers with fork and with spawn. In every run of 64 global batches each component's count is within one
+of its share; each component serves its own (seed, epoch) order, no sample twice within one of its epochs, and the
+small one repeats as its weight requires. A run SIGKILLed at a step (told by a handshake) and resumed with another
+worker count, then at world size 3, serves the stream of the uninterrupted run."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+
+from shard_loader import TokenDataset  # noqa: E402
+from tests.support.mix_reader import EPOCHS, OPTIONS  # noqa: E402
+from tests.support.mixture_files import Part, samples_of, write_component, write_mixture  # noqa: E402
+
+pytestmark = pytest.mark.system
+
+ROOT = Path(__file__).resolve().parents[1]
+PARTS = [Part("web", (3000,) * 8, 0.6, 0), Part("code", (2000,) * 12, 0.3, 1), Part("math", (240,), 0.1, 2)]
+SIZES = {p.index: p.sizes for p in PARTS}
+NUMPY_OPTIONS = {k: v for k, v in OPTIONS.items() if k != "batches_per_transfer"}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mixture-store")
+    for part in PARTS:
+        write_component(root, part)
+    write_mixture(root, "blend", PARTS, tokens_per_epoch=16_000)
+    return root
+
+
+def _torchrun(store, out, world, workers, method, run, every=0, kill_at=0):
+    """Run the reader; with kill_at, wait for rank 0's handshake at that step and SIGKILL it."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world}", str(ROOT / "tests/support/mix_reader.py"),
+           str(store / "mixtures/blend.json"), str(out), json.dumps(SIZES), str(workers), method, str(every), str(kill_at)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RUN": str(run)}
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    if kill_at:
+        handshake, deadline = out / "kill-me", time.monotonic() + 300
+        while not handshake.exists():
+            assert proc.poll() is None, proc.stdout.read()[-3000:]
+            assert time.monotonic() < deadline, "no handshake from rank 0"
+            time.sleep(0.05)
+        os.kill(int(handshake.read_text()), signal.SIGKILL)
+        handshake.unlink()
+    output, _ = proc.communicate(timeout=300)
+    return proc.returncode, output
+
+
+def _global_stream(out, run, world, until=None):
+    """The run's rows in stream order: step by step, rank 0's rows then rank 1's (steps up to `until`)."""
+    steps = {}
+    for rank in range(world):
+        path = out / f"run{run}-rank{rank}.log"
+        for line in path.read_text().splitlines() if path.exists() else []:
+            step, _, rows = json.loads(line)
+            if until is None or step <= until:
+                steps.setdefault(step, [None] * world)[rank] = [tuple(r) for r in rows]
+    complete = [s for s in sorted(steps) if None not in steps[s]]  # a killed rank may have logged fewer steps
+    assert complete == list(range(complete[0], complete[0] + len(complete))) if complete else True
+    return [row for s in complete for rows in steps[s] for row in rows]
+
+
+def _own_stream(store, part, samples):
+    ds = TokenDataset(str(store / part.name), **{**NUMPY_OPTIONS, "batch_size": 1})
+    out, epoch = [], 0
+    while len(out) < samples:
+        ds.set_epoch(epoch)
+        out += [samples_of(b, SIZES)[0] for b in ds]
+        epoch += 1
+    return [(s, t) for _, s, t in out[:samples]], len(out) // epoch
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_two_ranks_two_workers_hold_every_share_in_every_64_global_batches(store, tmp_path, method):
+    code, output = _torchrun(store, tmp_path, 2, 2, method, run=0)
+    assert code == 0, output[-3000:]
+    stream = _global_stream(tmp_path, 0, 2)
+    assert len(stream) == EPOCHS * 1000
+    comps = np.array([c for c, _, _ in stream])
+    weights, window = np.array([p.weight for p in PARTS]), 64 * OPTIONS["batch_size"] * 2
+    for start in range(0, len(comps) - window + 1, OPTIONS["batch_size"] * 2):
+        counts = np.bincount(comps[start : start + window], minlength=3)
+        assert np.all(np.abs(counts - weights * window) <= 1), (start, counts)
+    for part in PARTS:
+        mine = [(s, t) for c, s, t in stream if c == part.index]
+        own, per_epoch = _own_stream(store, part, len(mine))
+        assert mine == own
+        for e in range(0, len(mine), per_epoch):
+            assert len(set(mine[e : e + per_epoch])) == len(mine[e : e + per_epoch])
+    assert len([1 for c, _, _ in stream if c == 2]) // 15 >= 13  # math (15 samples) passes 13 times in 2 mixture epochs
+
+
+def test_sigkilled_runs_resume_with_other_worker_counts_and_world_sizes(store, tmp_path):
+    full_out = tmp_path / "full"
+    full_out.mkdir()
+    code, output = _torchrun(store, full_out, 2, 2, "fork", run=0)
+    assert code == 0, output[-3000:]
+    full = _global_stream(full_out, 0, 2)
+    rng = random.Random(os.environ.get("MIX_KILL_SEED", "22"))
+    first, second = rng.randrange(20, 240), rng.randrange(260, 440)  # the second kill lands in the second epoch
+    plan = [(2, 2, "fork", first), (2, 1, "spawn", second), (3, 2, "fork", 0)]  # (world, workers, method, kill at step)
+    resumed, out = [], tmp_path / "resumed"
+    out.mkdir()
+    for run, (world, workers, method, kill_at) in enumerate(plan):
+        code, output = _torchrun(store, out, world, workers, method, run, every=1, kill_at=kill_at)
+        assert (code != 0) == bool(kill_at), output[-3000:]
+        kept = json.loads((out / "checkpoint.json").read_text())["step"] if kill_at else None
+        resumed += _global_stream(out, run, world, until=kept)
+    n = min(len(full), len(resumed))
+    assert n > 1800 and resumed[:n] == full[:n], (first, second)
+    assert abs(len(full) - len(resumed)) < OPTIONS["batch_size"] * 3
