@@ -83,11 +83,11 @@ def test_save_and_restore_at_seeded_points_equals_the_uninterrupted_stream(root,
 
 
 @pytest.mark.system
-@pytest.mark.parametrize("method", ["fork", "spawn"])
-def test_every_start_method_restores_exactly(root, full, method):
-    loader = _loader(_dataset(root), 2, multiprocessing_context=method)
+@pytest.mark.parametrize("method,workers", [("fork", 2), ("spawn", 1)])  # a spawned worker imports torch: seconds each
+def test_every_start_method_restores_exactly(root, full, method, workers):
+    loader = _loader(_dataset(root), workers, multiprocessing_context=method)
     head = _take(loader, 47)
-    resumed = _loader(_dataset(root), 2, multiprocessing_context=method)
+    resumed = _loader(_dataset(root), workers, multiprocessing_context=method)
     resumed.load_state_dict(loader.state_dict())
     assert head + [samples_of(b, SIZES) for b in resumed] == full
 
@@ -96,9 +96,13 @@ def test_every_start_method_restores_exactly(root, full, method):
 def test_a_snapshot_every_n_steps_restores_exactly_between_snapshots(root, full):
     loader = _loader(_dataset(root), 2, snapshot_every_n_steps=5)
     head = _take(loader, 23)  # 3 steps after the last snapshot: the loader replays them on restore
+    state = loader.state_dict()
     resumed = _loader(_dataset(root), 2, snapshot_every_n_steps=5)
-    resumed.load_state_dict(loader.state_dict())
+    resumed.load_state_dict(state)
     assert head + [samples_of(b, SIZES) for b in resumed] == full
+    ds = _dataset(root)
+    ds.load_state_dict(state)  # the dataset counts the steps since the snapshot instead
+    assert head + [samples_of(b, SIZES) for b in _loader(ds, 1)] == full
 
 
 @pytest.mark.system
@@ -184,9 +188,17 @@ def test_epochs_follow_set_epoch_and_a_restored_epoch_continues(root, workers):
 
 
 @pytest.mark.system
-def test_iterating_again_without_set_epoch_is_refused_with_workers(root):
+def test_a_plain_torch_dataloader_serves_the_rank_stream(root, full):
+    """Its workers start their passes in any order (a worker may serve before another has begun): none is refused."""
+    loader = torch.utils.data.DataLoader(_dataset(root), batch_size=None, num_workers=3)
+    assert [samples_of(b, SIZES) for b in loader] == full
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("persistent", [False, True])
+def test_iterating_again_without_set_epoch_is_refused_with_workers(root, persistent):
     """Workers cannot know where the last loop stopped: a second pass over the same position would repeat batches."""
-    loader = _loader(_dataset(root), 2)
+    loader = _loader(_dataset(root), 2, persistent_workers=persistent)
     _take(loader, 3)
     with pytest.raises(StateError, match="set_epoch"):
         next(iter(loader))
