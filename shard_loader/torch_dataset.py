@@ -1,58 +1,118 @@
-"""PyTorch integration: an IterableDataset whose workers hand over groups of whole int64 batches in
-one transfer, and a DataLoader that unpacks them and knows where its stream stands, so
-`state_dict()` resumes exactly even with another number of workers or ranks.
+"""PyTorch integration: an IterableDataset that serves the rank's stream under TokenDataLoader (fast, grouped) or
+under any other DataLoader, torchdata's StatefulDataLoader included (one batch per item), resumable under both.
 
-The dataset is built once, in the trainer's process (where the rank and world size are
-resolved), and sent to every worker whatever the start method. Each time the loader is
-iterated, it records the position the trainer has reached in a small shared tensor (the
-anchor), and every worker plans the rest of the epoch from that anchor: the group q of `batches_per_transfer` batches
-counted from that point goes to worker q % num_workers, and the DataLoader asks workers in
-turn from worker 0, so the delivered stream is the rank's stream, in order, for any worker
-count and any resume or break point.
+The dataset is built once, in the trainer's process (where the rank and world size are resolved), and sent to every
+worker whatever the start method. A pass over it starts at the anchor, a position kept in a small shared tensor that
+the trainer's process writes (set_epoch, load_state_dict, and TokenDataLoader at each iteration); every worker plans
+the rest of the epoch from the anchor, and batch k counted from it goes to worker (k // group) % num_workers, which is
+the order in which a DataLoader asks its workers, so the delivered stream is the rank's stream for any worker count.
 
-Workers write groups into slots of shared memory made by TokenDataLoader and send only the slot
-number; the main process hands the trainer views of the slot, without a copy or per-sample work
-(a tensor sent through the DataLoader's queues costs milliseconds of shared-memory setup, and a
-copy in the main process costs as much as filling the batch). A slot's group is marked held from
-its arrival until no tensor refers to it any more; a worker never writes a held slot (it sends
-that group as a fresh tensor instead), and each worker owns prefetch_factor + 2 slots, more than
-it can have in flight, so a batch the trainer keeps is never overwritten.
+Under TokenDataLoader, workers hand over groups of `batches_per_transfer` batches: they write a group into a slot of
+shared memory made by TokenDataLoader and send only the slot number; the main process hands the trainer views of the
+slot, without a copy or per-sample work, and counts the batches served, so it knows where the stream stands. A slot's
+group is marked held from its arrival until no tensor refers to it any more; a worker never writes a held slot (it
+sends that group as a fresh tensor instead), and each worker owns prefetch_factor + 2 slots, more than it can have in
+flight, so a batch the trainer keeps is never overwritten.
+
+Under another DataLoader, only the workers know how far a pass has gone: each reports its own place (`WorkerState`)
+from `state_dict()`, which is what a StatefulDataLoader snapshots per worker and gives back to the same worker on
+restore. The trainer's process refuses what it cannot know (its own state_dict() while workers serve, a second pass
+over the same anchor), and a pass whose dataset was moved or restored by a newer loop is refused at its next batch.
 """
 
 from __future__ import annotations
 
 import gc
 import multiprocessing
-
-from collections.abc import Iterator
+import secrets
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from .arguments import integer
+from .arguments import ArgumentError, integer
 from .dataset import TokenDataset
-from .state import Position
+from .errors import ShardLoaderError
+from .state import LoaderState, Position, StateError
 from .world import Consumer
+
+_MOVES, _SERVED_BY, _ANCHOR = 0, 1, 2  # fields of the shared tensor: the anchor's ints start at _ANCHOR
+_MAX_WORKERS = 1024  # slots of the shared table of which pass each worker serves
+
+
+@dataclass(frozen=True)
+class WorkerState:
+    """One DataLoader worker's place in a pass: the pass's anchor (a loader state), which worker of how many, and
+    the next batch (counted from the anchor) it serves. A StatefulDataLoader snapshots it and restores the same worker."""
+
+    anchor: dict
+    worker: int
+    num_workers: int
+    next_batch: int
+
+    KEY = "shard_loader_worker"
+
+    def to_dict(self) -> dict:
+        return {self.KEY: {"worker": self.worker, "num_workers": self.num_workers, "next_batch": self.next_batch}, "anchor": self.anchor}
+
+    @classmethod
+    def from_dict(cls, state: Any) -> WorkerState | None:
+        """The worker state in `state`, or None when it is not one."""
+        if not isinstance(state, dict) or cls.KEY not in state:
+            return None
+        try:
+            w = state[cls.KEY]
+            return cls(state["anchor"], int(w["worker"]), int(w["num_workers"]), int(w["next_batch"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise StateError(f"state_dict {cls.KEY!r} is malformed ({e!r})") from None
+
+
+@dataclass
+class _Pass:
+    """A pass this process serves outside TokenDataLoader: its anchor, the worker it serves as, and its next batch."""
+
+    id: int
+    anchor: Position
+    anchor_state: dict  # the anchor as a loader state, built once: StatefulDataLoader asks for it after every batch
+    worker: int
+    num_workers: int
+    start: int  # the first batch (counted from the anchor) this process serves in the pass
+    next_batch: int
+    moves: int  # the dataset's move count when the pass began: a later move supersedes the pass
+    loader: int  # the loader iteration whose workers serve the pass (from the seed all its workers share), else 0
+    refusal: ShardLoaderError | None = None  # why the pass may not serve: raised at its first batch (see _batches)
+
+    @property
+    def served(self) -> bool:
+        return self.next_batch != self.start
 
 
 class TorchTokenDataset(IterableDataset):
-    """Yields groups of batches: {"tokens": (k * batch_size, seq_len + shift), "component": (k * batch_size,)[, "position_ids"]}
-    (or the slot holding them); use TokenDataLoader. A mixture's URL serves the mixture (a MixtureDataset)."""
+    """Batches of int64 tensors {"input_ids", "labels", "component"[, "position_ids"]} under any DataLoader (pass
+    batch_size=None), torchdata's StatefulDataLoader included; under TokenDataLoader, groups of batches in shared slots
+    (faster). A mixture's URL serves the mixture (a MixtureDataset)."""
 
     def __init__(self, url: str, batches_per_transfer: int = 16, **options: Any):
         super().__init__()
         self.group = integer("batches_per_transfer", batches_per_transfer, 1)
         self.data = TokenDataset(url, **options)
         self.batch_size, self.label_shift = self.data.batch_size, self.data.spec.label_shift
-        # where the current iteration started, as the dataset encodes a position in ints
-        self._shared = torch.zeros(len(self.data.encode_position(self.data.position)), dtype=torch.int64).share_memory_()
+        # moves, which loader iteration's workers served batches since the anchor (0: none), then the anchor: where the
+        # current pass started, as the dataset encodes a position in ints
+        width = len(self.data.encode_position(self.data.position))
+        self._shared = torch.zeros(_ANCHOR + width, dtype=torch.int64).share_memory_()
+        self._owners = torch.zeros(_MAX_WORKERS, dtype=torch.int64).share_memory_()  # the pass each worker id serves
         self._served = 0  # batches handed to the trainer since the anchor (main process only)
+        self.grouped = False  # set by TokenDataLoader: serve groups into its slots
         self.slots: list[torch.Tensor] = []  # workers * slots_per_worker tensors (rows, span), set by TokenDataLoader
         self.slot_components: list[torch.Tensor] = []  # each slot's rows' components (rows,): a view of the slot's storage
         self.held: np.ndarray | None = None  # 1 while the trainer may still hold a view of the slot
         self.slots_per_worker = 0
+        self._pass: _Pass | None = None  # the pass this process serves outside TokenDataLoader
+        self._restored: WorkerState | None = None  # a worker's place given back by a StatefulDataLoader, for its next pass
 
     def make_ring(self, workers: int, prefetch_factor: int) -> None:
         """Shared slots for `workers` workers that keep at most `prefetch_factor` groups in flight each."""
@@ -63,9 +123,29 @@ class TorchTokenDataset(IterableDataset):
         self.slot_components = [f[rows * span :] for f in flat]  # a batch's views keep the whole slot held
         self.held = torch.zeros(len(self.slots), dtype=torch.uint8).share_memory_().numpy()
 
+    @property
+    def rank(self) -> int:
+        return self.data.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.data.world_size
+
     def anchor(self) -> Position:
-        """Where the current iteration started: fixed while workers run, so every worker plans from the same point."""
-        return self.data.decode_position(self._shared.tolist())
+        """Where the current pass started: fixed while workers run, so every worker plans from the same point."""
+        return self.data.decode_position(self._shared[_ANCHOR:].tolist())
+
+    @property
+    def moves(self) -> int:
+        """How often the stream was moved from outside a loop (set_epoch, load_state_dict): a running loop compares it."""
+        return int(self._shared[_MOVES])
+
+    def watch_moves(self) -> Callable[[], bool]:
+        """A test of whether the stream was moved since this call, cheap enough for every batch (0.4 us, against 5 us
+        for reading the shared tensor through torch)."""
+        shared = self._shared.numpy()
+        start = shared[_MOVES]
+        return lambda: shared[_MOVES] != start
 
     def position(self) -> Position:
         """Where the trainer's stream stands: the anchor advanced by the batches served since."""
@@ -76,33 +156,60 @@ class TorchTokenDataset(IterableDataset):
         """Anchor the next iteration where the trainer's stream stands (called before workers start or resume)."""
         self._store(self.position())
 
-    def _store(self, position: Position) -> None:
-        self._shared.copy_(torch.tensor(self.data.encode_position(position)))
+    def _store(self, position: Position, moved: bool = False) -> None:
+        self._shared[_ANCHOR:] = torch.tensor(self.data.encode_position(position))
+        self._shared[_SERVED_BY] = 0
+        if moved:
+            self._shared[_MOVES] += 1
         self._served = 0
 
     def __len__(self) -> int:
         """Batches (not groups) this rank serves in the current epoch."""
-        return len(self.data)
+        anchor = self.anchor()
+        return anchor.batches + self.data.plan(anchor).total_batches
 
     def set_epoch(self, epoch: int) -> None:
         """Move to the start of `epoch`; a no-op when the stream is already in it, so a restored position survives."""
-        self.data.position = self.position()
+        self.data.position = self.anchor() if self._shared[_SERVED_BY] else self.position()
         self.data.set_epoch(epoch)
-        self._store(self.data.position)
+        if self.data.position.epoch != self.anchor().epoch:
+            self._store(self.data.position, moved=True)
 
     def state_dict(self) -> dict:
+        """Where the stream stands. In a DataLoader worker (a StatefulDataLoader asks there), that worker's place."""
+        info = get_worker_info()
+        if info is not None:
+            return self._worker_state(info)
+        if self._shared[_SERVED_BY] and not self.grouped:
+            raise StateError(
+                "TorchTokenDataset.state_dict() cannot know how far DataLoader workers have served: save the "
+                "StatefulDataLoader's state_dict() (or iterate with TokenDataLoader, whose state_dict() knows)"
+            )
         self.data.position = self.position()
         return self.data.state_dict()
 
     def load_state_dict(self, state: dict) -> None:
-        self.data.load_state_dict(state)
-        self._store(self.data.position)
+        """Continue from a saved state: this dataset's or TokenDataLoader's, or a whole StatefulDataLoader state
+        (then at any num_workers and world size). In a worker, a StatefulDataLoader gives back that worker's place."""
+        info = get_worker_info()
+        if info is not None:  # raised here, not at the first batch: torchdata asserts the worker count right after
+            self._restored = self._check_worker_state(state, info)
+            return
+        if WorkerState.from_dict(state) is not None:
+            raise StateError("state_dict is one DataLoader worker's place: load the StatefulDataLoader's whole state_dict()")
+        from_loader = isinstance(state, dict) and not _LOADER_KEYS.isdisjoint(state)
+        self.data.load_state_dict(self._from_loader_state(state) if from_loader else state)
+        self._store(self.data.position, moved=True)
 
     def advance(self) -> None:
         """Count one batch as served to the trainer (called by TokenDataLoader in the main process)."""
         self._served += 1
 
     def __iter__(self) -> Iterator[dict]:
+        return self._groups() if self.grouped else self._batches(self._begin_pass())
+
+    def _groups(self) -> Iterator[dict]:
+        """Groups of batches for TokenDataLoader, in its shared slots when it has workers."""
         info = get_worker_info()
         ds = self.data
         plan = ds.plan(self.anchor())
@@ -129,6 +236,113 @@ class TorchTokenDataset(IterableDataset):
                 yield self._pack(buf, comps, filled, pos, slot)
                 buf, comps, pos, filled, sent = None, None, [], 0, sent + 1
 
+    def _begin_pass(self) -> _Pass:
+        """Start a pass outside TokenDataLoader, at once (a StatefulDataLoader asks the worker's state before the first batch)."""
+        info = get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        refusal = ArgumentError(f"num_workers {workers} is above the {_MAX_WORKERS} TorchTokenDataset supports") if workers > _MAX_WORKERS else None
+        restored, self._restored = self._restored, None
+        loader = (info.seed - info.id) % (1 << 62) + 1 if info is not None else 0  # one value per loader iteration
+        if restored is not None:  # a StatefulDataLoader gave this worker its place back
+            self.data.load_state_dict(restored.anchor)
+            anchor, first = self.data.position, restored.next_batch
+        elif info is None:  # in the trainer's process: continue where the stream stands
+            self.rebase()
+            anchor, first = self.anchor(), 0
+        else:
+            served_by, before = int(self._shared[_SERVED_BY]), self._pass
+            if (served_by and served_by != loader) or (before is not None and before.moves == self.moves and before.served):
+                refusal = refusal or StateError(
+                    "this DataLoader's workers already served batches from this position and cannot know where the last "
+                    "loop stopped: call dataset.set_epoch(epoch) before each loop, restore a StatefulDataLoader state, "
+                    "or use TokenDataLoader (which continues where a loop stopped)"
+                )
+            anchor, first = self.anchor(), worker
+        self.data.position = anchor
+        p = _Pass(secrets.randbits(62) + 1, anchor, self.data.state_dict(), worker, workers, first, first, self.moves, loader, refusal)
+        if refusal is None:
+            self._owners[worker] = p.id
+        self._pass = p
+        return p
+
+    def _batches(self, p: _Pass) -> Iterator[dict]:
+        """One batch per item: batches p.next_batch, + num_workers, ... of the rank's stream from the pass's anchor."""
+        if p.refusal is not None:  # raised at the first batch, not in __iter__: a persistent worker whose iter() raises
+            # dies (torch re-creates the iterator outside its try, and torchdata 0.11 then fails on a deleted name)
+            raise p.refusal
+        ds, m = self.data, self.label_shift
+        origin = ds.plan(p.anchor)
+        first = min(p.next_batch, origin.total_batches)
+        plan = ds.plan(ds.advanced(origin, p.anchor, first))  # the rest of the pass, from this worker's next batch
+        shared, owners = self._shared.numpy(), self._owners.numpy()
+        in_trainer = p.loader == 0
+        for k, shards, shard_ids, starts in ds.serve(plan, Consumer(0, p.num_workers)):
+            if shared[_MOVES] != p.moves or owners[p.worker] != p.id:
+                raise StateError(
+                    "this loop's dataset was loaded, moved to another epoch or served by a newer loop while the loop "
+                    "was running: break out of the loop after load_state_dict() or set_epoch(), then iterate again"
+                )
+            tokens = torch.empty((len(starts), ds.spec.span), dtype=torch.int64)  # one storage for both views: a worker
+            ds.fill(tokens.numpy(), shards, shard_ids, starts)  # sends each storage through a new shared memory segment
+            batch = {"input_ids": tokens[:, :-m], "labels": tokens[:, m:], "component": torch.from_numpy(ds.components_of(shard_ids))}
+            if ds.position_ids:
+                batch["position_ids"] = torch.from_numpy(ds.positions(shards, shard_ids, starts))
+            del shards  # a released window must not stay mapped here while the next one is awaited
+            p.next_batch = first + k + p.num_workers
+            if in_trainer:
+                self._served += 1
+            else:
+                shared[_SERVED_BY] = p.loader
+            yield batch
+
+    def _worker_state(self, info) -> dict:
+        p = self._pass
+        if p is None:
+            raise StateError("state_dict() in a DataLoader worker before its pass began")
+        return WorkerState(p.anchor_state, p.worker, p.num_workers, p.next_batch).to_dict()
+
+    def _check_worker_state(self, state: dict, info) -> WorkerState:
+        """A worker's place given back by a StatefulDataLoader, if this worker can honour it exactly."""
+        saved = WorkerState.from_dict(state)
+        if saved is None:
+            raise StateError("a DataLoader worker was given a state that is not a worker's place: load it into the dataset in the trainer's process")
+        world = self.data.world_size
+        saved_world = LoaderState.from_dict(saved.anchor).world_size
+        if (saved.num_workers, saved_world) != (info.num_workers, world) or saved.worker != info.id:
+            raise StateError(
+                f"this StatefulDataLoader state was saved with num_workers={saved.num_workers} and world_size={saved_world}; "
+                f"this loader has num_workers={info.num_workers} and world_size={world}, and a StatefulDataLoader restores "
+                f"each worker only from its own saved place: call dataset.load_state_dict(state) instead (exact at any "
+                f"num_workers and world size) and iterate a StatefulDataLoader that loaded nothing"
+            )
+        LoaderState.from_dict(saved.anchor).check(self.data.stream_key())
+        return saved
+
+    def _from_loader_state(self, state: dict) -> dict:
+        """The loader state at the position a whole StatefulDataLoader state describes (see `_LOADER_KEYS`)."""
+        if "_snapshot" not in state:  # no workers: the loader kept the dataset's own state
+            dataset_state = state.get("dataset_state")
+            if not isinstance(dataset_state, dict):
+                raise StateError("StatefulDataLoader state_dict has no dataset_state: was it saved over a TorchTokenDataset?")
+            return dataset_state
+        try:
+            snapshot = state["_snapshot"]
+            at, since = int(snapshot["_snapshot_step"]), int(state["_steps_since_snapshot"])
+            workers = [WorkerState.from_dict(w["dataset_state"]) for w in snapshot["_worker_snapshots"].values()]
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise StateError(f"StatefulDataLoader state_dict is malformed ({e!r})") from None
+        if not workers or None in workers or len({repr(w.anchor) for w in workers}) != 1:
+            raise StateError("StatefulDataLoader state_dict does not hold one TorchTokenDataset pass in every worker")
+        saved = LoaderState.from_dict(workers[0].anchor)
+        saved.check(self.data.stream_key())
+        # batches are counted in the saved world size's plan: the cursor they reach is the same for every rank
+        plan = replace(self.data.plan(saved.position), rank=0, world_size=saved.world_size)
+        total, nexts = plan.total_batches, [w.next_batch for w in workers]
+        if min(at, total) != min(min(nexts), total):  # the workers' places are those of the snapshot
+            raise StateError(f"StatefulDataLoader state_dict is inconsistent: snapshot at step {at}, its workers' next batches {nexts}")
+        position = self.data.advanced(plan, saved.position, min(at + since, total))
+        return replace(saved, position=position).to_dict()
+
     @staticmethod
     def _pack(buf: np.ndarray, comps: np.ndarray, filled: int, pos: list[np.ndarray], slot: int | None) -> dict:
         if slot is not None:
@@ -138,6 +352,9 @@ class TorchTokenDataset(IterableDataset):
         if pos:
             group["position_ids"] = torch.from_numpy(np.concatenate(pos))
         return group
+
+
+_LOADER_KEYS = frozenset({"_snapshot", "_num_yielded"})  # a StatefulDataLoader's state_dict (with / without workers)
 
 
 _USE_COUNT = getattr(torch._C, "_storage_Use_Count", None)  # references to a storage, views included; absent: copy slots
@@ -153,6 +370,7 @@ class TokenDataLoader(DataLoader):
 
     def __init__(self, dataset: TorchTokenDataset, **options: Any):
         super().__init__(dataset, batch_size=None, **options)
+        dataset.grouped = True
         if self.num_workers > 0:
             dataset.make_ring(self.num_workers, self.prefetch_factor)
         self._unused = [_uses(slot) for slot in dataset.slots] if _USE_COUNT else []  # a slot's count with no view alive
@@ -181,9 +399,17 @@ class TokenDataLoader(DataLoader):
             gc.unfreeze()
 
     def __iter__(self):
+        """The rest of the rank's stream. A set_epoch() or load_state_dict() inside the loop applies at its next batch:
+        the workers' pass is dropped and a new one starts where the stream was moved to."""
+        while (yield from self._one_pass()):
+            pass
+
+    def _one_pass(self):
+        """One pass of the workers from where the stream stands; returns True when the stream was moved during it."""
         ds = self.dataset
         b, m, pin = ds.batch_size, ds.label_shift, self.pin_memory and torch.cuda.is_available()
         ds.rebase()
+        moved = ds.watch_moves()
         if ds.held is not None:
             self._free_slots()
         for group in super().__iter__():
@@ -209,7 +435,10 @@ class TokenDataLoader(DataLoader):
                     batch["position_ids"] = positions[k]
                 ds.advance()
                 yield batch
+                if moved():
+                    return True
             del inputs, labels, components, positions, batch
+        return False
 
     def state_dict(self) -> dict:
         return self.dataset.state_dict()

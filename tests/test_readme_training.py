@@ -1,13 +1,8 @@
-"""The README's training loop, run verbatim: SIGKILLed at random steps and restarted from its own
-checkpoints, every step trains on exactly the batch the uninterrupted run trained on."""
+"""The README's training loop, run verbatim: SIGKILLed at given steps and restarted from its own checkpoints, every
+step trains on exactly the batch the uninterrupted run trained on, in one process and under torchrun with 2 ranks."""
 
-import json
 import random
-import re
 import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,72 +10,49 @@ import pytest
 pytest.importorskip("torch")
 
 from tests.support.positional import write_positional  # noqa: E402
+from tests.support.training import check_replayed, read_log, snippet, train, uninterrupted, writers  # noqa: E402
 
 pytestmark = pytest.mark.system
 
-ROOT = Path(__file__).resolve().parents[1]
 SIZES = [int(n) for n in np.random.default_rng(17).integers(20_000, 60_000, size=16)]
-
-PRELUDE = '''
-import json, os, signal, sys
-from tests.support.positional import samples_of
-url, ckpt, log_path, every, kill_at = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
-sizes, epochs, device = json.loads(sys.argv[6]), 2, "cpu"
-
-
-class Model:
-    """Logs what it trains on at each of its steps, and SIGKILLs its own process at step kill_at."""
-
-    def __init__(self):
-        self.steps = 0
-
-    def state_dict(self):
-        return {"steps": self.steps}
-
-    def load_state_dict(self, state):
-        self.steps = state["steps"]
-
-    def __call__(self, input_ids, labels):
-        self.steps += 1
-        with open(log_path, "a") as log:
-            log.write(json.dumps([self.steps, samples_of({"input_ids": input_ids, "labels": labels}, sizes)]) + "\\n")
-        if self.steps == kill_at:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-
-model = Model()
-'''
 
 
 def readme_loop() -> str:
-    text = (ROOT / "README.md").read_text()
-    return re.search(r"<!-- training-loop:start -->\n```python\n(.*?)```\n<!-- training-loop:end -->", text, re.S).group(1)
-
-
-def _train(url, tmp, name, kill_at):
-    args = [url, str(tmp / f"{name}.pt"), str(tmp / f"{name}.log"), "7", str(kill_at), json.dumps(SIZES)]
-    return subprocess.run([sys.executable, "-c", PRELUDE + readme_loop(), *args], cwd=ROOT, timeout=300, capture_output=True, text=True)
-
-
-def _log(tmp, name):
-    return [json.loads(line) for line in (tmp / f"{name}.log").read_text().splitlines()]
+    return snippet("README.md", "training-loop")
 
 
 def test_the_readme_loop_survives_sigkill_and_trains_on_the_uninterrupted_stream(tmp_path):
     write_positional(tmp_path / "pub", SIZES)
     url = str(tmp_path / "pub")
-    done = _train(url, tmp_path, "whole", kill_at=0)
+    done = train(readme_loop(), url, SIZES, tmp_path, "whole")
     assert done.returncode == 0, done.stderr[-3000:]
-    reference = {step: rows for step, rows in _log(tmp_path, "whole")}
+    reference = {step: rows for step, rows in read_log(tmp_path, "whole")}
     steps = len(reference)
     assert sorted(reference) == list(range(1, steps + 1)) and steps > 40
     kills = sorted(random.Random(3).sample(range(2, steps), 3)) + [steps // 2 + 1]  # and the first step of epoch 1
     for kill_at in sorted(set(kills)):
-        run = _train(url, tmp_path, "killed", kill_at)
+        run = train(readme_loop(), url, SIZES, tmp_path, "killed", kill_at)
         assert run.returncode == -signal.SIGKILL, run.stderr[-3000:]
-    final = _train(url, tmp_path, "killed", kill_at=0)
+    final = train(readme_loop(), url, SIZES, tmp_path, "killed")
     assert final.returncode == 0, final.stderr[-3000:]
-    trained = _log(tmp_path, "killed")
-    assert {step for step, _ in trained} == set(reference)
-    assert all(rows == reference[step] for step, rows in trained)  # replayed steps after a restore see the same batch
-    assert len(trained) > steps  # the kills really replayed steps after the last checkpoint
+    check_replayed(read_log(tmp_path, "killed"), reference)
+
+
+def test_the_readme_loop_under_torchrun_with_two_ranks_survives_sigkill(tmp_path):
+    """Rank 1 killed in epoch 0, then rank 0 (which saves) at the first step of epoch 1; torchrun stops the other rank
+    each time; the restarted runs train every rank on exactly its uninterrupted stream, and one rank writes each
+    checkpoint path (two ranks writing one path race: the .tmp one moved is gone for the other)."""
+    write_positional(tmp_path / "pub", SIZES)
+    url = str(tmp_path / "pub")
+    references = [uninterrupted(url, SIZES, rank, 2, disk_budget="200GB") for rank in range(2)]  # the README's options
+    steps = len(references[0])
+    assert steps == len(references[1]) and steps > 20
+    for kill_at, kill_rank in [(random.Random(5).randrange(8, steps // 2), 1), (steps // 2 + 1, 0)]:
+        run = train(readme_loop(), url, SIZES, tmp_path, "ranks", kill_at, kill_rank, world=2)
+        assert run.returncode != 0, run.stderr[-3000:]
+    final = train(readme_loop(), url, SIZES, tmp_path, "ranks", world=2)
+    assert final.returncode == 0, final.stderr[-3000:]
+    for rank in range(2):
+        check_replayed(read_log(tmp_path, "ranks", rank), references[rank])
+    written = writers(tmp_path, "ranks", 2)
+    assert written and all(len(ranks) == 1 for ranks in written.values()), written

@@ -94,3 +94,43 @@ def test_the_world_cannot_be_guessed_inside_a_worker(monkeypatch):
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     (message,) = list(torch.utils.data.DataLoader(_ResolvesInWorker(), batch_size=None, num_workers=1))
     assert message.startswith("rank and world_size cannot be known inside a DataLoader worker")
+
+
+def _numpy(root, workers):
+    return TokenDataset(root, **OPTS)
+
+
+@pytest.mark.parametrize("make,workers", [(_numpy, 0), (_loader, 0), (_loader, 2), pytest.param(_loader, 3, marks=pytest.mark.system)])
+def test_load_state_dict_inside_a_running_loop_applies_at_its_next_batch(root, full, make, workers):
+    """A rollback inside the loop: the loop's next batch is the loaded state's, and state_dict() counts from there."""
+    loader = make(root, workers)
+    got, saved = [], None
+    for batch in loader:
+        got.append(samples_of(batch, SIZES))
+        if len(got) == 5:
+            saved = loader.state_dict()
+        if len(got) == 12:
+            loader.load_state_dict(saved)
+            assert loader.state_dict() == saved
+        if len(got) == 20:
+            break
+    assert got == full[:12] + full[5:13]
+    state = loader.state_dict()
+    assert state["batches"] == 13
+    resumed = make(root, 1)
+    resumed.load_state_dict(state)
+    assert [samples_of(b, SIZES) for b in resumed] == full[13:]
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_set_epoch_inside_a_running_loop_applies_at_its_next_batch(root, workers):
+    loader = _loader(root, workers)
+    epoch1 = TokenDataset(root, **OPTS)
+    epoch1.set_epoch(1)
+    expected = [samples_of(b, SIZES) for b in epoch1]
+    got = []
+    for batch in loader:
+        got.append(samples_of(batch, SIZES))
+        if len(got) == 3:
+            loader.dataset.set_epoch(1)
+    assert got[3:] == expected and len(got) == 3 + len(expected)
