@@ -31,8 +31,9 @@ def decoded_samples(tok, npy_path: Path, bin_path: Path, count: int = 3, chars: 
     offsets = np.fromfile(bin_path, dtype="<i8", count=count + 1)
     lines = []
     for a, b in zip(offsets, offsets[1:]):
-        text = tok.decode(tokens[a : b - 1].tolist()).replace("\n", " ")
-        lines.append(f"- {text[:chars]}{'…' if len(text) > chars else ''}")
+        end = min(b - 1, a + 4 * chars + 1)  # a token is at least a byte, a character at most 4: enough for `chars`, not a whole long document
+        text = tok.decode(tokens[a:end].tolist()).replace("\n", " ")
+        lines.append(f"- {text[:chars]}{'…' if len(text) > chars or end < b - 1 else ''}")
     return "\n".join(lines) or "(no documents)"
 
 
