@@ -255,7 +255,7 @@ class GuardResult:
 
 GUARD_DEPTH = 8  # sampled batches the guard's thread may lag behind the engine (their sampled text, and its ids)
 GUARD_BUDGET = 0.02  # the reference's share of a partition's tokens, above GUARD_FLOOR_TOKENS
-GUARD_FLOOR_TOKENS = 1 << 14  # compared whatever the partition's size (a partition this small is compared whole)
+GUARD_FLOOR_TOKENS = 1 << 13  # compared whatever the partition's size (a partition this small is compared whole)
 PIECE_CHARS = 1 << 15  # a longer document is compared in pieces of about this many characters (~8K tokens)
 MAX_PIECE_CHARS = 1 << 20  # text this long without a safe cut (one pre-token, a whitespace run) is not given to the reference
 ENGINE_GROUP_CHARS = 4 << 20  # the engine re-encodes a long document's pieces this much text at a time
