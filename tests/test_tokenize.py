@@ -8,7 +8,7 @@ import pytest
 from shard_assets.lib.text import doc_hashes, is_val, normalise
 from shard_loader.format.shard import HEADER_BYTES
 from shard_assets.lib.spec import TokenizerSpec
-from shard_assets.lib.encoders import EncoderError, ReferenceEncoder, select_encoder
+from shard_assets.lib.encoders import GUARD_BUDGET, GUARD_FLOOR_TOKENS, PIECE_CHARS, EncoderError, ReferenceEncoder, select_encoder
 from shard_assets.lib.encoding import MAX_BATCH_CHARS, tokenize_partition
 from shard_assets.lib.tokenizer import build_tokenizer, load_tokenizer
 
@@ -43,7 +43,8 @@ def test_shards_decode_to_each_document(tmp_path):
         tmp_path / "p.parquet", select_encoder(text), reference, record.eod_id, record.token_dtype, VAL_FRACTION, tmp_path / "out", "p", batch_documents=64
     )
     assert stats.guard.engine == "fastokens" and stats.guard.documents == len(docs) and stats.guard.differing == 0
-    assert stats.guard.sampled >= max(64, len(docs) // 100)
+    guard = stats.guard  # 1% of the documents and at least 64 while they fit in the guard's token budget, and the longest
+    assert guard.sampled >= 1 and 0 < guard.sampled_tokens <= GUARD_FLOOR_TOKENS + GUARD_BUDGET * guard.tokens + 2 * PIECE_CHARS
 
     val = is_val(hashes, VAL_FRACTION)
     for split, expected in (("train", [d for d, v in zip(docs, val) if not v]), ("val", [d for d, v in zip(docs, val) if v])):
