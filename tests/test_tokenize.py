@@ -95,3 +95,23 @@ def test_a_text_that_encodes_to_the_eod_id_fails_the_partition(tmp_path):
 
 def test_normalise_keeps_every_line_break():
     assert normalise("a\r\nb\rc\nd\r\n\r\ne") == "a\nb\nc\nd\n\ne"
+
+
+def test_the_asset_s_decoded_samples_read_a_prefix_of_a_long_document(tmp_path):
+    """The UI's glance at a shard decodes at most a few hundred tokens of each first document, however long it is."""
+    from shard_assets.defs.tokenized_shards import decoded_samples
+    from shard_loader.format import ShardWriter
+
+    docs = ["a short first document", "line one\nline two " * 50_000]
+    text, record = build_tokenizer(TokenizerSpec(vocab_size=300), iter(docs))
+    tok, encoded = load_tokenizer(text), select_encoder(text).encode(docs)
+    writer = ShardWriter(tmp_path / "s.npy", tmp_path / "s.bin", "uint16")
+    writer.append(*encoded.with_eod(record.eod_id, "uint16", "test"))
+    writer.close()
+    seen = []
+    decode = tok.decode
+    tok.decode = lambda ids, **kw: seen.append(len(ids)) or decode(ids, **kw)
+    assert decoded_samples(tok, tmp_path / "s.npy", tmp_path / "s.bin").splitlines() == [
+        "- a short first document", "- " + docs[1].replace("\n", " ")[:160] + "…",
+    ]
+    assert max(seen) <= 4 * 160 + 1 < len(encoded.document(1))
