@@ -8,7 +8,7 @@ import pytest
 from shard_assets.lib.text import doc_hashes, is_val, normalise
 from shard_loader.format.shard import HEADER_BYTES
 from shard_assets.lib.spec import TokenizerSpec
-from shard_assets.lib.encoders import EncoderError, ReferenceEncoder, select_encoder
+from shard_assets.lib.encoders import GUARD_BUDGET, GUARD_FLOOR_TOKENS, PIECE_CHARS, EncoderError, ReferenceEncoder, select_encoder
 from shard_assets.lib.encoding import MAX_BATCH_CHARS, EncodeSettings, tokenize_partition
 from shard_assets.lib.layout import part_record_key, quarantine_key, raw_key, raw_record_key
 from shard_assets.lib.records import Quarantine, RawRecord, SourceFileRef, get_record, put_record
@@ -46,7 +46,8 @@ def test_shards_decode_to_each_document(tmp_path):
     settings = EncodeSettings(record.eod_id, record.token_dtype, VAL_FRACTION, batch_documents=64)
     writers, stats = tokenize_partition(tmp_path / "p.parquet", tmp_path / "out", "p", select_encoder(text), reference, settings)
     assert stats.guard.engine == "fastokens" and stats.guard.documents == len(docs) and stats.guard.differing == 0
-    assert stats.guard.sampled >= max(64, len(docs) // 100)
+    guard = stats.guard  # 1% of the documents and at least 64 while they fit in the guard's token budget, and the longest
+    assert guard.sampled >= 1 and 0 < guard.sampled_tokens <= GUARD_FLOOR_TOKENS + GUARD_BUDGET * guard.tokens + 2 * PIECE_CHARS
 
     val = is_val(hashes, VAL_FRACTION)
     for split, expected in (("train", [d for d, v in zip(docs, val) if not v]), ("val", [d for d, v in zip(docs, val) if v])):
@@ -135,3 +136,27 @@ def test_a_failing_partition_is_quarantined_naming_its_raw_file_while_the_others
     again = tokenize_partitions(job(reference, "run-2"), ["web.b"])  # fixed: stored, and no longer quarantined
     assert [d.record.partition for d in again.stored] == ["web.b"] and not again.failed
     assert not store.exists(quarantine_key(record.fingerprint, "web.b"))
+
+
+def test_the_asset_s_decoded_samples_read_a_prefix_of_a_long_document(tmp_path):
+    """The UI's glance at a shard decodes at most a few hundred tokens of each first document, however long it is."""
+    from shard_assets.lib.shard_build import decoded_samples
+    from shard_loader.format import ShardWriter
+
+    docs = ["a short first document", "line one\nline two " * 50_000]
+    text, record = build_tokenizer(TokenizerSpec(vocab_size=300), iter(docs))
+    reference, encoded = ReferenceEncoder(text), select_encoder(text).encode(docs)
+    writer = ShardWriter(tmp_path / "s.npy", tmp_path / "s.bin", "uint16")
+    writer.append(*encoded.with_eod(record.eod_id, "uint16", "test"))
+    writer.close()
+    seen = []
+    decode = reference.tokenizer.decode
+
+    class Counting:  # the tokenizer's decode, counting the ids it is given
+        def decode(self, ids, **kw):
+            seen.append(len(ids))
+            return decode(ids, **kw)
+
+    reference.tokenizer = Counting()
+    assert decoded_samples(reference, writer, chars=160) == ("a short first document", docs[1].replace("\n", " ")[:160] + "…")
+    assert max(seen) <= 4 * 160 + 1 < len(encoded.document(1))

@@ -3,7 +3,8 @@
 The reference encodes each whole document with `encode_special_tokens = True` and
 `add_special_tokens=False`, so a literal special-token string is ordinary text. A fast engine
 is chosen from the tokenizer.json itself, only for shapes it is verified to encode exactly,
-and every partition runs behind an `ExactnessGuard` that re-encodes a sample with the reference.
+and every partition runs behind an `ExactnessGuard` that re-encodes a sample with the reference,
+long documents in pieces cut where the verified split regexes always split.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,6 +29,19 @@ GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|
 LLAMA3_PATTERN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 QWEN2_PATTERN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 VERIFIED_PATTERNS = {"gpt2": GPT2_PATTERN, "llama3": LLAMA3_PATTERN, "qwen2": QWEN2_PATTERN}  # each is in tests/test_encoders.py
+# Where each verified split regex always splits whatever precedes or follows (no match spans the position, none
+# before it reads past it), so the reference's ids of a document are its ids of the pieces between such cuts, joined
+# (tests/test_encoders.py proves it over adversarial text). GPT-2: a non-space then a space, tab or line break (no
+# alternative carries a non-space run into whitespace). Llama 3 / Qwen2: a non-space then a space or tab (punctuation
+# there takes only line breaks), and a line break then a non-space (a run ending in a line break is one match that
+# nothing extends). Python's \S also counts \x1c-\x1f as space, so it never cuts where the reference sees whitespace;
+# and NFC composes nothing across a space, tab or line break, so normalising the pieces equals normalising the whole.
+_CUT_BEFORE_SPACE = r"(?<=\S)(?=[\t ])"
+SAFE_CUTS = {
+    GPT2_PATTERN: re.compile(r"(?<=\S)(?=[\t\n\r ])"),
+    LLAMA3_PATTERN: re.compile(rf"{_CUT_BEFORE_SPACE}|(?<=[\r\n])(?=\S)"),
+    QWEN2_PATTERN: re.compile(rf"{_CUT_BEFORE_SPACE}|(?<=[\r\n])(?=\S)"),
+}
 VERIFIED_NORMALIZERS = (None, "NFC")
 ON_MISMATCH = ("fail", "reference")
 
@@ -98,7 +113,11 @@ def _is_valid_unicode(text: str) -> bool:
 
 
 class ReferenceEncoder(Encoder):
-    """HF `tokenizers`: the definition of the correct ids (whole documents, special-token strings as text)."""
+    """HF `tokenizers`: the definition of the correct ids (whole documents, special-token strings as text).
+
+    `cuts` finds where a document may be cut without changing its ids: for a verified shape its split
+    regex's `SAFE_CUTS`, otherwise None (no cut is known to be safe).
+    """
 
     name = "tokenizers"
 
@@ -109,6 +128,8 @@ class ReferenceEncoder(Encoder):
         self.tokenizer.encode_special_tokens = True
         self.version = metadata.version("tokenizers")
         self.reason = reason
+        config = json.loads(tokenizer_json)
+        self.cuts = None if unsupported_reason(config) else SAFE_CUTS[_pattern(config["pre_tokenizer"])]
 
     def _encode(self, texts: list[str]) -> Encoded:
         encodings = self.tokenizer.encode_batch_fast(texts, add_special_tokens=False)
@@ -184,6 +205,15 @@ def unsupported_reason(config: dict) -> str | None:
     return None
 
 
+def piece_bounds(text: str, cuts: re.Pattern | None, size: int) -> list[int]:
+    """0, then the first safe cut at least `size` characters after the previous bound, and so on, then len(text):
+    the bounds of `text`'s pieces (one piece when it is short or `cuts` finds none)."""
+    bounds = [0]
+    while cuts is not None and len(text) - bounds[-1] > size and (cut := cuts.search(text, bounds[-1] + size)):
+        bounds.append(cut.start())
+    return bounds + [len(text)]
+
+
 def select_encoder(tokenizer_json: str) -> Encoder:
     """The fastest engine verified for this tokenizer.json; the reference, with the reason, otherwise."""
     reason = unsupported_reason(json.loads(tokenizer_json))
@@ -203,7 +233,65 @@ def encoders_for(tokenizer_json: str) -> tuple[Encoder, ReferenceEncoder]:
     return engine, engine if isinstance(engine, ReferenceEncoder) else ReferenceEncoder(tokenizer_json)
 
 
-GUARD_DEPTH = 8  # sampled batches the guard's thread may lag behind the engine (1% of their text, and their ids)
+GUARD_DEPTH = 8  # sampled batches the guard's thread may lag behind the engine (their sampled text, and its ids)
+GUARD_BUDGET = 0.02  # the reference's share of a partition's tokens, above GUARD_FLOOR_TOKENS
+GUARD_FLOOR_TOKENS = 1 << 13  # compared whatever the partition's size (a partition this small is compared whole)
+PIECE_CHARS = 1 << 15  # a longer document is compared in pieces of about this many characters (~8K tokens)
+MAX_PIECE_CHARS = 1 << 20  # text this long without a safe cut (one pre-token, a whitespace run) is not given to the reference
+ENGINE_GROUP_CHARS = 4 << 20  # the engine re-encodes a long document's pieces this much text at a time
+REFERENCE_GROUP_CHARS = 1 << 18  # the reference encodes at most this much text per call (~400 bytes a token while it does)
+
+
+@dataclass(frozen=True)
+class _Sample:
+    """A document queued for comparison: its place in the partition, its text, the engine's ids, how many of its pieces
+    the reference compares, and whether it counts as a sampled document (not when the strided sample holds it already)."""
+
+    index: int
+    text: str
+    ids: np.ndarray
+    pieces: int = 1
+    counted: bool = True
+
+
+@dataclass(frozen=True)
+class _Piece:
+    """Characters `start`-`stop` of a sampled document, and the engine's ids of them within its ids of the whole document."""
+
+    sample: _Sample
+    start: int
+    stop: int
+    ids: np.ndarray
+
+    @property
+    def text(self) -> str:
+        return self.sample.text[self.start : self.stop]
+
+    @property
+    def where(self) -> str:
+        """'document N', and the characters when the piece is not the whole document."""
+        n = len(self.sample.text)
+        return f"document {self.sample.index}" + (f", characters {self.start:,}-{self.stop:,} of {n:,}" if self.stop - self.start < n else "")
+
+
+def _runs(sizes: Sequence[int], limit: int) -> list[range]:
+    """Consecutive index ranges whose sizes add up to at most `limit` (at least one index each)."""
+    runs, start, total = [], 0, 0
+    for i, size in enumerate(sizes):
+        if i > start and total + size > limit:
+            runs.append(range(start, i))
+            start, total = i, 0
+        total += size
+    return runs + [range(start, len(sizes))] if sizes else runs
+
+
+def _spread(candidates: list[int], k: int, seed: int) -> list[int]:
+    """`k` of `candidates`: all of them, or one picked by `seed`, or the first, the last and evenly between."""
+    if k >= len(candidates):
+        return candidates
+    if k == 1:
+        return [candidates[seed % len(candidates)]]
+    return [candidates[round(i * (len(candidates) - 1) / (k - 1))] for i in range(k)]
 
 
 @dataclass
@@ -211,24 +299,36 @@ class ExactnessGuard:
     """Re-encodes a deterministic sample of a partition's documents with the reference and compares ids.
 
     Of the partition's `total` documents it samples every `stride`-th from the first, the stride
-    chosen so that at least max(`minimum`, `fraction` of them) are sampled, and the longest one.
+    chosen so that at least max(`minimum`, `fraction` of them) are sampled while the budget allows,
+    and the longest one. The budget: the reference's tokens stay within GUARD_FLOOR_TOKENS + `budget`
+    of the tokens seen so far (estimated from the engine's counts, so the sample depends only on the
+    data), plus one piece of the longest document, which is compared at least in part whatever the budget.
+    A document longer than PIECE_CHARS is compared in pieces cut at the reference's safe cuts (its ids
+    are its pieces' ids joined), so the reference never holds a whole long document: the engine
+    re-encodes every piece to find each one's ids within the whole document's (a mismatch there is a
+    difference too), and the reference compares one piece of a strided document and as many pieces of
+    the longest as the budget leaves, spread over it from its first to its last.
     The reference runs on the guard's own thread (it releases the GIL), beside the engine; `finish`
     waits for it, and a difference is raised by the next `check` or by `finish`.
     """
 
     engine: Encoder
-    reference: Encoder
+    reference: ReferenceEncoder
     partition: str
     total: int
     fraction: float = 0.01
     minimum: int = 64
     policy: str = "fail"
+    budget: float = GUARD_BUDGET
     documents: int = 0
     tokens: int = 0
     sampled: int = 0
     sampled_tokens: int = 0
     differing: int = 0
     first_differing: int | None = None
+    _where: str = field(default="", repr=False)
+    _planned: float = field(default=0.0, repr=False)
+    _queued: set[int] = field(default_factory=set, repr=False)
     _longest: tuple[int, int, str, np.ndarray] | None = field(default=None, repr=False)
     _thread: Background | None = field(default=None, repr=False)
 
@@ -244,6 +344,11 @@ class ExactnessGuard:
         """False only when the engine is the reference itself: there is nothing to compare."""
         return self.engine is not self.reference
 
+    @property
+    def allowance(self) -> float:
+        """The reference's tokens allowed so far: the floor and `budget` of the tokens seen."""
+        return GUARD_FLOOR_TOKENS + self.budget * self.tokens
+
     def check(self, texts: Sequence[str], encoded: Encoded) -> None:
         """Queue the sampled documents of this batch (the next ones of the partition) for comparison; ExactnessError for an earlier difference."""
         first, n = self.documents, len(texts)
@@ -251,39 +356,82 @@ class ExactnessGuard:
         self.tokens += int(encoded.lengths.sum())
         if self._thread is None or not n:
             return
-        index = np.arange(first, first + n)
-        picked = np.flatnonzero(index % self.stride == 0)
-        if picked.size:
-            self._thread.submit(self._compare, [texts[i] for i in picked], [encoded.document(int(i)).copy() for i in picked], index[picked])
         chars = np.fromiter(map(len, texts), dtype=np.int64, count=n)
+        samples = []
+        for i in np.flatnonzero(np.arange(first, first + n) % self.stride == 0).tolist():
+            cost = _piece_tokens(int(chars[i]), int(encoded.lengths[i]))
+            if self._planned + cost <= self.allowance:
+                self._planned += cost
+                self._queued.add(first + i)
+                samples.append(_Sample(first + i, texts[i], encoded.document(i).copy()))
+        if samples:
+            self._thread.submit(self._compare, samples)
         longest = int(chars.argmax())
         if self._longest is None or chars[longest] > self._longest[0]:
             self._longest = (int(chars[longest]), first + longest, texts[longest], encoded.document(longest).copy())
 
-    def _compare(self, texts: list[str], ids: list[np.ndarray], index: np.ndarray) -> None:
-        """On the guard's thread: the reference's ids of `texts` against the engine's; ExactnessError at the first batch that differs."""
+    def end(self) -> None:
+        """No more documents: queue the partition's longest one (what the budget leaves of it, at least a piece) without waiting."""
+        if self._thread is None or self._longest is None:
+            return
+        chars, at, text, ids = self._longest
+        self._longest = None
+        if at in self._queued and chars <= PIECE_CHARS:  # compared whole already
+            return
+        cost = _piece_tokens(chars, len(ids))
+        pieces = max(1, int((self.allowance - self._planned) // cost))
+        self._planned += min(pieces * cost, len(ids))
+        self._thread.submit(self._compare, [_Sample(at, text, ids, pieces, counted=at not in self._queued)])
+
+    def _compare(self, samples: list[_Sample]) -> None:
+        """On the guard's thread: the reference's ids of the samples' pieces against the engine's; ExactnessError at the first call that differs."""
         if self.differing:  # the partition is failed or redone anyway: compare no more
             return
-        expected = self.reference.encode(texts)
-        self.sampled += len(texts)
-        self.sampled_tokens += int(expected.lengths.sum())
-        for i, got in enumerate(ids):
-            if not np.array_equal(got, expected.document(i)):
-                self.differing += 1
-                self.first_differing = int(index[i]) if self.first_differing is None else self.first_differing
-        if self.differing:
+        pieces, differs = [], {}
+        for sample in samples:
+            compared, where = self._pieces(sample)
+            pieces += compared
+            if where:
+                differs[sample.index] = where
+        for run in _runs([p.stop - p.start for p in pieces], REFERENCE_GROUP_CHARS):
+            expected = self.reference.encode([pieces[k].text for k in run])
+            self.sampled_tokens += int(expected.lengths.sum())
+            for j, k in enumerate(run):
+                piece = pieces[k]
+                if piece.sample.index not in differs and not np.array_equal(piece.ids, expected.document(j)):
+                    differs[piece.sample.index] = piece.where
+        compared = {p.sample.index for p in pieces} | set(differs)
+        self.sampled += sum(s.counted and s.index in compared for s in samples)
+        if differs:
+            self.differing += len(differs)
+            if self.first_differing is None:
+                self.first_differing, self._where = next(iter(sorted(differs.items())))
             raise ExactnessError(
                 f"partition {self.partition}: {self.engine.name} {self.engine.version} differs from the reference "
-                f"on {self.differing} of {self.sampled} sampled documents (first: document {self.first_differing})"
+                f"on {self.differing} of {self.sampled} sampled documents (first: {self._where})"
             )
 
-    def end(self) -> None:
-        """No more documents: queue the partition's longest one (unless already sampled) without waiting for it."""
-        if self._thread is not None and self._longest is not None:
-            _, at, text, ids = self._longest
-            self._longest = None
-            if at % self.stride:
-                self._thread.submit(self._compare, [text], [ids], np.array([at]))
+    def _pieces(self, sample: _Sample) -> tuple[list[_Piece], str]:
+        """The pieces of `sample` the reference compares, each with the engine's ids of it within the whole document's,
+        and where the engine's ids of the whole document differ from its ids of a piece alone ('' if nowhere): the
+        engine re-encodes every piece, so it is checked at every cut (at its own speed: ~1% of the reference's)."""
+        text, ids = sample.text, sample.ids
+        bounds = piece_bounds(text, self.reference.cuts, PIECE_CHARS)
+        comparable = [j for j in range(len(bounds) - 1) if bounds[j + 1] - bounds[j] <= MAX_PIECE_CHARS]
+        chosen = set(_spread(comparable, sample.pieces, sample.index))
+        if len(bounds) == 2:
+            return [_Piece(sample, 0, len(text), ids)] if chosen else [], ""
+        pieces, offset = [], 0
+        for run in _runs(np.diff(bounds).tolist(), ENGINE_GROUP_CHARS):
+            encoded = self.engine.encode([text[bounds[j] : bounds[j + 1]] for j in run])
+            for k, j in enumerate(run):
+                piece = _Piece(sample, bounds[j], bounds[j + 1], ids[offset : offset + int(encoded.lengths[k])])
+                if not np.array_equal(piece.ids, encoded.document(k)) or (j == len(bounds) - 2 and offset + len(piece.ids) != len(ids)):
+                    return pieces, f"{piece.where}: the engine's ids of the whole document differ there from its ids of this piece alone"
+                if j in chosen:
+                    pieces.append(piece)
+                offset += len(piece.ids)
+        return pieces, ""
 
     def finish(self) -> GuardResult:
         """`end`, then wait for every comparison; the result, or ExactnessError."""
@@ -308,3 +456,9 @@ class ExactnessGuard:
             self.engine.name, self.engine.version, self.engine.reason, self.documents, self.tokens, self.sampled,
             self.sampled_tokens, self.differing, self.first_differing, self.policy, reencoded,
         )
+
+
+def _piece_tokens(chars: int, tokens: int) -> float:
+    """The tokens of the piece of a document that the reference compares, estimated from the engine's count: all of a
+    short document, PIECE_CHARS of a long one at its own rate."""
+    return float(tokens) if chars <= PIECE_CHARS else tokens * PIECE_CHARS / chars

@@ -127,8 +127,12 @@ def decoded_samples(reference: ReferenceEncoder, writer: ShardWriter, count: int
     """The first documents of a closed shard decoded back to text on one line each, cut to `chars`."""
     tokens = np.load(writer.npy_path, mmap_mode="r")
     offsets = np.fromfile(writer.bin_path, dtype="<i8", count=count + 1)
-    texts = (reference.tokenizer.decode(tokens[a : b - 1].tolist()).replace("\n", " ") for a, b in zip(offsets, offsets[1:]))
-    return tuple(t[:chars] + ("…" if len(t) > chars else "") for t in texts)
+    samples = []
+    for a, b in zip(offsets.tolist(), offsets[1:].tolist()):
+        end = min(b - 1, a + 4 * chars + 1)  # a token is at least a byte, a character at most 4: enough for `chars`, not a whole long document
+        text = reference.tokenizer.decode(tokens[a:end].tolist()).replace("\n", " ")
+        samples.append(text[:chars] + ("…" if len(text) > chars or end < b - 1 else ""))
+    return tuple(samples)
 
 
 def upload_partition(store: ObjectStore, built: BuiltPartition) -> None:
