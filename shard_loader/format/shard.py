@@ -16,6 +16,7 @@ import io
 import mmap
 import os
 import stat
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -65,12 +66,19 @@ def _open(path: str | Path, key: str) -> BinaryIO:
         raise ShardFormatError(f"{key}: cannot read {path} ({exc.strerror})") from None
 
 
-def _read_npy_header(f: BinaryIO) -> tuple[tuple[int, ...], bool, np.dtype[Any]]:
-    version = np.lib.format.read_magic(f)
-    if version == (1, 0):
-        return np.lib.format.read_array_header_1_0(f)
-    if version == (2, 0):
-        return np.lib.format.read_array_header_2_0(f)
+_HEADER_LOCK = threading.Lock()  # numpy parses a header with ast.literal_eval, which CPython before 3.11.8 / 3.12.1 breaks
+# when threads call it at once ("SystemError: AST constructor recursion depth mismatch", gh-106905): the prefetch threads
+# of several caches open shards at once, so headers are parsed one at a time (microseconds each)
+
+
+def read_npy_header(f: BinaryIO) -> tuple[tuple[int, ...], bool, np.dtype[Any]]:
+    """(shape, fortran order, dtype) from a `.npy` header at `f`'s position (format 1.0 or 2.0), one thread at a time."""
+    with _HEADER_LOCK:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            return np.lib.format.read_array_header_1_0(f)
+        if version == (2, 0):
+            return np.lib.format.read_array_header_2_0(f)
     raise ValueError(f".npy format version {version[0]}.{version[1]} is not read here")
 
 
@@ -79,7 +87,7 @@ def map_npy(path: str | Path, key: str, dtype: str) -> np.ndarray:
     before anything is mapped, and a file holding Python objects is never loaded."""
     with _open(path, key) as f:
         try:
-            shape, fortran, found = _read_npy_header(f)
+            shape, fortran, found = read_npy_header(f)
         except (ValueError, OSError, EOFError) as exc:
             raise ShardFormatError(f"{key}: not a readable .npy token array ({exc})") from None
         if found.hasobject:

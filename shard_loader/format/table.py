@@ -17,8 +17,9 @@ from typing import Any, overload
 import numpy as np
 
 from ..errors import ManifestError
-from .keys import check_key
 from .entries import FileRef, ShardEntry
+from .keys import check_key
+from .shard import read_npy_header
 
 # Substrings of "\n" + keys joined by "\n" + "\n" that only an unsafe or odd key makes: an empty key, a leading or
 # trailing "/", a "." or ".." name, a backslash, a colon (a scheme, or rare enough to check key by key).
@@ -175,11 +176,7 @@ def _rows(raw: bytes, origin: str) -> np.ndarray:
     """The structured array a `.npy` table holds, viewed in place once its header agrees with its length."""
     f = io.BytesIO(raw)
     try:
-        version = np.lib.format.read_magic(f)
-        if version not in ((1, 0), (2, 0)):
-            raise ValueError(f".npy format version {version[0]}.{version[1]} is not read here")
-        reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-        shape, _, dtype = reader(f)
+        shape, _, dtype = read_npy_header(f)
     except (ValueError, OSError, EOFError, SyntaxError) as exc:
         raise ManifestError(f"{origin}: not a readable .npy shard table ({exc})") from None
     if len(shape) != 1 or dtype.names != FIELDS or dtype.hasobject:
