@@ -96,8 +96,8 @@ def _check_pinned(raw: bytes, pinned: FileRef, origin: str) -> None:
 
 def _table_reader(store: Store, cache: Path | None) -> Callable[[FileRef], bytes]:
     """Shard tables are content-addressed, so a remote one is kept (verified) in the cache under a lease, and
-    a restart reads only manifest.json from the store."""
-    if cache is None:
+    a restart reads only manifest.json from the store. A local store's table is read in place, cache_dir or not."""
+    if cache is None or not is_remote(store.url):
         return lambda ref: store.read_bytes(ref.key)
 
     def read(ref: FileRef) -> bytes:
