@@ -2,7 +2,9 @@
 trainer mid-epoch on the old version finishes it, failed and removed inputs leave the next version, any
 Dagster home builds into any store, and retention frees only what no kept version needs."""
 
+import json
 import os
+import re
 import stat
 import time
 from pathlib import Path
@@ -81,10 +83,13 @@ def test_a_bad_file_is_left_out_then_leaves_the_partition_set_when_deleted(built
     m, left_out = opened.manifest, opened.lineage()["left_out"]
     assert m.version == second.version and _partitions(m) == {"web.part0", "web.part1", "web.part2"}
     assert [x["partition"] for x in left_out] == ["web.zz_bad"]
-    assert "quarantined" in left_out[0]["reason"] or "not tokenized" in left_out[0]["reason"]
+    assert re.search(r"ingest failed in run .*zz_bad.jsonl:2: not a JSON object", left_out[0]["reason"])  # the file and the problem
+    quarantine = store / "tokenized" / m.tokenizer.fingerprint / "quarantine" / "web.zz_bad.json"
+    assert "zz_bad.jsonl:2: not a JSON object" in json.loads(quarantine.read_text())["error"]
     (tmp / "src" / "zz_bad.jsonl").unlink()
     third = build_dataset(inst, load_spec(spec), resources)
     assert third.left_out == 0 and "web.zz_bad" not in inst.get_dynamic_partitions("raw_files")
+    assert not quarantine.exists()  # the report went with the partition
     assert third.version == second.version  # the same content is the same immutable version, with its first lineage
 
 

@@ -13,6 +13,7 @@ from ..lib.errors import BuildError
 from ..lib.layout import quarantine_key, raw_record_key, tokenizer_key
 from ..lib.records import Quarantine, RawRecord, get_record, put_record
 from ..lib.shard_build import BuiltPartition, PartitionUploads, build_partition_shards
+from ..lib.ownership import claim
 from ..lib.state import current_tokenizer
 from ..lib.encoders import encoders_for
 from .automation import REBUILD
@@ -50,6 +51,7 @@ def decoded_samples(tok, npy_path: Path, bin_path: Path, count: int = 3, chars: 
 )
 def tokenized_shards(context: dg.AssetExecutionContext, dataset: DatasetResource, store: StoreResource) -> dg.MaterializeResult:
     spec, objects = dataset.spec(), store.store()
+    claim(objects, spec.name, spec.origin)
     record = current_tokenizer(objects)
     loaded = functools.cache(lambda: encoders_for(objects.get_bytes(tokenizer_key(record.fingerprint)).decode()))
 

@@ -4,12 +4,11 @@ fingerprint and made the store's current tokenizer (the pointer record every lat
 import dagster as dg
 
 from ..lib.errors import TokenizerError
-from ..lib.layout import raw_record_key, tokenizer_key
-from ..lib.records import RawRecord, find_record
+from ..lib.layout import tokenizer_key
+from ..lib.raw_writer import current_raws
 from ..lib.tokenizer import build_tokenizer, store_tokenizer, training_texts
 from .conventions import DATASET_ASSET
 from .automation import FIRST_TOKENIZER
-from .partitions import raw_files
 from .raw_documents import raw_documents
 from .resources import DatasetResource, StoreResource
 
@@ -30,8 +29,7 @@ CODE_VERSION = "tokenizer-1"
 )
 def tokenizer(context: dg.AssetExecutionContext, dataset: DatasetResource, store: StoreResource) -> dg.MaterializeResult:
     spec, objects = dataset.spec(), store.store()
-    partitions = sorted(context.instance.get_dynamic_partitions(raw_files.name))
-    raws = [r for p in partitions if (r := find_record(objects, raw_record_key(p), RawRecord, "tokenizer")) is not None]
+    raws = current_raws(objects, spec)  # the spec's current sources only, each from the files it is registered with now
     if spec.tokenizer.kind == "train_bpe" and not raws:
         raise TokenizerError("no raw_documents partition is materialised to train the BPE on; run `shard-assets discover` and materialise raw_documents first")
     text, record = build_tokenizer(spec.tokenizer, training_texts(objects, [r.key for r in raws]))

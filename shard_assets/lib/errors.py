@@ -50,3 +50,12 @@ class ConditionalWriteError(ObjectStoreError):
 
 class RunFailed(BuildError):
     """A Dagster run of the build failed; the message names the job, partition and the innermost error."""
+
+
+class PrefixOwnedError(BuildError):
+    """The store root holds another dataset (state/dataset.json): one prefix holds one dataset."""
+
+
+class StateMismatchError(BuildError):
+    """A record read from the store disagrees with what it claims to describe (a tokenizer record with its
+    tokenizer file, a partition's records with its registration or its source): forged, or from another build."""

@@ -19,6 +19,7 @@ from .encoding import TokenizeStats, tokenize_partition
 from .errors import BuildError
 from .layout import part_record_key
 from .records import PartRecord, RawRecord, TokenizerRecord, put_record
+from .splits import prove_split
 from .store import ObjectStore
 
 UPLOAD_DEPTH = 1  # finished partitions waiting for upload: local disk holds at most this many + the one encoding
@@ -65,6 +66,7 @@ def build_partition_shards(
         run_id=run_id,
         code_version=code_version,
         encoder=stats.guard,
+        split_proof=prove_split(local_raw, val_fraction, stats.documents),  # every document in the split its hash names
     )
     return BuiltPartition(record=record, stats=stats, writers=writers)
 
