@@ -21,6 +21,7 @@ from .cache.rotation import WindowCache
 from .sampler import Cursor, EpochPlan, SampleSpec, Window, make_windows, sample_counts
 from .state import LoaderState, Position, StateError, StreamKey
 from .storage import open_store, split_manifest_url
+from .storage.reader_leases import hold_reader_lease
 from .world import Consumer, resolve_world
 
 
@@ -71,6 +72,7 @@ class TokenDataset:
         self.keep_files, self.position_ids = flag("keep_files", keep_files), flag("position_ids", position_ids)
         self.store_options = optional_mapping("store_options", store_options)
         self.opened = open_manifest(url, [self.split], self.cache_dir, **self.store_options)
+        self.lease = hold_reader_lease(self.opened.store, self.opened.manifest.version, self.opened.key)  # gc keeps what this process reads
         self.cache_dir = self.opened.cache_dir(self.cache_dir)  # a remote store without one caches under ~/.cache/shard_loader
         self.shards = self.opened.manifest.split(split).shards
         if not self.shards:
@@ -91,6 +93,7 @@ class TokenDataset:
         state = dict(self.__dict__)
         state["opened"] = (self.opened.manifest, self.opened.key)
         del state["cache"]
+        state["lease"] = None  # the opening process holds the lease; workers never renew or release it
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -247,6 +250,8 @@ class TokenDataset:
 
     def close(self) -> None:
         self.cache.close()
+        if self.lease is not None:
+            self.lease.release()
 
 
 def iter_sequences(url: str, split: str = "train", seq_len: int = 2048, batch_size: int = 8, **options) -> Iterator[dict[str, np.ndarray]]:

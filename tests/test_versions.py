@@ -180,3 +180,50 @@ def test_a_stored_shard_flipped_in_place_is_replaced_by_the_next_build_never_pub
     assert (store / shard.key).read_bytes() != bytes(data)
     assert run_job(build_definitions(resources), "verify_job", inst).success
     assert assert_every_manifest_whole(store) == 2
+
+
+def test_gc_frees_an_abandoned_retokenization_after_the_grace_period(built):
+    tmp, spec, store, resources, inst, first = built
+    body = spec.read_text()
+    spec.write_text(body.replace("vocab_size = 300", "vocab_size = 320"))  # a re-tokenization starts ...
+    defs = build_definitions(resources)
+    run_job(defs, "tokenizer_job", inst)
+    abandoned = json.loads((store / "state" / "tokenizer.json").read_text())["fingerprint"]
+    run_job(defs, "tokenize_job", inst, ["web.part0"], assets=["tokenized_shards"])
+    spec.write_text(body)  # ... and is given up: the first tokenizer is current again
+    run_job(build_definitions(resources), "tokenizer_job", inst)
+    kept = shard_loader.open_manifest(str(store)).manifest.tokenizer.fingerprint
+    assert json.loads((store / "state" / "tokenizer.json").read_text())["fingerprint"] == kept != abandoned
+    objects, policy = LocalFolderStore(store), Policy(grace_s=7 * DAY)
+    assert plan_collection(objects, policy).abandoned_tokenizers == ()  # within the grace period: nothing of it goes
+    later = plan_collection(objects, policy, now=time.time() + 8 * DAY)
+    assert later.abandoned_tokenizers == (abandoned,)
+    deleted = {k for k, _ in later.deletions}
+    held = {p.relative_to(store).as_posix() for folder in (f"tokenizers/{abandoned}", f"tokenized/{abandoned}") for p in (store / folder).rglob("*") if p.is_file()}
+    assert held and held <= deleted and any("/parts/" in k for k in held)  # its file, records and shards
+    assert not {k for k in deleted if kept in k}
+    collect(objects, later)
+    assert not [p for folder in ("tokenizers", "tokenized") for p in (store / folder / abandoned).rglob("*") if p.is_file()]
+    assert assert_every_manifest_whole(store) == 2 and build_dataset(inst, load_spec(spec), resources).version == first.version
+
+
+def test_the_tokenizer_trains_only_on_the_specs_current_sources(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    write_jsonl(tmp_path / "a" / "x.jsonl", 120, seed=1)
+    write_jsonl(tmp_path / "b" / "y.jsonl", 120, seed=2)
+    spec = tmp_path / "spec.toml"
+    body = 'name = "two"\nval_fraction = 0.2\nmin_chars = 10\n[tokenizer]\nvocab_size = 300\n'
+    source = '[[sources]]\nname = "{0}"\nuri = "{1}/{0}/*.jsonl"\nformat = "jsonl"\n'
+    spec.write_text(body + source.format("a", tmp_path) + source.format("b", tmp_path))
+    resources, inst = tiny_resources(spec, tmp_path / "store"), instance()
+    build_dataset(inst, load_spec(spec), resources)
+
+    def trained_on() -> int:
+        event = inst.get_latest_materialization_event(dg.AssetKey("tokenizer"))
+        return event.asset_materialization.metadata["trained_on_partitions"].value
+
+    assert trained_on() == 2
+    spec.write_text(body + source.format("a", tmp_path))
+    build_dataset(inst, load_spec(spec), resources)
+    assert trained_on() == 1  # b's raw documents are still in the store, and no longer train the tokenizer
