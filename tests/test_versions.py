@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import dagster as dg
+import numpy as np
 import pytest
 
 import shard_loader
@@ -227,3 +228,18 @@ def test_the_tokenizer_trains_only_on_the_specs_current_sources(tmp_path):
     spec.write_text(body + source.format("a", tmp_path))
     build_dataset(inst, load_spec(spec), resources)
     assert trained_on() == 1  # b's raw documents are still in the store, and no longer train the tokenizer
+
+
+def test_the_verify_job_splits_every_partitions_raw_documents_again(built):
+    _, _, store, resources, inst, _ = built
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    lineage = shard_loader.open_manifest(str(store)).lineage()
+    entry = next(f for s in lineage["sources"] for f in s["files"] if f["partition"] == "web.part0")
+    raw = store / entry["raw_key"]
+    table = pq.read_table(raw)
+    hashes = table.column("doc_hash").to_numpy() & np.uint64((1 << 11) - 1)  # every hash's top bits cleared: all would be val
+    pq.write_table(table.set_column(1, "doc_hash", pa.array(hashes, pa.uint64())), raw)
+    with pytest.raises(RunFailed, match=rf"verify_job failed.*web.part0: the hashes of {entry['raw_key']} send 0 documents to train"):
+        run_job(build_definitions(resources), "verify_job", inst)

@@ -105,7 +105,7 @@ def current_raws(store: ObjectStore, spec: DatasetSpec) -> list[RawRecord]:
     present = [p for p, key in keys.items() if key in listed]
     raws = get_records(store, [keys[p] for p in present], RawRecord, "tokenizer")
     keep_stale = spec.stale_partitions == "keep_last_good"
-    return [r for p, r in zip(present, raws) if keep_stale or r.source_file == current[p].lineage()]
+    return [r for p, r in zip(present, raws) if keep_stale or current[p].built_from(r.source_file)]
 
 
 def build_raw(store: ObjectStore, spec: DatasetSpec, partition: str, registered: PartitionRecord, workdir: Path, run_id: str) -> tuple[RawRecord, RawStats]:

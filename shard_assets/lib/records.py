@@ -88,6 +88,12 @@ class PartitionRecord:
         uri = first if len(self.pieces) == 1 else f"{first} (+{len(self.pieces) - 1} more files)"
         return SourceFileRef(uri=uri, fingerprint=self.fingerprint, size=self.size)
 
+    def built_from(self, ref: SourceFileRef) -> bool:
+        """Whether a record made from `ref` (its `source_file`) was made from what this partition reads now: the same
+        files with the same fingerprints (sizes aside: older records wrote an unknown one as -1)."""
+        now = self.lineage()
+        return (ref.uri, ref.fingerprint) == (now.uri, now.fingerprint)
+
 
 @dataclass(frozen=True)
 class DiscoveryIndex:

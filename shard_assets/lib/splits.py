@@ -62,7 +62,7 @@ def _why_not_current(p: str, reg: PartitionRecord, part: PartRecord | None, fail
     """Why a registered partition has no part record built from its current files: its ingest failed on them, its
     files changed since it was tokenized and it is not rebuilt yet, or it was never tokenized with this tokenizer."""
     now = reg.lineage()
-    if failure is not None and failure.source_file in (None, now):
+    if failure is not None and (failure.source_file is None or reg.built_from(failure.source_file)):
         return f"ingest failed in run {failure.run_id}: {failure.error}"
     if part is not None:
         return (f"its source changed since it was tokenized (tokenized from {_describe(part.raw.source_file)}, registered now as "
@@ -114,7 +114,7 @@ def select_partitions(store: ObjectStore, spec: DatasetSpec, fingerprint: str, p
         elif p in quarantined:
             q = quarantined[p]
             left_out[p], failed = f"quarantined: tokenization failed in run {q.run_id}: {q.error}", failed + [p]
-        elif part is not None and part.raw.source_file == current[p].lineage():
+        elif part is not None and current[p].built_from(part.raw.source_file):
             chosen[p] = part
         else:
             why = _why_not_current(p, current[p], part, failures.get(p), fingerprint)
