@@ -144,7 +144,8 @@ def test_two_builds_into_one_s3_prefix_at_once_one_spec_publishes_once_two_specs
         "tiny": _cli_build(seaweed, tmp_path, spec, "tiny", "mixed"),
         "other": _cli_build(seaweed, tmp_path, other, "other", "mixed"),
     }
-    done = {name: (p.wait(timeout=900), *p.communicate()) for name, p in runs.items()}
+    outputs = {name: p.communicate(timeout=900) for name, p in runs.items()}  # read as they run: a full pipe would block a build
+    done = {name: (runs[name].returncode, *out) for name, out in outputs.items()}
     for name in ("same-a", "same-b"):
         assert done[name][0] == 0, done[name][2][-3000:]
     versions = {next(line.split()[1] for line in done[n][1].splitlines() if line.startswith("version")) for n in ("same-a", "same-b")}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +32,12 @@ from tests.support.seaweedfs import READER, WRITER
 from tests.support.synthetic import random_docs, write_dataset
 
 DROP_ALL = Policy(keep=1, max_age_s=0, grace_s=0)  # every superseded version is dropped at once, unless a reader holds it
+
+
+def soon() -> float:
+    """A minute from now: every version written so far is older than a grace period of 0, whatever the second-granular
+    modification times a bucket reports, and every lease written now (live an hour) is still live."""
+    return time.time() + 60
 
 
 def test_a_lease_is_written_renewed_and_removed_and_parsed_only_at_its_own_key(tmp_path):
@@ -113,7 +120,7 @@ def test_a_trainer_reading_a_version_gc_would_drop_finishes_its_epoch_over_the_l
     total = len(ds)
     served = _consume(ds, total // 3)
     objects = LocalFolderStore(store)
-    plan = plan_collection(objects, DROP_ALL)
+    plan = plan_collection(objects, DROP_ALL, now=soon())
     assert v1 in plan.kept_versions and plan.dropped_versions == ()
     (hold,) = plan.held  # the dry run says what it keeps because of a reader
     assert hold.version == v1 and hold.kind == "reader" and str(os.getpid()) in hold.note
@@ -121,7 +128,7 @@ def test_a_trainer_reading_a_version_gc_would_drop_finishes_its_epoch_over_the_l
     served += _consume(ds)
     assert served == total  # the epoch finished: no file vanished under it
     ds.close()  # the lease goes with the trainer
-    later = plan_collection(objects, DROP_ALL)
+    later = plan_collection(objects, DROP_ALL, now=soon())
     assert later.dropped_versions == (v1,) and later.held == ()
     assert collect(objects, later) == later.bytes_freed > 0
     assert assert_every_manifest_whole(store) == 2
@@ -131,7 +138,7 @@ def test_a_trainer_reading_a_version_gc_would_drop_finishes_its_epoch_over_the_l
 def test_a_reader_leasing_a_version_while_gc_drops_it_keeps_it_whole(two_versions, monkeypatch):
     store, v1 = two_versions
     objects = LocalFolderStore(store)
-    plan = plan_collection(objects, DROP_ALL)
+    plan = plan_collection(objects, DROP_ALL, now=soon())
     assert plan.dropped_versions == (v1,)
     put = objects.put_bytes
 
@@ -140,13 +147,13 @@ def test_a_reader_leasing_a_version_while_gc_drops_it_keeps_it_whole(two_version
         if key == collecting_key(v1):
             lease = ReaderLease(LocalStore(store), v1)
             assert lease.acquire()
-            lease._release.detach()
+            lease.keep()
 
     monkeypatch.setattr(objects, "put_bytes", reader_arrives)
     collect(objects, plan)
     assert not (store / collecting_key(v1)).exists()  # unmarked, and every file it names kept
     assert assert_every_manifest_whole(store) == 3
-    assert plan_collection(objects, DROP_ALL).held[0].version == v1
+    assert plan_collection(objects, DROP_ALL, now=soon()).held[0].version == v1
 
 
 @pytest.fixture(scope="module")
@@ -178,13 +185,14 @@ def test_a_trainer_on_s3_finishes_its_epoch_while_gc_runs_protected_by_its_lease
     if reader == "read-only":  # no lease: it says what protects it, and whoever launches the run pins the version
         (warning,) = [r.getMessage() for r in caplog.records]
         assert "AccessDenied" in warning and "gc's grace period" in warning and f"shard-loader pin {url.rsplit('/manifests', 1)[0]}/manifests/{v1}.json --for 30d" in warning
-        assert plan_collection(objects, DROP_ALL).dropped_versions == (v1,)  # unprotected until pinned
+        unprotected = plan_collection(objects, DROP_ALL, now=soon())
+        assert unprotected.dropped_versions == (v1,), unprotected  # unprotected until pinned
         for var, value in {"S3_ENDPOINT_URL": seaweed.url, "R2_DATASET_WRITE_ACCESS_KEY_ID": WRITER[0], "R2_DATASET_WRITE_SECRET_ACCESS_KEY": WRITER[1]}.items():
             monkeypatch.setenv(var, value)
         assert loader_cli(["pin", url, "--for", "30d", "--note", "run 7 of the sweep"]) == 0
     total = len(ds)
     served = _consume(ds, total // 3)
-    plan = plan_collection(objects, DROP_ALL)
+    plan = plan_collection(objects, DROP_ALL, now=soon())
     (hold,) = plan.held
     assert hold.version == v1 and hold.kind == ("reader" if reader == "writes" else "pin")
     assert reader == "writes" or hold.note == "run 7 of the sweep"

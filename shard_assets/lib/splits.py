@@ -41,7 +41,6 @@ class Selection:
     parts: dict[str, PartRecord]
     left_out: dict[str, str]
     stale: dict[str, str] = field(default_factory=dict)
-    failed: tuple[str, ...] = ()  # left out because they failed or are stale: what "block" refuses (not vanished or removed)
 
 
 def _listed(store: ObjectStore, folder: str) -> set[str]:
@@ -101,7 +100,7 @@ def select_partitions(store: ObjectStore, spec: DatasetSpec, fingerprint: str, p
     failures = _read(store, {p: ingest_failure_key(p) for p in _listed(store, INGEST_FAILURES_PREFIX) if p in current}, IngestFailure, "splits")
     parts = _read(store, {p: part_record_key(fingerprint, p) for p in sorted(with_part) if p in current}, PartRecord, "splits")
     vanished = _vanished(store, current, sources)
-    chosen, left_out, stale, failed = {}, {}, {}, []
+    chosen, left_out, stale, failed = {}, {}, {}, []  # failed: left out because they failed or are stale (what "block" refuses)
     for p in sorted(set(partitions) | set(current) | set(vanished)):
         part = parts.get(p)
         if part is not None:
@@ -113,7 +112,8 @@ def select_partitions(store: ObjectStore, spec: DatasetSpec, fingerprint: str, p
                 left_out[p] = vanished[p]
         elif p in quarantined:
             q = quarantined[p]
-            left_out[p], failed = f"quarantined: tokenization failed in run {q.run_id}: {q.error}", failed + [p]
+            left_out[p] = f"quarantined: tokenization failed in run {q.run_id}: {q.error}"
+            failed.append(p)
         elif part is not None and current[p].built_from(part.raw.source_file):
             chosen[p] = part
         else:
@@ -121,7 +121,8 @@ def select_partitions(store: ObjectStore, spec: DatasetSpec, fingerprint: str, p
             if part is not None and spec.stale_partitions == "keep_last_good":
                 chosen[p], stale[p] = part, f'{why}; its last good build is kept (stale_partitions = "keep_last_good")'
             else:
-                left_out[p], failed = why + ("; its last good build is left out" if part is not None else ""), failed + [p]
+                left_out[p] = why + ("; its last good build is left out" if part is not None else "")
+                failed.append(p)
     if failed and spec.on_partition_failure == "block":
         raise PublishError(
             f"{len(failed)} partitions cannot be published ({failed[:5]}{' ...' if len(failed) > 5 else ''}: {left_out[failed[0]]}); "
@@ -130,7 +131,7 @@ def select_partitions(store: ObjectStore, spec: DatasetSpec, fingerprint: str, p
     if not chosen:
         raise PublishError(f"no partition is tokenized with tokenizer {fingerprint} from its current files; materialise tokenized_shards first"
                            + (f" ({next(iter(left_out))}: {next(iter(left_out.values()))})" if left_out else ""))
-    return Selection(parts=chosen, left_out=left_out, stale=stale, failed=tuple(failed))
+    return Selection(parts=chosen, left_out=left_out, stale=stale)
 
 
 def record_left_out(store: ObjectStore, fingerprint: str, selection: Selection, run_id: str) -> None:

@@ -157,10 +157,15 @@ class ReaderLease:
             return self._renewed.wait_for(lambda: self.renewals >= count, timeout)
 
     def release(self) -> None:
-        """Stop renewing and remove the lease (best effort; once)."""
-        self._release()
+        """Stop renewing, then remove the lease (best effort; once)."""
+        self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=5)
+            self._thread.join(timeout=30)  # a renewal in flight lands before the delete, not after it
+        self._release()
+
+    def keep(self) -> None:
+        """Leave the lease in the store when this object goes (a pin outlives the process that wrote it)."""
+        self._release.detach()
 
 
 def _being_collected(store, version: str, opened_key: str) -> bool:
@@ -221,5 +226,5 @@ def pin(url: str, seconds: float, note: str = "", **store_options) -> tuple[Leas
     lease = ReaderLease(store, version, seconds, kind="pin", holder=holder, note=note or f"pinned from {socket.gethostname()}")
     if not lease.acquire():
         raise StoreError(f"{store.url}: cannot write the pin {lease.key}: {lease.refused}")
-    lease._release.detach()  # a pin outlives this process: it lapses after `seconds`, or is deleted by hand
+    lease.keep()  # it lapses after `seconds`, or is deleted by hand
     return lease.lease, lease.key
