@@ -184,6 +184,10 @@ def cmd_gc(args) -> int:
     plan = plan_collection(store, policy)
     print(f"versions kept     {len(plan.kept_versions)}: {', '.join(plan.kept_versions) or '-'}")
     print(f"versions dropped  {len(plan.dropped_versions)}: {', '.join(plan.dropped_versions) or '-'}")
+    for hold in plan.held:  # versions the policy alone would drop, kept because a reader (or a pin) holds a live lease
+        print(f"  kept for a {hold.kind}  {hold.version}  ({hold.note}; {hold.key} live until {time.strftime('%Y-%m-%d %H:%M:%SZ', time.gmtime(hold.until))})")
+    if plan.abandoned_tokenizers:
+        print(f"tokenizers abandoned {len(plan.abandoned_tokenizers)}: {', '.join(plan.abandoned_tokenizers)} (neither current nor used by a kept version)")
     for key, size in plan.deletions:
         print(f"  {'delete' if args.delete else 'would delete'}  {key}  ({size:,} bytes)")
     if args.delete:

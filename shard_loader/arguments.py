@@ -68,3 +68,18 @@ def size_in_bytes(name: str, value: Any) -> int | None:
         except ValueError:
             raise ArgumentError(f"{name} must be a byte count or a size such as '200GB' or '512MiB', got {value!r}") from None
     return integer(name, value, 1)
+
+
+_SECONDS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def duration(name: str, text: str) -> float:
+    """Seconds from '90s', '15m', '12h', '30d' or a bare number of seconds; errors name the option."""
+    value, unit = (text[:-1], text[-1]) if text and text[-1] in _SECONDS else (text, "s")
+    try:
+        seconds = float(value) * _SECONDS[unit]
+    except ValueError:
+        raise ArgumentError(f"{name}: {text!r} is not a duration; write e.g. 30d, 12h, 15m or 90s") from None
+    if seconds < 0:
+        raise ArgumentError(f"{name}: {text!r} is negative; durations are 0 or more")
+    return seconds

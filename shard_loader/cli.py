@@ -145,6 +145,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_pin(args) -> int:
+    from .arguments import duration
+    from .storage.reader_leases import pin
+
+    lease, key = pin(args.url, duration("--for", args.for_), note=args.note)
+    until = time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(time.time() + lease.seconds))
+    print(f"pinned {lease.version} until about {until} ({key}); gc keeps it until then, or until that key is deleted")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="shard-loader", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -165,6 +175,11 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--seq-len", type=int, default=2048)
             p.add_argument("--batch-size", type=int, default=8)
             p.add_argument("--batches", type=int, default=200)
+    p = sub.add_parser("pin", help="keep a version from gc for a while (for readers that cannot write a lease of their own); needs write keys")
+    p.add_argument("url", help="the version's manifest: manifests/<version>.json, or a folder or manifest.json for the live one")
+    p.add_argument("--for", dest="for_", required=True, help="how long, e.g. 30d, 12h")
+    p.add_argument("--note", default="", help="who pinned it and why, shown by shard-assets gc")
+    p.set_defaults(func=cmd_pin)
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args)

@@ -21,6 +21,7 @@ from .cache.rotation import WindowCache, window_cache
 from .sampler import Cursor, EpochPlan, SampleSpec, Window, make_windows, sample_counts
 from .state import LoaderState, Position, StateError, StreamKey
 from .storage import open_store, split_manifest_url
+from .storage.reader_leases import hold_reader_lease
 from .world import Consumer, resolve_world
 
 
@@ -97,6 +98,7 @@ class TokenDataset:
         self.keep_files, self.position_ids = flag("keep_files", keep_files), flag("position_ids", position_ids)
         self.store_options = optional_mapping("store_options", store_options)
         self.opened = self._open_manifest()
+        self.lease = hold_reader_lease(self.opened.store, self.opened.manifest.version, self.opened.key)  # gc keeps what this process reads
         self.cache_dir = self.opened.cache_dir(self.cache_dir)  # a remote store without one caches under ~/.cache/shard_loader
         self.shards = self.opened.manifest.split(split).shards
         if not self.shards:
@@ -121,6 +123,7 @@ class TokenDataset:
         state = dict(self.__dict__)
         state["opened"] = (self.opened.manifest, self.opened.key)
         del state["cache"]
+        state["lease"] = None  # the opening process holds the lease; workers never renew or release it
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -289,6 +292,8 @@ class TokenDataset:
 
     def close(self) -> None:
         self.cache.close()
+        if self.lease is not None:
+            self.lease.release()
 
 
 def iter_sequences(url: str, split: str = "train", seq_len: int = 2048, batch_size: int = 8, **options) -> Iterator[dict[str, np.ndarray]]:

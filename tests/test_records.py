@@ -9,10 +9,12 @@ import pytest
 from shard_assets.lib import records
 from shard_assets.lib.errors import RecordError
 from shard_assets.lib.records import (
+    DatasetOwner,
     DiscoveryIndex,
     FilePiece,
     FileRef,
     GuardResult,
+    IngestFailure,
     PartitionRecord,
     PartRecord,
     IngestFailure,
@@ -20,6 +22,7 @@ from shard_assets.lib.records import (
     RawRecord,
     ShardEntry,
     SourceFileRef,
+    SplitProof,
     SplitsRecord,
     SplitTotals,
     TokenizerRecord,
@@ -41,6 +44,11 @@ EXAMPLES = [
     RAW,
     GUARD,
     PartRecord("web.a", "0123456789abcdef", 0.2, RAW, {"train": ENTRY, "val": ENTRY}, 299, "v2", "run-2", "tokenized-3", GUARD),
+    PartRecord("web.a", "0123456789abcdef", 0.2, RAW, {"train": ENTRY, "val": ENTRY}, 299, "v2", "run-2", "tokenized-3", None, SplitProof(0.2, 8, 2, 1 << 52, 3)),
+    SplitProof(0.2, 10, 0, 1 << 52, None),
+    IngestFailure("web.c", "/data/web/c.jsonl:2: not a JSON object", "run-4", SOURCE),
+    Quarantine("web.d", "0123456789abcdef", "its source file /data/web/d.jsonl vanished", "run-5", "select"),
+    DatasetOwner("web", "/specs/web.toml", "2026-11-22T12:00:00Z"),
     Quarantine("web.b", "0123456789abcdef", "web.b: field 'text' is missing", "run-3"),
     IngestFailure("web.c", "SourceError: /data/web/c.jsonl:1: field 'text' is missing or not a string", "run-4"),
     SplitsRecord("0123456789abcdef", 0.2, ("web.a",), {"train": SplitTotals(100, 10, 1), "val": SplitTotals(0, 0, 0)}, 0, {"web.b": "quarantined"}),

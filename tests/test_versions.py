@@ -2,6 +2,7 @@
 trainer mid-epoch on the old version finishes it, failed and removed inputs leave the next version, any
 Dagster home builds into any store, and retention frees only what no kept version needs."""
 
+import json
 import os
 import re
 import stat
@@ -9,6 +10,7 @@ import time
 from pathlib import Path
 
 import dagster as dg
+import numpy as np
 import pytest
 
 import shard_loader
@@ -83,9 +85,12 @@ def test_a_bad_file_is_left_out_then_leaves_the_partition_set_when_deleted(built
     assert m.version == second.version and _partitions(m) == {"web.part0", "web.part1", "web.part2"}
     assert [x["partition"] for x in left_out] == ["web.zz_bad"]
     assert re.search(r"^ingest failed in run .*: SourceError: .*zz_bad.jsonl:2: not a JSON object", left_out[0]["reason"]), left_out[0]["reason"]
+    quarantine = store / "tokenized" / m.tokenizer.fingerprint / "quarantine" / "web.zz_bad.json"
+    assert "zz_bad.jsonl:2: not a JSON object" in json.loads(quarantine.read_text())["error"]
     (tmp / "src" / "zz_bad.jsonl").unlink()
     third = build_dataset(inst, load_spec(spec), resources)
     assert third.left_out == 0 and "web.zz_bad" not in inst.get_dynamic_partitions("raw_files")
+    assert not quarantine.exists()  # the report went with the partition
     assert third.version == second.version  # the same content is the same immutable version, with its first lineage
 
 
@@ -176,3 +181,65 @@ def test_a_stored_shard_flipped_in_place_is_replaced_by_the_next_build_never_pub
     assert (store / shard.key).read_bytes() != bytes(data)
     assert run_job(build_definitions(resources), "verify_job", inst).success
     assert assert_every_manifest_whole(store) == 2
+
+
+def test_gc_frees_an_abandoned_retokenization_after_the_grace_period(built):
+    tmp, spec, store, resources, inst, first = built
+    body = spec.read_text()
+    spec.write_text(body.replace("vocab_size = 300", "vocab_size = 320"))  # a re-tokenization starts ...
+    defs = build_definitions(resources)
+    run_job(defs, "tokenizer_job", inst)
+    abandoned = json.loads((store / "state" / "tokenizer.json").read_text())["fingerprint"]
+    run_job(defs, "tokenize_job", inst, ["web.part0"], assets=["tokenized_shards"])
+    spec.write_text(body)  # ... and is given up: the first tokenizer is current again
+    run_job(build_definitions(resources), "tokenizer_job", inst)
+    kept = shard_loader.open_manifest(str(store)).manifest.tokenizer.fingerprint
+    assert json.loads((store / "state" / "tokenizer.json").read_text())["fingerprint"] == kept != abandoned
+    objects, policy = LocalFolderStore(store), Policy(grace_s=7 * DAY)
+    assert plan_collection(objects, policy).abandoned_tokenizers == ()  # within the grace period: nothing of it goes
+    later = plan_collection(objects, policy, now=time.time() + 8 * DAY)
+    assert later.abandoned_tokenizers == (abandoned,)
+    deleted = {k for k, _ in later.deletions}
+    held = {p.relative_to(store).as_posix() for folder in (f"tokenizers/{abandoned}", f"tokenized/{abandoned}") for p in (store / folder).rglob("*") if p.is_file()}
+    assert held and held <= deleted and any("/parts/" in k for k in held)  # its file, records and shards
+    assert not {k for k in deleted if kept in k}
+    collect(objects, later)
+    assert not [p for folder in ("tokenizers", "tokenized") for p in (store / folder / abandoned).rglob("*") if p.is_file()]
+    assert assert_every_manifest_whole(store) == 2 and build_dataset(inst, load_spec(spec), resources).version == first.version
+
+
+def test_the_tokenizer_trains_only_on_the_specs_current_sources(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    write_jsonl(tmp_path / "a" / "x.jsonl", 120, seed=1)
+    write_jsonl(tmp_path / "b" / "y.jsonl", 120, seed=2)
+    spec = tmp_path / "spec.toml"
+    body = 'name = "two"\nval_fraction = 0.2\nmin_chars = 10\n[tokenizer]\nvocab_size = 300\n'
+    source = '[[sources]]\nname = "{0}"\nuri = "{1}/{0}/*.jsonl"\nformat = "jsonl"\n'
+    spec.write_text(body + source.format("a", tmp_path) + source.format("b", tmp_path))
+    resources, inst = tiny_resources(spec, tmp_path / "store"), instance()
+    build_dataset(inst, load_spec(spec), resources)
+
+    def trained_on() -> int:
+        event = inst.get_latest_materialization_event(dg.AssetKey("tokenizer"))
+        return event.asset_materialization.metadata["trained_on_partitions"].value
+
+    assert trained_on() == 2
+    spec.write_text(body + source.format("a", tmp_path))
+    build_dataset(inst, load_spec(spec), resources)
+    assert trained_on() == 1  # b's raw documents are still in the store, and no longer train the tokenizer
+
+
+def test_the_verify_job_splits_every_partitions_raw_documents_again(built):
+    _, _, store, resources, inst, _ = built
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    lineage = shard_loader.open_manifest(str(store)).lineage()
+    entry = next(f for s in lineage["sources"] for f in s["files"] if f["partition"] == "web.part0")
+    raw = store / entry["raw_key"]
+    table = pq.read_table(raw)
+    hashes = table.column("doc_hash").to_numpy() & np.uint64((1 << 11) - 1)  # every hash's top bits cleared: all would be val
+    pq.write_table(table.set_column(1, "doc_hash", pa.array(hashes, pa.uint64())), raw)
+    with pytest.raises(RunFailed, match=rf"verify_job failed.*web.part0: the hashes of {entry['raw_key']} send 0 documents to train"):
+        run_job(build_definitions(resources), "verify_job", inst)

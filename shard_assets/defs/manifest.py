@@ -52,6 +52,7 @@ def lineage_of(spec: DatasetSpec, parts: dict[str, PartRecord], summary: SplitsR
     detail = {
         "sources": [{"name": n, "files": files} for n, files in sources.items()],
         "left_out": [{"partition": p, "reason": why} for p, why in summary.left_out.items()],
+        "stale": [{"partition": p, "reason": why} for p, why in summary.stale.items()],
     }
     return {
         "code_version": code_version(),

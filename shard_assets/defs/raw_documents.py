@@ -11,10 +11,8 @@ from pathlib import Path
 import dagster as dg
 
 from ..lib.charts import bar_chart_svg, markdown_image
-from ..lib.errors import BuildError
-from ..lib.layout import ingest_failure_key
 from ..lib.raw_writer import RawStats, build_raw
-from ..lib.records import IngestFailure, RawRecord, put_record
+from ..lib.records import RawRecord
 from ..lib.state import registered_partition
 from .code_versions import CODE_VERSIONS
 from .conventions import DATASET_ASSET
@@ -83,14 +81,9 @@ def raw_documents(context: dg.AssetExecutionContext, dataset: DatasetResource, s
 
     def build(partition: str) -> Ingested:
         started = time.perf_counter()
-        try:
-            registered = registered_partition(objects, partition)
-            with tempfile.TemporaryDirectory() as tmp:
-                record, stats = build_raw(objects, spec, partition, registered, Path(tmp), run_id)
-        except BuildError as exc:
-            put_record(objects, ingest_failure_key(partition), IngestFailure(partition, f"{type(exc).__name__}: {exc}", run_id))
-            raise
-        objects.delete(ingest_failure_key(partition))
+        registered = registered_partition(objects, partition)
+        with tempfile.TemporaryDirectory() as tmp:  # a failure is recorded in the store by build_raw (IngestFailure)
+            record, stats = build_raw(objects, spec, partition, registered, Path(tmp), run_id)
         done = Ingested(record, stats, time.perf_counter() - started)
         context.log.info(_summary(done))
         context.add_asset_metadata(partition_metadata(done), partition_key=partition)

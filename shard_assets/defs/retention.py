@@ -21,7 +21,9 @@ def collect_garbage(context: dg.OpExecutionContext, config: RetentionConfig, sto
     freed = plan.bytes_freed if config.dry_run else collect(objects, plan)
     context.log.info(
         f"{'dry run: would free' if config.dry_run else 'freed'} {freed:,} bytes in {len(plan.deletions)} files; "
-        f"kept {len(plan.kept_versions)} versions, dropped {len(plan.dropped_versions)}"
+        f"kept {len(plan.kept_versions)} versions ({len({h.version for h in plan.held})} for readers: "
+        f"{', '.join(sorted({f'{h.version} ({h.note})' for h in plan.held})) or 'none'}), dropped {len(plan.dropped_versions)}; "
+        f"abandoned tokenizers: {', '.join(plan.abandoned_tokenizers) or 'none'}"
     )
 
 

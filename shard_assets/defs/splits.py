@@ -5,7 +5,7 @@ import dagster as dg
 
 from ..lib.layout import splits_record_key
 from ..lib.records import put_record
-from ..lib.splits import overlap_count, select_partitions, summarise
+from ..lib.splits import overlap_count, record_left_out, select_partitions, summarise
 from ..lib.state import current_tokenizer, registered_partitions
 from .code_versions import CODE_VERSIONS
 from .conventions import DATASET_ASSET
@@ -32,6 +32,7 @@ def splits(context: dg.AssetExecutionContext, dataset: DatasetResource, store: S
     spec, objects = dataset.spec(), store.store()
     record = current_tokenizer(objects)
     selection = select_partitions(objects, spec, record.fingerprint, registered_partitions(objects))
+    record_left_out(objects, record.fingerprint, selection, context.run.run_id)
     overlap = overlap_count(objects, selection.parts)
     summary = summarise(record.fingerprint, selection, overlap)
     put_record(objects, splits_record_key(record.fingerprint), summary)

@@ -4,13 +4,13 @@ fingerprint and made the store's current tokenizer (the pointer record every lat
 import dagster as dg
 
 from ..lib.errors import TokenizerError
-from ..lib.layout import raw_record_key, tokenizer_key
-from ..lib.records import RawRecord, find_record
+from ..lib.layout import tokenizer_key
+from ..lib.raw_writer import current_raws
+from ..lib.state import registered_partitions
 from ..lib.tokenizer import build_tokenizer, store_tokenizer, training_texts
 from .code_versions import CODE_VERSIONS
 from .conventions import DATASET_ASSET
 from .automation import FIRST_TOKENIZER
-from .partitions import raw_files
 from .raw_documents import raw_documents
 from .resources import DatasetResource, StoreResource
 
@@ -28,9 +28,9 @@ from .resources import DatasetResource, StoreResource
 )
 def tokenizer(context: dg.AssetExecutionContext, dataset: DatasetResource, store: StoreResource) -> dg.MaterializeResult:
     spec, objects = dataset.spec(), store.store()
-    partitions = sorted(context.instance.get_dynamic_partitions(raw_files.name))
-    raws = [r for p in partitions if (r := find_record(objects, raw_record_key(p), RawRecord, "tokenizer")) is not None]
+    raws = current_raws(objects, spec)  # the spec's current sources only, each from the files it is registered with now
     if spec.tokenizer.kind == "train_bpe" and not raws:
+        partitions = registered_partitions(objects)
         why = f"none of the {len(partitions)} registered partitions has raw documents (their ingest failed: see the ingest runs' errors)" if partitions else "no partition is registered (run `shard-assets discover` or turn on raw_files_sensor)"
         raise TokenizerError(f"no raw_documents to train the BPE on: {why}; materialise raw_documents first")
     text, record = build_tokenizer(spec.tokenizer, training_texts(objects, [r.key for r in raws]))

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from .errors import RecordError
 from .layout import discovery_index_key
+from .ownership import claim
 from .partitioning import PartitionPolicy, RowGroupSizes, SourceLayout
 from .records import DiscoveryIndex, PartitionRecord, decode, from_dict, put_record
 from .sources.listing import SourceFile, list_source_files
@@ -143,6 +144,7 @@ def discover(store: ObjectStore, spec: DatasetSpec, policy: PartitionPolicy, cur
     """One step of discovery from `cursor`: register files chunk by chunk until the budget is spent or the pass
     over every source is complete (vanished files are forgotten at the end of each source's pass)."""
     started = time.monotonic()
+    claim(store, spec.name, spec.origin)  # another dataset's prefix is refused before anything is written
     store.preflight()  # keys that cannot write, or a server without conditional puts, are refused before any work
     names = [s.name for s in spec.sources]
     position = names.index(cursor.source) if cursor.source in names else 0  # a source gone from the spec: a new pass

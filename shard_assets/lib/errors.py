@@ -54,3 +54,12 @@ class RunFailed(BuildError):
 
 class SettingsError(BuildError, ValueError):
     """An environment variable or command-line setting is invalid; the message names it and the allowed values."""
+
+
+class PrefixOwnedError(BuildError):
+    """The store root holds another dataset (state/dataset.json): one prefix holds one dataset."""
+
+
+class StateMismatchError(BuildError):
+    """A record read from the store disagrees with what it claims to describe (a tokenizer record with its
+    tokenizer file, a partition's records with its registration or its source): forged, or from another build."""

@@ -11,12 +11,16 @@ from shard_loader.format.keys import LINEAGE_DIR
 
 __all__ = [
     "COLLECTED_PREFIXES",
+    "INGEST_FAILURES_PREFIX",
     "CURRENT_TOKENIZER_KEY",
     "LATEST_KEY",
     "LINEAGE_DIR",
     "PARTITIONS_PREFIX",
     "RAW_PREFIX",
+    "TOKENIZED_PREFIX",
+    "TOKENIZERS_PREFIX",
     "VERSIONS_DIR",
+    "OWNER_KEY",
     "discovery_index_key",
     "ingest_failure_key",
     "part_record_key",
@@ -25,6 +29,7 @@ __all__ = [
     "parts_prefix",
     "probe_key",
     "quarantine_key",
+    "quarantine_prefix",
     "raw_key",
     "raw_record_key",
     "shard_base_key",
@@ -36,7 +41,9 @@ __all__ = [
 
 RAW_PREFIX = "raw/"  # raw/<source>/<part>-<hash>.parquet and raw/<source>/<part>.json (the partition's raw record)
 TOKENIZED_PREFIX = "tokenized/"
+TOKENIZERS_PREFIX = "tokenizers/"
 STATE_PREFIX = "state/"
+OWNER_KEY = f"{STATE_PREFIX}dataset.json"  # which dataset this root holds: written once, by the first build
 CURRENT_TOKENIZER_KEY = f"{STATE_PREFIX}tokenizer.json"  # the pointer record: which tokenizer is current in this store
 PARTITIONS_PREFIX = f"{STATE_PREFIX}partitions/"
 COLLECTED_PREFIXES = (TOKENIZED_PREFIX, RAW_PREFIX, f"{VERSIONS_DIR}/")  # what gc may delete from; state/ never
@@ -54,9 +61,12 @@ def raw_record_key(partition: str) -> str:
     return check_key(f"{RAW_PREFIX}{source}/{part}.json", "raw record key")
 
 
+INGEST_FAILURES_PREFIX = f"{RAW_PREFIX}_failed/"  # no source name starts with `_`
+
+
 def ingest_failure_key(partition: str) -> str:
-    """The record of a partition whose ingest failed, all in one folder (no source name starts with `_`)."""
-    return check_key(f"{RAW_PREFIX}_failed/{partition}.json", "ingest failure key")
+    """The record of a partition whose ingest failed, all in one folder."""
+    return check_key(f"{INGEST_FAILURES_PREFIX}{partition}.json", "ingest failure key")
 
 
 def tokenizer_info_key(fingerprint: str) -> str:
@@ -73,9 +83,15 @@ def part_record_key(fingerprint: str, partition: str) -> str:
     return check_key(f"{parts_prefix(fingerprint)}{partition}.json", "part record key")
 
 
+def quarantine_prefix(fingerprint: str) -> str:
+    """The folder of the quarantine records of one tokenizer."""
+    return f"{TOKENIZED_PREFIX}{fingerprint}/quarantine/"
+
+
 def quarantine_key(fingerprint: str, partition: str) -> str:
-    """The record of a partition whose tokenization with this tokenizer failed."""
-    return check_key(f"{TOKENIZED_PREFIX}{fingerprint}/quarantine/{partition}.json", "quarantine key")
+    """The record of a partition left out of versions with this tokenizer: its tokenization failed, or the selection
+    of a version left it out (failed, changed, vanished, removed)."""
+    return check_key(f"{quarantine_prefix(fingerprint)}{partition}.json", "quarantine key")
 
 
 def splits_record_key(fingerprint: str) -> str:

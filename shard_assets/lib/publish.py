@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from shard_loader.format import (
 from shard_loader.format.manifest import CREATED_AT_FORMAT
 
 from .errors import ObjectStoreError, PublishError
+from .ownership import claim
 from .published import read_published
 from .records import PartRecord, TokenizerRecord
 from .store import ObjectStore
@@ -63,14 +64,12 @@ class Published:
 
 
 def content_version(dataset: str, tokenizer: TokenizerInfo, dtype: str, splits: dict[str, SplitInfo]) -> str:
-    """A version id that depends on the published content only, so a re-run with the same inputs republishes the same version."""
+    """A version id from the published content only, so a re-run with the same inputs republishes the same version:
+    the tokenizer's file and each split's shard table (key, size, sha256), which name every shard by partition, key,
+    size and sha256. Two versions share an id only if they name the same files, so a source moved to other paths
+    (other partition names, so other keys) is a new version, never a clash with the old one."""
     body = json.dumps(
-        {
-            "dataset": dataset,
-            "tokenizer": tokenizer.fingerprint,
-            "dtype": dtype,
-            "splits": {s: list(zip(*(info.shards.column(c) for c in ("npy_sha256", "bin_sha256")))) for s, info in splits.items()},
-        },
+        {"dataset": dataset, "dtype": dtype, "tokenizer": asdict(tokenizer.file), "tables": {s: asdict(info.table) for s, info in splits.items()}},
         sort_keys=True,
     )
     return f"{dataset}-{hashlib.sha256(body.encode()).hexdigest()[:16]}"
@@ -215,6 +214,7 @@ def audit(store: ObjectStore, m: Manifest, parts: dict[str, PartRecord], val_fra
 
 def publish(store: ObjectStore, manifest: Manifest, parts: dict[str, PartRecord], val_fraction: float) -> Published:
     """Write the version, audit it, and replace manifest.json only if every audit passed."""
+    claim(store, manifest.dataset)
     key, created, written = write_version(store, manifest)
     audits = audit(store, written, parts, val_fraction)
     live = all(a.passed for a in audits)

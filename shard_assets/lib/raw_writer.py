@@ -11,8 +11,11 @@ from pathlib import Path
 import numpy as np
 
 from .errors import SourceError
-from .layout import raw_key, raw_record_key
-from .records import FileRef, PartitionRecord, RawRecord, put_record
+from .discovery import registered
+from .layout import RAW_PREFIX, ingest_failure_key, raw_key, raw_record_key
+from .ownership import claim
+from .record_checks import check_registration
+from .records import FileRef, IngestFailure, PartitionRecord, RawRecord, get_records, put_record
 from .sources.listing import SourceFile, split_partition_key
 from .store import ObjectStore
 from .text import doc_hash, normalise
@@ -91,12 +94,33 @@ def write_raw_partition(spec: DatasetSpec, files: SourceFile | PartitionRecord, 
     return stats
 
 
+def current_raws(store: ObjectStore, spec: DatasetSpec) -> list[RawRecord]:
+    """The raw records of the spec's registered partitions built from the files each is registered with now, in
+    registration order: what the tokenizer trains on (never a source removed from the spec, nor a file's old content
+    unless the spec keeps stale partitions' last good builds)."""
+    claim(store, spec.name, spec.origin)
+    current = registered(store, spec)
+    keys = {p: raw_record_key(p) for p in current}
+    listed = {key for s in spec.sources for key, _ in store.list(f"{RAW_PREFIX}{s.name}/")}
+    present = [p for p, key in keys.items() if key in listed]
+    raws = get_records(store, [keys[p] for p in present], RawRecord, "tokenizer")
+    keep_stale = spec.stale_partitions == "keep_last_good"
+    return [r for p, r in zip(present, raws) if keep_stale or current[p].built_from(r.source_file)]
+
+
 def build_raw(store: ObjectStore, spec: DatasetSpec, partition: str, registered: PartitionRecord, workdir: Path, run_id: str) -> tuple[RawRecord, RawStats]:
     """Write one partition's raw parquet under a content-hashed key and record it; reads exactly the registered
-    pieces, no listing of the source."""
+    pieces (checked against the spec's source first), no listing of the source. Bad input (a SourceError naming the
+    file and the problem) is recorded as the partition's IngestFailure, which the next version's lineage names."""
+    claim(store, spec.name, spec.origin)
+    check_registration(spec, partition, registered)
     source, _ = split_partition_key(partition)
     out = workdir / "raw.parquet"
-    stats = write_raw_partition(spec, registered, out)
+    try:
+        stats = write_raw_partition(spec, registered, out)
+    except SourceError as exc:
+        put_record(store, ingest_failure_key(partition), IngestFailure(partition, f"{type(exc).__name__}: {exc}", run_id, registered.lineage()))
+        raise
     with open(out, "rb") as f:
         sha = hashlib.file_digest(f, "sha256").hexdigest()
     key = raw_key(partition, sha[:16])
@@ -106,4 +130,5 @@ def build_raw(store: ObjectStore, spec: DatasetSpec, partition: str, registered:
         documents=stats.documents_out, data_version=stats.content_hash[:16], run_id=run_id, source_files=registered.files(),
     )
     put_record(store, raw_record_key(partition), record)
+    store.delete(ingest_failure_key(partition))
     return record, stats

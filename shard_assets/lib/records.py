@@ -88,6 +88,12 @@ class PartitionRecord:
         uri = first if len(self.pieces) == 1 else f"{first} (+{len(self.pieces) - 1} more files)"
         return SourceFileRef(uri=uri, fingerprint=self.fingerprint, size=self.size)
 
+    def built_from(self, ref: SourceFileRef) -> bool:
+        """Whether a record made from `ref` (its `source_file`) was made from what this partition reads now: the same
+        files with the same fingerprints (sizes aside: older records wrote an unknown one as -1)."""
+        now = self.lineage()
+        return (ref.uri, ref.fingerprint) == (now.uri, now.fingerprint)
+
 
 @dataclass(frozen=True)
 class DiscoveryIndex:
@@ -137,6 +143,21 @@ class GuardResult:
 
 
 @dataclass(frozen=True)
+class SplitProof:
+    """What a partition's writer recorded about its split: how many documents went to each split and the extremes of
+    the top 53 bits of their hashes (the split rule's input). Every val document's bits are below the cut and every
+    train document's at or above it, so no hash, in this partition or any other split by the same rule and fraction,
+    can be in both splits: the publish check reads these records, never the documents."""
+
+    val_fraction: float
+    train_documents: int
+    val_documents: int
+    train_min_bits: int | None  # None: no train document
+    val_max_bits: int | None  # None: no val document
+    rule: str = "blake2b64-top53"
+
+
+@dataclass(frozen=True)
 class PartRecord:
     """One partition tokenized with one tokenizer: its shard per split and the checks made while writing."""
 
@@ -150,25 +171,40 @@ class PartRecord:
     run_id: str
     code_version: str
     encoder: GuardResult | None = None  # which engine encoded it, and what the exactness guard compared
+    split_proof: SplitProof | None = None  # none in records written before it existed: proven from the raw parquet instead
 
 
 @dataclass(frozen=True)
 class Quarantine:
-    """A partition whose tokenization failed with this tokenizer; left out of versions under the skip policy."""
+    """A partition left out of versions with this tokenizer, and why: its tokenization failed (`stage` "tokenize";
+    under the skip policy), or the selection of a version found it failed, changed, vanished or removed (`stage`
+    "select": a report, rewritten by every selection and never read back as a cause)."""
 
     partition: str
     tokenizer_fingerprint: str
     error: str
     run_id: str
+    stage: str = "tokenize"
 
 
 @dataclass(frozen=True)
 class IngestFailure:
-    """A partition whose raw documents could not be built (the error names the source file and line); removed by its next successful ingest."""
+    """A partition whose raw documents could not be built (the error names the source file and line), with the
+    registration it failed on (its lineage reference: files and fingerprints); removed by its next successful ingest."""
 
     partition: str
     error: str
     run_id: str
+    source_file: SourceFileRef | None = None
+
+
+@dataclass(frozen=True)
+class DatasetOwner:
+    """Which dataset a store root holds (`state/dataset.json`), written once by the first build into it."""
+
+    dataset: str
+    spec: str
+    claimed_at: str
 
 
 @dataclass(frozen=True)
@@ -188,6 +224,7 @@ class SplitsRecord:
     totals: dict[str, SplitTotals]
     overlap: int
     left_out: dict[str, str] = field(default_factory=dict)
+    stale: dict[str, str] = field(default_factory=dict)  # kept with their last good build (stale_partitions = "keep_last_good"), and why
 
 
 # -- the codec: one decoder per type, built once; a failure names the path to the field --
@@ -407,6 +444,7 @@ def get_records(store: ObjectStore, keys: Sequence[str], cls: type[R], needed_by
 
 
 __all__ = [
+    "DatasetOwner",
     "DiscoveryIndex",
     "FilePiece",
     "FileRef",
@@ -418,6 +456,7 @@ __all__ = [
     "RawRecord",
     "ShardEntry",
     "SourceFileRef",
+    "SplitProof",
     "SplitTotals",
     "SplitsRecord",
     "TokenizerRecord",

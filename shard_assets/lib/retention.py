@@ -1,41 +1,55 @@
 """Retention: which manifest versions to keep, and which files no kept version (and no current record)
 still needs, so a store that is re-tokenized monthly does not grow without bound.
 
-A version is kept while it is among the newest `keep` versions, younger than `max_age`, or superseded less
-than `grace` ago (a trainer that opened it just before it aged out keeps working until its next restart).
-Nothing written less than `grace` ago is deleted, so collecting beside a running publish is safe.
+A version is kept while it is among the newest `keep` versions, younger than `max_age`, superseded less than
+`grace` ago, or held by a live reader lease (`readers/<version>/`, see shard_loader.format.leases: written and
+renewed by a trainer that can write, or a pin). Nothing written less than `grace` ago is deleted, so collecting
+beside a running publish is safe. A tokenizer neither current nor used by a kept version is abandoned: its file,
+records and shards go once the newest of them is older than `grace`.
+
+Collecting marks the dropped versions (`readers/<version>.collecting`), reads the leases again, and only then
+deletes: a reader that leased a version meanwhile keeps it, and one that leases it later finds the mark when it
+checks, before it reads anything (shard_loader.format.leases).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
+from shard_loader.arguments import ArgumentError, duration
+from shard_loader.errors import ShardLoaderError
 from shard_loader.format import Manifest, parse_manifest
+from shard_loader.format.leases import COLLECTING_SUFFIX, READERS_DIR, Lease, collecting_key
 
 from .errors import BuildError
-from .layout import COLLECTED_PREFIXES, LATEST_KEY, LINEAGE_DIR, RAW_PREFIX, VERSIONS_DIR, parts_prefix, versioned_key
+from .layout import (
+    COLLECTED_PREFIXES,
+    CURRENT_TOKENIZER_KEY,
+    INGEST_FAILURES_PREFIX,
+    LATEST_KEY,
+    LINEAGE_DIR,
+    RAW_PREFIX,
+    TOKENIZED_PREFIX,
+    TOKENIZERS_PREFIX,
+    VERSIONS_DIR,
+    parts_prefix,
+    versioned_key,
+)
 from .published import with_sidecars
-from .records import PartRecord, RawRecord, find_record
-from .state import current_tokenizer, has_tokenizer
+from .records import PartRecord, RawRecord, TokenizerRecord, find_record
 from .store import ObjectStore
 
 DAY = 86400.0
 
 
-_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": DAY}
-
-
 def parse_duration(text: str, name: str) -> float:
-    """Seconds from '90s', '15m', '12h', '30d' or a bare number of seconds; errors name the option."""
-    value, unit = (text[:-1], text[-1]) if text and text[-1] in _UNITS else (text, "s")
+    """Seconds from '90s', '15m', '12h', '30d' or a bare number of seconds; errors name the option (a BuildError)."""
     try:
-        seconds = float(value) * _UNITS[unit]
-    except ValueError:
-        raise BuildError(f"{name}: {text!r} is not a duration; write e.g. 30d, 12h, 15m or 90s") from None
-    if seconds < 0:
-        raise BuildError(f"{name}: {text!r} is negative; durations are 0 or more")
-    return seconds
+        return duration(name, text)
+    except ArgumentError as exc:
+        raise BuildError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -52,12 +66,27 @@ class Policy:
 
 
 @dataclass(frozen=True)
+class Hold:
+    """A live reader lease or pin on a version: what keeps a version the policy alone would drop."""
+
+    version: str
+    key: str
+    kind: str
+    note: str
+    until: float  # seconds since the epoch, by the store's clock
+
+
+@dataclass(frozen=True)
 class Collection:
     """What a collection keeps and deletes; a dry run computes it and deletes nothing."""
 
     kept_versions: tuple[str, ...]
     dropped_versions: tuple[str, ...]
     deletions: tuple[tuple[str, int], ...]
+    held: tuple[Hold, ...] = ()  # leases keeping versions the policy alone would drop: kept because of a reader
+    abandoned_tokenizers: tuple[str, ...] = ()  # fingerprints whose files are deleted (none younger than grace)
+    policy: Policy = field(default_factory=Policy)
+    now: float = 0.0
 
     @property
     def bytes_freed(self) -> int:
@@ -90,50 +119,139 @@ def kept_versions(versions: list[Version], live: str | None, policy: Policy, now
     return kept
 
 
-def _live_records(store: ObjectStore) -> set[str]:
+def leases(store: ObjectStore, now: float) -> tuple[list[Hold], list[tuple[str, int]]]:
+    """The live leases under readers/ (live for their `seconds` after the store last wrote them), and the lapsed
+    ones' keys and sizes. An object there that is not a lease (gc's marks among them) is left alone."""
+    live, lapsed = [], []
+    for key, size in store.list(f"{READERS_DIR}/"):
+        if key.endswith(COLLECTING_SUFFIX):
+            continue
+        try:
+            lease = Lease.parse(store.get_bytes(key), key)
+        except ShardLoaderError:
+            continue
+        until = store.modified(key) + lease.seconds
+        if until > now:
+            live.append(Hold(lease.version, key, lease.kind, lease.note, until))
+        else:
+            lapsed.append((key, size))
+    return live, lapsed
+
+
+def _current_fingerprint(store: ObjectStore) -> str | None:
+    record = find_record(store, CURRENT_TOKENIZER_KEY, TokenizerRecord, "gc")
+    return record.fingerprint if record else None
+
+
+def _live_records(store: ObjectStore, fingerprint: str | None) -> set[str]:
     """Keys the builder's current records point at (latest raw per partition, the current tokenizer's
     shards): the next publish may still reference them."""
     needed = set()
     for key, _ in store.list(RAW_PREFIX):
-        if key.endswith(".json") and (raw := find_record(store, key, RawRecord, "gc")) is not None:
-            needed.add(raw.key)
-    if has_tokenizer(store):
-        for key, _ in store.list(parts_prefix(current_tokenizer(store).fingerprint)):
+        if key.endswith(".json") and key.count("/") == 2 and not key.startswith(INGEST_FAILURES_PREFIX):
+            if (raw := find_record(store, key, RawRecord, "gc")) is not None:
+                needed.add(raw.key)
+    if fingerprint is not None:
+        for key, _ in store.list(parts_prefix(fingerprint)):
             if (part := find_record(store, key, PartRecord, "gc")) is not None:
                 needed |= {part.raw.key, *(r.key for e in part.shards.values() for r in (e.npy, e.bin))}
     return needed
 
 
+def _fingerprint_of(key: str) -> str | None:
+    """The tokenizer a key under tokenizers/ or tokenized/ belongs to."""
+    for prefix in (TOKENIZERS_PREFIX, TOKENIZED_PREFIX):
+        if key.startswith(prefix) and key.count("/") >= 2:
+            return key[len(prefix) :].split("/", 1)[0]
+    return None
+
+
+def _abandoned(listing: Iterable[tuple[str, float]], in_use: set[str], policy: Policy, now: float) -> set[str]:
+    """Tokenizers with files in the store that are neither current nor used by a kept version, none of whose files
+    (tokenizer, records, shards) was written less than `grace` ago."""
+    newest: dict[str, float] = {}
+    for key, modified in listing:
+        if (fp := _fingerprint_of(key)) is not None and fp not in in_use:
+            newest[fp] = max(newest.get(fp, 0.0), modified)
+    return {fp for fp, when in newest.items() if now - when >= policy.grace_s}
+
+
+class _Stamps:
+    """When each object was written, asked of the store once per key."""
+
+    def __init__(self, store: ObjectStore):
+        self.store, self.seen = store, {}
+
+    def __call__(self, key: str) -> float:
+        if key not in self.seen:
+            self.seen[key] = self.store.modified(key)
+        return self.seen[key]
+
+
 def plan_collection(store: ObjectStore, policy: Policy, now: float | None = None) -> Collection:
-    """Decide what to delete: data files and versions no kept version and no current record references."""
+    """Decide what to delete: data files and versions no kept version, no live lease and no current record needs,
+    and the whole of every abandoned tokenizer."""
     now = time.time() if now is None else now
     versions = _versions(store)
     live = parse_manifest(store.get_bytes(LATEST_KEY), origin=LATEST_KEY).version if store.exists(LATEST_KEY) else None
-    kept = kept_versions(versions, live, policy, now)
-    needed = _live_records(store)
+    by_policy = kept_versions(versions, live, policy, now)
+    holds, lapsed = leases(store, now)
+    known = {v.manifest.version for v in versions}
+    kept = by_policy | {h.version for h in holds if h.version in known}
+    current = _current_fingerprint(store)
+    needed = _live_records(store, current)
+    in_use = {current} if current else set()
     for m in (v.manifest for v in versions):
         if m.version in kept:
             m = with_sidecars(store, m, lineage=True)
             needed |= {ref.key for ref in m.files()}
             needed |= {f["raw_key"] for s in m.full_lineage.get("sources", []) for f in s.get("files", []) if "raw_key" in f}
+            in_use.add(m.tokenizer.fingerprint)
     dropped = {versioned_key(v.manifest.version) for v in versions if v.manifest.version not in kept}
-    deletions = []
-    for prefix in COLLECTED_PREFIXES:
-        for key, size in store.list(prefix):
-            if key.endswith(".json") and key not in dropped and not key.startswith(f"{LINEAGE_DIR}/"):
-                continue  # records and kept versions: small, and the store's own description
-            if key in needed or now - store.modified(key) < policy.grace_s:
-                continue
-            deletions.append((key, size))
+    listing = [(key, size) for prefix in (*COLLECTED_PREFIXES, TOKENIZERS_PREFIX) for key, size in store.list(prefix)]
+    modified = _Stamps(store)  # a HEAD per object only where its age decides (a deletion candidate), once
+    unused = [key for key, _ in listing if _fingerprint_of(key) not in (None, *in_use)]
+    abandoned = _abandoned(((key, modified(key)) for key in unused), in_use, policy, now)
+    deletions = list(lapsed)
+    for key, size in listing:
+        gone_tokenizer = _fingerprint_of(key) in abandoned
+        if key.startswith(TOKENIZERS_PREFIX) and not gone_tokenizer:
+            continue  # a tokenizer's file and record stay while it is in use (or young)
+        if key.endswith(".json") and key not in dropped and not key.startswith(f"{LINEAGE_DIR}/") and not gone_tokenizer:
+            continue  # records and kept versions: small, and the store's own description
+        if key in needed or now - modified(key) < policy.grace_s:
+            continue
+        deletions.append((key, size))
     return Collection(
         kept_versions=tuple(v.manifest.version for v in versions if v.manifest.version in kept),
         dropped_versions=tuple(v.manifest.version for v in versions if v.manifest.version not in kept),
         deletions=tuple(sorted(deletions)),
+        held=tuple(sorted((h for h in holds if h.version in kept - by_policy), key=lambda h: (h.version, h.key))),
+        abandoned_tokenizers=tuple(sorted(abandoned)),
+        policy=policy,
+        now=now,
     )
 
 
 def collect(store: ObjectStore, collection: Collection) -> int:
-    """Delete what `plan_collection` chose, data files before their versions; returns bytes freed."""
+    """Delete what `plan_collection` chose: each dropped version is marked first, the leases are read again (a version
+    leased meanwhile is kept: the plan is made again), then data files, then the versions' manifests, then the marks.
+    A mark left by an interrupted collection of a version now kept is removed. Returns bytes freed."""
+    for key, _ in store.list(f"{READERS_DIR}/"):
+        if key.endswith(COLLECTING_SUFFIX) and key[len(READERS_DIR) + 1 : -len(COLLECTING_SUFFIX)] in collection.kept_versions:
+            store.delete(key)
+    for version in collection.dropped_versions:
+        store.put_bytes(collecting_key(version), b"gc is deleting this version: readers refuse to open it\n")
+    holds, _ = leases(store, collection.now)
+    leased = {h.version for h in holds} & set(collection.dropped_versions)
+    for version in leased:
+        store.delete(collecting_key(version))  # a reader leased it before it could see the mark: it stays
+    if leased:
+        collection = plan_collection(store, collection.policy, collection.now)
+        for version in collection.dropped_versions:
+            store.put_bytes(collecting_key(version), b"gc is deleting this version: readers refuse to open it\n")
     for key, _ in sorted(collection.deletions, key=lambda d: d[0].startswith(f"{VERSIONS_DIR}/")):
         store.delete(key)
+    for version in collection.dropped_versions:
+        store.delete(collecting_key(version))
     return collection.bytes_freed

@@ -29,6 +29,8 @@ from .layout import part_record_key, quarantine_key, raw_record_key, tokenizer_k
 from .records import PartRecord, Quarantine, RawRecord, TokenizerRecord, get_record, put_record
 from .spec import DatasetSpec
 from .state import current_tokenizer
+from .ownership import claim
+from .splits import prove_split
 from .store import ObjectStore
 
 UPLOAD_DEPTH = 1  # finished partitions waiting for upload: local disk holds at most this many + the one encoding
@@ -59,7 +61,9 @@ class TokenizeJob:
 
     @classmethod
     def current(cls, store: ObjectStore, spec: DatasetSpec, run_id: str, code_version: str) -> TokenizeJob:
-        """A job with the store's current tokenizer, its selected engine and reference, and the spec's settings."""
+        """A job with the store's current tokenizer, its selected engine and reference, and the spec's settings; the
+        store must hold the spec's dataset (ownership.claim)."""
+        claim(store, spec.name, spec.origin)
         record = current_tokenizer(store)
         engine, reference = encoders_for(store.get_bytes(tokenizer_key(record.fingerprint)).decode())
         settings = EncodeSettings(record.eod_id, record.token_dtype, spec.val_fraction, spec.batch_documents, spec.on_mismatch)
@@ -119,6 +123,7 @@ def build_partition_shards(job: TokenizeJob, raw: RawRecord, workdir: Path) -> B
         run_id=job.run_id,
         code_version=job.code_version,
         encoder=stats.guard,
+        split_proof=prove_split(local_raw, job.settings.val_fraction, stats.documents),  # every document in the split its hash names
     )
     return BuiltPartition(record=record, stats=stats, writers=writers)
 

@@ -20,6 +20,7 @@ from .errors import SpecError
 
 SOURCE_FORMATS = ("parquet", "jsonl", "text")
 FAILURE_POLICIES = ("skip", "block")
+STALE_POLICIES = ("leave_out", "keep_last_good")
 TOKENIZER_KINDS = ("train_bpe", "pretrained", "file")
 LOCAL_SCHEMES = ("", "file")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
@@ -77,6 +78,9 @@ class DatasetSpec:
     min_chars: int = 32
     batch_documents: int = 1000
     on_partition_failure: str = "skip"
+    # a partition whose file changed (or turned unreadable) and is not rebuilt: left out of the next version, or its
+    # last good build kept and named in lineage as stale
+    stale_partitions: str = "leave_out"
     partition_bytes: int = 0  # source bytes per partition ("2GB" in TOML); 0: one partition per file. SHARD_PARTITION_BYTES overrides it
     on_mismatch: str = "fail"  # the exactness guard finds a fast engine differing: "fail" the partition or re-encode it with the "reference"
     origin: str = "<spec>"
@@ -218,6 +222,7 @@ def parse_spec(data: dict[str, Any], origin: str, base: Path | None = None) -> D
     if spec.on_partition_failure not in FAILURE_POLICIES:
         raise SpecError(f"{origin}: on_partition_failure must be one of {FAILURE_POLICIES}, got {spec.on_partition_failure!r}")
     _check_choice("on_mismatch", spec.on_mismatch, ON_MISMATCH, origin)
+    _check_choice("stale_partitions", spec.stale_partitions, STALE_POLICIES, origin)
     if not _NAME.match(spec.name):
         raise SpecError(f"{origin}: name {spec.name!r} must be lowercase letters, digits, '-' or '_'")
     return spec

@@ -13,10 +13,9 @@ from pathlib import Path
 
 from shard_loader.format import token_dtype_for
 
-from .errors import TokenizerError
-from .layout import tokenizer_info_key, tokenizer_key
+from .errors import StateMismatchError, TokenizerError
+from .layout import CURRENT_TOKENIZER_KEY, tokenizer_info_key, tokenizer_key
 from .records import TokenizerRecord, to_json
-from .state import set_current_tokenizer
 from .store import ObjectStore
 from .spec import TokenizerSpec
 
@@ -117,6 +116,35 @@ def read_tokenizer_file(path: str, eod_token: str):
     return text, tok, eod
 
 
+def eod_problem(tok, eod_id: int) -> str | None:
+    """Why `eod_id` cannot be this tokenizer's end-of-document id, or None: it must be a special added token, the only
+    kind no document text ever encodes to (texts are encoded with special tokens as text)."""
+    special = {i: t.content for i, t in tok.get_added_tokens_decoder().items() if t.special}
+    if eod_id in special:
+        return None
+    named = tok.id_to_token(eod_id)
+    listed = ", ".join(f"{t!r} = {i}" for i, t in sorted(special.items())[:5]) or "none"
+    what = f"{named!r}, not a special token" if named is not None else "no token at all"
+    return f"id {eod_id} is {what} (its special tokens: {listed})"
+
+
+def check_tokenizer_record(tokenizer_json: str, record: TokenizerRecord, where: str) -> None:
+    """`record` (read at `where`) describes the tokenizer file it names: the file's fingerprint, its vocabulary size
+    and dtype, and an end-of-document id that is one of its special tokens; else one line (StateMismatchError)."""
+    file_key = tokenizer_key(record.fingerprint)
+    redo = "the record was edited or written by another build: materialise the tokenizer asset again to rewrite it"
+    if (found := fingerprint_of(tokenizer_json)) != record.fingerprint:
+        raise StateMismatchError(f"{where}: names tokenizer {record.fingerprint}, but {file_key} has fingerprint {found}; {redo}")
+    tok = load_tokenizer(tokenizer_json)
+    vocab = tok.get_vocab_size(with_added_tokens=True)
+    if record.vocab_size != vocab or record.token_dtype != token_dtype_for(vocab):
+        raise StateMismatchError(
+            f"{where}: says vocab_size {record.vocab_size} ({record.token_dtype}), but {file_key} has {vocab} ids ({token_dtype_for(vocab)}); {redo}"
+        )
+    if (problem := eod_problem(tok, record.eod_id)) is not None:
+        raise StateMismatchError(f"{where}: says eod_id {record.eod_id}, but in {file_key} {problem}; {redo}")
+
+
 def build_tokenizer(spec: TokenizerSpec, texts: Iterator[str]) -> tuple[str, TokenizerRecord]:
     """The tokenizer's JSON and its record: from a pretrained name, a file used byte for byte (so its fingerprint is
     the hash of the file), or by training on `texts`."""
@@ -129,6 +157,8 @@ def build_tokenizer(spec: TokenizerSpec, texts: Iterator[str]) -> tuple[str, Tok
     else:
         tok = train_bpe(training_pieces(texts, spec.train_max_bytes), spec.vocab_size, spec.eod_token)
         eod, name, text = tok.token_to_id(spec.eod_token), f"bpe-{spec.vocab_size}", tok.to_str()
+    if (problem := eod_problem(tok, eod)) is not None:
+        raise TokenizerError(f"[tokenizer].eod_token {spec.eod_token!r}: {problem}; name a special token, which no document text encodes to")
     vocab = tok.get_vocab_size(with_added_tokens=True)
     record = TokenizerRecord(name, fingerprint_of(text), vocab, eod, token_dtype_for(vocab))
     return text, record
@@ -156,4 +186,4 @@ def store_tokenizer(store: ObjectStore, tokenizer_json: str, record: TokenizerRe
     what the store holds already is not written again (a rebuild with read-only keys writes nothing here)."""
     store.put_if_changed(tokenizer_key(record.fingerprint), tokenizer_json.encode())
     store.put_if_changed(tokenizer_info_key(record.fingerprint), to_json(record))
-    set_current_tokenizer(store, record)
+    store.put_if_changed(CURRENT_TOKENIZER_KEY, to_json(record))  # the pointer last: it names only files in the store

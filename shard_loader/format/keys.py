@@ -7,6 +7,7 @@ shard's key carries a hash of its content, so a key names exactly one content fo
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 import re
 from typing import Any
@@ -52,3 +53,8 @@ def tokenizer_key(fingerprint: str) -> str:
 def shard_base_key(fingerprint: str, split: str, partition: str, content_hash: str) -> str:
     """The stem that a shard's `.npy` and `.bin` share: `tokenized/<tokenizer>/<split>/<partition>-<content hash>`."""
     return check_key(f"tokenized/{fingerprint}/{split}/{partition}-{content_hash}", "shard key")
+
+
+def shard_content_hash(npy_sha256: str, bin_sha256: str) -> str:
+    """A shard's `<content hash>`: 16 hex digits of a hash over its `.npy` and `.bin` sha256s."""
+    return hashlib.sha256(f"{npy_sha256}{bin_sha256}".encode()).hexdigest()[:16]

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..errors import MissingFileError, ShardFormatError, UnsafeFileError
 from .entries import ShardEntry
+from .keys import shard_content_hash
 
 HEADER_BYTES = 128
 
@@ -184,7 +185,7 @@ class ShardWriter:
         """16 hex digits of a hash over both files' sha256: the `<content hash>` of the shard's keys."""
         if not self.npy_sha256:
             raise ShardFormatError(f"{self.npy_path}: the shard is not closed yet; its content hash is unknown")
-        return hashlib.sha256(f"{self.npy_sha256}{self.bin_sha256}".encode()).hexdigest()[:16]
+        return shard_content_hash(self.npy_sha256, self.bin_sha256)
 
     def abort(self) -> None:
         self._npy.close()

@@ -104,6 +104,23 @@ def list_source_files(source: SourceSpec) -> list[SourceFile]:
     return files
 
 
+def part_of(source: SourceSpec, uri: str) -> str | None:
+    """The part name a listing of `source` gives the file at `uri`, or None when `uri` is not one of its files (outside
+    its folder, not matching its glob): what a registration may name, checked without listing the source."""
+    import fnmatch
+
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(source.uri, **source.fs_options)
+    target = fsspec.core.url_to_fs(uri, **source.fs_options)[1]
+    if any(c in path for c in "*?["):
+        inside, is_dir = fnmatch.fnmatchcase(target, path), False
+    else:
+        is_dir = target != path
+        inside = not is_dir or target.startswith(path.rstrip("/") + "/")
+    return _part_name(target, _glob_base(path, is_dir)) if inside else None
+
+
 def list_all_files(spec: DatasetSpec) -> list[SourceFile]:
     """The files of every source of the spec, source by source."""
     return [f for s in spec.sources for f in list_source_files(s)]

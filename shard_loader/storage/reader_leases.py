@@ -1,0 +1,230 @@
+"""A reader protects the version it reads: the process that opens a dataset writes a lease on its version
+(`readers/<version>/<holder>.json`, see shard_loader.format.leases) where it can write (a local folder, a bucket
+with keys that may write), renews it from a daemon thread, and removes it when closed; retention keeps any version
+with a live lease. Where it cannot write (read-only R2 keys, an https URL, a read-only folder) it says so once and
+what protects it instead: gc's grace period, or a pin (`shard-loader pin URL --for 30d`) written with write keys.
+
+Once the lease is written, the reader looks for gc's mark on the version (and, opened by its pinned URL, for its
+manifest): gc marks a version before it reads the leases and deletes, so either gc sees this lease and keeps the
+version, or this reader sees the mark and refuses to start (never mid-epoch)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+import tempfile
+import threading
+import weakref
+from pathlib import Path
+from typing import Protocol
+
+from ..errors import NotFoundError, StoreError
+from ..format import VERSIONS_DIR
+from ..format.leases import Lease, collecting_key, lease_key
+from .local import LocalStore
+
+LEASE_SECONDS = 3600.0  # a reader's lease outlives its last renewal by this long (a killed trainer's lapses within the hour)
+RENEW_SECONDS = 600.0
+log = logging.getLogger(__name__)
+
+
+class LeaseWriter(Protocol):
+    """Writes and removes lease objects under a dataset root."""
+
+    def put(self, key: str, data: bytes) -> None: ...
+
+    def delete(self, key: str) -> None: ...
+
+
+class FolderWriter:
+    """Leases in a local dataset folder: a temp file renamed into place."""
+
+    def __init__(self, store: LocalStore):
+        self.store = store
+
+    def put(self, key: str, data: bytes) -> None:
+        path = self.store.local_path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def delete(self, key: str) -> None:
+        self.store.local_path(key).unlink(missing_ok=True)
+
+
+class BucketWriter:
+    """Leases in an S3/R2 bucket, with the store's own client (the reader's keys)."""
+
+    def __init__(self, store):
+        self.store = store
+
+    def put(self, key: str, data: bytes) -> None:
+        s = self.store
+        s._call(key, lambda: s.client.put_object(Bucket=s.bucket, Key=s._key(key), Body=data), "put")
+
+    def delete(self, key: str) -> None:
+        s = self.store
+        s._call(key, lambda: s.client.delete_object(Bucket=s.bucket, Key=s._key(key)), "delete")
+
+
+def writer_for(store) -> LeaseWriter | None:
+    """How leases are written into `store`, None for a store nothing can be written to (https)."""
+    from .s3 import S3Store
+
+    if isinstance(store, LocalStore):
+        return FolderWriter(store)
+    if isinstance(store, S3Store):
+        return BucketWriter(store)
+    return None
+
+
+def _stop_and_delete(stop: threading.Event, writer: LeaseWriter | None, key: str) -> None:
+    stop.set()
+    if writer is not None:
+        try:
+            writer.delete(key)
+        except (StoreError, OSError):
+            pass  # best effort: an unremoved lease lapses by itself
+
+
+def _holder() -> str:
+    """This process, readably and uniquely: host, pid and a random suffix."""
+    host = "".join(c if c.isalnum() or c in "-_." else "_" for c in socket.gethostname())[:60] or "host"
+    return f"{host}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+class ReaderLease:
+    """A lease on one version, written at `acquire`, renewed every `renew` seconds from a daemon thread, removed at
+    `release` (or when the holder is garbage-collected, or at exit). `refused` says why none could be written."""
+
+    def __init__(self, store, version: str, seconds: float = LEASE_SECONDS, renew: float = RENEW_SECONDS, kind: str = "reader",
+                 holder: str | None = None, note: str = ""):
+        self.store, self.writer = store, writer_for(store)
+        holder = holder or _holder()
+        self.lease = Lease(version, holder, kind, seconds, note or f"{kind} {holder}")
+        self.key = lease_key(version, holder)
+        self.renew, self.renewals, self.refused = renew, 0, ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._renewed = threading.Condition()
+        self._release = weakref.finalize(self, _stop_and_delete, self._stop, self.writer, self.key)  # also at exit
+
+    def acquire(self) -> bool:
+        """Write the lease; whether it could (else `refused` says why)."""
+        if self.writer is None:
+            self.refused = f"{self.store.url} cannot be written to"
+        else:
+            try:
+                self.writer.put(self.key, self.lease.to_bytes())
+                return True
+            except (StoreError, OSError) as exc:
+                self.refused = " ".join(str(exc).split())
+        self._release.detach()
+        return False
+
+    def start(self) -> None:
+        """Renew the lease from a daemon thread until `release`."""
+        self._thread = threading.Thread(target=self._renew_loop, name=f"lease-{self.lease.version}", daemon=True)
+        self._thread.start()
+
+    def _renew_loop(self) -> None:
+        failing = False
+        while not self._stop.wait(self.renew):
+            try:
+                self.writer.put(self.key, self.lease.to_bytes())
+                failing = False
+            except (StoreError, OSError) as exc:
+                if not failing:
+                    log.warning("%s: cannot renew the reader lease %s (%s); it lapses %.0f s after its last renewal", self.store.url, self.key, exc, self.lease.seconds)
+                failing = True
+                continue
+            with self._renewed:
+                self.renewals += 1
+                self._renewed.notify_all()
+
+    def wait_renewed(self, count: int, timeout: float) -> bool:
+        """Wait until the lease has been renewed `count` times (tests hand-shake on it); whether it was."""
+        with self._renewed:
+            return self._renewed.wait_for(lambda: self.renewals >= count, timeout)
+
+    def release(self) -> None:
+        """Stop renewing, then remove the lease (best effort; once)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)  # a renewal in flight lands before the delete, not after it
+        self._release()
+
+    def keep(self) -> None:
+        """Leave the lease in the store when this object goes (a pin outlives the process that wrote it)."""
+        self._release.detach()
+
+
+def _being_collected(store, version: str, opened_key: str) -> bool:
+    """Whether gc has marked `version` for deletion, or (opened by its pinned URL) its manifest is gone."""
+    try:
+        store.size(collecting_key(version))
+        return True
+    except NotFoundError:
+        pass
+    if opened_key.startswith(f"{VERSIONS_DIR}/"):
+        try:
+            store.size(opened_key)
+        except NotFoundError:
+            return True
+    return False
+
+
+def hold_reader_lease(store, version: str, opened_key: str) -> ReaderLease | None:
+    """Protect `version` of the dataset in `store` for as long as this process reads it: a renewed lease, or, where
+    none can be written, one warning saying what protects it instead. A version opened by its pinned manifest is
+    looked up again once leased, so a collection that raced the opening is found now, not mid-epoch."""
+    lease = ReaderLease(store, version)
+    if not lease.acquire():
+        log.warning(
+            "%s: no reader lease on %s (%s): this version is protected only by gc's grace period after it is "
+            "superseded (shard-assets gc --grace, 7 days by default) and by pins; for a longer run, pin it with write keys: "
+            "shard-loader pin %s/%s/%s.json --for 30d", store.url, version, lease.refused, store.url, VERSIONS_DIR, version,
+        )
+        return None
+    if _being_collected(store, version, opened_key):
+        lease.release()
+        raise NotFoundError(
+            f"{store.url}/{opened_key}: version {version} was collected by gc while this reader opened it; "
+            f"open the live manifest.json or a version gc keeps"
+        )
+    lease.start()
+    return lease
+
+
+def pin(url: str, seconds: float, note: str = "", **store_options) -> tuple[Lease, str]:
+    """Pin the version a manifest URL names (the live one for a folder or manifest.json) for `seconds`, with keys that
+    may write (an S3/R2 URL is opened with the write role: R2_DATASET_WRITE_*); returns the lease and its key.
+    For runs whose readers cannot write a lease of their own (read-only keys, https)."""
+    from urllib.parse import urlparse
+
+    from ..format import parse_manifest
+    from .urls import is_remote, open_store, split_manifest_url
+
+    root, key = split_manifest_url(url)
+    scheme = urlparse(root).scheme
+    if scheme in ("http", "https"):
+        raise StoreError(f"{url}: an https URL cannot be written to; pin the version where it is published (its s3://, r2:// or folder URL) with write keys")
+    store = open_store(root, **({"role": "write", **store_options} if is_remote(root) else {}))
+    if is_remote(root):
+        store.role = "write"  # errors name the write keys' variables
+    version = parse_manifest(store.read_bytes(key), origin=f"{store.url}/{key}").version
+    holder = f"pin-{secrets.token_hex(6)}"
+    lease = ReaderLease(store, version, seconds, kind="pin", holder=holder, note=note or f"pinned from {socket.gethostname()}")
+    if not lease.acquire():
+        raise StoreError(f"{store.url}: cannot write the pin {lease.key}: {lease.refused}")
+    lease.keep()  # it lapses after `seconds`, or is deleted by hand
+    return lease.lease, lease.key
