@@ -17,7 +17,6 @@ from shard_assets.lib.records import (
     IngestFailure,
     PartitionRecord,
     PartRecord,
-    IngestFailure,
     Quarantine,
     RawRecord,
     ShardEntry,
@@ -50,7 +49,6 @@ EXAMPLES = [
     Quarantine("web.d", "0123456789abcdef", "its source file /data/web/d.jsonl vanished", "run-5", "select"),
     DatasetOwner("web", "/specs/web.toml", "2026-11-22T12:00:00Z"),
     Quarantine("web.b", "0123456789abcdef", "web.b: field 'text' is missing", "run-3"),
-    IngestFailure("web.c", "SourceError: /data/web/c.jsonl:1: field 'text' is missing or not a string", "run-4"),
     SplitsRecord("0123456789abcdef", 0.2, ("web.a",), {"train": SplitTotals(100, 10, 1), "val": SplitTotals(0, 0, 0)}, 0, {"web.b": "quarantined"}),
 ]
 
