@@ -25,6 +25,7 @@ from shard_assets.lib.store import LocalFolderStore
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts" / "ui"
+DATASET_GROUP = "/locations/shard_assets/asset-groups/dataset"  # the asset graph the README sends a user to
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
 UNSET = ("DAGSTER_HOME", "SHARD_DATASET_SPEC", "SHARD_PROJECT_ROOT", "DATASET_STORE", "DATASET_STORE_ROOT", "SHARD_PARTITION_BYTES")
@@ -140,10 +141,12 @@ def _screenshot(page, url: str, name: str, ready: str) -> str:
     """Open `url`, wait for the element `ready` (a Playwright selector) to show its data, save a full-page screenshot
     under test-artifacts/ui/, and return the page's text."""
     page.goto(url)
-    page.locator(ready).first.wait_for()
-    page.wait_for_load_state("networkidle")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    try:
+        page.locator(ready).first.wait_for()
+        page.wait_for_load_state("networkidle")
+    finally:  # what the page showed, also when it never got ready
+        page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
     return page.inner_text("body")
 
 
@@ -157,7 +160,7 @@ def test_dev_starts_as_the_readme_says_without_the_dagster_yaml_warning(project,
 def test_materialize_all_in_the_browser_publishes_the_clis_version_into_the_clis_store(project, dagster, browser):
     fresh, _, cli_version = project
     before = {r["runId"] for r in dagster.runs()}
-    browser.goto(f"{dagster.url}/asset-groups")
+    browser.goto(f"{dagster.url}{DATASET_GROUP}")  # the README's page: the dataset's asset graph
     browser.get_by_role("button", name="Materialize all…").click()
     dialog = browser.get_by_role("dialog")
     dialog.get_by_role("button", name="All", exact=True).click()
@@ -172,7 +175,7 @@ def test_materialize_all_in_the_browser_publishes_the_clis_version_into_the_clis
     assert shard_loader.open_manifest(str(fresh / "data/store")).manifest.version == cli_version
     assert not (fresh / ".dagster_home" / "data").exists()  # one store: the CLI's
 
-    graph = _screenshot(browser, f"{dagster.url}/asset-groups", "asset-graph", "[aria-label=run_success] >> nth=4")  # all five assets' status loaded
+    graph = _screenshot(browser, f"{dagster.url}{DATASET_GROUP}", "asset-graph", "[aria-label=run_success] >> nth=4")  # all five assets' status loaded
     assert all(name in graph for name in ("raw_documents", "tokenizer", "tokenized_shards", "splits", "manifest"))
     if docs_copy := os.environ.get("SHARD_UI_SCREENSHOT"):
         shutil.copy(ARTIFACTS / "asset-graph.png", docs_copy)
