@@ -47,3 +47,10 @@ class UnsafeFileError(StoreError):
 
 class TooLargeError(StoreError):
     """An object is larger than the cap for its kind (a manifest, a file beyond free disk); refused before allocation."""
+
+
+class MissingExtraError(ShardLoaderError, ModuleNotFoundError):
+    """An optional dependency is not installed: the one-line message names the extra that installs it."""
+
+    def __init__(self, module: str, extra: str, needed_by: str) -> None:
+        super().__init__(f"{needed_by} needs {module}, which is not installed: pip install 'shard-loader[{extra}]'", name=module)
