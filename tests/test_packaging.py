@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.patience import HUNG
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[1]
-TIMEOUT = 900  # an install resolves from the index: generous for a loaded machine, a cold cache, a slow mirror
 
 
 def _uv() -> str:
@@ -29,14 +30,14 @@ def _uv() -> str:
 def _fresh_venv(path: Path, *requirements: str) -> Path:
     """A new virtualenv at `path` with `requirements` installed (rebuilt from the working tree, never a cached wheel)."""
     uv = _uv()
-    subprocess.run([uv, "venv", "-q", str(path), "-p", sys.executable], check=True, timeout=TIMEOUT)
+    subprocess.run([uv, "venv", "-q", str(path), "-p", sys.executable], check=True, timeout=HUNG)
     refresh = ["--refresh-package", "shard-loader", "--refresh-package", "shard-assets"]
-    subprocess.run([uv, "pip", "install", "-q", "--python", str(path / "bin" / "python"), *refresh, *requirements], check=True, timeout=TIMEOUT)
+    subprocess.run([uv, "pip", "install", "-q", "--python", str(path / "bin" / "python"), *refresh, *requirements], check=True, timeout=HUNG)
     return path / "bin"
 
 
 def _run(command: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT)
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=HUNG)
 
 
 def _installed(bin_dir: Path, cwd: Path) -> dict:

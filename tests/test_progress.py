@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from tests.support.dagster_helpers import tiny_dataset
+from tests.support.patience import HUNG
 
 pytestmark = pytest.mark.integration
 
@@ -23,7 +24,7 @@ def _build_command(tmp_path):
 
 def test_progress_in_a_pipe_is_one_plain_line_per_update(tmp_path):
     command, env = _build_command(tmp_path)
-    out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=HUNG)
     assert out.returncode == 0, out.stderr[-2000:]
     lines = [line for line in out.stderr.splitlines() if "partitions," in line]
     assert lines and all("\r" not in line for line in lines)
@@ -46,7 +47,7 @@ def test_progress_in_a_terminal_redraws_one_line(tmp_path):
             break
         chunks.append(data)
     stdout = proc.stdout.read().decode()
-    assert proc.wait(timeout=300) == 0
+    assert proc.wait(timeout=HUNG) == 0
     os.close(leader)
     terminal = b"".join(chunks).decode(errors="replace")
     assert "\rtokenize_job (tokenized_shards): 3/3 partitions" in terminal

@@ -15,6 +15,7 @@ import pytest
 pytest.importorskip("torch")
 
 from tests.support.positional import write_positional  # noqa: E402
+from tests.support.patience import HUNG
 
 pytestmark = pytest.mark.system
 
@@ -59,7 +60,7 @@ def readme_loop() -> str:
 
 def _train(url, tmp, name, kill_at):
     args = [url, str(tmp / f"{name}.pt"), str(tmp / f"{name}.log"), "7", str(kill_at), json.dumps(SIZES)]
-    return subprocess.run([sys.executable, "-c", PRELUDE + readme_loop(), *args], cwd=ROOT, timeout=300, capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-c", PRELUDE + readme_loop(), *args], cwd=ROOT, timeout=HUNG, capture_output=True, text=True)
 
 
 def _log(tmp, name):

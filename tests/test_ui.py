@@ -9,13 +9,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 import shard_loader
+from tests.support.patience import HUNG, wait_for
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,12 +29,20 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _answers(url: str) -> bool:
+    try:
+        urllib.request.urlopen(url, timeout=10)
+        return True
+    except OSError:
+        return False
+
+
 def _chromium(url: str, home: Path, *args: str) -> str:
     out = subprocess.run(
         [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          f"--user-data-dir={home}", "--window-size=1600,1000", "--virtual-time-budget=15000", *args, url],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=HUNG,
     )
     return out.stdout
 
@@ -48,7 +56,7 @@ def webserver(tmp_path_factory, demo_spec):
     }
     (tmp / "home").mkdir()
     (tmp / "home" / "dagster.yaml").symlink_to(ROOT / "dagster.yaml")
-    subprocess.run([sys.executable, "-m", "shard_assets.cli", "build", "--workers", "1"], cwd=ROOT, env=env, check=True, capture_output=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "shard_assets.cli", "build", "--workers", "1"], cwd=ROOT, env=env, check=True, capture_output=True, timeout=HUNG)
     port = _free_port()
     log = open(tmp / "dev.log", "w")
     proc = subprocess.Popen(
@@ -57,14 +65,8 @@ def webserver(tmp_path_factory, demo_spec):
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(240):
-            try:
-                urllib.request.urlopen(f"{url}/server_info", timeout=2)
-                break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            pytest.fail(f"shard-assets dev did not answer within 120 s: {(tmp / 'dev.log').read_text()[-2000:]}")
+        wait_for(lambda: _answers(f"{url}/server_info") or proc.poll() is not None, f"shard-assets dev on {url}")
+        assert proc.poll() is None, f"shard-assets dev exited: {(tmp / 'dev.log').read_text()[-2000:]}"
         yield url, tmp
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -80,7 +82,7 @@ def test_dev_serves_the_shard_assets_location_without_the_dagster_yaml_warning(w
     url, tmp = webserver
     query = json.dumps({"query": "{ workspaceOrError { ... on Workspace { locationEntries { name } } } }"}).encode()
     request = urllib.request.Request(f"{url}/graphql", data=query, headers={"Content-Type": "application/json"})
-    body = json.loads(urllib.request.urlopen(request, timeout=30).read())
+    body = json.loads(urllib.request.urlopen(request, timeout=HUNG).read())
     assert [e["name"] for e in body["data"]["workspaceOrError"]["locationEntries"]] == ["shard_assets"]
     log = (tmp / "dev.log").read_text()
     assert "will not be used" not in log and "SupersessionWarning" not in log

@@ -18,6 +18,7 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from tests.support.http_server import Faults
+from tests.support.patience import HUNG
 
 ACCESS_KEY, SECRET_KEY = "AKIATESTKEY0000001", "testsecret/0000000000000000000000000000001"
 
@@ -66,7 +67,7 @@ class S3Proxy:
                 path = self.path.split("?", 1)[0]
                 if self.command == "PUT":
                     if proxy.hold_puts is not None:
-                        proxy.hold_puts.wait(30)
+                        proxy.hold_puts.wait(HUNG)  # until the test lets it go, however slow the machine
                     if proxy.fail_puts and proxy.fail_puts in path:
                         self._reply(500, b"<Error><Code>InternalError</Code><Message>injected</Message></Error>")
                         return
