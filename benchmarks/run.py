@@ -31,6 +31,9 @@ def markdown(results: dict) -> str:
         "|---|---|---|---|",
     ]
     for name, result in results["benchmarks"].items():
+        where = result.get("machine", m)
+        if where["cpu"] != m["cpu"]:  # kept from a run on another machine: say which, and when
+            name = f"{name} ({where['cpu']}, {where['cores']} cores, {result.get('measured', where['date'])})"
         if "skipped" in result or "error" in result:
             lines.append(f"| {name} | — | {result.get('skipped') or 'error: ' + result['error'].splitlines()[-1]} | |")
             continue
@@ -50,10 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     results = {"size": size.name, "machine": machine_info(), "benchmarks": {}}
     previous = args.out / "results.json"
-    if args.only and previous.exists():  # update some benchmarks, keep the others' latest figures
+    if args.only and previous.exists():  # update some benchmarks, keep the others' latest figures, each with its machine
         kept = json.loads(previous.read_text())
-        if kept.get("size") == size.name and kept.get("machine", {}).get("cpu") == results["machine"]["cpu"]:
-            results["benchmarks"] = kept["benchmarks"]
+        if kept.get("size") == size.name:
+            results["benchmarks"] = {name: {"machine": kept["machine"], **result} for name, result in kept["benchmarks"].items()}
     for name in names:
         print(f"== {name}", flush=True)
         started = time.perf_counter()
@@ -63,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             result = {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"}
         result["seconds"] = round(time.perf_counter() - started, 1)
         result["measured"] = results["machine"]["date"]
+        result["machine"] = results["machine"]
         results["benchmarks"][name] = result
         for row in result.get("summary", []):
             print(f"   {row['figure']}: {row['value']}  {row.get('target', '')}", flush=True)

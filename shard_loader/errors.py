@@ -69,3 +69,10 @@ class CacheFileError(ShardLoaderError):
 class UnsafeCacheFileError(CacheFileError):
     """A symlink, directory, FIFO or device in the cache directory where the cache keeps a regular file (or a folder)
     of its own: something the cache did not make. Refused, never followed."""
+
+
+class MissingExtraError(ShardLoaderError, ModuleNotFoundError):
+    """An optional dependency is not installed: the one-line message names the extra that installs it."""
+
+    def __init__(self, module: str, extra: str, needed_by: str) -> None:
+        super().__init__(f"{needed_by} needs {module}, which is not installed: pip install 'shard-loader[{extra}]'", name=module)

@@ -30,8 +30,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-import torch
-from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+from .errors import MissingExtraError
+
+try:
+    import torch
+    from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+except ModuleNotFoundError as exc:
+    raise MissingExtraError(exc.name or "torch", "torch", "shard_loader.torch_dataset") from None
 
 from .arguments import ArgumentError, integer
 from .dataset import TokenDataset

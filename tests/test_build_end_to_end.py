@@ -19,6 +19,7 @@ from shard_assets.defs.resources import DatasetResource, StoreResource
 from shard_assets.lib.spec import load_spec
 from shard_loader.cache.checksum import verify_file
 from shard_loader.format import open_shard
+from tests.support.patience import HUNG
 
 pytestmark = pytest.mark.integration
 
@@ -124,11 +125,11 @@ def test_second_materialisation_publishes_the_same_content(built, demo_spec):
 def test_the_build_command_prints_a_summary_and_a_first_batch(tmp_path):
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1"}
     (tmp_path / "home").mkdir()
-    demo = subprocess.run([sys.executable, "-m", "shard_assets.cli", "demo", "--folder", str(tmp_path / "demo")], capture_output=True, text=True, env=env, timeout=120)
+    demo = subprocess.run([sys.executable, "-m", "shard_assets.cli", "demo", "--folder", str(tmp_path / "demo")], capture_output=True, text=True, env=env, timeout=HUNG)
     assert demo.returncode == 0, demo.stderr
     out = subprocess.run(
         [sys.executable, "-m", "shard_assets.cli", "build", "--spec", str(tmp_path / "demo" / "demo.toml"), "--store", str(tmp_path / "store"), "--workers", "2"],
-        capture_output=True, text=True, env=env, timeout=300,
+        capture_output=True, text=True, env=env, timeout=HUNG,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     text = out.stdout

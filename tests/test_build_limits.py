@@ -16,6 +16,7 @@ from shard_assets.definitions import build_definitions
 from shard_assets.lib.spec import load_spec
 from shard_assets.runner import BUILD_TAGS, TOKENIZE_POOL, build_dataset, release_killed_runs, worker_limit
 from tests.support.dagster_helpers import tiny_dataset
+from tests.support.patience import HUNG
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,7 +69,7 @@ def test_an_instance_with_dagsters_defaults_allows_its_default_run_limit(tmp_pat
 def test_a_rerun_frees_the_pool_slots_a_killed_build_held(tmp_path):
     _, _, resources = tiny_dataset(tmp_path, files=1, docs=10)
     home = _home(tmp_path, "dagster.yaml")
-    proc = subprocess.run([sys.executable, "-c", KILLED_BUILD, str(home)], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    proc = subprocess.run([sys.executable, "-c", KILLED_BUILD, str(home)], cwd=tmp_path, capture_output=True, text=True, timeout=HUNG,
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     killed = proc.stdout.split()[0]

@@ -7,13 +7,14 @@ import subprocess
 import sys
 
 import pytest
+from tests.support.patience import HUNG
 
 pytestmark = pytest.mark.integration
 
 
 def _cli(*args: str, cwd=None, **extra: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "DAGSTER_HOME": str(cwd or "."), "SHARD_DATASET_SPEC": "", **extra}
-    return subprocess.run([sys.executable, "-m", "shard_assets.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
+    return subprocess.run([sys.executable, "-m", "shard_assets.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=HUNG)
 
 
 def _one_line_error(out: subprocess.CompletedProcess, pattern: str) -> None:
@@ -70,5 +71,5 @@ def test_debug_prints_the_traceback(tmp_path):
 
 
 def test_the_loader_cli_says_when_the_dataset_folder_does_not_exist(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "shard_loader.cli", "verify", str(tmp_path / "nowhere")], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-m", "shard_loader.cli", "verify", str(tmp_path / "nowhere")], capture_output=True, text=True, timeout=HUNG)
     _one_line_error(out, r"nowhere: the folder does not exist, so it holds no dataset; check the path")

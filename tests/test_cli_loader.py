@@ -7,13 +7,14 @@ import numpy as np
 
 from tests.support.http_server import FolderServer
 from tests.support.synthetic import random_docs, write_dataset
+from tests.support.patience import HUNG
 import pytest
 
 pytestmark = pytest.mark.integration
 
 
 def _run(*args):
-    return subprocess.run([sys.executable, "-m", "shard_loader.cli", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "shard_loader.cli", *args], capture_output=True, text=True, timeout=HUNG)
 
 
 def test_info_fetch_verify_bench(tmp_path):

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from dagster._config import validate_config
 from dagster._core.instance.config import dagster_instance_config
+from tests.support.patience import HUNG
 
 pytestmark = pytest.mark.system
 
@@ -73,6 +74,6 @@ def test_the_slurm_instance_reads_postgres_and_the_partition_from_the_documented
 def test_definitions_validate_from_workspace(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "dagster", "definitions", "validate", "-w", "workspace.yaml"],
-        cwd=ROOT, capture_output=True, text=True, timeout=180, env={**os.environ, "DAGSTER_HOME": str(tmp_path)},
+        cwd=ROOT, capture_output=True, text=True, timeout=HUNG, env={**os.environ, "DAGSTER_HOME": str(tmp_path)},
     )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]

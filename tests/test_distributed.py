@@ -17,6 +17,7 @@ pytest.importorskip("torch")
 from shard_loader import TokenDataset  # noqa: E402
 from tests.support.dist_reader import OPTIONS  # noqa: E402
 from tests.support.positional import samples_of, write_positional  # noqa: E402
+from tests.support.patience import HUNG
 
 pytestmark = pytest.mark.system
 
@@ -36,7 +37,7 @@ def _torchrun(url, out, world, workers, method, run, every=0, kill_at=0):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world}",
            str(ROOT / "tests/support/dist_reader.py"), url, str(out), json.dumps(SIZES), str(workers), method, str(every), str(kill_at)]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RUN": str(run)}
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=HUNG)
 
 
 def _logs(out, run, world):

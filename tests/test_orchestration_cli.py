@@ -13,6 +13,7 @@ from shard_assets.defs.partitions import sync_partitions
 from shard_assets.lib.store import LocalFolderStore
 from shard_assets.lib.spec import load_spec
 from tests.support.dagster_helpers import tiny_dataset
+from tests.support.patience import HUNG
 import pytest
 
 pytestmark = pytest.mark.system
@@ -34,7 +35,7 @@ def test_cli_backfill_queues_one_run_per_chosen_partition(tmp_path):
     env = {**os.environ, "DAGSTER_HOME": str(home), "SHARD_DATASET_SPEC": str(spec), "DATASET_STORE_ROOT": str(store), "HF_HUB_OFFLINE": "1"}
     out = subprocess.run(
         [sys.executable, "-m", "dagster", "job", "backfill", "-w", "workspace.yaml", "-j", "tokenize_job", "--partitions", "web.part0,web.part2", "--noprompt"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=180,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=HUNG,
     )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     with _instance(home) as inst:

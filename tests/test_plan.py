@@ -13,6 +13,7 @@ from shard_assets.lib.spec import TokenizerSpec, load_spec
 from shard_assets.lib.encoding import encode_documents
 from shard_assets.lib.tokenizer import build_tokenizer, load_tokenizer
 from tests.support.dagster_helpers import write_jsonl
+from tests.support.patience import HUNG
 
 
 def test_estimates_are_close_to_the_truth(tmp_path):
@@ -54,7 +55,7 @@ def test_a_file_read_whole_by_the_sample_is_exact_and_unmarked(tmp_path):
 
 
 def test_plan_command_prints_totals(demo_spec):
-    out = subprocess.run([sys.executable, "-m", "shard_assets.cli", "plan", "--spec", str(demo_spec), "--sample", "20"], capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-m", "shard_assets.cli", "plan", "--spec", str(demo_spec), "--sample", "20"], capture_output=True, text=True, timeout=HUNG)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "total" in out.stdout and "core-hours" in out.stdout and "stdlib.part-000" in out.stdout
 

@@ -14,6 +14,7 @@ import pytest
 
 from shard_assets.runner import Progress, RunBatch, RunOutcome
 from tests.support.dagster_helpers import tiny_dataset
+from tests.support.patience import HUNG
 
 RUNS = [
     RunOutcome(RunBatch("ingest_job", ("web.a", "web.b")), ("run-1",), {}),
@@ -57,7 +58,7 @@ def _build_command(tmp_path):
 @pytest.mark.integration
 def test_progress_in_a_pipe_is_one_plain_line_per_job(tmp_path):
     command, env = _build_command(tmp_path)
-    out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=HUNG)
     assert out.returncode == 0, out.stderr[-2000:]
     lines = [line for line in out.stderr.splitlines() if "partitions," in line]
     assert lines and all("\r" not in line for line in lines)
@@ -82,7 +83,7 @@ def test_progress_in_a_terminal_redraws_one_line(tmp_path):
             break
         chunks.append(data)
     stdout = proc.stdout.read().decode()
-    assert proc.wait(timeout=300) == 0
+    assert proc.wait(timeout=HUNG) == 0
     os.close(leader)
     terminal = b"".join(chunks).decode(errors="replace")
     assert "\rtokenize_job (tokenized_shards): 3/3 partitions" in terminal

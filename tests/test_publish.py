@@ -35,13 +35,14 @@ from shard_assets.lib.store.local import STALE_TEMP_SECONDS
 from shard_loader import open_manifest
 store = LocalFolderStore(sys.argv[1])
 manifest = open_manifest(sys.argv[2]).manifest
-for _ in range(int(sys.argv[3])):
+for n in range(int(sys.argv[3])):
     promote(store, write_version(store, manifest)[0])
+    print(n, flush=True)  # published: the point a test may kill at
 """
 
 
 def _publisher(store: Path, manifest: Path, times: int) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", PUBLISHER, str(store), str(manifest), str(times)], cwd=ROOT)
+    return subprocess.Popen([sys.executable, "-c", PUBLISHER, str(store), str(manifest), str(times)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
 
 
 def _two_datasets(store: Path) -> dict[str, bytes]:
@@ -63,7 +64,7 @@ def test_two_builds_publishing_at_once_never_tear_the_manifest(tmp_path):
         body = (store / "manifest.json").read_bytes()
         assert body in bodies.values()  # one of the two, whole, never a mix
         seen.append(shard_loader.open_manifest(str(store)).manifest.version)
-    assert all(p.wait() == 0 for p in procs)
+    assert all(p.wait() == 0 and len(p.stdout.read().split()) == 40 for p in procs)
     assert set(seen) <= set(bodies) and len(seen) > 10
     assert assert_every_manifest_whole(store) == 3
     assert not [p for p in store.rglob("*") if p.name.endswith(".tmp")]
@@ -76,9 +77,10 @@ def test_a_publisher_killed_at_random_moments_leaves_a_whole_manifest(tmp_path):
     for attempt in range(4):
         version = sorted(bodies)[attempt % 2]
         proc = _publisher(store, store / f"manifests/{version}.json", 100_000)
-        time.sleep(rng.uniform(0.8, 1.5))  # past the interpreter's start: mid-publish
+        for _ in range(rng.randint(1, 30)):  # killed after a seeded number of publishes: in the middle of the next one
+            assert proc.stdout.readline(), "the publisher ended"
         os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+        proc.communicate()
         assert (store / "manifest.json").read_bytes() in bodies.values()  # whole, whichever the kill left
         assert assert_every_manifest_whole(store) == 3
     (store / ".manifest.json.killed-writer.tmp").write_bytes(b"half a manifest")  # as a kill leaves it, for certain

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.seaweedfs import READER, WRITER
+from tests.support.patience import HUNG
 
 pytestmark = pytest.mark.system
 
@@ -29,7 +30,7 @@ def _run(block: str, values: dict[str, str], env: dict[str, str]) -> subprocess.
     for placeholder, value in values.items():
         block = block.replace(f"<{placeholder}>", value)
     assert "<" not in block, block
-    return subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=ROOT, env=env, capture_output=True, text=True, timeout=HUNG)
 
 
 def test_the_readme_r2_commands_build_and_read_back(seaweed, tmp_path):
@@ -74,7 +75,7 @@ def test_s3_raw_sources_are_listed_and_read_with_the_stores_keys(seaweed, tmp_pa
         "R2_DATASET_WRITE_ACCESS_KEY_ID": WRITER[0], "R2_DATASET_WRITE_SECRET_ACCESS_KEY": WRITER[1],
     }
     (tmp_path / "home").mkdir()
-    out = subprocess.run([str(ROOT / ".venv/bin/shard-assets"), "build", "--spec", str(spec), "--workers", "1"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    out = subprocess.run([str(ROOT / ".venv/bin/shard-assets"), "build", "--spec", str(spec), "--workers", "1"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=HUNG)
     assert out.returncode == 0, out.stderr[-3000:]
     assert re.search(r"^partitions\s+2 \(0 left out", out.stdout, re.M), out.stdout
     assert WRITER[1] not in out.stdout + out.stderr

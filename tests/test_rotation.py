@@ -16,6 +16,7 @@ from shard_loader.cache.lease import hold
 from shard_loader.cache.paced import PacedFiles
 from shard_loader.cache.verified import cached_path
 from tests.support.http_server import FolderServer
+from tests.support.patience import wait_for
 from tests.support.synthetic import random_docs, write_dataset
 
 
@@ -90,21 +91,24 @@ def test_kept_files_are_reused_after_a_restart(remote, tmp_path):
 
 
 def test_no_wait_at_swaps_when_the_link_outpaces_a_slow_consumer(remote, tmp_path):
+    """The next window is asked for while the current one is consumed (the wait at a swap is measured by
+    benchmarks/bench_loader.py, not here: a clock in a test measures the machine's load)."""
     root, manifest = remote
     largest = max(e.nbytes for e in manifest.splits["train"].shards)
     with FolderServer(root, rate=4 * largest) as server:  # a window takes about 0.25 s to arrive
         ds = TokenDataset(f"{server.url}/manifest.json", seq_len=64, batch_size=4, cache_dir=tmp_path, window_shards=1)
-        started = time.perf_counter()
+        lasts = np.cumsum(ds.plan().batches_per_window) - 1  # each window's last batch, in visiting order
+        requested = lambda: sum(p.endswith(".npy") for p in server.gets if p.startswith("/tokenized/"))  # noqa: E731
         for i, _ in enumerate(ds):
-            time.sleep(0.004)  # the "GPU": about 1 s per window
-            if i > 6 * len(ds) // 24:
+            window = int(np.searchsorted(lasts, i))
+            if window == 6:
                 break
-        elapsed = time.perf_counter() - started
+            if i == lasts[window]:  # the consumer still holds this window's last batch
+                wait_for(lambda: requested() >= window + 2, f"window {window + 1}'s shard requested while window {window} is consumed")
         ds.close()
     waits = ds.stats.waits
     assert waits[0] > 0.1  # the first window really was slow to arrive
-    assert len(waits) >= 5 and max(waits[1:]) < 0.05, waits
-    assert elapsed > 4 * waits[0]
+    assert len(waits) >= 6, waits
 
 
 def test_one_mode_per_store_and_budget_chosen_when_the_dataset_is_made(remote, tmp_path):

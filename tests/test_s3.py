@@ -4,7 +4,6 @@ bucket with Dagster, load with a fresh cache, faults, tampering, resume, shared 
 import hashlib
 import multiprocessing
 import os
-from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -18,6 +17,8 @@ from shard_loader.format import FileRef
 from shard_loader.storage.retry import RequestStats, RetryPolicy
 from shard_loader.storage.s3 import S3Store
 from tests.support.http_server import Faults
+from tests.support.patience import HUNG
+from tests.support.rank_download import rank_download
 from tests.support.s3_proxy import ACCESS_KEY, SECRET_KEY, loopback_s3_with_bucket
 
 pytestmark = pytest.mark.integration
@@ -128,15 +129,10 @@ def test_an_interrupted_download_resumes_without_refetching_completed_parts(s3, 
     assert hashlib.sha256((tmp_path / ref.key).read_bytes()).hexdigest() == ref.sha256
 
 
-def _rank_download(url: str, refs: list, cache: str) -> None:
-    store = S3Store(f"s3://{BUCKET}", endpoint_url=url, access_key_id=ACCESS_KEY, secret_access_key=SECRET_KEY)
-    for ref in refs:
-        download_file(store, FileRef(**ref), Path(cache) / ref["key"], DownloadConfig(part_size=128 << 10, concurrency=4))
-
-
 def _shared_memory() -> set[str]:
-    """Shared-memory segments, less the semaphores any multiprocessing program (another test run too) makes and removes."""
-    return {name for name in os.listdir("/dev/shm") if not name.startswith("sem.mp-")}
+    """Shared-memory segments, less those other programs on the machine make and remove meanwhile: any
+    multiprocessing program's semaphores (another test run's too) and a PostgreSQL server's dynamic shared memory."""
+    return {name for name in os.listdir("/dev/shm") if not name.startswith(("sem.mp-", "PostgreSQL."))}
 
 
 def test_ranks_sharing_a_cache_fetch_each_object_once_and_jobs_do_not_interfere(s3, tmp_path):
@@ -144,12 +140,14 @@ def test_ranks_sharing_a_cache_fetch_each_object_once_and_jobs_do_not_interfere(
     shm_before = _shared_memory()
     ctx = multiprocessing.get_context("spawn")
     jobs = [(str(tmp_path / "node-cache"),)] * 4 + [(str(tmp_path / "other-job"),)]
-    procs = [ctx.Process(target=_rank_download, args=(s3.url, [r.__dict__ for r in refs], cache)) for (cache,) in jobs]
+    procs = [ctx.Process(target=rank_download, args=(s3.url, BUCKET, [r.__dict__ for r in refs], cache)) for (cache,) in jobs]
     for p in procs:
         p.start()
     for p in procs:
-        p.join(120)
-        assert p.exitcode == 0
+        p.join(HUNG)
+        if p.exitcode is None:
+            p.kill()
+        assert p.exitcode == 0, f"a rank exited with {p.exitcode} (None: still running after {HUNG} s, killed)"
     for ref in refs:
         assert s3.proxy.gets[f"/{BUCKET}/{ref.key}"] == 2 * 8  # 8 parts, once for the node, once for the other job
         for cache in ("node-cache", "other-job"):

@@ -26,6 +26,7 @@ from tests.support.s3_proxy import S3Proxy
 from tests.support.seaweedfs import READER, WRITER
 from tests.support.positional import samples_of, write_positional
 from tests.support.synthetic import write_dataset
+from tests.support.patience import HUNG
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = [int(n) for n in np.random.default_rng(8).integers(300, 900, size=6)]
@@ -247,7 +248,7 @@ def test_two_ranks_of_two_workers_share_a_cache_without_crashing(tmp_path):
     with FolderServer(tmp_path / "pub", rate=200_000) as server:
         for rep in range(2):
             procs = _ranks(f"{server.url}/manifest.json", tmp_path / f"cache{rep}", sizes, slow=(0.0, 0.01))
-            results = [p.communicate(timeout=300) for p in procs]
+            results = [p.communicate(timeout=HUNG) for p in procs]
             assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in results]
             assert [json.loads(out) for out, _ in results] == _expected(tmp_path / "pub", sizes)
 
@@ -262,7 +263,7 @@ def test_ranks_in_lockstep_fetch_each_file_once_per_node_within_the_disk_budget(
     with FolderServer(tmp_path / "pub", rate=400_000) as server:
         procs = _ranks(f"{server.url}/manifest.json", tmp_path / "cache", sizes, (0.0, 0.005), budget, tmp_path / "rendezvous")
         disk = DiskInUse(tmp_path / "cache", [p.pid for p in procs])
-        results = [p.communicate(timeout=300) for p in procs]
+        results = [p.communicate(timeout=HUNG) for p in procs]
         disk.stop()
     assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in results]
     assert [json.loads(out) for out, _ in results] == _expected(tmp_path / "pub", sizes)
@@ -283,7 +284,7 @@ def _lagging_passes(url, tmp_path, budget, store_options=None):
     env = {**os.environ, "PYTHONPATH": str(ROOT), "LAGGING_STORE_OPTIONS": json.dumps(store_options or {})}
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     disk = DiskInUse(tmp_path / "cache", [proc.pid])
-    out, _ = proc.communicate(timeout=600)
+    out, _ = proc.communicate(timeout=HUNG)
     disk.stop()
     assert proc.returncode == 0, out[-4000:]
     return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)], disk

@@ -22,6 +22,7 @@ import shard_loader
 from shard_assets.lib.layout import raw_record_key
 from shard_assets.lib.records import RawRecord, get_record
 from shard_assets.lib.store import LocalFolderStore
+from tests.support.patience import HUNG
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts" / "ui"
@@ -57,7 +58,7 @@ class Dagster:
     def query(self, text: str, **variables) -> dict:
         body = json.dumps({"query": text, "variables": variables}).encode()
         request = urllib.request.Request(f"{self.url}/graphql", data=body, headers={"Content-Type": "application/json"})
-        return json.loads(urllib.request.urlopen(request, timeout=120).read())["data"]
+        return json.loads(urllib.request.urlopen(request, timeout=HUNG).read())["data"]
 
     def runs(self) -> list[dict]:
         query = "{ runsOrError(limit: 200) { ... on Runs { results { runId jobName status tags { key value } } } } }"
@@ -87,7 +88,7 @@ def project(tmp_path_factory):
             shutil.copy2(ROOT / name, fresh / name)
     (fresh / ".venv").symlink_to(ROOT / ".venv")
     env = {k: v for k, v in os.environ.items() if k not in UNSET} | {"SHARD_SKIP_SETUP": "1"}
-    demo = subprocess.run(["scripts/demo"], cwd=fresh, env=env, capture_output=True, text=True, timeout=900)
+    demo = subprocess.run(["scripts/demo"], cwd=fresh, env=env, capture_output=True, text=True, timeout=HUNG)
     assert demo.returncode == 0, demo.stderr[-3000:]
     version = next(line.split()[1] for line in demo.stdout.splitlines() if line.startswith("version "))
     return fresh, env, version
@@ -108,7 +109,7 @@ def dagster(project):
                 return None
             return [e["name"] for e in entries if e["loadStatus"] == "LOADED"]
 
-        assert _until(loaded, 300, f"shard-assets dev to load the code location ({fresh / 'dev.log'})") == ["shard_assets"]
+        assert _until(loaded, HUNG, f"shard-assets dev to load the code location ({fresh / 'dev.log'})") == ["shard_assets"]
         yield server
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -130,7 +131,7 @@ def browser(tmp_path_factory):
             str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS,
             viewport={"width": 1600, "height": 1200},
         )
-        context.set_default_timeout(180_000)
+        context.set_default_timeout(HUNG * 1000)
         try:
             yield context.new_page()
         finally:
@@ -200,7 +201,7 @@ def test_the_sensor_turned_on_in_the_browser_builds_and_publishes_a_new_file(pro
     for sensor in ("raw_files_sensor", "default_automation_condition_sensor"):
         row = browser.locator("[class*=ListItem_listItem]", has=browser.get_by_text(sensor, exact=True))
         row.locator("label[class*=formatSwitch]").click()
-        _until(lambda: dagster.sensor_status(sensor) == "RUNNING", 120, f"{sensor} to run")
+        _until(lambda: dagster.sensor_status(sensor) == "RUNNING", HUNG, f"{sensor} to run")
     store = str(fresh / "data/store")
 
     def published():

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlparse
 
-from ..errors import CredentialsError, SettingsError
+from ..errors import CredentialsError, MissingExtraError, SettingsError
 from .redaction import redact, redact_client_logs, register_secret
 
 Role = Literal["read", "write"]
@@ -138,8 +138,11 @@ def make_s3_client(
     `r2` (an `r2://` URL) requires an endpoint; `timeout` is the connect and per-read stall timeout; `retries` is botocore's attempt count (the
     loader retries itself, so 1 there); `config_options` go to botocore's Config unchanged.
     """
-    import boto3
-    from botocore.config import Config
+    try:
+        import boto3
+        from botocore.config import Config
+    except ModuleNotFoundError as exc:
+        raise MissingExtraError(exc.name or "boto3", "s3", "an s3:// or r2:// store") from None
 
     redact_client_logs()
     settings = resolve_settings(endpoint_url, access_key_id, secret_access_key, account_id, role, region, r2)

@@ -20,6 +20,7 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from tests.support.http_server import Faults
+from tests.support.patience import HUNG
 
 ACCESS_KEY, SECRET_KEY = "AKIATESTKEY0000001", "testsecret/0000000000000000000000000000001"
 
@@ -29,7 +30,7 @@ class PutGate:
     a test kills the writer while its upload waits, and the write never lands. `held` is set once a PUT waits;
     `client` is the writer's (host, port), which names its process."""
 
-    def __init__(self, fragment: str, timeout: float = 600.0):
+    def __init__(self, fragment: str, timeout: float = HUNG):
         self.fragment, self.timeout = fragment, timeout
         self.held, self.release = threading.Event(), threading.Event()
         self.client: tuple[str, int] | None = None
@@ -95,7 +96,7 @@ class S3Proxy:
                 path = self.path.split("?", 1)[0]
                 if self.command == "PUT":
                     if proxy.hold_puts is not None:
-                        proxy.hold_puts.wait(30)
+                        proxy.hold_puts.wait(HUNG)  # until the test lets it go, however slow the machine
                     if proxy.gate is not None and proxy.gate.holds(path, self.client_address):
                         self._reply(503, b"<Error><Code>SlowDown</Code><Message>held by a test, then refused</Message></Error>")
                         return

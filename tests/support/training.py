@@ -84,7 +84,7 @@ def train(code: str, url: str, sizes: list[int], tmp: Path, name: str, kill_at: 
     script.write_text(PRELUDE + code)
     launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world}"] if world else [sys.executable]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([*launch, str(script), *args], cwd=ROOT, env=env, timeout=600, capture_output=True, text=True)
+    return subprocess.run([*launch, str(script), *args], cwd=ROOT, env=env, timeout=HUNG, capture_output=True, text=True)
 
 
 def read_log(tmp: Path, name: str, rank: int = 0) -> list:
