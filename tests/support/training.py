@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from shard_loader import TokenDataset
+from tests.support.patience import HUNG
 from tests.support.positional import samples_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,6 +22,7 @@ PRELUDE = f'''
 import json, os, signal, sys
 import torch
 import torch.distributed as dist
+from tests.support.patience import HUNG
 from tests.support.positional import samples_of
 url, ckpt, log_path, every, kill_at, kill_rank, sizes, init = sys.argv[1:9]
 every, kill_at, kill_rank, sizes, epochs, device = int(every), int(kill_at), int(kill_rank), json.loads(sizes), {EPOCHS}, "cpu"
