@@ -31,7 +31,7 @@ WEIGHTS = (0.6, 0.3, 0.1)
 def make_store(work: Path, tokens: int) -> tuple[str, str]:
     """(the single dataset's URL, the mixture's URL): three datasets under one store root and a mixture of them."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from tests.support.mixtures import Part, write_mixture
+    from tests.support.mixture_files import Part, write_mixture
 
     store = work / "store"
     sizes = {"web": (tokens, 8), "code": (tokens, 8), "math": (tokens // 100, 1)}  # math: 100x smaller
