@@ -41,7 +41,7 @@ def test_info_fetch_verify_a_mixture(tmp_path):
         fetched = _run("fetch", remote, "--cache-dir", str(cache))
         assert fetched.returncode == 0, fetched.stderr
         assert [line.split(":")[0] for line in fetched.stdout.splitlines()] == ["web", "code", "math"]
-        assert "web: 9 files" in fetched.stdout and "math: 3 files" in fetched.stdout  # the tokenizer, then .npy and .bin per shard
+        assert "web: 10 files" in fetched.stdout and "math: 4 files" in fetched.stdout  # the tokenizer, the train table, .npy and .bin per shard
         ok = _run("verify", remote, "--cache-dir", str(cache))
         assert ok.returncode == 0 and ok.stdout.count("all files verified") == 3
         damaged = next((cache).glob("code-*/tokenized/**/part-00002.npy"))

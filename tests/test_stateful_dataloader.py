@@ -66,7 +66,8 @@ def _points(full, seed, k):
 
 def test_a_plain_loader_yields_whole_int64_batches(root, full):
     batches = list(_loader(_dataset(root), 0))
-    assert all(set(b) == {"input_ids", "labels"} for b in batches)
+    assert all(set(b) == {"input_ids", "labels", "component"} for b in batches)  # component: 0 for a plain dataset
+    assert all(b["component"].dtype == torch.int64 and not b["component"].any() for b in batches)
     assert all(b["input_ids"].dtype == torch.int64 and b["input_ids"].shape == (2, 16) for b in batches)
     assert [samples_of(b, SIZES) for b in batches] == full
 
