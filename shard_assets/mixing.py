@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
+from shard_loader.format import MixtureFile
 
 from .defs.mixture import MixtureSpecsResource
 from .lib.errors import PublishError, RunFailed
-from .lib.mixture.document import Mixture
 from .lib.mixture.publish import read_mixture
 from .lib.publish import Audit
 from .runner import BUILD_TAGS, QUIET, failure_message
@@ -25,7 +25,7 @@ class MixResult:
     key: str
     live: bool
     created: bool
-    mixture: Mixture
+    mixture: MixtureFile
     audits: tuple[Audit, ...]
     run_id: str
     seconds: float

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import dagster as dg
 from shard_loader.errors import ShardLoaderError
+from shard_loader.format import live_mixture_key
 
 from ..lib.charts import grouped_bar_chart_svg, markdown_image
 from ..lib.errors import BuildError
 from ..lib.mixture.audits import AUDITS
 from ..lib.mixture.components import current_versions, join_url, resolve_mixture
-from ..lib.mixture.document import live_mixture_key
 from ..lib.mixture.publish import publish_mixture
 from ..lib.mixture.spec import MixtureSpec, load_mixture_spec, mixture_spec_files
 from ..lib.mixture.summary import component_rows, markdown_table
@@ -93,7 +93,7 @@ def _metadata(published, url: str) -> dict:
         "weights": dg.MetadataValue.md(markdown_image(chart, "weight against natural share of train tokens, per component")),
         "components": dg.MetadataValue.md(markdown_table(rows)),
         "pinned_versions": dg.MetadataValue.json({c.name: c.version for c in m.components}),
-        "component_manifests": dg.MetadataValue.json({c.name: c.manifest.url for c in m.components}),
+        "component_manifests": dg.MetadataValue.json({c.name: c.manifest.key for c in m.components}),
         **{f"tokens_per_epoch_{split}": tokens for split, tokens in m.tokens_per_epoch.items()},
         **{f"implied_epochs/{r.name}": float(round(r.epochs, 6)) for r in rows},
         "tokenizer_fingerprint": m.tokenizer.fingerprint,

@@ -5,6 +5,7 @@ tokens per epoch resolved from the budget or the stop rule."""
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import posixpath
 from dataclasses import dataclass
@@ -13,13 +14,12 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from shard_loader.errors import ShardLoaderError
-from shard_loader.format import LATEST_KEY, SPLITS, VERSIONS_DIR, Manifest, parse_manifest, versioned_key
+from shard_loader.format import LATEST_KEY, SPLITS, VERSIONS_DIR, Component, FileRef, Manifest, MixtureFile, MixtureTokenizer, parse_manifest, versioned_key
 from shard_loader.format.manifest import CREATED_AT_FORMAT
 from shard_loader.storage import Store, is_remote, open_store, split_manifest_url
 
 from ..errors import MixtureError
 from ..store import ObjectStore
-from .document import Mixture, MixtureComponent, MixtureTokenizer, PinnedManifest, mixture_version
 from .spec import ComponentSpec, MixtureSpec
 
 
@@ -83,6 +83,20 @@ def absolute_url(url: str, store_root: str) -> str:
     return url if absolute else join_url(store_root, url)
 
 
+def mixture_version(name: str, tokens_per_epoch: dict[str, int], components: tuple[Component, ...]) -> str:
+    """`<name>-<16 hex>`: a sha256 over the name, the tokens per epoch and each component's (name, weight, manifest
+    sha256, max_repeats), so the same inputs republish the same version."""
+    body = json.dumps(
+        {
+            "name": name,
+            "tokens_per_epoch": tokens_per_epoch,
+            "components": [[c.name, c.weight, c.manifest.sha256, c.max_repeats] for c in components],
+        },
+        sort_keys=True,
+    )
+    return f"{name}-{hashlib.sha256(body.encode()).hexdigest()[:16]}"
+
+
 def epoch_tokens(spec: MixtureSpec, names: list[str], weights: list[float], held: list[dict[str, int]]) -> tuple[dict[str, int], dict[str, str]]:
     """Tokens one mixture epoch serves per split (the spec's budget, else its stop rule), and how each split got them.
 
@@ -113,7 +127,7 @@ def _pin(spec: MixtureSpec, i: int, c: ComponentSpec, client) -> PinnedComponent
         raise MixtureError(f"{spec.origin}: components[{i}].manifest {c.manifest}: {' '.join(str(exc).split())}") from None
 
 
-def resolve_mixture(spec: MixtureSpec, store: ObjectStore, lineage: dict) -> Mixture:
+def resolve_mixture(spec: MixtureSpec, store: ObjectStore, lineage: dict) -> MixtureFile:
     """The mixture to publish into `store`: every component read and pinned, weights normalised, tokens per epoch
     resolved, and the version id over what it serves. `lineage` (run, code version) is published with it."""
     client = getattr(store, "client", None)
@@ -127,14 +141,14 @@ def resolve_mixture(spec: MixtureSpec, store: ObjectStore, lineage: dict) -> Mix
     tokens, how = epoch_tokens(spec, names, weights, held)
     root = store.loader_url()
     components = tuple(
-        MixtureComponent(
-            name=name, weight=weight, manifest=PinnedManifest(url_in_mixture(p.url, root), p.size, p.sha256),
+        Component(
+            name=name, weight=weight, manifest=FileRef(url_in_mixture(p.url, root), p.size, p.sha256),
             dataset=p.manifest.dataset, version=p.manifest.version, tokens=h, max_repeats=c.max_repeats,
         )
         for name, weight, p, h, c in zip(names, weights, pinned, held, spec.components)
     )
     first = pinned[0].manifest.tokenizer  # one tokenizer across components is an audit of the written version
-    return Mixture(
+    return MixtureFile(
         name=spec.name,
         version=mixture_version(spec.name, tokens, components),
         created_at=datetime.now(UTC).strftime(CREATED_AT_FORMAT),

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shard_loader.format import MixtureFile, live_mixture_key, mixture_version_key, parse_mixture
+
 from ..errors import PublishError
 from ..publish import Audit
 from ..store import ObjectStore
 from .audits import audit_mixture
-from .document import Mixture, live_mixture_key, mixture_version_key, parse_mixture
 
 
 @dataclass(frozen=True)
@@ -17,7 +18,7 @@ class PublishedMixture:
     key: str
     created: bool
     live: bool
-    mixture: Mixture
+    mixture: MixtureFile
     audits: tuple[Audit, ...]
 
     @property
@@ -25,11 +26,11 @@ class PublishedMixture:
         return [a.name for a in self.audits if not a.passed]
 
 
-def read_mixture(store: ObjectStore, key: str) -> Mixture:
+def read_mixture(store: ObjectStore, key: str) -> MixtureFile:
     return parse_mixture(store.get_bytes(key), origin=f"{store.describe()}/{key}")
 
 
-def write_mixture_version(store: ObjectStore, mixture: Mixture) -> tuple[str, bool, Mixture]:
+def write_mixture_version(store: ObjectStore, mixture: MixtureFile) -> tuple[str, bool, MixtureFile]:
     """Write the version once (first writer wins) and read it back; a version already written with other content
     is refused, never replaced. Returns its key, whether this call wrote it, and the copy in the store."""
     key = mixture_version_key(mixture.name, mixture.version)
@@ -45,7 +46,7 @@ def promote_mixture(store: ObjectStore, key: str, name: str) -> None:
     store.put_bytes(live_mixture_key(name), store.get_bytes(key))
 
 
-def publish_mixture(store: ObjectStore, mixture: Mixture) -> PublishedMixture:
+def publish_mixture(store: ObjectStore, mixture: MixtureFile) -> PublishedMixture:
     """Write the version, audit it, and replace the live mixture only if every audit passed."""
     key, created, written = write_mixture_version(store, mixture)
     audits = audit_mixture(written, store.loader_url(), getattr(store, "client", None))
