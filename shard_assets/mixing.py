@@ -12,33 +12,19 @@ from pathlib import Path
 import dagster as dg
 from shard_loader.format import MixtureFile
 
-from .defs.mixture import MixtureSpecsResource
+from .defs.mixture import MixtureSpecsResource, publish_report
 from .lib.errors import PublishError, RunFailed
-from .lib.mixture.publish import read_mixture
-from .lib.publish import Audit
+from .lib.mixture.publish import PublishReport, live_mixture_url, read_mixture
 from .runner import BUILD_TAGS, QUIET, failure_message
 
 
 @dataclass(frozen=True)
 class MixResult:
-    url: str
-    key: str
-    live: bool
-    created: bool
-    mixture: MixtureFile
-    audits: tuple[Audit, ...]
+    url: str  # the live mixture's URL (replaced only when every audit passed)
+    report: PublishReport  # the version written and every audit's outcome, as the run reported them
+    mixture: MixtureFile  # the version as written in the store
     run_id: str
     seconds: float
-
-
-def _audits(result: dg.ExecuteInProcessResult) -> tuple[Audit, ...]:
-    """The run's check evaluations as audits, with the problems the asset reported (as the UI shows them)."""
-    audits = []
-    for e in result.get_asset_check_evaluations():
-        problems = str(e.metadata["problems"].value) if "problems" in e.metadata else ""
-        lines = tuple(p[2:] for p in problems.splitlines() if p.startswith("- "))
-        audits.append(Audit(e.check_name, e.passed, str(e.metadata["summary"].value) if "summary" in e.metadata else "", lines))
-    return tuple(audits)
 
 
 def publish_mixture_spec(instance: dg.DagsterInstance, spec: Path, resources: dict) -> MixResult:
@@ -56,16 +42,13 @@ def publish_mixture_spec(instance: dg.DagsterInstance, spec: Path, resources: di
     materialized = result.asset_materializations_for_node("mixture")
     if not materialized:
         raise RunFailed(f"mixture_job [{spec.stem}] failed (run {result.run_id}): {failure_message(result) or 'see the run in the Dagster UI'}")
-    meta = materialized[0].metadata
-    key = str(meta["versioned_key"].value)
-    return MixResult(
-        url=str(meta["mixture_url"].value), key=key, live=bool(meta["live"].value), created=bool(meta["newly_written"].value),
-        mixture=read_mixture(resources["store"].store(), key), audits=_audits(result), run_id=result.run_id, seconds=time.perf_counter() - started,
-    )
+    report, store = publish_report(materialized[0].metadata), resources["store"].store()
+    mixture = read_mixture(store, report.key)
+    return MixResult(live_mixture_url(store, mixture.name), report, mixture, result.run_id, time.perf_counter() - started)
 
 
 def refusal(result: MixResult) -> PublishError:
     """One line: which audits failed and why, and that the live mixture was left as it was."""
-    failed = [a for a in result.audits if not a.passed]
+    failed = [a for a in result.report.audits if not a.passed]
     reasons = "; ".join(f"{a.name}: {'; '.join(a.problems[:3]) or a.summary}" for a in failed)
-    return PublishError(f"mixture {result.mixture.version} failed its audits ({reasons}); {result.key} written, {result.url} unchanged")
+    return PublishError(f"mixture {result.mixture.version} failed its audits ({reasons}); {result.report.key} written, {result.url} unchanged")

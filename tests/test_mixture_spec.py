@@ -212,3 +212,16 @@ def test_a_missing_or_unreadable_tokenizer_file_is_one_line_naming_the_path(tmp_
     with pytest.raises(TokenizerError, match=r"has no token '<eos>'; set \[tokenizer\].eod_token"):
         build(_tokenizer_file(tmp_path), eod="<eos>")
     assert parse_spec({"name": "w", "tokenizer": {"kind": "file", "path": "/x/t.json"}, "sources": [{"name": "s", "uri": "/x/*.jsonl", "format": "jsonl"}]}, "w").tokenizer.path == "/x/t.json"
+
+
+def test_a_publish_report_reads_back_typed_from_the_materialization_metadata():
+    import dagster as dg
+
+    from shard_assets.defs.mixture import PUBLISH_REPORT, publish_report
+    from shard_assets.lib.mixture.publish import PublishReport
+    from shard_assets.lib.publish import Audit
+    from shard_assets.lib.records import to_json
+
+    report = PublishReport("mixtures/blend/blend-0.json", True, False, (Audit("one_tokenizer", False, "a: f1, b: f2", ("b: tokenizer f2",)), Audit("weights_positive", True, "a: 1")))
+    assert publish_report({PUBLISH_REPORT: dg.MetadataValue.json(json.loads(to_json(report)))}) == report
+    assert report.failed == ["one_tokenizer"]

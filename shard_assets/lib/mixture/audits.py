@@ -15,7 +15,7 @@ from shard_loader.errors import ShardLoaderError
 from shard_loader.format import Component, Manifest, MixtureFile, open_shard, parse_manifest
 from shard_loader.storage import Store, is_remote
 
-from ..publish import Audit, _sample
+from ..publish import Audit, sampled_shards
 from .components import absolute_url, open_manifest_store
 
 SIZE_THREADS = 16  # a remote file's size is one HEAD: waiting on the store, not on this process
@@ -58,7 +58,7 @@ def _sample_reads(store: Store, manifest: Manifest) -> list[str]:
     with tempfile.TemporaryDirectory() as tmp:
         try:
             ensure_local(store, manifest.tokenizer.file, tmp)
-            for e in _sample(manifest):
+            for e in sampled_shards(manifest):
                 open_shard(e, ensure_local(store, e.npy, tmp), ensure_local(store, e.bin, tmp), manifest.token_dtype)
         except (ShardLoaderError, OSError) as exc:
             return [" ".join(str(exc).split())]

@@ -11,19 +11,33 @@ from ..errors import PublishError
 from ..publish import Audit
 from ..store import ObjectStore
 from .audits import audit_mixture
+from .components import join_url
 
 
 @dataclass(frozen=True)
-class PublishedMixture:
+class PublishReport:
+    """What a publish did, as the run reports it to whoever started it (`shard-assets mix`): the version's key, whether
+    this publish wrote it and made it live, and each blocking audit's outcome."""
+
     key: str
     created: bool
     live: bool
-    mixture: MixtureFile
     audits: tuple[Audit, ...]
 
     @property
     def failed(self) -> list[str]:
         return [a.name for a in self.audits if not a.passed]
+
+
+@dataclass(frozen=True)
+class PublishedMixture:
+    report: PublishReport
+    mixture: MixtureFile  # the version as read back from the store
+
+
+def live_mixture_url(store: ObjectStore, name: str) -> str:
+    """The URL trainers read a mixture by: its live file, as the loader names the store."""
+    return join_url(store.loader_url(), live_mixture_key(name))
 
 
 def read_mixture(store: ObjectStore, key: str) -> MixtureFile:
@@ -53,4 +67,4 @@ def publish_mixture(store: ObjectStore, mixture: MixtureFile) -> PublishedMixtur
     live = all(a.passed for a in audits)
     if live:
         promote_mixture(store, key, written.name)
-    return PublishedMixture(key, created, live, written, audits)
+    return PublishedMixture(PublishReport(key, created, live, audits), written)
