@@ -8,6 +8,7 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 from shard_loader.format import MixtureFile
@@ -27,7 +28,7 @@ class MixResult:
     seconds: float
 
 
-def publish_mixture_spec(instance: dg.DagsterInstance, spec: Path, resources: dict) -> MixResult:
+def publish_mixture_spec(instance: dg.DagsterInstance, spec: Path, resources: dict[str, Any]) -> MixResult:
     """Run mixture_job for `spec` (its folder holds the partitions, its stem is the partition) and read back the version
     it wrote. A run that fails before publishing is a RunFailed naming the cause; failed audits are in the result."""
     from .definitions import build_definitions

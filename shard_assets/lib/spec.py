@@ -12,7 +12,7 @@ import types
 import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .encoders import ON_MISMATCH
 from .presets import PRESETS
@@ -23,6 +23,7 @@ FAILURE_POLICIES = ("skip", "block")
 STALE_POLICIES = ("leave_out", "keep_last_good")
 TOKENIZER_KINDS = ("train_bpe", "pretrained", "file")
 LOCAL_SCHEMES = ("", "file")
+R = TypeVar("R")  # the record type spec_record builds
 SPEC_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")  # a dataset, source, mixture or component name
 
 
@@ -145,7 +146,7 @@ def check_choice(name: str, value: str, choices: tuple[str, ...], where: str) ->
         raise SpecError(f"{where}.{name}: {value!r} is not one of {choices}{hint}")
 
 
-def spec_record(cls, data: dict[str, Any], where: str):
+def spec_record(cls: type[R], data: dict[str, Any], where: str) -> R:
     """`cls` built from a TOML table: unknown fields refused (with the closest known one), every value type-checked."""
     known = {f.name for f in fields(cls)}
     for name in sorted(set(data) - known):

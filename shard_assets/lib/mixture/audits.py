@@ -9,10 +9,11 @@ import math
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from shard_loader.cache.verified import ensure_local
 from shard_loader.errors import ShardLoaderError
-from shard_loader.format import Component, Manifest, MixtureFile, open_shard, parse_manifest
+from shard_loader.format import Component, FileRef, Manifest, MixtureFile, open_shard, parse_manifest
 from shard_loader.storage import Store, is_remote
 
 from ..publish import Audit, sampled_shards
@@ -41,7 +42,7 @@ def _missing_or_resized(store: Store, manifest: Manifest) -> list[str]:
     """Every file the manifest names, present with its size: a stat each locally, a HEAD each (threaded) remotely."""
     refs = manifest.files()
 
-    def check(ref) -> str | None:
+    def check(ref: FileRef) -> str | None:
         try:
             size = store.size(ref.key)
         except ShardLoaderError as exc:
@@ -65,7 +66,7 @@ def _sample_reads(store: Store, manifest: Manifest) -> list[str]:
     return []
 
 
-def check_component(c: Component, store_root: str, client=None) -> ComponentCheck:
+def check_component(c: Component, store_root: str, client: Any = None) -> ComponentCheck:
     """Read a component's pinned manifest back from its URL and verify it, its tables and its files."""
     url = absolute_url(c.manifest.key, store_root)
     try:
@@ -124,7 +125,7 @@ def _repeats_within_caps(m: MixtureFile) -> Audit:
     return Audit("repeats_within_caps", not problems, "passes per mixture epoch: " + ", ".join(shown), tuple(problems))
 
 
-def audit_mixture(m: MixtureFile, store_root: str, client=None) -> tuple[Audit, ...]:
+def audit_mixture(m: MixtureFile, store_root: str, client: Any = None) -> tuple[Audit, ...]:
     """Every blocking audit of a written mixture version (`m` as read back from the store)."""
     checks = [check_component(c, store_root, client) for c in m.components]
     return (_components_verified(checks), _one_tokenizer(m, checks), _weights_positive(m), _repeats_within_caps(m))

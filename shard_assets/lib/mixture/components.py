@@ -11,6 +11,7 @@ import posixpath
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 from shard_loader.errors import ShardLoaderError
@@ -39,7 +40,7 @@ def join_url(root: str, key: str) -> str:
     return str(Path(root) / key) if not is_remote(root) else f"{root.rstrip('/')}/{key}"
 
 
-def open_manifest_store(url: str, client=None) -> tuple[Store, str]:
+def open_manifest_store(url: str, client: Any = None) -> tuple[Store, str]:
     """The loader's store for the dataset root of a manifest URL, and the manifest's key. An s3:// or r2:// root is read
     with `client` when given (the builder's own client for its bucket), else with the loader's read keys."""
     root, key = split_manifest_url(url)
@@ -47,7 +48,7 @@ def open_manifest_store(url: str, client=None) -> tuple[Store, str]:
     return open_store(root, **options), key
 
 
-def pin_component(url: str, client=None) -> PinnedComponent:
+def pin_component(url: str, client: Any = None) -> PinnedComponent:
     """Read a component's manifest; a live `manifest.json` (or its folder) is pinned to the version it names."""
     store, key = open_manifest_store(url, client)
     raw = store.read_bytes(key)
@@ -120,14 +121,14 @@ def epoch_tokens(spec: MixtureSpec, names: list[str], weights: list[float], held
     return tokens, how
 
 
-def _pin(spec: MixtureSpec, i: int, c: ComponentSpec, client) -> PinnedComponent:
+def _pin(spec: MixtureSpec, i: int, c: ComponentSpec, client: Any) -> PinnedComponent:
     try:
         return pin_component(c.manifest, client)
     except (ShardLoaderError, MixtureError) as exc:
         raise MixtureError(f"{spec.origin}: components[{i}].manifest {c.manifest}: {' '.join(str(exc).split())}") from None
 
 
-def resolve_mixture(spec: MixtureSpec, store: ObjectStore, lineage: dict) -> MixtureFile:
+def resolve_mixture(spec: MixtureSpec, store: ObjectStore, lineage: dict[str, Any]) -> MixtureFile:
     """The mixture to publish into `store`: every component read and pinned, weights normalised, tokens per epoch
     resolved, and the version id over what it serves. `lineage` (run, code version) is published with it."""
     client = getattr(store, "client", None)
@@ -159,7 +160,7 @@ def resolve_mixture(spec: MixtureSpec, store: ObjectStore, lineage: dict) -> Mix
     )
 
 
-def current_versions(spec: MixtureSpec, client=None) -> dict[str, str]:
+def current_versions(spec: MixtureSpec, client: Any = None) -> dict[str, str]:
     """The version each component URL names now, by URL: a live `manifest.json` moves on, a pinned one never does."""
     versions = {}
     for i, c in enumerate(spec.components):
