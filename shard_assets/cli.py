@@ -92,14 +92,14 @@ def cmd_mix(args) -> int:
     instance = local_instance()
     print(f"publishing mixture {spec.name!r} into {settings.store_root} (Dagster home {instance.root_directory})", flush=True)
     result = publish_mixture_spec(instance, Path(args.spec), settings.resources())
-    m = result.mixture
-    print(f"mixture       {result.url}{'' if result.live else '  (NOT replaced: audits failed)'}")
-    print(f"version       {m.version} ({'newly written' if result.created else 'already written'}; run {result.run_id})")
+    m, report = result.mixture, result.report
+    print(f"mixture       {result.url}{'' if report.live else '  (NOT replaced: audits failed)'}")
+    print(f"version       {m.version} ({'newly written' if report.created else 'already written'}; run {result.run_id})")
     print(f"tokenizer     {m.tokenizer.fingerprint} (vocab {m.tokenizer.vocab_size:,}, {m.tokenizer.token_dtype})")
     print("tokens/epoch  " + ", ".join(f"{split} {tokens:,} ({m.lineage.get('tokens_per_epoch_from', {}).get(split, '?')})" for split, tokens in m.tokens_per_epoch.items()))
     print(text_table(component_rows(m)))
-    failed = [a.name for a in result.audits if not a.passed]
-    print(f"audits        {len(result.audits) - len(failed)} of {len(result.audits)} passed" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    failed = report.failed
+    print(f"audits        {len(report.audits) - len(failed)} of {len(report.audits)} passed" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
     print(f"publish time  {result.seconds:.1f} s", flush=True)
     if failed:
         raise refusal(result)

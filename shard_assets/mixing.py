@@ -8,40 +8,27 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
+from shard_loader.format import MixtureFile
 
-from .defs.mixture import MixtureSpecsResource
+from .defs.mixture import MixtureSpecsResource, publish_report
 from .lib.errors import PublishError, RunFailed
-from .lib.mixture.document import Mixture
-from .lib.mixture.publish import read_mixture
-from .lib.publish import Audit
+from .lib.mixture.publish import PublishReport, live_mixture_url, read_mixture
 from .runner import BUILD_TAGS, QUIET, failure_message
 
 
 @dataclass(frozen=True)
 class MixResult:
-    url: str
-    key: str
-    live: bool
-    created: bool
-    mixture: Mixture
-    audits: tuple[Audit, ...]
+    url: str  # the live mixture's URL (replaced only when every audit passed)
+    report: PublishReport  # the version written and every audit's outcome, as the run reported them
+    mixture: MixtureFile  # the version as written in the store
     run_id: str
     seconds: float
 
 
-def _audits(result: dg.ExecuteInProcessResult) -> tuple[Audit, ...]:
-    """The run's check evaluations as audits, with the problems the asset reported (as the UI shows them)."""
-    audits = []
-    for e in result.get_asset_check_evaluations():
-        problems = str(e.metadata["problems"].value) if "problems" in e.metadata else ""
-        lines = tuple(p[2:] for p in problems.splitlines() if p.startswith("- "))
-        audits.append(Audit(e.check_name, e.passed, str(e.metadata["summary"].value) if "summary" in e.metadata else "", lines))
-    return tuple(audits)
-
-
-def publish_mixture_spec(instance: dg.DagsterInstance, spec: Path, resources: dict) -> MixResult:
+def publish_mixture_spec(instance: dg.DagsterInstance, spec: Path, resources: dict[str, Any]) -> MixResult:
     """Run mixture_job for `spec` (its folder holds the partitions, its stem is the partition) and read back the version
     it wrote. A run that fails before publishing is a RunFailed naming the cause; failed audits are in the result."""
     from .definitions import build_definitions
@@ -56,16 +43,13 @@ def publish_mixture_spec(instance: dg.DagsterInstance, spec: Path, resources: di
     materialized = result.asset_materializations_for_node("mixture")
     if not materialized:
         raise RunFailed(f"mixture_job [{spec.stem}] failed (run {result.run_id}): {failure_message(result) or 'see the run in the Dagster UI'}")
-    meta = materialized[0].metadata
-    key = str(meta["versioned_key"].value)
-    return MixResult(
-        url=str(meta["mixture_url"].value), key=key, live=bool(meta["live"].value), created=bool(meta["newly_written"].value),
-        mixture=read_mixture(resources["store"].store(), key), audits=_audits(result), run_id=result.run_id, seconds=time.perf_counter() - started,
-    )
+    report, store = publish_report(materialized[0].metadata), resources["store"].store()
+    mixture = read_mixture(store, report.key)
+    return MixResult(live_mixture_url(store, mixture.name), report, mixture, result.run_id, time.perf_counter() - started)
 
 
 def refusal(result: MixResult) -> PublishError:
     """One line: which audits failed and why, and that the live mixture was left as it was."""
-    failed = [a for a in result.audits if not a.passed]
+    failed = [a for a in result.report.audits if not a.passed]
     reasons = "; ".join(f"{a.name}: {'; '.join(a.problems[:3]) or a.summary}" for a in failed)
-    return PublishError(f"mixture {result.mixture.version} failed its audits ({reasons}); {result.key} written, {result.url} unchanged")
+    return PublishError(f"mixture {result.mixture.version} failed its audits ({reasons}); {result.report.key} written, {result.url} unchanged")

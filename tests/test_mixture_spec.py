@@ -9,11 +9,12 @@ import pytest
 from shard_assets.lib.charts import grouped_bar_chart_svg
 from shard_assets.lib.errors import MixtureError, SpecError, TokenizerError
 from shard_assets.lib.mixture.audits import _repeats_within_caps, _weights_positive
-from shard_assets.lib.mixture.components import absolute_url, epoch_tokens, url_in_mixture
-from shard_assets.lib.mixture.document import Mixture, MixtureComponent, MixtureTokenizer, PinnedManifest, mixture_version, parse_mixture
+from shard_assets.lib.mixture.components import absolute_url, epoch_tokens, mixture_version, url_in_mixture
 from shard_assets.lib.mixture.spec import load_mixture_spec, mixture_spec_files, parse_mixture_spec
 from shard_assets.lib.spec import TokenizerSpec, load_spec, parse_spec
 from shard_assets.lib.tokenizer import build_tokenizer, train_bpe
+from shard_loader.errors import ManifestError
+from shard_loader.format import Component, FileRef, MixtureFile, MixtureTokenizer, parse_mixture
 
 TEXTS = [f"document {i} about tokenizers, mixtures and weights; {i * 7} apples" for i in range(300)]
 SOURCE = '[[sources]]\nname = "s"\nuri = "src/*.jsonl"\nformat = "jsonl"\n'
@@ -92,13 +93,13 @@ def test_a_split_a_component_lacks_is_left_out_or_refused():
         epoch_tokens(budget, ["a", "b"], [0.5, 0.5], [{"train": 10, "val": 5}, {"train": 10, "val": 0}])
 
 
-def _mixture(weights=(0.75, 0.25), max_repeats=(None, None), tokens_per_epoch=None) -> Mixture:
+def _mixture(weights=(0.75, 0.25), max_repeats=(None, None), tokens_per_epoch=None) -> MixtureFile:
     components = tuple(
-        MixtureComponent(name, w, PinnedManifest(f"{name}/manifests/{name}-0.json", 10, "ab" * 32), name, f"{name}-0", {"train": held, "val": 10}, cap)
+        Component(name, w, FileRef(f"{name}/manifests/{name}-0.json", 10, "ab" * 32), name, f"{name}-0", {"train": held, "val": 10}, cap)
         for name, w, held, cap in zip(("web", "math"), weights, (3000, 100), max_repeats)
     )
     tokens = tokens_per_epoch or {"train": 4000, "val": 20}
-    return Mixture("blend", mixture_version("blend", tokens, components), "2026-11-23T12:00:00Z", MixtureTokenizer("f" * 16, 300, 0, "uint16"), tokens, components, {"run_id": "r"})
+    return MixtureFile("blend", mixture_version("blend", tokens, components), "2026-11-23T12:00:00Z", MixtureTokenizer("f" * 16, 300, 0, "uint16"), tokens, components, {"run_id": "r"})
 
 
 def test_the_published_document_reads_back_as_written_and_its_version_covers_what_it_serves():
@@ -110,9 +111,9 @@ def test_the_published_document_reads_back_as_written_and_its_version_covers_wha
     assert parse_mixture(m.dumps(), "test") == m
     assert m.version == _mixture(max_repeats=(None, 4.0)).version and m.version.startswith("blend-") and len(m.version) == len("blend-") + 16
     assert len({m.version, _mixture(weights=(0.7, 0.3)).version, _mixture().version, _mixture(tokens_per_epoch={"train": 9, "val": 1}).version}) == 4
-    with pytest.raises(Exception, match=r"test: not a shard-mixture 1 file"):
+    with pytest.raises(ManifestError, match=r"test: format is 'shard-dataset', expected 'shard-mixture'"):
         parse_mixture(json.dumps({**doc, "format": "shard-dataset"}).encode(), "test")
-    with pytest.raises(Exception, match=r"test.components\[1\].weight: expected float"):
+    with pytest.raises(ManifestError, match=r"test.components\[1\].weight: expected a number, got str"):
         parse_mixture(json.dumps({**doc, "components": [doc["components"][0], {**doc["components"][1], "weight": "x"}]}).encode(), "test")
 
 
@@ -211,3 +212,16 @@ def test_a_missing_or_unreadable_tokenizer_file_is_one_line_naming_the_path(tmp_
     with pytest.raises(TokenizerError, match=r"has no token '<eos>'; set \[tokenizer\].eod_token"):
         build(_tokenizer_file(tmp_path), eod="<eos>")
     assert parse_spec({"name": "w", "tokenizer": {"kind": "file", "path": "/x/t.json"}, "sources": [{"name": "s", "uri": "/x/*.jsonl", "format": "jsonl"}]}, "w").tokenizer.path == "/x/t.json"
+
+
+def test_a_publish_report_reads_back_typed_from_the_materialization_metadata():
+    import dagster as dg
+
+    from shard_assets.defs.mixture import PUBLISH_REPORT, publish_report
+    from shard_assets.lib.mixture.publish import PublishReport
+    from shard_assets.lib.publish import Audit
+    from shard_assets.lib.records import to_json
+
+    report = PublishReport("mixtures/blend/blend-0.json", True, False, (Audit("one_tokenizer", False, "a: f1, b: f2", ("b: tokenizer f2",)), Audit("weights_positive", True, "a: 1")))
+    assert publish_report({PUBLISH_REPORT: dg.MetadataValue.json(json.loads(to_json(report)))}) == report
+    assert report.failed == ["one_tokenizer"]

@@ -8,7 +8,7 @@ import dagster as dg
 from shard_loader.format import LATEST_KEY, FileRef
 
 from ..lib.layout import part_record_key, splits_record_key, tokenizer_key
-from ..lib.publish import Audit, build_manifest, publish
+from ..lib.publish import build_manifest, publish
 from ..lib.records import PartRecord, SplitsRecord, get_record, get_records
 from ..lib.spec import DatasetSpec
 from ..lib.state import current_tokenizer
@@ -16,7 +16,8 @@ from ..lib.version import code_version
 from .automation import PUBLISH
 from .code_versions import CODE_VERSIONS
 from .conventions import DATASET_ASSET
-from .figures import markdown_list, size, split_figures
+from .audit_checks import audit_check_specs, check_result
+from .figures import size, split_figures
 from .resources import DatasetResource, StoreResource
 from .splits import splits
 from .tokenizer import tokenizer
@@ -64,21 +65,6 @@ def lineage_of(spec: DatasetSpec, parts: dict[str, PartRecord], summary: SplitsR
     }, detail
 
 
-def check_summary(a: Audit) -> str:
-    """One line a glance can read: what was checked when it passed, what failed (the first problem) when not."""
-    if a.passed:
-        return a.summary
-    more = f" (and {len(a.problems) - 1:,} more)" if len(a.problems) > 1 else ""
-    return f"FAILED: {a.problems[0] if a.problems else a.summary}{more}"
-
-
-def _check_result(a: Audit) -> dg.AssetCheckResult:
-    return dg.AssetCheckResult(
-        check_name=a.name, passed=a.passed, description=check_summary(a),
-        metadata={"summary": check_summary(a), **({"problems": markdown_list(a.problems, limit=50)} if a.problems else {})},
-    )
-
-
 @dg.asset(
     deps=[splits, tokenizer],
     code_version=CODE_VERSIONS.manifest,
@@ -86,7 +72,7 @@ def _check_result(a: Audit) -> dg.AssetCheckResult:
     **DATASET_ASSET,
     kinds={"json"},
     tags={"stage": "publish"},
-    check_specs=[dg.AssetCheckSpec(name, asset="manifest", blocking=True, description=text) for name, text in AUDITS.items()],
+    check_specs=audit_check_specs("manifest", AUDITS),
     description=(
         "Write-audit-publish: `manifests/VERSION.json` (immutable) is written, audited by the blocking checks, "
         "and only then copied to `manifest.json`, the contract trainers read."
@@ -131,5 +117,5 @@ def manifest(context: dg.AssetExecutionContext, dataset: DatasetResource, store:
             "token_dtype": m.token_dtype,
             "tokenizer_fingerprint": m.tokenizer.fingerprint,
         },
-        check_results=[_check_result(a) for a in published.audits],
+        check_results=[check_result(a) for a in published.audits],
     )

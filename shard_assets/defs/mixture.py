@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,15 +19,16 @@ from shard_loader.errors import ShardLoaderError
 
 from ..lib.charts import grouped_bar_chart_svg, markdown_image
 from ..lib.errors import BuildError
+from ..lib.records import from_dict, to_json
 from ..lib.mixture.audits import AUDITS
-from ..lib.mixture.components import current_versions, join_url, resolve_mixture
-from ..lib.mixture.document import live_mixture_key
-from ..lib.mixture.publish import publish_mixture
+from ..lib.mixture.components import current_versions, resolve_mixture
+from ..lib.mixture.publish import PublishedMixture, PublishReport, live_mixture_url, publish_mixture
 from ..lib.mixture.spec import MixtureSpec, load_mixture_spec, mixture_spec_files
 from ..lib.mixture.summary import component_rows, markdown_table
 from ..lib.version import code_version
 from .conventions import DATASET_ASSET
-from .manifest import _check_result, manifest
+from .audit_checks import audit_check_specs, check_result
+from .manifest import manifest
 from .resources import StoreResource
 
 # An observable source asset is the way Dagster's automation sees a change outside it: beta, and converted by Dagster
@@ -40,6 +42,7 @@ MIXTURE_SPECS_ENV = "SHARD_MIXTURE_SPECS"
 FOLLOW_CRON_ENV = "SHARD_MIXTURE_FOLLOW_CRON"
 DEFAULT_FOLLOW_CRON = "*/10 * * * *"
 MIXTURE_ASSET = {"group_name": "mixtures", "owners": DATASET_ASSET["owners"]}
+PUBLISH_REPORT = "publish_report"  # the materialization's metadata entry holding the PublishReport
 
 # Opt-in (evaluated only while the mixture_follow_live sensor runs): republish when an observation finds that the
 # version a component URL names has changed; this code location's own manifest reaches it through that observation.
@@ -73,30 +76,37 @@ class MixtureDefinitions:
     sensors: list
 
 
+def publish_report(metadata: Mapping[str, dg.MetadataValue]) -> PublishReport:
+    """The typed report a mixture materialization carries (every audit's outcome), as the asset wrote it."""
+    return from_dict(PublishReport, metadata[PUBLISH_REPORT].value, f"mixture materialization metadata {PUBLISH_REPORT}")
+
+
 def _versions_id(versions: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(versions, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _metadata(published, url: str) -> dict:
-    """What a glance at the asset should tell: weights against natural shares, tokens and epochs per component, pins."""
-    m = published.mixture
+def _metadata(published: PublishedMixture, url: str) -> dict:
+    """What a glance at the asset should tell: weights against natural shares, tokens and epochs per component, pins;
+    and the publish's report for whoever started the run (`shard-assets mix`), decoded by `publish_report`."""
+    m, report = published.mixture, published.report
     rows = component_rows(m)
     chart = grouped_bar_chart_svg(
         [r.name for r in rows], {"weight": [r.weight for r in rows], "natural share": [r.natural for r in rows]}, "share of train tokens per component"
     )
     return {
         "version": m.version,
-        "live": published.live,
-        "newly_written": published.created,
+        "live": report.live,
+        "newly_written": report.created,
         "mixture_url": dg.MetadataValue.url(url) if "://" in url else dg.MetadataValue.path(url),
-        "versioned_key": published.key,
+        "versioned_key": report.key,
         "weights": dg.MetadataValue.md(markdown_image(chart, "weight against natural share of train tokens, per component")),
         "components": dg.MetadataValue.md(markdown_table(rows)),
         "pinned_versions": dg.MetadataValue.json({c.name: c.version for c in m.components}),
-        "component_manifests": dg.MetadataValue.json({c.name: c.manifest.url for c in m.components}),
+        "component_manifests": dg.MetadataValue.json({c.name: c.manifest.key for c in m.components}),
         **{f"tokens_per_epoch_{split}": tokens for split, tokens in m.tokens_per_epoch.items()},
         **{f"implied_epochs/{r.name}": float(round(r.epochs, 6)) for r in rows},
         "tokenizer_fingerprint": m.tokenizer.fingerprint,
+        PUBLISH_REPORT: dg.MetadataValue.json(json.loads(to_json(report))),
     }
 
 
@@ -130,7 +140,7 @@ def mixture_definitions(specs: MixtureSpecsResource) -> MixtureDefinitions:
         **MIXTURE_ASSET,
         kinds={"json"},
         tags={"stage": "mix"},
-        check_specs=[dg.AssetCheckSpec(name, asset="mixture", blocking=True, description=text) for name, text in AUDITS.items()],
+        check_specs=audit_check_specs("mixture", AUDITS),
         description=(
             "Published datasets blended by weight: `mixtures/NAME/VERSION.json` (immutable, each component pinned to a "
             "manifest version by sha256) is written, audited by the blocking checks, and only then copied to `mixtures/NAME.json`."
@@ -140,13 +150,13 @@ def mixture_definitions(specs: MixtureSpecsResource) -> MixtureDefinitions:
         objects = store.store()
         lineage = {"run_id": context.run.run_id, "code_version": code_version(), "asset_code_version": CODE_VERSION}
         published = publish_mixture(objects, resolve_mixture(mixtures.spec(context.partition_key), objects, lineage))
-        url = join_url(objects.loader_url(), live_mixture_key(published.mixture.name))
-        if not published.live:
-            context.log.error(f"blocking checks failed ({', '.join(published.failed)}): {published.key} written, {url} left unchanged")
+        report, url = published.report, live_mixture_url(objects, published.mixture.name)
+        if not report.live:
+            context.log.error(f"blocking checks failed ({', '.join(report.failed)}): {report.key} written, {url} left unchanged")
         return dg.MaterializeResult(
             data_version=dg.DataVersion(published.mixture.version),
             metadata=_metadata(published, url),
-            check_results=[_check_result(a) for a in published.audits],
+            check_results=[check_result(a) for a in report.audits],
         )
 
     job = dg.define_asset_job(

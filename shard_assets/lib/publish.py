@@ -170,7 +170,7 @@ def _audit_not_empty(m: Manifest, val_fraction: float) -> Audit:
     return Audit("splits_not_empty", not empty, ", ".join(f"{s}: {m.splits[s].documents:,} documents" for s in wanted), empty)
 
 
-def _sample(m: Manifest) -> list[ShardEntry]:
+def sampled_shards(m: Manifest) -> list[ShardEntry]:
     """First, last and evenly between, over the shards of every split in order."""
     tables = [s.shards for s in m.splits.values()]
     total = sum(len(t) for t in tables)
@@ -188,7 +188,7 @@ def _sample(m: Manifest) -> list[ShardEntry]:
 def _audit_readable(store: ObjectStore, m: Manifest) -> Audit:
     """The tokenizer and a deterministic sample of shards (first, last and evenly between) read back with
     shard_loader's own reader and match their sha256."""
-    sample = _sample(m)
+    sample = sampled_shards(m)
     problems = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

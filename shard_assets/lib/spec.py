@@ -12,7 +12,7 @@ import types
 import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .encoders import ON_MISMATCH
 from .presets import PRESETS
@@ -23,7 +23,8 @@ FAILURE_POLICIES = ("skip", "block")
 STALE_POLICIES = ("leave_out", "keep_last_good")
 TOKENIZER_KINDS = ("train_bpe", "pretrained", "file")
 LOCAL_SCHEMES = ("", "file")
-_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+R = TypeVar("R")  # the record type spec_record builds
+SPEC_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")  # a dataset, source, mixture or component name
 
 
 @dataclass(frozen=True)
@@ -42,14 +43,14 @@ class SourceSpec:
 
     @property
     def is_remote(self) -> bool:
-        return _scheme(self.uri) not in LOCAL_SCHEMES
+        return uri_scheme(self.uri) not in LOCAL_SCHEMES
 
     @property
     def fs_options(self) -> dict[str, Any]:
         """fsspec options for reading the source: `storage_options` as given; for an `s3://` source without any,
         the store's own endpoint and write keys (S3_ENDPOINT_URL / R2_DATASET_*), so raw files in the same
         bucket or account are read as the store is."""
-        if self.storage_options or _scheme(self.uri) != "s3":
+        if self.storage_options or uri_scheme(self.uri) != "s3":
             return self.storage_options
         from shard_loader.storage.s3_client import fsspec_options, resolve_settings
 
@@ -92,7 +93,8 @@ class DatasetSpec:
         raise SpecError(f"{self.origin}: no source named {name!r}; sources are {[s.name for s in self.sources]}")
 
 
-def _scheme(uri: str) -> str:
+def uri_scheme(uri: str) -> str:
+    """The scheme of a URI (`s3`, `file`), or "" for a plain path."""
     return uri.split("://", 1)[0] if "://" in uri else ""
 
 
@@ -136,7 +138,7 @@ def _check_value(name: str, kind: Any, value: Any, where: str) -> None:
         raise SpecError(f"{where}.{name}: must be {bounds}, got {value!r}")
 
 
-def _check_choice(name: str, value: str, choices: tuple[str, ...], where: str) -> None:
+def check_choice(name: str, value: str, choices: tuple[str, ...], where: str) -> None:
     """A field whose value must be one of `choices`; the message suggests the closest one."""
     if value not in choices:
         close = difflib.get_close_matches(value, choices, n=1)
@@ -144,7 +146,8 @@ def _check_choice(name: str, value: str, choices: tuple[str, ...], where: str) -
         raise SpecError(f"{where}.{name}: {value!r} is not one of {choices}{hint}")
 
 
-def _build(cls, data: dict[str, Any], where: str):
+def spec_record(cls: type[R], data: dict[str, Any], where: str) -> R:
+    """`cls` built from a TOML table: unknown fields refused (with the closest known one), every value type-checked."""
     known = {f.name for f in fields(cls)}
     for name in sorted(set(data) - known):
         close = difflib.get_close_matches(name, known, n=1)
@@ -170,10 +173,10 @@ def _source(data: dict[str, Any], where: str, base: Path | None) -> SourceSpec:
         base = {"uri": p.uri, "format": p.format, "text_column": p.text_column, "document_separator": p.document_separator}
         data = {**base, "name": preset, **data}
     uri = data.get("uri")
-    if base is not None and isinstance(uri, str) and uri and _scheme(uri) == "" and not uri.startswith(("/", "~")):
+    if base is not None and isinstance(uri, str) and uri and uri_scheme(uri) == "" and not uri.startswith(("/", "~")):
         data["uri"] = str(base / uri)
-    src = _build(SourceSpec, data, where)
-    if not _NAME.match(src.name):
+    src = spec_record(SourceSpec, data, where)
+    if not SPEC_NAME.match(src.name):
         raise SpecError(f"{where}.name: {src.name!r} must be lowercase letters, digits, '-' or '_'")
     if src.format not in SOURCE_FORMATS:
         raise SpecError(f"{where}.format: {src.format!r} is not one of {SOURCE_FORMATS}")
@@ -192,8 +195,8 @@ def _tokenizer(data: dict[str, Any], origin: str, base: Path | None) -> Tokenize
     path = data.get("path")
     if base is not None and isinstance(path, str) and path and not path.startswith(("/", "~")):
         data = {**data, "path": str(base / path)}
-    tok = _build(TokenizerSpec, data, f"{origin}: [tokenizer]")
-    _check_choice("kind", tok.kind, TOKENIZER_KINDS, f"{origin}: [tokenizer]")
+    tok = spec_record(TokenizerSpec, data, f"{origin}: [tokenizer]")
+    check_choice("kind", tok.kind, TOKENIZER_KINDS, f"{origin}: [tokenizer]")
     if tok.kind == "pretrained" and not tok.name:
         raise SpecError(f"{origin}: [tokenizer].name is needed for a pretrained tokenizer (Hub id or local path)")
     if tok.kind == "file" and not tok.path:
@@ -216,14 +219,14 @@ def parse_spec(data: dict[str, Any], origin: str, base: Path | None = None) -> D
         raise SpecError(f"{origin}: source names must be unique, got {names}")
     if isinstance(data.get("partition_bytes"), str):
         data["partition_bytes"] = parse_byte_count(data["partition_bytes"], f"{origin}: partition_bytes")
-    spec = _build(DatasetSpec, {**data, "sources": parsed, "tokenizer": tok, "origin": origin}, origin)
+    spec = spec_record(DatasetSpec, {**data, "sources": parsed, "tokenizer": tok, "origin": origin}, origin)
     if not 0.0 <= spec.val_fraction < 1.0:
         raise SpecError(f"{origin}: val_fraction must be in [0, 1), got {spec.val_fraction}")
     if spec.on_partition_failure not in FAILURE_POLICIES:
         raise SpecError(f"{origin}: on_partition_failure must be one of {FAILURE_POLICIES}, got {spec.on_partition_failure!r}")
-    _check_choice("on_mismatch", spec.on_mismatch, ON_MISMATCH, origin)
-    _check_choice("stale_partitions", spec.stale_partitions, STALE_POLICIES, origin)
-    if not _NAME.match(spec.name):
+    check_choice("on_mismatch", spec.on_mismatch, ON_MISMATCH, origin)
+    check_choice("stale_partitions", spec.stale_partitions, STALE_POLICIES, origin)
+    if not SPEC_NAME.match(spec.name):
         raise SpecError(f"{origin}: name {spec.name!r} must be lowercase letters, digits, '-' or '_'")
     return spec
 

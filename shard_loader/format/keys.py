@@ -19,6 +19,7 @@ VERSIONS_DIR = "manifests"
 TABLES_DIR = f"{VERSIONS_DIR}/tables"  # shard tables, content-addressed: <sha256[:16]>.npy
 LINEAGE_DIR = f"{VERSIONS_DIR}/lineage"  # per-partition lineage, content-addressed: <sha256[:16]>.json
 SPLITS = ("train", "val")
+MIXTURES_DIR = "mixtures"  # under a store root: mixtures/<name>.json (live) and mixtures/<name>/<version>.json
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # NUL, line breaks, escapes: no file system path or log line should carry them
@@ -43,6 +44,16 @@ def check_key(key: Any, where: str) -> str:
 def versioned_key(version: str) -> str:
     """Where the immutable copy of a manifest version is published."""
     return check_key(f"{VERSIONS_DIR}/{version}.json", "dataset.version")
+
+
+def live_mixture_key(name: str) -> str:
+    """The live mixture under a store root: a byte copy of the latest version whose audits passed."""
+    return check_key(f"{MIXTURES_DIR}/{name}.json", "mixture name")
+
+
+def mixture_version_key(name: str, version: str) -> str:
+    """A mixture version under a store root, written once and never rewritten."""
+    return check_key(f"{MIXTURES_DIR}/{name}/{version}.json", "mixture version")
 
 
 def tokenizer_key(fingerprint: str) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
@@ -18,6 +17,7 @@ from typing import Any
 
 from ..errors import IntegrityError, ManifestError
 from .entries import FileRef, ShardEntry
+from .fields import SHA256_HEX as _SHA256, count as _count, field as _get
 from .keys import LINEAGE_DIR, TABLES_DIR, check_key
 from .table import ShardTable
 
@@ -27,8 +27,6 @@ READABLE_VERSIONS = (1, 2)
 CREATED_AT_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # UTC
 TOKEN_DTYPES = {"uint16": 2, "uint32": 4}
 MAX_DEPTH = 64  # levels of JSON nesting a manifest or lineage file may use
-
-_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 Reader = Callable[[FileRef], bytes]  # the bytes of a published file (a store's read); checked here against the ref
 
@@ -237,26 +235,6 @@ def parse_json(raw: bytes | str, origin: str) -> Any:
         children = value.values() if isinstance(value, dict) else value
         stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
     return doc
-
-
-def _get(obj: Any, name: str, kind: type | tuple[type, ...], where: str) -> Any:
-    if not isinstance(obj, dict):
-        raise ManifestError(f"{where}: expected an object, got {type(obj).__name__}")
-    if name not in obj:
-        raise ManifestError(f"{where}: missing field {name!r}")
-    value = obj[name]
-    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
-        raise ManifestError(f"{where}.{name}: expected an integer, got {value!r}")
-    if not isinstance(value, kind):
-        raise ManifestError(f"{where}.{name}: expected {getattr(kind, '__name__', kind)}, got {type(value).__name__}")
-    return value
-
-
-def _count(obj: Any, name: str, where: str) -> int:
-    value: int = _get(obj, name, int, where)
-    if value < 0:
-        raise ManifestError(f"{where}.{name}: must not be negative, got {value}")
-    return value
 
 
 def _file(obj: Any, where: str) -> FileRef:

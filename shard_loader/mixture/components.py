@@ -11,6 +11,7 @@ the same numbering the cache paces consumers by.
 from __future__ import annotations
 
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -24,7 +25,7 @@ from ..state import Position
 class ComponentDataset(TokenDataset):
     """A TokenDataset of one component (batches of one sample, one rank), whose manifest bytes must be the pinned ones."""
 
-    def __init__(self, url: str, pinned: FileRef, **options):
+    def __init__(self, url: str, pinned: FileRef, **options: Any):
         self.pinned = pinned
         super().__init__(url, batch_size=1, rank=0, world_size=1, **options)
 
@@ -42,7 +43,7 @@ class ComponentDataset(TokenDataset):
 
     def _epoch(self, epoch: int) -> tuple[EpochPlan, np.ndarray]:
         """The epoch's plan and the samples before the end of each window in its visiting order."""
-        cache = self.__dict__.setdefault("_epochs", {})
+        cache: dict[int, tuple[EpochPlan, np.ndarray]] = self.__dict__.setdefault("_epochs", {})
         if epoch not in cache:
             if len(cache) > 1:
                 cache.pop(min(cache))

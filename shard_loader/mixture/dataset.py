@@ -21,13 +21,12 @@ from ..cache.download import journal_bound
 from ..arguments import ArgumentError, flag, integer, optional_integer, optional_mapping, optional_path, size_in_bytes, text
 from ..dataset import EmptyEpochError, TokenDataset
 from ..errors import DiskBudgetError, ShardLoaderError
-from ..format import Shard
+from ..format import MIXTURE_FORMAT, Shard
 from ..sampler import SampleSpec
 from ..state import StateError
 from ..storage import is_remote, split_manifest_url
 from ..world import Consumer, resolve_world
 from .components import ComponentDataset
-from .file import MIXTURE_FORMAT
 from .interleave import BlockState, Interleave, Walker, units
 from .opening import check_component, component_cache_dir, open_mixture, where
 from .plan import MixturePlan

@@ -79,7 +79,7 @@ class Interleave:
     units: tuple[int, ...]
     block: int
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.block < 1 or not self.units or sum(self.units) != UNIT or min(self.units) < 0:
             raise ValueError(f"an interleave needs a block of at least 1 sample and units summing to {UNIT}")
 

@@ -12,12 +12,9 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from ..errors import ManifestError, ShardLoaderError
-from ..format import Manifest
+from ..format import MIXTURE_FORMAT, MIXTURES_DIR, Component, Manifest, MixtureFile, parse_mixture
 from ..opening import OpenedManifest, document_format, open_manifest, read_document
 from ..storage import open_store, split_manifest_url
-from .file import MIXTURE_FORMAT, Component, MixtureFile, parse_mixture
-
-MIXTURES_DIR = "mixtures"
 
 
 def is_mixture(url: str, store_options: dict | None = None) -> bool:

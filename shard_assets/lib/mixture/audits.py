@@ -9,15 +9,15 @@ import math
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from shard_loader.cache.verified import ensure_local
 from shard_loader.errors import ShardLoaderError
-from shard_loader.format import Manifest, open_shard, parse_manifest
+from shard_loader.format import Component, FileRef, Manifest, MixtureFile, open_shard, parse_manifest
 from shard_loader.storage import Store, is_remote
 
-from ..publish import Audit, _sample
+from ..publish import Audit, sampled_shards
 from .components import absolute_url, open_manifest_store
-from .document import Mixture, MixtureComponent
 
 SIZE_THREADS = 16  # a remote file's size is one HEAD: waiting on the store, not on this process
 AUDITS = {
@@ -33,7 +33,7 @@ AUDITS = {
 class ComponentCheck:
     """One component's manifest as read back for the audits (None when it could not be read) and what was wrong."""
 
-    component: MixtureComponent
+    component: Component
     manifest: Manifest | None
     problems: tuple[str, ...]
 
@@ -42,7 +42,7 @@ def _missing_or_resized(store: Store, manifest: Manifest) -> list[str]:
     """Every file the manifest names, present with its size: a stat each locally, a HEAD each (threaded) remotely."""
     refs = manifest.files()
 
-    def check(ref) -> str | None:
+    def check(ref: FileRef) -> str | None:
         try:
             size = store.size(ref.key)
         except ShardLoaderError as exc:
@@ -59,16 +59,16 @@ def _sample_reads(store: Store, manifest: Manifest) -> list[str]:
     with tempfile.TemporaryDirectory() as tmp:
         try:
             ensure_local(store, manifest.tokenizer.file, tmp)
-            for e in _sample(manifest):
+            for e in sampled_shards(manifest):
                 open_shard(e, ensure_local(store, e.npy, tmp), ensure_local(store, e.bin, tmp), manifest.token_dtype)
         except (ShardLoaderError, OSError) as exc:
             return [" ".join(str(exc).split())]
     return []
 
 
-def check_component(c: MixtureComponent, store_root: str, client=None) -> ComponentCheck:
+def check_component(c: Component, store_root: str, client: Any = None) -> ComponentCheck:
     """Read a component's pinned manifest back from its URL and verify it, its tables and its files."""
-    url = absolute_url(c.manifest.url, store_root)
+    url = absolute_url(c.manifest.key, store_root)
     try:
         store, key = open_manifest_store(url, client)
         raw = store.read_bytes(key)
@@ -95,7 +95,7 @@ def _components_verified(checks: list[ComponentCheck]) -> Audit:
     return Audit("components_verified", not problems, summary, problems)
 
 
-def _one_tokenizer(m: Mixture, checks: list[ComponentCheck]) -> Audit:
+def _one_tokenizer(m: MixtureFile, checks: list[ComponentCheck]) -> Audit:
     found = {k.component.name: k.manifest.tokenizer.fingerprint for k in checks if k.manifest}
     problems = tuple(
         f"{name}: tokenizer {fp}, but {m.components[0].name}: tokenizer {m.tokenizer.fingerprint}; a mixture needs one tokenizer"
@@ -106,7 +106,7 @@ def _one_tokenizer(m: Mixture, checks: list[ComponentCheck]) -> Audit:
     return Audit("one_tokenizer", not problems, summary, problems)
 
 
-def _weights_positive(m: Mixture) -> Audit:
+def _weights_positive(m: MixtureFile) -> Audit:
     problems = [f"{c.name}: weight {c.weight!r} is not a positive number" for c in m.components if not (math.isfinite(c.weight) and c.weight > 0)]
     total = sum(c.weight for c in m.components)
     if not math.isclose(total, 1.0, rel_tol=1e-9):
@@ -114,7 +114,7 @@ def _weights_positive(m: Mixture) -> Audit:
     return Audit("weights_positive", not problems, ", ".join(f"{c.name}: {c.weight:.4g}" for c in m.components), tuple(problems))
 
 
-def _repeats_within_caps(m: Mixture) -> Audit:
+def _repeats_within_caps(m: MixtureFile) -> Audit:
     problems, shown = [], []
     for split, tokens in m.tokens_per_epoch.items():
         for c in m.components:
@@ -125,7 +125,7 @@ def _repeats_within_caps(m: Mixture) -> Audit:
     return Audit("repeats_within_caps", not problems, "passes per mixture epoch: " + ", ".join(shown), tuple(problems))
 
 
-def audit_mixture(m: Mixture, store_root: str, client=None) -> tuple[Audit, ...]:
+def audit_mixture(m: MixtureFile, store_root: str, client: Any = None) -> tuple[Audit, ...]:
     """Every blocking audit of a written mixture version (`m` as read back from the store)."""
     checks = [check_component(c, store_root, client) for c in m.components]
     return (_components_verified(checks), _one_tokenizer(m, checks), _weights_positive(m), _repeats_within_caps(m))

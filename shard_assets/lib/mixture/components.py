@@ -5,21 +5,22 @@ tokens per epoch resolved from the budget or the stop rule."""
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import posixpath
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 from shard_loader.errors import ShardLoaderError
-from shard_loader.format import LATEST_KEY, SPLITS, VERSIONS_DIR, Manifest, parse_manifest, versioned_key
+from shard_loader.format import LATEST_KEY, SPLITS, VERSIONS_DIR, Component, FileRef, Manifest, MixtureFile, MixtureTokenizer, parse_manifest, versioned_key
 from shard_loader.format.manifest import CREATED_AT_FORMAT
 from shard_loader.storage import Store, is_remote, open_store, split_manifest_url
 
 from ..errors import MixtureError
 from ..store import ObjectStore
-from .document import Mixture, MixtureComponent, MixtureTokenizer, PinnedManifest, mixture_version
 from .spec import ComponentSpec, MixtureSpec
 
 
@@ -39,7 +40,7 @@ def join_url(root: str, key: str) -> str:
     return str(Path(root) / key) if not is_remote(root) else f"{root.rstrip('/')}/{key}"
 
 
-def open_manifest_store(url: str, client=None) -> tuple[Store, str]:
+def open_manifest_store(url: str, client: Any = None) -> tuple[Store, str]:
     """The loader's store for the dataset root of a manifest URL, and the manifest's key. An s3:// or r2:// root is read
     with `client` when given (the builder's own client for its bucket), else with the loader's read keys."""
     root, key = split_manifest_url(url)
@@ -47,7 +48,7 @@ def open_manifest_store(url: str, client=None) -> tuple[Store, str]:
     return open_store(root, **options), key
 
 
-def pin_component(url: str, client=None) -> PinnedComponent:
+def pin_component(url: str, client: Any = None) -> PinnedComponent:
     """Read a component's manifest; a live `manifest.json` (or its folder) is pinned to the version it names."""
     store, key = open_manifest_store(url, client)
     raw = store.read_bytes(key)
@@ -83,6 +84,20 @@ def absolute_url(url: str, store_root: str) -> str:
     return url if absolute else join_url(store_root, url)
 
 
+def mixture_version(name: str, tokens_per_epoch: dict[str, int], components: tuple[Component, ...]) -> str:
+    """`<name>-<16 hex>`: a sha256 over the name, the tokens per epoch and each component's (name, weight, manifest
+    sha256, max_repeats), so the same inputs republish the same version."""
+    body = json.dumps(
+        {
+            "name": name,
+            "tokens_per_epoch": tokens_per_epoch,
+            "components": [[c.name, c.weight, c.manifest.sha256, c.max_repeats] for c in components],
+        },
+        sort_keys=True,
+    )
+    return f"{name}-{hashlib.sha256(body.encode()).hexdigest()[:16]}"
+
+
 def epoch_tokens(spec: MixtureSpec, names: list[str], weights: list[float], held: list[dict[str, int]]) -> tuple[dict[str, int], dict[str, str]]:
     """Tokens one mixture epoch serves per split (the spec's budget, else its stop rule), and how each split got them.
 
@@ -106,14 +121,14 @@ def epoch_tokens(spec: MixtureSpec, names: list[str], weights: list[float], held
     return tokens, how
 
 
-def _pin(spec: MixtureSpec, i: int, c: ComponentSpec, client) -> PinnedComponent:
+def _pin(spec: MixtureSpec, i: int, c: ComponentSpec, client: Any) -> PinnedComponent:
     try:
         return pin_component(c.manifest, client)
     except (ShardLoaderError, MixtureError) as exc:
         raise MixtureError(f"{spec.origin}: components[{i}].manifest {c.manifest}: {' '.join(str(exc).split())}") from None
 
 
-def resolve_mixture(spec: MixtureSpec, store: ObjectStore, lineage: dict) -> Mixture:
+def resolve_mixture(spec: MixtureSpec, store: ObjectStore, lineage: dict[str, Any]) -> MixtureFile:
     """The mixture to publish into `store`: every component read and pinned, weights normalised, tokens per epoch
     resolved, and the version id over what it serves. `lineage` (run, code version) is published with it."""
     client = getattr(store, "client", None)
@@ -127,14 +142,14 @@ def resolve_mixture(spec: MixtureSpec, store: ObjectStore, lineage: dict) -> Mix
     tokens, how = epoch_tokens(spec, names, weights, held)
     root = store.loader_url()
     components = tuple(
-        MixtureComponent(
-            name=name, weight=weight, manifest=PinnedManifest(url_in_mixture(p.url, root), p.size, p.sha256),
+        Component(
+            name=name, weight=weight, manifest=FileRef(url_in_mixture(p.url, root), p.size, p.sha256),
             dataset=p.manifest.dataset, version=p.manifest.version, tokens=h, max_repeats=c.max_repeats,
         )
         for name, weight, p, h, c in zip(names, weights, pinned, held, spec.components)
     )
     first = pinned[0].manifest.tokenizer  # one tokenizer across components is an audit of the written version
-    return Mixture(
+    return MixtureFile(
         name=spec.name,
         version=mixture_version(spec.name, tokens, components),
         created_at=datetime.now(UTC).strftime(CREATED_AT_FORMAT),
@@ -145,7 +160,7 @@ def resolve_mixture(spec: MixtureSpec, store: ObjectStore, lineage: dict) -> Mix
     )
 
 
-def current_versions(spec: MixtureSpec, client=None) -> dict[str, str]:
+def current_versions(spec: MixtureSpec, client: Any = None) -> dict[str, str]:
     """The version each component URL names now, by URL: a live `manifest.json` moves on, a pinned one never does."""
     versions = {}
     for i, c in enumerate(spec.components):

@@ -5,19 +5,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shard_loader.format import MixtureFile, live_mixture_key, mixture_version_key, parse_mixture
+
 from ..errors import PublishError
 from ..publish import Audit
 from ..store import ObjectStore
 from .audits import audit_mixture
-from .document import Mixture, live_mixture_key, mixture_version_key, parse_mixture
+from .components import join_url
 
 
 @dataclass(frozen=True)
-class PublishedMixture:
+class PublishReport:
+    """What a publish did, as the run reports it to whoever started it (`shard-assets mix`): the version's key, whether
+    this publish wrote it and made it live, and each blocking audit's outcome."""
+
     key: str
     created: bool
     live: bool
-    mixture: Mixture
     audits: tuple[Audit, ...]
 
     @property
@@ -25,11 +29,22 @@ class PublishedMixture:
         return [a.name for a in self.audits if not a.passed]
 
 
-def read_mixture(store: ObjectStore, key: str) -> Mixture:
+@dataclass(frozen=True)
+class PublishedMixture:
+    report: PublishReport
+    mixture: MixtureFile  # the version as read back from the store
+
+
+def live_mixture_url(store: ObjectStore, name: str) -> str:
+    """The URL trainers read a mixture by: its live file, as the loader names the store."""
+    return join_url(store.loader_url(), live_mixture_key(name))
+
+
+def read_mixture(store: ObjectStore, key: str) -> MixtureFile:
     return parse_mixture(store.get_bytes(key), origin=f"{store.describe()}/{key}")
 
 
-def write_mixture_version(store: ObjectStore, mixture: Mixture) -> tuple[str, bool, Mixture]:
+def write_mixture_version(store: ObjectStore, mixture: MixtureFile) -> tuple[str, bool, MixtureFile]:
     """Write the version once (first writer wins) and read it back; a version already written with other content
     is refused, never replaced. Returns its key, whether this call wrote it, and the copy in the store."""
     key = mixture_version_key(mixture.name, mixture.version)
@@ -45,11 +60,11 @@ def promote_mixture(store: ObjectStore, key: str, name: str) -> None:
     store.put_bytes(live_mixture_key(name), store.get_bytes(key))
 
 
-def publish_mixture(store: ObjectStore, mixture: Mixture) -> PublishedMixture:
+def publish_mixture(store: ObjectStore, mixture: MixtureFile) -> PublishedMixture:
     """Write the version, audit it, and replace the live mixture only if every audit passed."""
     key, created, written = write_mixture_version(store, mixture)
     audits = audit_mixture(written, store.loader_url(), getattr(store, "client", None))
     live = all(a.passed for a in audits)
     if live:
         promote_mixture(store, key, written.name)
-    return PublishedMixture(key, created, live, written, audits)
+    return PublishedMixture(PublishReport(key, created, live, audits), written)

@@ -12,7 +12,7 @@ from typing import Any
 from shard_loader.format import SPLITS
 
 from ..errors import SpecError
-from ..spec import _NAME, _build, _check_choice, _scheme
+from ..spec import SPEC_NAME, check_choice, spec_record, uri_scheme
 
 # How many tokens one mixture epoch serves, per split, when the spec gives no budget for that split:
 # "first_exhausted": until the first component (the largest weight for its size) has served one pass of its own
@@ -49,7 +49,7 @@ def _positive(value: float, where: str) -> None:
 
 def _manifest_url(value: Any, where: str, base: Path | None) -> Any:
     """A relative local path is read relative to the spec's folder, as a dataset source's uri is."""
-    if base is not None and isinstance(value, str) and value and _scheme(value) == "" and not value.startswith(("/", "~")):
+    if base is not None and isinstance(value, str) and value and uri_scheme(value) == "" and not value.startswith(("/", "~")):
         return str(base / value)
     return value
 
@@ -61,14 +61,14 @@ def _component(data: Any, where: str, base: Path | None) -> ComponentSpec:
         missing = [k for k in ("manifest", "weight") if k not in data]
         raise SpecError(f"{where}: missing {' and '.join(repr(k) for k in missing)}; a component is a dataset URL (manifest) and a weight")
     data = {**data, "manifest": _manifest_url(data["manifest"], where, base)}
-    c = _build(ComponentSpec, data, where)
+    c = spec_record(ComponentSpec, data, where)
     if not c.manifest:
         raise SpecError(f"{where}.manifest: a dataset URL is needed (a manifest.json, its folder, or manifests/<version>.json)")
     _positive(c.weight, f"{where}.weight")
     if c.max_repeats is not None:
         _positive(c.max_repeats, f"{where}.max_repeats")
     c = replace(c, weight=float(c.weight), max_repeats=None if c.max_repeats is None else float(c.max_repeats))  # 2 and 2.0: one version
-    if c.name is not None and not _NAME.match(c.name):
+    if c.name is not None and not SPEC_NAME.match(c.name):
         raise SpecError(f"{where}.name: {c.name!r} must be lowercase letters, digits, '-' or '_'")
     return c
 
@@ -97,10 +97,10 @@ def parse_mixture_spec(data: dict[str, Any], origin: str, base: Path | None = No
     budgets = _budgets(data.pop("tokens_per_epoch"), f"{origin}: tokens_per_epoch") if "tokens_per_epoch" in data else {}
     if "name" not in data:
         raise SpecError(f"{origin}: missing 'name' (the mixture's name: mixtures/<name>.json)")
-    spec = _build(MixtureSpec, {**data, "components": parsed, "tokens_per_epoch": budgets, "origin": origin}, origin)
-    if not _NAME.match(spec.name):
+    spec = spec_record(MixtureSpec, {**data, "components": parsed, "tokens_per_epoch": budgets, "origin": origin}, origin)
+    if not SPEC_NAME.match(spec.name):
         raise SpecError(f"{origin}: name {spec.name!r} must be lowercase letters, digits, '-' or '_'")
-    _check_choice("stop", spec.stop, STOP_RULES, origin)
+    check_choice("stop", spec.stop, STOP_RULES, origin)
     names = [c.name for c in parsed if c.name is not None]
     if len(set(names)) != len(names):
         raise SpecError(f"{origin}: components[].name must be unique, got {names}")

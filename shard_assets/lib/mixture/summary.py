@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .document import Mixture
+from shard_loader.format import MixtureFile
 
 SPLIT = "train"  # the split weights are about
 
@@ -22,7 +22,7 @@ class ComponentRow:
     max_repeats: float | None
 
 
-def component_rows(m: Mixture, split: str = SPLIT) -> list[ComponentRow]:
+def component_rows(m: MixtureFile, split: str = SPLIT) -> list[ComponentRow]:
     held = sum(c.tokens.get(split, 0) for c in m.components) or 1
     budget = m.tokens_per_epoch.get(split, 0)
     return [

@@ -1,0 +1,47 @@
+"""Checked getters for the published JSON documents (the manifest, the mixture file): each refusal names the document,
+the field and what was found, so a bad file is one clear line."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..errors import ManifestError
+
+SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+
+
+def field(obj: Any, name: str, kind: type | tuple[type, ...], where: str) -> Any:
+    """`obj[name]`, which must be present and of `kind` (an integer is never a bool)."""
+    if not isinstance(obj, dict):
+        raise ManifestError(f"{where}: expected an object, got {type(obj).__name__}")
+    if name not in obj:
+        raise ManifestError(f"{where}: missing field {name!r}")
+    value = obj[name]
+    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ManifestError(f"{where}.{name}: expected an integer, got {value!r}")
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise ManifestError(f"{where}.{name}: expected {getattr(kind, '__name__', 'a number')}, got {type(value).__name__}")
+    return value
+
+
+def count(obj: Any, name: str, where: str) -> int:
+    """A field holding a non-negative integer."""
+    value: int = field(obj, name, int, where)
+    if value < 0:
+        raise ManifestError(f"{where}.{name}: must not be negative, got {value}")
+    return value
+
+
+def text(obj: Any, name: str, where: str) -> str:
+    """A field holding a non-empty string."""
+    value: str = field(obj, name, str, where)
+    if not value:
+        raise ManifestError(f"{where}.{name}: must not be empty")
+    return value
+
+
+def counts(obj: Any, name: str, where: str) -> dict[str, int]:
+    """A field holding an object of non-negative integers (tokens by split)."""
+    table: dict[str, Any] = field(obj, name, dict, where)
+    return {key: count(table, key, f"{where}.{name}") for key in table}
