@@ -4,9 +4,12 @@ its first failed step, else why the run itself failed (a lost worker, a refused 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import dagster as dg
-from dagster._utils.error import SerializableErrorInfo
+
+if TYPE_CHECKING:
+    from dagster_shared.error import SerializableErrorInfo
 
 
 def failure_message(events: Iterable[dg.DagsterEvent]) -> str:
@@ -14,13 +17,15 @@ def failure_message(events: Iterable[dg.DagsterEvent]) -> str:
     without one, of the last engine error (a launch the run launcher refused), else the run failure's message;
     "" when the events hold none of these."""
     events = list(events)
-    if step := next((e for e in events if e.is_step_failure), None):
-        message = _innermost(step.step_failure_data.error)
+    step_errors = (e.step_failure_data.error for e in events if e.is_step_failure)
+    if step_error := next((error for error in step_errors if error is not None), None):
+        message = _innermost(step_error)
         if message.startswith("DagsterAssetCheckFailedError"):
             message += "; the version was written but not made live: manifest.json is unchanged"
         return message
-    if engine := next((e for e in reversed(events) if e.is_engine_event and e.engine_event_data.error), None):
-        return _innermost(engine.engine_event_data.error)
+    engine_errors = (e.engine_event_data.error for e in reversed(events) if e.is_engine_event)
+    if engine_error := next((error for error in engine_errors if error), None):
+        return _innermost(engine_error)
     run_failure = next((e for e in events if e.is_run_failure), None)
     return " ".join((run_failure.message or "").split()) if run_failure else ""
 

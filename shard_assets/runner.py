@@ -29,7 +29,7 @@ from shard_loader.format import LATEST_KEY, parse_manifest
 
 from .batches import RunBatch, RunExecutor, RunOutcome
 from .defs.jobs import TOKENIZE_TAGS
-from .defs.partitions import PARTITIONS_PER_RUN, RUN_BYTES, raw_files, run_target, sync_partitions
+from .defs.partitions import PARTITIONS_PER_RUN, RAW_FILES, RUN_BYTES, run_target, sync_partitions
 from .defs.resources import Settings
 from .lib.discovery import registered
 from .lib.errors import RunFailed
@@ -255,7 +255,7 @@ def _build(instance: dg.DagsterInstance, spec: DatasetSpec, resources: dict, wor
     store = resources["store"].store()
     _, _, keys = sync_partitions(instance, store, spec)
     sizes = {k: r.size for k, r in registered(store, spec).items()}
-    order = instance.get_dynamic_partitions(raw_files.name)
+    order = instance.get_dynamic_partitions(RAW_FILES)
     runs, failures = run_partitions(executor, "ingest_job", keys, order, sizes, parallel)
     runs.append(run_one(executor, "tokenizer_job"))
     ingested = [k for k in keys if k not in failures]

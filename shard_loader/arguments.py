@@ -47,7 +47,7 @@ def optional_path(name: str, value: Any) -> Path | None:
     return Path(value)
 
 
-def optional_mapping(name: str, value: Any) -> dict:
+def optional_mapping(name: str, value: Any) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):

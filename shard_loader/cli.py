@@ -145,7 +145,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_pin(args) -> int:
+def cmd_pin(args: argparse.Namespace) -> int:
     from .arguments import duration
     from .storage.reader_leases import pin
 

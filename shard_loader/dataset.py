@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,9 +18,10 @@ from .errors import ShardLoaderError
 from .format import Shard
 from .opening import OpenedManifest, document_format, open_manifest, read_document
 from .cache.rotation import WindowCache, window_cache
+from .cache.window_files import RotationStats
 from .sampler import Cursor, EpochPlan, SampleSpec, Window, make_windows, sample_counts
 from .state import LoaderState, Position, StateError, StreamKey
-from .storage import open_store, split_manifest_url
+from .storage import Store, open_store, split_manifest_url
 from .storage.reader_leases import hold_reader_lease
 from .world import Consumer, resolve_world
 
@@ -44,14 +45,15 @@ class TokenDataset:
     """
 
     _formats: dict[str, type[TokenDataset]] = {}  # other published documents a URL may name (a mixture), by `format`
+    _document: tuple[Store, bytes]  # set by __new__ when it read the manifest; __init__ pops it
 
-    def __init_subclass__(cls, serves: str | None = None, **kwargs):
+    def __init_subclass__(cls, serves: str | None = None, **kwargs: Any) -> None:
         """A subclass declared with `serves="<format>"` is what `TokenDataset(url)` gives for a document of that format."""
         super().__init_subclass__(**kwargs)
         if serves is not None:
             TokenDataset._formats[serves] = cls
 
-    def __new__(cls, url: str | None = None, *args, **options):
+    def __new__(cls, url: str | None = None, *args: Any, **options: Any) -> TokenDataset:
         """`TokenDataset(url)` reads the document at `url` once and dispatches on its `format` (never its path): a
         mixture file gives a MixtureDataset; a dataset manifest's store and bytes are kept for __init__ to parse."""
         store_options = options.get("store_options")
@@ -61,7 +63,8 @@ class TokenDataset:
             document = read_document(url, store_options)
         except ShardLoaderError:  # unreadable: __init__ reports it after checking the arguments
             return super().__new__(cls)
-        kind = cls._formats.get(document_format(document[1]))
+        fmt = document_format(document[1])
+        kind = cls._formats.get(fmt) if fmt is not None else None
         if kind is not None:
             return super().__new__(kind)
         obj = super().__new__(cls)
@@ -118,7 +121,7 @@ class TokenDataset:
     def _make_cache(self) -> WindowCache:
         return window_cache(self.opened, self.shards, self.plan(Position()), self.cache_dir, self.disk_budget, self.keep_files)
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         """Workers get the resolved world and the parsed manifest, never a live store connection or thread."""
         state = dict(self.__dict__)
         state["opened"] = (self.opened.manifest, self.opened.key)
@@ -126,7 +129,7 @@ class TokenDataset:
         state["lease"] = None  # the opening process holds the lease; workers never renew or release it
         return state
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         manifest, key = state.pop("opened")
         self.__dict__.update(state)
         store = open_store(split_manifest_url(self.url)[0], **self.store_options)
@@ -194,11 +197,11 @@ class TokenDataset:
             self.spec.label_shift, self.seed, _layout_digest(self.windows), *self.window_options,
         )
 
-    def state_dict(self) -> dict:
+    def state_dict(self) -> dict[str, Any]:
         """Where the stream stands (the same on every rank at the same step), and what it must be restored onto."""
         return LoaderState(self.stream_key(), self.world.world_size, self.position).to_dict()
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from a saved state; with another world size, the rest of the interrupted window is dealt anew."""
         saved = LoaderState.from_dict(state)
         saved.check(self.stream_key())
@@ -245,7 +248,7 @@ class TokenDataset:
         """Each row's component in a mixture (int64): 0 for every row of a dataset."""
         return np.zeros(len(shard_ids), dtype=np.int64)
 
-    def serve(self, plan: EpochPlan, consumer: Consumer = Consumer()) -> Iterator[tuple[int, dict[int, Shard], np.ndarray, np.ndarray]]:
+    def serve(self, plan: EpochPlan, consumer: Consumer = Consumer()) -> Generator[tuple[int, dict[int, Shard], np.ndarray, np.ndarray], None, None]:
         """(first batch index from the plan's start, open shards, shard ids, token starts) of each run of consecutive
         batches `consumer` serves (see Consumer.runs); a run's rows are whole batches, in order."""
         firsts = np.concatenate(([0], np.cumsum(plan.batches_per_window)[:-1])).tolist()
@@ -287,7 +290,8 @@ class TokenDataset:
                     return
 
     @property
-    def stats(self):
+    def stats(self) -> RotationStats:
+        """What the window cache waited for and fetched."""
         return self.cache.stats
 
     def close(self) -> None:
@@ -296,6 +300,6 @@ class TokenDataset:
             self.lease.release()
 
 
-def iter_sequences(url: str, split: str = "train", seq_len: int = 2048, batch_size: int = 8, **options) -> Iterator[dict[str, np.ndarray]]:
+def iter_sequences(url: str, split: str = "train", seq_len: int = 2048, batch_size: int = 8, **options: Any) -> Iterator[dict[str, np.ndarray]]:
     """The simplest read path: one epoch of batches, without shuffling the windows' order by hand."""
     return iter(TokenDataset(url, split=split, seq_len=seq_len, batch_size=batch_size, **options))

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
 from functools import cached_property
 
 import numpy as np
@@ -36,7 +35,7 @@ class SampleSpec:
     label_shift: int = 1
     stride: int | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         integer("seq_len", self.seq_len, 1)
         integer("label_shift", self.label_shift, 1)
         optional_integer("stride", self.stride, 1)
@@ -50,14 +49,15 @@ class SampleSpec:
     def step(self) -> int:
         return self.stride or self.seq_len
 
-    def samples_in(self, tokens: np.ndarray) -> np.ndarray:
+    def samples_in(self, tokens: Sequence[int] | np.ndarray) -> np.ndarray:
         """Samples in shards of these token counts (int64, element-wise)."""
         tokens = np.asarray(tokens, dtype=np.int64)
         return np.where(tokens < self.span, 0, (tokens - self.span) // self.step + 1)
 
 
-class Window(NamedTuple):
-    """A group of shards held on local disk together (a tuple: an epoch at 30,000 shards makes 30,000 of them)."""
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A group of shards held on local disk together (slots, not a NamedTuple, whose `index` would shadow tuple.index)."""
 
     index: int
     shards: tuple[int, ...]
@@ -72,7 +72,9 @@ def make_windows(sizes: Sequence[int], window_shards: int | None, window_bytes: 
         if step == 1:
             return [Window(i, (i,), b) for i, b in enumerate(totals)]
         return [Window(i, tuple(range(i * step, min((i + 1) * step, n))), b) for i, b in enumerate(totals)]
-    windows, current, size = [], [], 0
+    windows: list[Window] = []
+    current: list[int] = []
+    size = 0
     for i, nbytes in enumerate(sizes):
         if current and (len(current) == window_shards or size + nbytes > window_bytes):
             windows.append(Window(len(windows), tuple(current), size))
@@ -152,7 +154,8 @@ class EpochPlan:
     def batches_per_window(self) -> np.ndarray:
         """Rank batches of each window from the start cursor's on, in visiting order."""
         totals = self.window_totals[self.order[self.start.window :]]
-        return (totals - self._firsts) // self.global_batch
+        batches: np.ndarray = (totals - self._firsts) // self.global_batch  # numpy's stubs type this arithmetic Any
+        return batches
 
     @cached_property
     def segments(self) -> tuple[Segment, ...]:

@@ -25,9 +25,9 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
@@ -38,6 +38,9 @@ try:
     from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 except ModuleNotFoundError as exc:
     raise MissingExtraError(exc.name or "torch", "torch", "shard_loader.torch_dataset") from None
+if TYPE_CHECKING:
+    from torch.utils.data._utils.worker import WorkerInfo
+    from torch.utils.data.dataloader import _BaseDataLoaderIter
 
 from .arguments import ArgumentError, integer
 from .dataset import TokenDataset
@@ -54,14 +57,14 @@ class WorkerState:
     """One DataLoader worker's place in a pass: the pass's anchor (a loader state), which worker of how many, and
     the next batch (counted from the anchor) it serves. A StatefulDataLoader snapshots it and restores the same worker."""
 
-    anchor: dict
+    anchor: dict[str, Any]
     worker: int
     num_workers: int
     next_batch: int
 
     KEY = "shard_loader_worker"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {self.KEY: {"worker": self.worker, "num_workers": self.num_workers, "next_batch": self.next_batch}, "anchor": self.anchor}
 
     @classmethod
@@ -82,7 +85,7 @@ class _Pass:
 
     id: int
     anchor: Position
-    anchor_state: dict  # the anchor as a loader state, built once: StatefulDataLoader asks for it after every batch
+    anchor_state: dict[str, Any]  # the anchor as a loader state, built once: StatefulDataLoader asks for it after every batch
     worker: int
     num_workers: int
     start: int  # the first batch (counted from the anchor) this process serves in the pass
@@ -96,7 +99,20 @@ class _Pass:
         return self.next_batch != self.start
 
 
-class TorchTokenDataset(IterableDataset):
+Batch = dict[str, torch.Tensor]  # "input_ids", "labels", "component"[, "position_ids"]
+
+
+class Group(TypedDict, total=False):
+    """What a worker sends TokenDataLoader for a group of batches: the slot and rows it filled, or fresh tensors."""
+
+    slot: int
+    rows: int
+    tokens: torch.Tensor
+    component: torch.Tensor
+    position_ids: torch.Tensor
+
+
+class TorchTokenDataset(IterableDataset[Batch | Group]):
     """Batches of int64 tensors {"input_ids", "labels", "component"[, "position_ids"]} under any DataLoader (pass
     batch_size=None), torchdata's StatefulDataLoader included; under TokenDataLoader, groups of batches in shared slots
     (faster). A mixture's URL serves the mixture (a MixtureDataset)."""
@@ -109,8 +125,8 @@ class TorchTokenDataset(IterableDataset):
         # moves, which loader iteration's workers served batches since the anchor (0: none), then the anchor: where the
         # current pass started, as the dataset encodes a position in ints
         width = len(self.data.encode_position(self.data.position))
-        self._shared = torch.zeros(_ANCHOR + width, dtype=torch.int64).share_memory_()
-        self._owners = torch.zeros(_MAX_WORKERS, dtype=torch.int64).share_memory_()  # the pass each worker id serves
+        self._shared: torch.Tensor = torch.zeros(_ANCHOR + width, dtype=torch.int64).share_memory_()
+        self._owners: torch.Tensor = torch.zeros(_MAX_WORKERS, dtype=torch.int64).share_memory_()  # the pass each worker id serves
         self._served = 0  # batches handed to the trainer since the anchor (main process only)
         self.grouped = False  # set by TokenDataLoader: serve groups into its slots
         self.slots: list[torch.Tensor] = []  # workers * slots_per_worker tensors (rows, span), set by TokenDataLoader
@@ -124,7 +140,7 @@ class TorchTokenDataset(IterableDataset):
         """Shared slots for `workers` workers that keep at most `prefetch_factor` groups in flight each."""
         self.slots_per_worker = prefetch_factor + 2
         rows, span = self.group * self.batch_size, self.data.spec.span
-        flat = [torch.empty(rows * (span + 1), dtype=torch.int64).share_memory_() for _ in range(workers * self.slots_per_worker)]
+        flat: list[torch.Tensor] = [torch.empty(rows * (span + 1), dtype=torch.int64).share_memory_() for _ in range(workers * self.slots_per_worker)]
         self.slots = [f[: rows * span].view(rows, span) for f in flat]  # tokens, then components, in one storage:
         self.slot_components = [f[rows * span :] for f in flat]  # a batch's views keep the whole slot held
         self.held = torch.zeros(len(self.slots), dtype=torch.uint8).share_memory_().numpy()
@@ -181,7 +197,7 @@ class TorchTokenDataset(IterableDataset):
         if self.data.position.epoch != self.anchor().epoch:
             self._store(self.data.position, moved=True)
 
-    def state_dict(self) -> dict:
+    def state_dict(self) -> dict[str, Any]:
         """Where the stream stands. In a DataLoader worker (a StatefulDataLoader asks there), that worker's place."""
         info = get_worker_info()
         if info is not None:
@@ -194,7 +210,7 @@ class TorchTokenDataset(IterableDataset):
         self.data.position = self.position()
         return self.data.state_dict()
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from a saved state: this dataset's or TokenDataLoader's, or a whole StatefulDataLoader state
         (then at any num_workers and world size). In a worker, a StatefulDataLoader gives back that worker's place."""
         info = get_worker_info()
@@ -211,10 +227,10 @@ class TorchTokenDataset(IterableDataset):
         """Count one batch as served to the trainer (called by TokenDataLoader in the main process)."""
         self._served += 1
 
-    def __iter__(self) -> Iterator[dict]:
+    def __iter__(self) -> Iterator[Batch | Group]:
         return self._groups() if self.grouped else self._batches(self._begin_pass())
 
-    def _groups(self) -> Iterator[dict]:
+    def _groups(self) -> Iterator[Group]:
         """Groups of batches for TokenDataLoader, in its shared slots when it has workers."""
         info = get_worker_info()
         ds = self.data
@@ -223,11 +239,15 @@ class TorchTokenDataset(IterableDataset):
         rows, total = self.group * ds.batch_size, plan.total_batches
         slots = [s.numpy() for s in self.slots] if info is not None else []
         slot_components = [c.numpy() for c in self.slot_components] if info is not None else []
-        buf, comps, slot, pos, filled, sent = None, None, None, [], 0, 0
+        buf: np.ndarray | None = None
+        comps: np.ndarray | None = None
+        slot: int | None = None
+        pos: list[np.ndarray] = []
+        filled, sent = 0, 0
         for k, shards, shard_ids, starts in ds.serve(plan, consumer):
-            if buf is None:
-                slot = info.id * self.slots_per_worker + sent % self.slots_per_worker if slots else None
-                if slot is not None and self.held[slot]:  # the trainer still holds a batch of this slot: leave it alone
+            if buf is None or comps is None:  # both or neither
+                slot = info.id * self.slots_per_worker + sent % self.slots_per_worker if slots and info is not None else None
+                if slot is not None and self.held is not None and self.held[slot]:  # the trainer still holds a batch of this slot: leave it alone
                     slot = None
                 buf = slots[slot] if slot is not None else np.empty((rows, ds.spec.span), dtype=np.int64)
                 comps = slot_components[slot] if slot is not None else np.empty(rows, dtype=np.int64)
@@ -246,7 +266,7 @@ class TorchTokenDataset(IterableDataset):
         """Start a pass outside TokenDataLoader, at once (a StatefulDataLoader asks the worker's state before the first batch)."""
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        refusal = ArgumentError(f"num_workers {workers} is above the {_MAX_WORKERS} TorchTokenDataset supports") if workers > _MAX_WORKERS else None
+        refusal: ShardLoaderError | None = ArgumentError(f"num_workers {workers} is above the {_MAX_WORKERS} TorchTokenDataset supports") if workers > _MAX_WORKERS else None
         restored, self._restored = self._restored, None
         loader = (info.seed - info.id) % (1 << 62) + 1 if info is not None else 0  # one value per loader iteration
         if restored is not None:  # a StatefulDataLoader gave this worker its place back
@@ -271,7 +291,7 @@ class TorchTokenDataset(IterableDataset):
         self._pass = p
         return p
 
-    def _batches(self, p: _Pass) -> Iterator[dict]:
+    def _batches(self, p: _Pass) -> Iterator[Batch]:
         """One batch per item: batches p.next_batch, + num_workers, ... of the rank's stream from the pass's anchor."""
         if p.refusal is not None:  # raised at the first batch, not in __iter__: a persistent worker whose iter() raises
             # dies (torch re-creates the iterator outside its try, and torchdata 0.11 then fails on a deleted name)
@@ -301,13 +321,13 @@ class TorchTokenDataset(IterableDataset):
                 shared[_SERVED_BY] = p.loader
             yield batch
 
-    def _worker_state(self, info) -> dict:
+    def _worker_state(self, info: WorkerInfo) -> dict[str, Any]:
         p = self._pass
         if p is None:
             raise StateError("state_dict() in a DataLoader worker before its pass began")
         return WorkerState(p.anchor_state, p.worker, p.num_workers, p.next_batch).to_dict()
 
-    def _check_worker_state(self, state: dict, info) -> WorkerState:
+    def _check_worker_state(self, state: dict[str, Any], info: WorkerInfo) -> WorkerState:
         """A worker's place given back by a StatefulDataLoader, if this worker can honour it exactly."""
         saved = WorkerState.from_dict(state)
         if saved is None:
@@ -324,7 +344,7 @@ class TorchTokenDataset(IterableDataset):
         LoaderState.from_dict(saved.anchor).check(self.data.stream_key())
         return saved
 
-    def _from_loader_state(self, state: dict) -> dict:
+    def _from_loader_state(self, state: dict[str, Any]) -> dict[str, Any]:
         """The loader state at the position a whole StatefulDataLoader state describes (see `_LOADER_KEYS`)."""
         if "_snapshot" not in state:  # no workers: the loader kept the dataset's own state
             dataset_state = state.get("dataset_state")
@@ -334,10 +354,11 @@ class TorchTokenDataset(IterableDataset):
         try:
             snapshot = state["_snapshot"]
             at, since = int(snapshot["_snapshot_step"]), int(state["_steps_since_snapshot"])
-            workers = [WorkerState.from_dict(w["dataset_state"]) for w in snapshot["_worker_snapshots"].values()]
+            places = [WorkerState.from_dict(w["dataset_state"]) for w in snapshot["_worker_snapshots"].values()]
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise StateError(f"StatefulDataLoader state_dict is malformed ({e!r})") from None
-        if not workers or None in workers or len({repr(w.anchor) for w in workers}) != 1:
+        workers = [w for w in places if w is not None]
+        if not workers or len(workers) != len(places) or len({repr(w.anchor) for w in workers}) != 1:
             raise StateError("StatefulDataLoader state_dict does not hold one TorchTokenDataset pass in every worker")
         saved = LoaderState.from_dict(workers[0].anchor)
         saved.check(self.data.stream_key())
@@ -350,7 +371,8 @@ class TorchTokenDataset(IterableDataset):
         return replace(saved, position=position).to_dict()
 
     @staticmethod
-    def _pack(buf: np.ndarray, comps: np.ndarray, filled: int, pos: list[np.ndarray], slot: int | None) -> dict:
+    def _pack(buf: np.ndarray, comps: np.ndarray, filled: int, pos: list[np.ndarray], slot: int | None) -> Group:
+        group: Group
         if slot is not None:
             group = {"slot": slot, "rows": filled}
         else:
@@ -363,27 +385,30 @@ class TorchTokenDataset(IterableDataset):
 _LOADER_KEYS = frozenset({"_snapshot", "_num_yielded"})  # a StatefulDataLoader's state_dict (with / without workers)
 
 
-_USE_COUNT = getattr(torch._C, "_storage_Use_Count", None)  # references to a storage, views included; absent: copy slots
+_USE_COUNT: Callable[[int], int] | None = getattr(torch._C, "_storage_Use_Count", None)  # references to a storage, views included; absent: copy slots
 
 
 def _uses(tensor: torch.Tensor) -> int:
+    if _USE_COUNT is None:
+        raise ShardLoaderError("slots are held by reference count, and this torch has no torch._C._storage_Use_Count")
     return _USE_COUNT(tensor.untyped_storage()._cdata)
 
 
-class TokenDataLoader(DataLoader):
+class TokenDataLoader(DataLoader[Batch | Group]):
     """A DataLoader over a TorchTokenDataset: unpacks each transfer into batches of int64 tensors
     {"input_ids", "labels", "component"[, "position_ids"]}, and counts those handed to the trainer."""
+
+    dataset: TorchTokenDataset
 
     def __init__(self, dataset: TorchTokenDataset, **options: Any):
         super().__init__(dataset, batch_size=None, **options)
         dataset.grouped = True
-        if self.num_workers > 0:
+        if self.num_workers > 0 and self.prefetch_factor is not None:  # torch sets it (default 2) when there are workers
             dataset.make_ring(self.num_workers, self.prefetch_factor)
         self._unused = [_uses(slot) for slot in dataset.slots] if _USE_COUNT else []  # a slot's count with no view alive
 
-    def _free_slots(self) -> None:
+    def _free_slots(self, held: np.ndarray) -> None:
         """Let workers write again into slots of which the trainer holds no view any more."""
-        held = self.dataset.held
         for s in np.flatnonzero(held).tolist():
             if _uses(self.dataset.slots[s]) <= self._unused[s]:
                 held[s] = 0
@@ -391,7 +416,7 @@ class TokenDataLoader(DataLoader):
     def __len__(self) -> int:
         return len(self.dataset)
 
-    def _get_iterator(self):
+    def _get_iterator(self) -> _BaseDataLoaderIter:
         """Forked workers start with the parent's objects frozen out of the cyclic collector: a collection in a worker
         would otherwise write into the header of every object it inherited and copy each page (at 30,000 shards that
         was most of a worker's unique memory). The parent unfreezes at once; its own garbage is collected as before."""
@@ -404,26 +429,30 @@ class TokenDataLoader(DataLoader):
         finally:
             gc.unfreeze()
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Batch]:  # type: ignore[override]  # torch annotates DataLoader.__iter__ as its own iterator class, not Iterator
         """The rest of the rank's stream. A set_epoch() or load_state_dict() inside the loop applies at its next batch:
         the workers' pass is dropped and a new one starts where the stream was moved to."""
         while (yield from self._one_pass()):
             pass
 
-    def _one_pass(self):
+    def _one_pass(self) -> Generator[Batch, None, bool]:
         """One pass of the workers from where the stream stands; returns True when the stream was moved during it."""
         ds = self.dataset
         b, m, pin = ds.batch_size, ds.label_shift, self.pin_memory and torch.cuda.is_available()
         ds.rebase()
         moved = ds.watch_moves()
-        if ds.held is not None:
-            self._free_slots()
+        held = ds.held
+        if held is not None:
+            self._free_slots(held)
+        group: Group
         for group in super().__iter__():
             if "slot" in group:
-                self._free_slots()
+                if held is None:
+                    raise ShardLoaderError("a DataLoader worker filled a shared slot, but this TokenDataLoader made none")
+                self._free_slots(held)
                 tokens, component = ds.slots[group["slot"]][: group["rows"]], ds.slot_components[group["slot"]][: group["rows"]]
                 if _USE_COUNT:
-                    ds.held[group["slot"]] = 1
+                    held[group["slot"]] = 1
                 else:
                     tokens, component = tokens.clone(), component.clone()
             else:
@@ -446,8 +475,8 @@ class TokenDataLoader(DataLoader):
             del inputs, labels, components, positions, batch
         return False
 
-    def state_dict(self) -> dict:
+    def state_dict(self) -> dict[str, Any]:
         return self.dataset.state_dict()
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         self.dataset.load_state_dict(state)

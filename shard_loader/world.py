@@ -29,7 +29,7 @@ class World:
     world_size: int = 1
     local_rank: int = 0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         integer("world_size", self.world_size, 1)
         integer("rank", self.rank, 0)
         integer("local_rank", self.local_rank, 0)
@@ -81,7 +81,7 @@ def resolve_world(rank: int | None = None, world_size: int | None = None) -> Wor
     SLURM_PROCID/SLURM_NTASKS (in a step), else rank 0 of 1."""
     if (rank is None) != (world_size is None):
         raise ArgumentError(f"pass both rank and world_size or neither, got rank={rank!r}, world_size={world_size!r}")
-    if rank is not None:
+    if rank is not None and world_size is not None:
         return World(rank, world_size, _local_rank())
     if _in_dataloader_worker():
         raise WorldError(

@@ -9,7 +9,7 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from typing import TypedDict, TypeVar
 
 import dagster as dg
 
@@ -21,7 +21,8 @@ from ..lib.store import ObjectStore
 
 T = TypeVar("T")
 
-raw_files = dg.DynamicPartitionsDefinition(name="raw_files")
+RAW_FILES = "raw_files"  # the dynamic partitions set: one key per registered source file (or piece)
+raw_files = dg.DynamicPartitionsDefinition(name=RAW_FILES)
 PARTITION_BYTES_ENV = "SHARD_PARTITION_BYTES"
 PARTITIONS_PER_RUN = 32  # per backfill, sensor or build run: the fixed cost of a run (~2 s here, a pod start on a cluster) spread over many partitions
 RUN_BYTES = 1 << 30  # source bytes per sensor or build run past its first partition: work-sized partitions get a run (a pod) each
@@ -49,7 +50,7 @@ def claim_home(instance: dg.DagsterInstance, spec: DatasetSpec) -> None:
     if held == claim:
         return
     owner = json.loads(held) if held else None
-    if owner and owner["dataset"] != spec.name and instance.get_dynamic_partitions(raw_files.name):
+    if owner and owner["dataset"] != spec.name and instance.get_dynamic_partitions(RAW_FILES):
         home = instance.root_directory if instance.is_persistent else "this Dagster instance"
         raise HomeHoldsAnotherDataset(
             f"{home} holds the partitions of dataset {owner['dataset']!r} (spec {owner['spec']}), not {spec.name!r} "
@@ -66,7 +67,14 @@ def partition_policy(spec: DatasetSpec) -> PartitionPolicy:
     return PartitionPolicy(spec.partition_bytes)
 
 
-def run_target(partitions: list[str]) -> dict:
+class RunTarget(TypedDict):
+    """A run's partition selection, as dg.RunRequest and submit_job take it."""
+
+    partition_key: str | None
+    tags: dict[str, str]
+
+
+def run_target(partitions: list[str]) -> RunTarget:
     """What selects `partitions` (adjacent in Dagster's order) for one run: a partition key, or range tags."""
     if len(partitions) == 1:
         return {"partition_key": partitions[0], "tags": {}}
@@ -76,12 +84,12 @@ def run_target(partitions: list[str]) -> dict:
 def mirror(instance: dg.DagsterInstance, store: ObjectStore, spec: DatasetSpec, removed: list[str]) -> dict[str, PartitionRecord]:
     """Make Dagster's partition set the registered one: add what it lacks, delete the removed; returns every partition."""
     keys = registered(store, spec)
-    known = set(instance.get_dynamic_partitions(raw_files.name))
+    known = set(instance.get_dynamic_partitions(RAW_FILES))
     if new := [k for k in keys if k not in known]:
-        instance.add_dynamic_partitions(raw_files.name, new)
+        instance.add_dynamic_partitions(RAW_FILES, new)
     for key in removed:
         if key in known:
-            instance.delete_dynamic_partition(raw_files.name, key)
+            instance.delete_dynamic_partition(RAW_FILES, key)
     return keys
 
 

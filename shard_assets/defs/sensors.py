@@ -10,7 +10,7 @@ from ..lib.discovery import DiscoveryBudget, DiscoveryCursor
 from ..lib.partitioning import PartitionRecord, contiguous_runs
 from ..lib.state import has_tokenizer
 from .jobs import tokenize_job
-from .partitions import PARTITIONS_PER_RUN, RUN_BYTES, discovery_step, raw_files, run_target
+from .partitions import PARTITIONS_PER_RUN, RAW_FILES, RUN_BYTES, discovery_step, run_target
 from .raw_documents import raw_documents
 from .resources import DatasetResource, StoreResource
 
@@ -32,7 +32,7 @@ def raw_files_sensor(context: dg.SensorEvaluationContext, dataset: DatasetResour
     objects = store.store()
     step, records = discovery_step(context.instance, objects, dataset.spec(), DiscoveryCursor.from_json(context.cursor), TICK_BUDGET)
     selection = None if has_tokenizer(objects) else [raw_documents.key]
-    order = context.instance.get_dynamic_partitions(raw_files.name)
+    order = context.instance.get_dynamic_partitions(RAW_FILES)
     sizes = {k: records[k].size for k in step.changed}
     requests = [run_request(run, records, selection) for run in contiguous_runs(step.changed, order, PARTITIONS_PER_RUN, sizes, RUN_BYTES)]
     context.log.info(f"{step.files} files handled, {len(step.changed)} partitions new or changed, {len(step.removed)} removed; resume at {step.cursor}")

@@ -97,7 +97,7 @@ def batch_script(command: list[str], setup: Iterable[str] = (), scratch_dir: str
     return "\n".join(lines) + "\n"
 
 
-def _run(args: list[str], stdin: str | None = None, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+def _run(args: list[str], stdin: str | None = None, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(args, input=stdin, env=None if env is None else dict(env), capture_output=True, text=True, timeout=COMMAND_SECONDS)
     except FileNotFoundError:
@@ -106,7 +106,7 @@ def _run(args: list[str], stdin: str | None = None, env: Mapping[str, str] | Non
         raise SlurmError(f"`{shlex.join(args[:3])} ...` gave no answer in {COMMAND_SECONDS} s: is slurmctld reachable?") from None
 
 
-def _failed(args: list[str], done: subprocess.CompletedProcess) -> SlurmError:
+def _failed(args: list[str], done: subprocess.CompletedProcess[str]) -> SlurmError:
     said = " ".join((done.stderr or done.stdout or "").split())
     return SlurmError(f"`{args[0]}` failed (exit {done.returncode}): {said or 'no message'}")
 

@@ -6,10 +6,19 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from enum import Enum
 from typing import TypeVar
 
 T = TypeVar("T")
-_DONE = object()
+
+
+class _End(Enum):
+    """What `next` gives for an exhausted source (a type of its own, so the items keep theirs)."""
+
+    DONE = 0
+
+
+_DONE = _End.DONE
 
 
 class Background:
@@ -21,7 +30,7 @@ class Background:
 
     def __init__(self, name: str, depth: int):
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
-        self._pending: deque[Future] = deque()
+        self._pending: deque[Future[object]] = deque()
         self.depth = depth
 
     def submit(self, fn: Callable[..., object], *args: object) -> None:
@@ -47,7 +56,7 @@ def prefetched(items: Iterable[T], depth: int, name: str = "prefetch") -> Iterat
     """`items` produced on a background thread up to `depth` ahead of the consumer, in order; errors re-raised here."""
     source = iter(items)
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
-    ahead: deque[Future] = deque(pool.submit(next, source, _DONE) for _ in range(depth))
+    ahead: deque[Future[T | _End]] = deque(pool.submit(next, source, _DONE) for _ in range(depth))
     try:
         while True:
             item = ahead.popleft().result()

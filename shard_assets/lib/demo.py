@@ -28,7 +28,7 @@ def _docstrings(path: Path) -> Iterator[str]:
         tree = ast.parse(path.read_bytes())
     except (SyntaxError, ValueError):
         return
-    pending = [tree]
+    pending: list[ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef] = [tree]
     while pending:
         node = pending.pop(0)
         if doc := ast.get_docstring(node):

@@ -4,7 +4,7 @@ change the keys of existing partitions; with no budget every file is its own par
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .records import DiscoveryIndex, FilePiece, PartitionRecord
@@ -143,7 +143,7 @@ class SourceLayout:
         return {key}
 
 
-def contiguous_runs(selected: Iterable[str], order: list[str], limit: int, sizes: Mapping[str, int] | None = None, max_bytes: int = 0) -> list[list[str]]:
+def contiguous_runs(selected: Iterable[str], order: Sequence[str], limit: int, sizes: Mapping[str, int] | None = None, max_bytes: int = 0) -> list[list[str]]:
     """`selected` partitions cut into runs of adjacent keys in `order` (Dagster's key order), so that each run
     is one partition range holding nothing unselected: at most `limit` keys, and with `sizes`, no more than
     `max_bytes` of source past a run's first partition (large partitions run alone, small ones together)."""

@@ -68,8 +68,13 @@ def content_version(dataset: str, tokenizer: TokenizerInfo, dtype: str, splits: 
     the tokenizer's file and each split's shard table (key, size, sha256), which name every shard by partition, key,
     size and sha256. Two versions share an id only if they name the same files, so a source moved to other paths
     (other partition names, so other keys) is a new version, never a clash with the old one."""
+    tables = {}
+    for s, info in splits.items():
+        if info.table is None:
+            raise PublishError(f"split {s!r} has no shard table: a version is named by its splits' tables (build them with SplitInfo.of)")
+        tables[s] = asdict(info.table)
     body = json.dumps(
-        {"dataset": dataset, "dtype": dtype, "tokenizer": asdict(tokenizer.file), "tables": {s: asdict(info.table) for s, info in splits.items()}},
+        {"dataset": dataset, "dtype": dtype, "tokenizer": asdict(tokenizer.file), "tables": tables},
         sort_keys=True,
     )
     return f"{dataset}-{hashlib.sha256(body.encode()).hexdigest()[:16]}"

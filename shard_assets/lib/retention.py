@@ -180,7 +180,8 @@ class _Stamps:
     """When each object was written, asked of the store once per key."""
 
     def __init__(self, store: ObjectStore):
-        self.store, self.seen = store, {}
+        self.store = store
+        self.seen: dict[str, float] = {}
 
     def __call__(self, key: str) -> float:
         if key not in self.seen:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from .errors import BuildError, PublishError
 from .layout import INGEST_FAILURES_PREFIX, ingest_failure_key, part_record_key, parts_prefix, quarantine_key, quarantine_prefix
 from .ownership import claim
 from .record_checks import check_part_record
-from .records import READ_THREADS, IngestFailure, PartitionRecord, PartRecord, Quarantine, SplitProof, SplitsRecord, SplitTotals, find_record, get_records, put_record
+from .records import READ_THREADS, IngestFailure, PartitionRecord, PartRecord, Quarantine, SourceFileRef, SplitProof, SplitsRecord, SplitTotals, find_record, get_records, put_record
 from .spec import DatasetSpec
 from .published import read_published
 from .store import ObjectMissingError, ObjectStore
@@ -43,17 +44,20 @@ class Selection:
     stale: dict[str, str] = field(default_factory=dict)
 
 
+R = TypeVar("R")
+
+
 def _listed(store: ObjectStore, folder: str) -> set[str]:
     """The partitions with a `<partition>.json` record directly in `folder`, from one listing (not a request each)."""
     return {key[len(folder) : -len(".json")] for key, _ in store.list(folder) if key.endswith(".json") and "/" not in key[len(folder) :]}
 
 
-def _read(store: ObjectStore, keys: dict[str, str], cls: type, needed_by: str) -> dict:
+def _read(store: ObjectStore, keys: dict[str, str], cls: type[R], needed_by: str) -> dict[str, R]:
     """{partition: record} for {partition: key}, READ_THREADS at a time."""
     return dict(zip(keys, get_records(store, list(keys.values()), cls, needed_by)))
 
 
-def _describe(ref) -> str:
+def _describe(ref: SourceFileRef) -> str:
     return f"{ref.uri} (fingerprint {ref.fingerprint})"
 
 

@@ -95,7 +95,7 @@ class ShardTable(Sequence[ShardEntry]):
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ShardTable) and self.to_bytes() == other.to_bytes()
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # type: ignore[assignment]  # unhashable as it defines __eq__: typeshed's own spelling of that
 
     @property
     def tokens(self) -> np.ndarray:

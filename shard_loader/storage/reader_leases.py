@@ -18,12 +18,16 @@ import tempfile
 import threading
 import weakref
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import NotFoundError, StoreError
 from ..format import VERSIONS_DIR
 from ..format.leases import Lease, collecting_key, lease_key
+from .base import Store
 from .local import LocalStore
+
+if TYPE_CHECKING:
+    from .s3 import S3Store
 
 LEASE_SECONDS = 3600.0  # a reader's lease outlives its last renewal by this long (a killed trainer's lapses within the hour)
 RENEW_SECONDS = 600.0
@@ -64,7 +68,7 @@ class FolderWriter:
 class BucketWriter:
     """Leases in an S3/R2 bucket, with the store's own client (the reader's keys)."""
 
-    def __init__(self, store):
+    def __init__(self, store: S3Store):
         self.store = store
 
     def put(self, key: str, data: bytes) -> None:
@@ -76,7 +80,7 @@ class BucketWriter:
         s._call(key, lambda: s.client.delete_object(Bucket=s.bucket, Key=s._key(key)), "delete")
 
 
-def writer_for(store) -> LeaseWriter | None:
+def writer_for(store: Store) -> LeaseWriter | None:
     """How leases are written into `store`, None for a store nothing can be written to (https)."""
     from .s3 import S3Store
 
@@ -106,7 +110,7 @@ class ReaderLease:
     """A lease on one version, written at `acquire`, renewed every `renew` seconds from a daemon thread, removed at
     `release` (or when the holder is garbage-collected, or at exit). `refused` says why none could be written."""
 
-    def __init__(self, store, version: str, seconds: float = LEASE_SECONDS, renew: float = RENEW_SECONDS, kind: str = "reader",
+    def __init__(self, store: Store, version: str, seconds: float = LEASE_SECONDS, renew: float = RENEW_SECONDS, kind: str = "reader",
                  holder: str | None = None, note: str = ""):
         self.store, self.writer = store, writer_for(store)
         holder = holder or _holder()
@@ -133,14 +137,16 @@ class ReaderLease:
 
     def start(self) -> None:
         """Renew the lease from a daemon thread until `release`."""
-        self._thread = threading.Thread(target=self._renew_loop, name=f"lease-{self.lease.version}", daemon=True)
+        if self.writer is None:
+            raise StoreError(f"{self.store.url} cannot be written to: there is no lease {self.key} to renew")
+        self._thread = threading.Thread(target=self._renew_loop, args=(self.writer,), name=f"lease-{self.lease.version}", daemon=True)
         self._thread.start()
 
-    def _renew_loop(self) -> None:
+    def _renew_loop(self, writer: LeaseWriter) -> None:
         failing = False
         while not self._stop.wait(self.renew):
             try:
-                self.writer.put(self.key, self.lease.to_bytes())
+                writer.put(self.key, self.lease.to_bytes())
                 failing = False
             except (StoreError, OSError) as exc:
                 if not failing:
@@ -168,7 +174,7 @@ class ReaderLease:
         self._release.detach()
 
 
-def _being_collected(store, version: str, opened_key: str) -> bool:
+def _being_collected(store: Store, version: str, opened_key: str) -> bool:
     """Whether gc has marked `version` for deletion, or (opened by its pinned URL) its manifest is gone."""
     try:
         store.size(collecting_key(version))
@@ -183,7 +189,7 @@ def _being_collected(store, version: str, opened_key: str) -> bool:
     return False
 
 
-def hold_reader_lease(store, version: str, opened_key: str) -> ReaderLease | None:
+def hold_reader_lease(store: Store, version: str, opened_key: str) -> ReaderLease | None:
     """Protect `version` of the dataset in `store` for as long as this process reads it: a renewed lease, or, where
     none can be written, one warning saying what protects it instead. A version opened by its pinned manifest is
     looked up again once leased, so a collection that raced the opening is found now, not mid-epoch."""
@@ -205,7 +211,7 @@ def hold_reader_lease(store, version: str, opened_key: str) -> ReaderLease | Non
     return lease
 
 
-def pin(url: str, seconds: float, note: str = "", **store_options) -> tuple[Lease, str]:
+def pin(url: str, seconds: float, note: str = "", **store_options: Any) -> tuple[Lease, str]:
     """Pin the version a manifest URL names (the live one for a folder or manifest.json) for `seconds`, with keys that
     may write (an S3/R2 URL is opened with the write role: R2_DATASET_WRITE_*); returns the lease and its key.
     For runs whose readers cannot write a lease of their own (read-only keys, https)."""
@@ -220,7 +226,10 @@ def pin(url: str, seconds: float, note: str = "", **store_options) -> tuple[Leas
         raise StoreError(f"{url}: an https URL cannot be written to; pin the version where it is published (its s3://, r2:// or folder URL) with write keys")
     store = open_store(root, **({"role": "write", **store_options} if is_remote(root) else {}))
     if is_remote(root):
-        store.role = "write"  # errors name the write keys' variables
+        from .s3 import S3Store
+
+        if isinstance(store, S3Store):
+            store.role = "write"  # errors name the write keys' variables
     version = parse_manifest(store.read_bytes(key), origin=f"{store.url}/{key}").version
     holder = f"pin-{secrets.token_hex(6)}"
     lease = ReaderLease(store, version, seconds, kind="pin", holder=holder, note=note or f"pinned from {socket.gethostname()}")

@@ -5,9 +5,13 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ..errors import SourceError
 from ..spec import DatasetSpec, SourceSpec
+
+if TYPE_CHECKING:
+    from fsspec import AbstractFileSystem
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _EXTENSIONS = re.compile(r"(\.(parquet|jsonl|json|txt|text|zst|zstd|gz))+$")
@@ -53,7 +57,7 @@ def _glob_base(path: str, is_dir: bool) -> str:
     return head.rsplit("/", 1)[0]
 
 
-def fingerprint_from_info(info: dict) -> str:
+def fingerprint_from_info(info: dict[str, Any]) -> str:
     """A fingerprint of a file's content from its listing metadata alone: S3/R2 ETag, the Hub's LFS sha256
     or blob id, else size and modification time (local files). Listing never reads a file's bytes."""
     size = info.get("size")
@@ -67,7 +71,7 @@ def fingerprint_from_info(info: dict) -> str:
     raise SourceError(f"{info.get('name')}: the file system reports neither an ETag, a sha256 nor a modification time; cannot fingerprint it without reading it")
 
 
-def _listing(fs, path: str) -> tuple[dict[str, dict], bool]:
+def _listing(fs: AbstractFileSystem, path: str) -> tuple[dict[str, dict[str, Any]], bool]:
     """Every file under a glob, a folder or a single path with its metadata, from one listing (no per-file request)."""
     if any(c in path for c in "*?["):
         return fs.glob(path, detail=True), False

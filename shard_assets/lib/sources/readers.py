@@ -6,11 +6,15 @@ import codecs
 import itertools
 import json
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, BinaryIO
 
 from ..errors import SourceError
 from ..partitioning import FilePiece
 from ..spec import SourceSpec
 from .listing import SourceFile
+
+if TYPE_CHECKING:
+    from pyarrow.parquet import ParquetFile
 
 PARQUET_BUFFER = 8 << 20
 TEXT_CHUNK = 4 << 20
@@ -21,16 +25,17 @@ def _batched(docs: Iterator[str], size: int) -> Iterator[list[str]]:
         yield batch
 
 
-def _open(source: SourceSpec, uri: str):
+def _open(source: SourceSpec, uri: str) -> BinaryIO:
     import fsspec
 
     try:
-        return fsspec.open(uri, "rb", compression="infer", **source.fs_options).open()
+        f: BinaryIO = fsspec.open(uri, "rb", compression="infer", **source.fs_options).open()
+        return f
     except (OSError, ValueError) as exc:
         raise SourceError(f"{uri}: cannot open ({type(exc).__name__}: {exc})") from None
 
 
-def _parquet_file(f, uri: str):
+def _parquet_file(f: BinaryIO, uri: str) -> ParquetFile:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
