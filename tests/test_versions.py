@@ -183,6 +183,34 @@ def test_a_stored_shard_flipped_in_place_is_replaced_by_the_next_build_never_pub
     assert assert_every_manifest_whole(store) == 2
 
 
+class _ListedInOrder(LocalFolderStore):
+    """A folder store that lists keys in a given order (a bucket lists by key; which of two versions comes first
+    then depends on their names)."""
+
+    def __init__(self, root: Path, newest_listed_first: bool):
+        super().__init__(root)
+        self.newest_listed_first = newest_listed_first
+
+    def list(self, prefix: str) -> list[tuple[str, int]]:
+        found = super().list(prefix)
+        live = json.loads((self.root / "manifest.json").read_text())["dataset"]["version"]
+        return sorted(found, key=lambda kv: (live in kv[0]) != self.newest_listed_first)
+
+
+@pytest.mark.parametrize("newest_listed_first", [True, False])
+def test_gc_orders_two_versions_written_within_one_second_by_which_is_live(built, newest_listed_first):
+    """A bucket's modification times are whole seconds: two publishes within one second tie, and the live one is the
+    newer, whichever the listing names first."""
+    tmp, _, store, resources, inst, first = built
+    write_jsonl(tmp / "src" / "part0.jsonl", 170, seed=11)
+    second = _rebuild_partition(resources, inst, "web.part0")
+    same_second = float(int(time.time()))
+    for version in (first.version, second):
+        os.utime(store / f"manifests/{version}.json", (same_second, same_second))
+    plan = plan_collection(_ListedInOrder(store, newest_listed_first), Policy(keep=1, max_age_s=0, grace_s=0), now=same_second + 60)
+    assert plan.kept_versions == (second,) and plan.dropped_versions == (first.version,)
+
+
 def test_gc_frees_an_abandoned_retokenization_after_the_grace_period(built):
     tmp, spec, store, resources, inst, first = built
     body = spec.read_text()

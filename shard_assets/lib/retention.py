@@ -99,14 +99,15 @@ class Version:
     written_at: float  # when manifests/<version>.json was written: its age, and when it superseded the one before
 
 
-def _versions(store: ObjectStore) -> list[Version]:
-    """Every versioned manifest in the store, newest first."""
+def _versions(store: ObjectStore, live: str | None) -> list[Version]:
+    """Every versioned manifest in the store, newest first. A bucket's modification times are whole seconds, so two
+    versions written within one second tie: the live one is the newer (the later publish made it live)."""
     found = []
     for key, _ in store.list(f"{VERSIONS_DIR}/"):
         if key.endswith(".json") and key.count("/") == 1:  # manifests/<version>.json, not a sidecar below it
             manifest = parse_manifest(store.get_bytes(key), origin=f"{store.describe()}/{key}")
             found.append(Version(manifest, store.modified(key)))
-    return sorted(found, key=lambda v: v.written_at, reverse=True)
+    return sorted(found, key=lambda v: (v.written_at, v.manifest.version == live), reverse=True)
 
 
 def kept_versions(versions: list[Version], live: str | None, policy: Policy, now: float) -> set[str]:
@@ -193,8 +194,8 @@ def plan_collection(store: ObjectStore, policy: Policy, now: float | None = None
     """Decide what to delete: data files and versions no kept version, no live lease and no current record needs,
     and the whole of every abandoned tokenizer."""
     now = time.time() if now is None else now
-    versions = _versions(store)
     live = parse_manifest(store.get_bytes(LATEST_KEY), origin=LATEST_KEY).version if store.exists(LATEST_KEY) else None
+    versions = _versions(store, live)
     by_policy = kept_versions(versions, live, policy, now)
     holds, lapsed = leases(store, now)
     known = {v.manifest.version for v in versions}
