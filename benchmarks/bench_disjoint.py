@@ -31,9 +31,12 @@ VAL_FRACTION = 0.01
 DOCUMENTS = (10_000_000, 100_000_000)
 REPETITIONS = {"records": 5, "records, no proofs": 3, "hashes": {10_000_000: 5, 100_000_000: 1}}
 
-MEASURE = """
+MEASURE = (
+    """
 import json, sys, time
-PEAK = lambda: """ + PEAK_RSS_SNIPPET + """
+PEAK = lambda: """
+    + PEAK_RSS_SNIPPET
+    + """
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 import numpy as np
@@ -74,6 +77,7 @@ else:
     overlap = overlap_count(store, parts)
 print(json.dumps({"seconds": time.perf_counter() - started, "peak_rss_mib": PEAK() / 2**20, "overlap": overlap}))
 """
+)
 
 
 def _store(folder: Path, documents: int) -> None:
@@ -102,17 +106,31 @@ def _store(folder: Path, documents: int) -> None:
         source = SourceFileRef(f"/data/web/p{i:05d}.parquet", f"mtime:{i}:1", 1)
         raw = RawRecord(partition, "web", source, key, "ab" * 32, len(hashes), "v", "run", (source,))
         put_record(store, raw_record_key(partition), raw)
-        shards = {split: ShardEntry(partition, n, n, FileRef(f"t/{split}/{partition}.npy", 128 + 2 * n, "cd" * 32),
-                                    FileRef(f"t/{split}/{partition}.bin", 8 * (n + 1), "ef" * 32))
-                  for split, n in (("train", proof.train_documents), ("val", proof.val_documents))}
-        record = PartRecord(partition, FINGERPRINT, VAL_FRACTION, raw, shards, 100, "v", "run", "tokenized-3", None, proof)
+        shards = {
+            split: ShardEntry(
+                partition,
+                n,
+                n,
+                FileRef(f"t/{split}/{partition}.npy", 128 + 2 * n, "cd" * 32),
+                FileRef(f"t/{split}/{partition}.bin", 8 * (n + 1), "ef" * 32),
+            )
+            for split, n in (("train", proof.train_documents), ("val", proof.val_documents))
+        }
+        record = PartRecord(
+            partition, FINGERPRINT, VAL_FRACTION, raw, shards, 100, "v", "run", "tokenized-3", None, proof
+        )
         put_record(store, part_record_key(FINGERPRINT, partition), record)
 
 
 def _measure(folder: Path, variant: str) -> dict:
     root = Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, "-c", MEASURE, str(folder), variant, str(PARTITIONS), FINGERPRINT], cwd=root, check=True,
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(folder), variant, str(PARTITIONS), FINGERPRINT],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -131,24 +149,35 @@ def run(size, work: Path) -> dict:
                     print(f"{documents:,} documents, {variant}: {runs[variant][-1]}", flush=True)
         shutil.rmtree(folder, ignore_errors=True)
         results[str(documents)] = {
-            v: {"seconds": statistics.median(r["seconds"] for r in rs), "seconds_min_max": [min(r["seconds"] for r in rs), max(r["seconds"] for r in rs)],
-                "peak_rss_mib": statistics.median(r["peak_rss_mib"] for r in rs), "overlap": rs[0]["overlap"], "repetitions": len(rs)}
+            v: {
+                "seconds": statistics.median(r["seconds"] for r in rs),
+                "seconds_min_max": [min(r["seconds"] for r in rs), max(r["seconds"] for r in rs)],
+                "peak_rss_mib": statistics.median(r["peak_rss_mib"] for r in rs),
+                "overlap": rs[0]["overlap"],
+                "repetitions": len(rs),
+            }
             for v, rs in runs.items()
         }
-        ratios = [h["seconds"] / r["seconds"] for h, r in zip(runs["hashes"], runs["records"])]  # same repetition, interleaved
+        ratios = [
+            h["seconds"] / r["seconds"] for h, r in zip(runs["hashes"], runs["records"])
+        ]  # same repetition, interleaved
         results[str(documents)]["hashes_over_records"] = statistics.median(ratios)
     order = ("hashes", "records", "records, no proofs")
     summary = []
     for documents in DOCUMENTS:
         r = results[str(documents)]
-        summary.append({
-            "figure": f"splits_are_disjoint at {documents / 1e6:.0f}M documents, 1,000 partitions: hashes (before) / records (after) / records without proofs, s",
-            "value": " / ".join(f"{r[v]['seconds']:.1f}" for v in order) + f" ({r['hashes_over_records']:.0f}x)",
-            "target": "the records' cost, not the data's",
-        })
-        summary.append({
-            "figure": f"its peak RSS at {documents / 1e6:.0f}M documents: hashes / records / records without proofs, MiB",
-            "value": " / ".join(f"{r[v]['peak_rss_mib']:.0f}" for v in order),
-            "target": "",
-        })
+        summary.append(
+            {
+                "figure": f"splits_are_disjoint at {documents / 1e6:.0f}M documents, 1,000 partitions: hashes (before) / records (after) / records without proofs, s",
+                "value": " / ".join(f"{r[v]['seconds']:.1f}" for v in order) + f" ({r['hashes_over_records']:.0f}x)",
+                "target": "the records' cost, not the data's",
+            }
+        )
+        summary.append(
+            {
+                "figure": f"its peak RSS at {documents / 1e6:.0f}M documents: hashes / records / records without proofs, MiB",
+                "value": " / ".join(f"{r[v]['peak_rss_mib']:.0f}" for v in order),
+                "target": "",
+            }
+        )
     return {"results": results, "summary": summary}

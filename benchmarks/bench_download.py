@@ -70,8 +70,12 @@ def run(size, work: Path) -> dict:
                 f.write(os.urandom(1 << 20))
     ref = FileRef(key="shard.bin", size=blob.stat().st_size, sha256=hashlib.sha256(blob.read_bytes()).hexdigest())
     capped, uncapped = _port(), _port()
-    (work / "nginx.conf").write_text(NGINX_CONF.format(work=work, root=root, capped=capped, uncapped=uncapped, cap=CAP_MB))
-    proc = subprocess.Popen([nginx, "-c", str(work / "nginx.conf"), "-e", str(work / "nginx-error.log")], start_new_session=True)
+    (work / "nginx.conf").write_text(
+        NGINX_CONF.format(work=work, root=root, capped=capped, uncapped=uncapped, cap=CAP_MB)
+    )
+    proc = subprocess.Popen(
+        [nginx, "-c", str(work / "nginx.conf"), "-e", str(work / "nginx-error.log")], start_new_session=True
+    )
     try:
         for _ in range(50):
             try:
@@ -106,8 +110,16 @@ def run(size, work: Path) -> dict:
         "uncapped_loopback_mb_s": round(loopback, 1),
         "requests": stats.as_dict(),
         "summary": [
-            {"figure": "loader (defaults, sha256 included), MB/s", "value": f"{loader:.0f} = {loader / bound:.2f} of min(concurrency x cap, loopback) = {bound:.0f}", "target": ">= 0.8"},
-            {"figure": "loader / single GET", "value": f"{loader / single:.1f}x ({single:.0f} MB/s single GET)", "target": ">= 6x"},
+            {
+                "figure": "loader (defaults, sha256 included), MB/s",
+                "value": f"{loader:.0f} = {loader / bound:.2f} of min(concurrency x cap, loopback) = {bound:.0f}",
+                "target": ">= 0.8",
+            },
+            {
+                "figure": "loader / single GET",
+                "value": f"{loader / single:.1f}x ({single:.0f} MB/s single GET)",
+                "target": ">= 6x",
+            },
             {"figure": "uncapped loopback single GET, MB/s", "value": f"{loopback:.0f}"},
         ],
     }

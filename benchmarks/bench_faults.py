@@ -28,7 +28,14 @@ from .datasets import make_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 KILLS = {"small": 8, "medium": 20, "large": 50}
-SCHEDULE = {"error_rate": 0.10, "reset_rate": 0.05, "stall_rate": 0.02, "truncate_rate": 0.05, "stall_seconds": 1.5, "seed": 20261122}
+SCHEDULE = {
+    "error_rate": 0.10,
+    "reset_rate": 0.05,
+    "stall_rate": 0.02,
+    "truncate_rate": 0.05,
+    "stall_seconds": 1.5,
+    "seed": 20261122,
+}
 
 
 def run(size, work: Path) -> dict:
@@ -36,7 +43,12 @@ def run(size, work: Path) -> dict:
     download = _download_faults(size, work)
     crashes = _crash_loop(KILLS.get(size.name, 8), work / "crash")
     bad = _bad_inputs(work / "bad", work / "crash" / "store")
-    return {**download, "crashes": crashes, "bad_inputs": bad, "summary": download["summary"] + crashes.pop("summary") + bad.pop("summary")}
+    return {
+        **download,
+        "crashes": crashes,
+        "bad_inputs": bad,
+        "summary": download["summary"] + crashes.pop("summary") + bad.pop("summary"),
+    }
 
 
 def _download_faults(size, work: Path) -> dict:
@@ -77,8 +89,15 @@ def _download_faults(size, work: Path) -> dict:
         "seconds": round(seconds, 2),
         "summary": [
             {"figure": "faults injected (seeded)", "value": ", ".join(f"{k} {v}" for k, v in sorted(injected.items()))},
-            {"figure": "requests tried / retried / failed", "value": f"{stats.requests} / {stats.retries} / {stats.failures}"},
-            {"figure": "bytes served and verified = manifest", "value": f"{served:,} of {expected:,} (lost {expected - served})", "target": "lost 0"},
+            {
+                "figure": "requests tried / retried / failed",
+                "value": f"{stats.requests} / {stats.retries} / {stats.failures}",
+            },
+            {
+                "figure": "bytes served and verified = manifest",
+                "value": f"{served:,} of {expected:,} (lost {expected - served})",
+                "target": "lost 0",
+            },
         ],
     }
 
@@ -106,8 +125,21 @@ def _lost_bytes(store: Path) -> tuple[int, int, list[str]]:
 
 def _build_process(work: Path, spec: Path) -> subprocess.Popen:
     env = {**os.environ, "DAGSTER_HOME": str(work / "home"), "HF_HUB_OFFLINE": "1"}
-    command = [sys.executable, "-m", "shard_assets.cli", "build", "--spec", str(spec), "--store", str(work / "store"), "--workers", "1"]
-    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    command = [
+        sys.executable,
+        "-m",
+        "shard_assets.cli",
+        "build",
+        "--spec",
+        str(spec),
+        "--store",
+        str(work / "store"),
+        "--workers",
+        "1",
+    ]
+    return subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
 
 
 def _crash_loop(kills: int, work: Path, seed: int = 20261122) -> dict:
@@ -158,8 +190,15 @@ def _crash_loop(kills: int, work: Path, seed: int = 20261122) -> dict:
         "failures": failures[:10],
         "unreferenced_temp_files_left": temp_files,
         "summary": [
-            {"figure": "build SIGKILLs survived (seeded, random points)", "value": f"{killed if rerun_ok else 0} of {killed}, re-run completed: {rerun_ok}"},
-            {"figure": "manifests verified after kills / bytes lost", "value": f"{checks} checks of {n} manifests / {lost} bytes", "target": "lost 0"},
+            {
+                "figure": "build SIGKILLs survived (seeded, random points)",
+                "value": f"{killed if rerun_ok else 0} of {killed}, re-run completed: {rerun_ok}",
+            },
+            {
+                "figure": "manifests verified after kills / bytes lost",
+                "value": f"{checks} checks of {n} manifests / {lost} bytes",
+                "target": "lost 0",
+            },
             {"figure": "unreferenced temp files left by kills", "value": str(temp_files)},
         ],
     }
@@ -184,13 +223,32 @@ def _bad_inputs(work: Path, published_store: Path) -> dict:
     sync_partitions(inst, resources["store"].store(), dataset.spec())
     refused, wrong = 0, {}
     for partition, pattern in BAD_INPUTS.items():
-        result = dg.materialize(ASSETS, selection=["raw_documents"], partition_key=partition, instance=inst, resources=resources, run_config=QUIET, raise_on_error=False)
+        result = dg.materialize(
+            ASSETS,
+            selection=["raw_documents"],
+            partition_key=partition,
+            instance=inst,
+            resources=resources,
+            run_config=QUIET,
+            raise_on_error=False,
+        )
         message = failure_message(result)
         if not result.success and re.search(pattern, message):
             refused += 1
         else:
             wrong[partition] = message
-    good = sum(dg.materialize(ASSETS, selection=["raw_documents"], partition_key=p, instance=inst, resources=resources, run_config=QUIET, raise_on_error=False).success for p in GOOD_INPUTS)
+    good = sum(
+        dg.materialize(
+            ASSETS,
+            selection=["raw_documents"],
+            partition_key=p,
+            instance=inst,
+            resources=resources,
+            run_config=QUIET,
+            raise_on_error=False,
+        ).success
+        for p in GOOD_INPUTS
+    )
     before = open_manifest(str(published_store)).manifest.version
     try:  # a failing partition is quarantined and left out of the next version (on_partition_failure = "skip")
         published = build_dataset(inst, dataset.spec(), resources).version != before
@@ -211,9 +269,15 @@ def _bad_inputs(work: Path, published_store: Path) -> dict:
         "good_files_in_it": sorted(kept),
         "bytes_lost_in_any_manifest": lost,
         "summary": [
-            {"figure": "bad input files refused naming file and problem", "value": f"{refused} of {n_bad}", "target": f"{n_bad} of {n_bad}"},
-            {"figure": "good files beside them built / full build: a new version, bad files left out of it, good files in it, bytes lost",
-             "value": f"{good} of {n_good} / {published}, {len(left_out)} of {n_bad}, {len(kept)} of {n_good}, {lost}",
-             "target": f"{n_good} of {n_good} / True, {n_bad} of {n_bad}, {n_good} of {n_good}, 0"},
+            {
+                "figure": "bad input files refused naming file and problem",
+                "value": f"{refused} of {n_bad}",
+                "target": f"{n_bad} of {n_bad}",
+            },
+            {
+                "figure": "good files beside them built / full build: a new version, bad files left out of it, good files in it, bytes lost",
+                "value": f"{good} of {n_good} / {published}, {len(left_out)} of {n_bad}, {len(kept)} of {n_good}, {lost}",
+                "target": f"{n_good} of {n_good} / True, {n_bad} of {n_bad}, {n_good} of {n_good}, 0",
+            },
         ],
     }

@@ -30,7 +30,9 @@ B, S = 8, 2048
 
 
 REPS = 9
-EPOCHS_PER_REP = 2  # each variant serves this many epochs' worth of batches per repetition: short, so variants run close together
+EPOCHS_PER_REP = (
+    2  # each variant serves this many epochs' worth of batches per repetition: short, so variants run close together
+)
 MANY_SHARDS = 30_000
 BOUNDED = ("row_copy", "naive", "numpy", "torch_1_worker", "torch_2_workers")  # what the ceiling bounds
 
@@ -144,7 +146,15 @@ def throughput(root: Path, files: list[np.ndarray], reps: int = REPS) -> dict:
         values = [f(r) for r in rows]
         return float(np.median(values)), float(min(values)), float(max(values))
 
-    for name in ("ceiling", "row_copy", "naive", "numpy", "torch_1_worker", "torch_2_workers", "main_cpu_us_per_batch_2_workers"):
+    for name in (
+        "ceiling",
+        "row_copy",
+        "naive",
+        "numpy",
+        "torch_1_worker",
+        "torch_2_workers",
+        "main_cpu_us_per_batch_2_workers",
+    ):
         out[name], out[f"{name}_min"], out[f"{name}_max"] = stat(lambda r: r[name])
     for name in BOUNDED:
         for other in ("ceiling", "naive"):
@@ -167,13 +177,22 @@ def litdata_path(root: Path, work: Path) -> dict:
         import torch
         from litdata import StreamingDataset, TokensLoader, optimize
     except ImportError as exc:
-        return {"skipped": f"litdata not importable here ({exc}); install litdata and lightning-utilities with --no-deps"}
+        return {
+            "skipped": f"litdata not importable here ({exc}); install litdata and lightning-utilities with --no-deps"
+        }
     chunks = work / "litdata" / root.name
     version = (root / "manifest.json").read_text()
     if not (chunks / "source-manifest.json").exists() or (chunks / "source-manifest.json").read_text() != version:
         shutil.rmtree(chunks, ignore_errors=True)
         files = sorted(str(p) for p in (root / "tokenized/bench/train").glob("*.npy"))
-        optimize(fn=_litdata_tokens, inputs=files, output_dir=str(chunks), chunk_size=(S + 1) * 1024, item_loader=TokensLoader(), num_workers=1)
+        optimize(
+            fn=_litdata_tokens,
+            inputs=files,
+            output_dir=str(chunks),
+            chunk_size=(S + 1) * 1024,
+            item_loader=TokensLoader(),
+            num_workers=1,
+        )
         (chunks / "source-manifest.json").write_text(version)
     ds = StreamingDataset(str(chunks), item_loader=TokensLoader(block_size=S + 1), shuffle=True, seed=0)
     started, n, rows = time.perf_counter(), 0, []
@@ -185,14 +204,17 @@ def litdata_path(root: Path, work: Path) -> dict:
     return {"tokens_per_s": _rate(n, time.perf_counter() - started), "batches": n}
 
 
-RSS_SCRIPT = """
+RSS_SCRIPT = (
+    """
 import sys
 import shard_loader
 from shard_loader import TokenDataset
 ds = TokenDataset(sys.argv[1], seq_len=2048, batch_size=8, window_shards=int(sys.argv[2]))
 for _ in ds:
     pass
-""" + f"print({PEAK_RSS_SNIPPET})\n"
+"""
+    + f"print({PEAK_RSS_SNIPPET})\n"
+)
 
 FIRST_BATCH_SCRIPT = """
 import sys, time
@@ -221,7 +243,11 @@ print(peak)
 
 
 def _python(script: str, *args) -> float:
-    return float(subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, check=True).stdout.split()[-1])
+    return float(
+        subprocess.run(
+            [sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, check=True
+        ).stdout.split()[-1]
+    )
 
 
 def swap_waits(root: Path) -> dict:
@@ -235,7 +261,11 @@ def swap_waits(root: Path) -> dict:
         for _ in ds:
             time.sleep(0.5 / per_window)  # consume a window in ~0.5 s; it arrives in ~0.25 s
         ds.close()
-    return {"first_wait_s": round(ds.stats.waits[0], 3), "max_wait_after_first_s": round(max(ds.stats.waits[1:]), 4), "windows": len(ds.stats.waits)}
+    return {
+        "first_wait_s": round(ds.stats.waits[0], 3),
+        "max_wait_after_first_s": round(max(ds.stats.waits[1:]), 4),
+        "windows": len(ds.stats.waits),
+    }
 
 
 def _outran(t: dict) -> int:
@@ -282,35 +312,79 @@ def run(size: Size | str | int, work: Path) -> dict:
     result["peak_rss_dataset_10x_window_bytes"] = _python(RSS_SCRIPT, windowed, 1)
     few, many = work / "few_shards", work / f"shards_{MANY_SHARDS}"
     make_dataset(few, 10 * 3000, shards=10, doc_len=1000)
-    make_dataset(many, MANY_SHARDS * 3000, shards=MANY_SHARDS, doc_len=1000)  # the public writer and manifest, as a builder writes them
-    for method in ("fork", "spawn"):  # memory a worker holds of its own: its unique set, peak over its first 200 batches
+    make_dataset(
+        many, MANY_SHARDS * 3000, shards=MANY_SHARDS, doc_len=1000
+    )  # the public writer and manifest, as a builder writes them
+    for method in (
+        "fork",
+        "spawn",
+    ):  # memory a worker holds of its own: its unique set, peak over its first 200 batches
         result[f"worker_uss_10_shards_{method}_bytes"] = _python(WORKER_RSS_SCRIPT, few, method)
         result[f"worker_uss_{MANY_SHARDS}_shards_{method}_bytes"] = _python(WORKER_RSS_SCRIPT, many, method)
     result["first_batch_10_shards_s"] = _python(FIRST_BATCH_SCRIPT, few)
     result[f"first_batch_{MANY_SHARDS}_shards_s"] = _python(FIRST_BATCH_SCRIPT, many)
     result["swap_waits"] = swap_waits(make_dataset(work / "swaps", 8_000_000, shards=6) and work / "swaps")
+
     def ratio(name: str) -> str:
         spread = lambda key: f"{t[key]:.2f} ({t[key + '_min']:.2f}-{t[key + '_max']:.2f})"  # noqa: E731
         return f"{t[name] / 1e6:.0f}M; {spread(name + '_of_ceiling')} of ceiling; {spread(name + '_vs_naive')}x naive"
 
     result["summary"] = [
-        {"figure": f"ceiling / naive, tokens/s (medians of {t['reps']} interleaved reps of {t['batches_per_rep']} batches)",
-         "value": f"{t['ceiling'] / 1e6:.0f}M ({t['ceiling_min'] / 1e6:.0f}-{t['ceiling_max'] / 1e6:.0f}M) / {t['naive'] / 1e6:.0f}M"},
+        {
+            "figure": f"ceiling / naive, tokens/s (medians of {t['reps']} interleaved reps of {t['batches_per_rep']} batches)",
+            "value": f"{t['ceiling'] / 1e6:.0f}M ({t['ceiling_min'] / 1e6:.0f}-{t['ceiling_max'] / 1e6:.0f}M) / {t['naive'] / 1e6:.0f}M",
+        },
         {"figure": "plain row-by-row copy, tokens/s; median (min-max) ratios", "value": ratio("row_copy")},
-        {"figure": "repetitions where a variant outran the ceiling", "value": f"{_outran(t)} of {t['reps'] * len(BOUNDED)} ({t['reps']} reps x {len(BOUNDED)} variants)", "target": "0"},
-        {"figure": "numpy path, tokens/s; median (min-max) ratios", "value": ratio("numpy"), "target": ">= 0.5 of ceiling, >= 2x naive"},
-        {"figure": "torch DataLoader (1 worker), tokens/s; median (min-max) ratios", "value": ratio("torch_1_worker"), "target": ">= 0.6 of ceiling, >= 2x naive"},
-        {"figure": "torch DataLoader (2 workers), tokens/s; median (min-max) ratios", "value": ratio("torch_2_workers"), "target": ">= 0.6 of ceiling, >= 2x naive"},
-        {"figure": "main process CPU per batch, all threads (torch, 2 workers)",
-         "value": f"{t['main_cpu_us_per_batch_2_workers']:.1f} us ({t['main_cpu_us_per_batch_2_workers_min']:.1f}-{t['main_cpu_us_per_batch_2_workers_max']:.1f})"},
-        {"figure": "LitData StreamingDataset + TokensLoader, tokens/s", "value": _versus_litdata(result, t), "target": "shard_loader >= 3x"},
-        {"figure": "peak RSS, dataset 1x / 10x the window", "value": f"{result['peak_rss_dataset_1x_window_bytes'] / 2**20:.0f} MiB / {result['peak_rss_dataset_10x_window_bytes'] / 2**20:.0f} MiB"},
-        *({"figure": f"DataLoader worker peak unique memory (USS, {m}), 10 / {MANY_SHARDS:,} shards",
-           "value": f"{result[f'worker_uss_10_shards_{m}_bytes'] / 2**20:.0f} MiB / {result[f'worker_uss_{MANY_SHARDS}_shards_{m}_bytes'] / 2**20:.0f} MiB",
-           "target": f"< 50 MB at {MANY_SHARDS:,}"}
-          for m in ("fork", "spawn")),
-        {"figure": f"first batch, 10 / {MANY_SHARDS:,} local shards", "value": f"{result['first_batch_10_shards_s']:.2f} s / {result[f'first_batch_{MANY_SHARDS}_shards_s']:.2f} s"},
-        {"figure": "wait at swaps after the first window (slow consumer)", "value": f"max {result['swap_waits']['max_wait_after_first_s'] * 1000:.1f} ms over {result['swap_waits']['windows']} windows (first {result['swap_waits']['first_wait_s']:.2f} s)", "target": "0"},
+        {
+            "figure": "repetitions where a variant outran the ceiling",
+            "value": f"{_outran(t)} of {t['reps'] * len(BOUNDED)} ({t['reps']} reps x {len(BOUNDED)} variants)",
+            "target": "0",
+        },
+        {
+            "figure": "numpy path, tokens/s; median (min-max) ratios",
+            "value": ratio("numpy"),
+            "target": ">= 0.5 of ceiling, >= 2x naive",
+        },
+        {
+            "figure": "torch DataLoader (1 worker), tokens/s; median (min-max) ratios",
+            "value": ratio("torch_1_worker"),
+            "target": ">= 0.6 of ceiling, >= 2x naive",
+        },
+        {
+            "figure": "torch DataLoader (2 workers), tokens/s; median (min-max) ratios",
+            "value": ratio("torch_2_workers"),
+            "target": ">= 0.6 of ceiling, >= 2x naive",
+        },
+        {
+            "figure": "main process CPU per batch, all threads (torch, 2 workers)",
+            "value": f"{t['main_cpu_us_per_batch_2_workers']:.1f} us ({t['main_cpu_us_per_batch_2_workers_min']:.1f}-{t['main_cpu_us_per_batch_2_workers_max']:.1f})",
+        },
+        {
+            "figure": "LitData StreamingDataset + TokensLoader, tokens/s",
+            "value": _versus_litdata(result, t),
+            "target": "shard_loader >= 3x",
+        },
+        {
+            "figure": "peak RSS, dataset 1x / 10x the window",
+            "value": f"{result['peak_rss_dataset_1x_window_bytes'] / 2**20:.0f} MiB / {result['peak_rss_dataset_10x_window_bytes'] / 2**20:.0f} MiB",
+        },
+        *(
+            {
+                "figure": f"DataLoader worker peak unique memory (USS, {m}), 10 / {MANY_SHARDS:,} shards",
+                "value": f"{result[f'worker_uss_10_shards_{m}_bytes'] / 2**20:.0f} MiB / {result[f'worker_uss_{MANY_SHARDS}_shards_{m}_bytes'] / 2**20:.0f} MiB",
+                "target": f"< 50 MB at {MANY_SHARDS:,}",
+            }
+            for m in ("fork", "spawn")
+        ),
+        {
+            "figure": f"first batch, 10 / {MANY_SHARDS:,} local shards",
+            "value": f"{result['first_batch_10_shards_s']:.2f} s / {result[f'first_batch_{MANY_SHARDS}_shards_s']:.2f} s",
+        },
+        {
+            "figure": "wait at swaps after the first window (slow consumer)",
+            "value": f"max {result['swap_waits']['max_wait_after_first_s'] * 1000:.1f} ms over {result['swap_waits']['windows']} windows (first {result['swap_waits']['first_wait_s']:.2f} s)",
+            "target": "0",
+        },
     ]
     return result
 

@@ -79,31 +79,63 @@ def _dataset(root: Path, n: int) -> dict[str, str]:
         np.save(buf, tokens, allow_pickle=False)
         digest = hashlib.sha256(buf.getvalue()).hexdigest()[:16]
         base = f"tokenized/{fp}/train/{part}-{digest}"
-        entries.append(ShardEntry(part, 96, 1, _write(root, f"{base}.npy", buf.getvalue()), _write(root, f"{base}.bin", np.array([0, 96], "<i8").tobytes())))
-        lineage.append({
-            "partition": part, "source_uri": f"hf://datasets/HuggingFaceFW/fineweb/data/CC-MAIN-2024-10/{i:06d}_00000.parquet",
-            "source_fingerprint": f"sha256:{hashlib.sha256(part.encode()).hexdigest()}", "raw_key": f"raw/fineweb/part-{i:06d}-{digest}.parquet",
-            "raw_sha256": hashlib.sha256(base.encode()).hexdigest(), "raw_data_version": digest, "raw_run_id": "6f1c2d3e-aaaa-bbbb-cccc-0123456789ab",
-            "tokenized_data_version": digest, "tokenized_run_id": "7a1c2d3e-aaaa-bbbb-cccc-0123456789ab",
-            "encoder": {"engine": "fastokens", "version": "0.3.5", "sampled_documents": 64, "differing_documents": 0},
-        })
+        entries.append(
+            ShardEntry(
+                part,
+                96,
+                1,
+                _write(root, f"{base}.npy", buf.getvalue()),
+                _write(root, f"{base}.bin", np.array([0, 96], "<i8").tobytes()),
+            )
+        )
+        lineage.append(
+            {
+                "partition": part,
+                "source_uri": f"hf://datasets/HuggingFaceFW/fineweb/data/CC-MAIN-2024-10/{i:06d}_00000.parquet",
+                "source_fingerprint": f"sha256:{hashlib.sha256(part.encode()).hexdigest()}",
+                "raw_key": f"raw/fineweb/part-{i:06d}-{digest}.parquet",
+                "raw_sha256": hashlib.sha256(base.encode()).hexdigest(),
+                "raw_data_version": digest,
+                "raw_run_id": "6f1c2d3e-aaaa-bbbb-cccc-0123456789ab",
+                "tokenized_data_version": digest,
+                "tokenized_run_id": "7a1c2d3e-aaaa-bbbb-cccc-0123456789ab",
+                "encoder": {
+                    "engine": "fastokens",
+                    "version": "0.3.5",
+                    "sampled_documents": 64,
+                    "differing_documents": 0,
+                },
+            }
+        )
     tokenizer = TokenizerInfo("bench", fp, 50_257, 0, _write(root, f"tokenizers/{fp}/tokenizer.json", b"{}"))
     detail = {"sources": [{"name": "fineweb", "files": lineage}], "left_out": []}
-    m = Manifest("bench", f"bench-{n}", "2026-01-01T00:00:00Z", tokenizer, "uint16", {"train": SplitInfo.of(entries)},
-                 {"code_version": "bench"}, lineage_detail=detail)
+    m = Manifest(
+        "bench",
+        f"bench-{n}",
+        "2026-01-01T00:00:00Z",
+        tokenizer,
+        "uint16",
+        {"train": SplitInfo.of(entries)},
+        {"code_version": "bench"},
+        lineage_detail=detail,
+    )
     for key, data in m.sidecar_bytes().items():
         _write(root, key, data)
     _write(root, versioned_key(m.version), m.dumps())
     _write(root, LATEST_KEY, m.dumps())
     v1 = {**m.to_json(), "format_version": 1, "lineage": {**m.lineage, **detail}}
     v1.pop("lineage_file")
-    v1["splits"] = {"train": {"tokens": m.splits["train"].tokens, "documents": n, "shards": [asdict(e) for e in entries]}}
+    v1["splits"] = {
+        "train": {"tokens": m.splits["train"].tokens, "documents": n, "shards": [asdict(e) for e in entries]}
+    }
     _write(root, "manifests/format-1.json", (json.dumps(v1, indent=2, sort_keys=True) + "\n").encode())
     return {"format 2": str(root / LATEST_KEY), "format 1": str(root / "manifests/format-1.json")}
 
 
 def _probe(mode: str, url: str, blob: Path) -> dict:
-    out = subprocess.run([sys.executable, "-c", PROBE, mode, url, str(blob)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, mode, url, str(blob)], capture_output=True, text=True, check=True
+    )
     return json.loads(out.stdout)
 
 
@@ -113,8 +145,12 @@ def run(size, work: Path) -> dict:
     sizes = {}
     for n, u in urls.items():
         m = open_manifest(u["format 2"], splits=[]).manifest
-        sizes[n] = {"json": Path(u["format 2"]).stat().st_size, "table": m.splits["train"].table.size, "lineage": m.lineage_file.size,
-                    "json_format_1": Path(u["format 1"]).stat().st_size}
+        sizes[n] = {
+            "json": Path(u["format 2"]).stat().st_size,
+            "table": m.splits["train"].table.size,
+            "lineage": m.lineage_file.size,
+            "json_format_1": Path(u["format 1"]).stat().st_size,
+        }
     samples: dict = {}
     for rep in range(REPETITIONS):
         for n in COUNTS:
@@ -123,20 +159,42 @@ def run(size, work: Path) -> dict:
                 opened = _probe("open", urls[n][fmt], blob)
                 spawned = _probe("spawn", urls[n][fmt], blob)
                 samples.setdefault((n, fmt), []).append({**opened, "spawn_growth": spawned["growth"]})
-    figures = {f"{n} {fmt}": {k: statistics.median(s[k] for s in runs) for k in runs[0]} for (n, fmt), runs in samples.items()}
-    ratios = {n: statistics.median(a["seconds"] / b["seconds"] for a, b in zip(samples[(n, "format 1")], samples[(n, "format 2")])) for n in COUNTS}
+    figures = {
+        f"{n} {fmt}": {k: statistics.median(s[k] for s in runs) for k in runs[0]} for (n, fmt), runs in samples.items()
+    }
+    ratios = {
+        n: statistics.median(
+            a["seconds"] / b["seconds"] for a, b in zip(samples[(n, "format 1")], samples[(n, "format 2")])
+        )
+        for n in COUNTS
+    }
     mib = 2**20
     summary = []
     for n in COUNTS:
         new, old = figures[f"{n} format 2"], figures[f"{n} format 1"]
-        summary.append({
-            "figure": f"loader start-up at {n:,} shards: format 2 (format 1), s / MiB grown / spawn worker MiB / fork worker unique MiB",
-            "value": (f"{new['seconds']:.3f} ({old['seconds']:.3f}) / {new['growth'] / mib:.1f} ({old['growth'] / mib:.1f}) / "
-                      f"{new['spawn_growth'] / mib:.1f} ({old['spawn_growth'] / mib:.1f}) / {new['fork_uss'] / mib:.1f} ({old['fork_uss'] / mib:.1f}); "
-                      f"format 1 / format 2 time {ratios[n]:.1f}x"),
-            "target": f"< {TARGET_S} s and < {TARGET_MIB} MB at 30,000" if n == 30_000 else "",
-        })
+        summary.append(
+            {
+                "figure": f"loader start-up at {n:,} shards: format 2 (format 1), s / MiB grown / spawn worker MiB / fork worker unique MiB",
+                "value": (
+                    f"{new['seconds']:.3f} ({old['seconds']:.3f}) / {new['growth'] / mib:.1f} ({old['growth'] / mib:.1f}) / "
+                    f"{new['spawn_growth'] / mib:.1f} ({old['spawn_growth'] / mib:.1f}) / {new['fork_uss'] / mib:.1f} ({old['fork_uss'] / mib:.1f}); "
+                    f"format 1 / format 2 time {ratios[n]:.1f}x"
+                ),
+                "target": f"< {TARGET_S} s and < {TARGET_MIB} MB at 30,000" if n == 30_000 else "",
+            }
+        )
     big = sizes[COUNTS[-1]]
-    summary.append({"figure": f"manifest bytes at {COUNTS[-1]:,} shards: format 2 JSON + train table (+ lineage file) vs format 1 JSON",
-                    "value": f"{big['json']:,} + {big['table']:,} (+ {big['lineage']:,}) vs {big['json_format_1']:,}", "target": ""})
-    return {"summary": summary, "figures": figures, "sizes": sizes, "time_ratio_format_1_over_2": ratios, "repetitions": REPETITIONS}
+    summary.append(
+        {
+            "figure": f"manifest bytes at {COUNTS[-1]:,} shards: format 2 JSON + train table (+ lineage file) vs format 1 JSON",
+            "value": f"{big['json']:,} + {big['table']:,} (+ {big['lineage']:,}) vs {big['json_format_1']:,}",
+            "target": "",
+        }
+    )
+    return {
+        "summary": summary,
+        "figures": figures,
+        "sizes": sizes,
+        "time_ratio_format_1_over_2": ratios,
+        "repetitions": REPETITIONS,
+    }

@@ -81,8 +81,12 @@ class TorchPath:
 
 def throughput(single: str, mixture: str, reps: int = REPS) -> dict:
     """Each variant once per repetition, interleaved; medians (min-max) of rates, CPU and per-repetition ratios."""
-    variants = {"numpy_single": NumpyPath(single), "numpy_mixture": NumpyPath(mixture),
-                "torch_single": TorchPath(single), "torch_mixture": TorchPath(mixture)}
+    variants = {
+        "numpy_single": NumpyPath(single),
+        "numpy_mixture": NumpyPath(mixture),
+        "torch_single": TorchPath(single),
+        "torch_mixture": TorchPath(mixture),
+    }
     rows = []
     for rep in range(reps):
         row = {}
@@ -95,7 +99,10 @@ def throughput(single: str, mixture: str, reps: int = REPS) -> dict:
         return float(np.median(values)), float(min(values)), float(max(values))
 
     for path in ("numpy", "torch"):
-        out[f"{path}_single"], out[f"{path}_mixture"] = stat([r[f"{path}_single"] for r in rows])[0], stat([r[f"{path}_mixture"] for r in rows])[0]
+        out[f"{path}_single"], out[f"{path}_mixture"] = (
+            stat([r[f"{path}_single"] for r in rows])[0],
+            stat([r[f"{path}_mixture"] for r in rows])[0],
+        )
         out[f"{path}_ratio"] = stat([r[f"{path}_mixture"] / r[f"{path}_single"] for r in rows])
         for cpu in ("cpu_us", "workers_cpu_us") if path == "torch" else ("cpu_us",):
             out[f"{path}_{cpu}_single"] = stat([r[f"{path}_single_{cpu}"] for r in rows])
@@ -119,16 +126,26 @@ def run(size: Size | str, work: Path, reps: int = REPS) -> dict:
     t = throughput(single, mixture, reps)
     result = {"tokens": size.loader_tokens, "batch": f"{B} x {S}", "weights": WEIGHTS, "throughput": t}
     result["summary"] = [
-        {"figure": f"3-component mixture / single dataset, numpy path (median (min-max) of {t['reps']} interleaved reps)",
-         "value": f"{_spread(t['numpy_ratio'])}; {t['numpy_mixture'] / 1e6:.0f}M vs {t['numpy_single'] / 1e6:.0f}M tokens/s", "target": ">= 0.9"},
-        {"figure": "3-component mixture / single dataset, torch DataLoader (2 workers)",
-         "value": f"{_spread(t['torch_ratio'])}; {t['torch_mixture'] / 1e6:.0f}M vs {t['torch_single'] / 1e6:.0f}M tokens/s", "target": ">= 0.9"},
-        {"figure": "main process CPU per batch, mixture vs single (torch, 2 workers)",
-         "value": f"{_spread(t['torch_cpu_us_mixture'], '{:.1f}')} us vs {_spread(t['torch_cpu_us_single'], '{:.1f}')} us; ratio {_spread(t['torch_cpu_us_ratio'])}",
-         "target": "<= 1 (single's)"},
-        {"figure": "CPU per batch, mixture / single: numpy path (all threads); torch workers (both)",
-         "value": f"{_spread(t['numpy_cpu_us_ratio'])} ({t['numpy_cpu_us_mixture'][0]:.1f} vs {t['numpy_cpu_us_single'][0]:.1f} us); "
-                  f"{_spread(t['torch_workers_cpu_us_ratio'])} ({t['torch_workers_cpu_us_mixture'][0]:.1f} vs {t['torch_workers_cpu_us_single'][0]:.1f} us)"},
+        {
+            "figure": f"3-component mixture / single dataset, numpy path (median (min-max) of {t['reps']} interleaved reps)",
+            "value": f"{_spread(t['numpy_ratio'])}; {t['numpy_mixture'] / 1e6:.0f}M vs {t['numpy_single'] / 1e6:.0f}M tokens/s",
+            "target": ">= 0.9",
+        },
+        {
+            "figure": "3-component mixture / single dataset, torch DataLoader (2 workers)",
+            "value": f"{_spread(t['torch_ratio'])}; {t['torch_mixture'] / 1e6:.0f}M vs {t['torch_single'] / 1e6:.0f}M tokens/s",
+            "target": ">= 0.9",
+        },
+        {
+            "figure": "main process CPU per batch, mixture vs single (torch, 2 workers)",
+            "value": f"{_spread(t['torch_cpu_us_mixture'], '{:.1f}')} us vs {_spread(t['torch_cpu_us_single'], '{:.1f}')} us; ratio {_spread(t['torch_cpu_us_ratio'])}",
+            "target": "<= 1 (single's)",
+        },
+        {
+            "figure": "CPU per batch, mixture / single: numpy path (all threads); torch workers (both)",
+            "value": f"{_spread(t['numpy_cpu_us_ratio'])} ({t['numpy_cpu_us_mixture'][0]:.1f} vs {t['numpy_cpu_us_single'][0]:.1f} us); "
+            f"{_spread(t['torch_workers_cpu_us_ratio'])} ({t['torch_workers_cpu_us_mixture'][0]:.1f} vs {t['torch_workers_cpu_us_single'][0]:.1f} us)",
+        },
     ]
     return result
 

@@ -28,7 +28,12 @@ def _loader(root: Path, variant: str):
     if variant == "token_2_workers":
         return ds, TokenDataLoader(ds, num_workers=2, prefetch_factor=4, persistent_workers=True)
     workers = 2 if variant == "stateful_2_workers" else 0
-    return ds, StatefulDataLoader(ds, batch_size=None, num_workers=workers, **({"prefetch_factor": 4, "persistent_workers": True} if workers else {}))
+    return ds, StatefulDataLoader(
+        ds,
+        batch_size=None,
+        num_workers=workers,
+        **({"prefetch_factor": 4, "persistent_workers": True} if workers else {}),
+    )
 
 
 def _epoch(ds, loader, epoch: int) -> float:
@@ -53,10 +58,16 @@ def run(size: Size | str, work: Path) -> dict:
     for v in VARIANTS:
         rates, ratios = [r[v] for r in rows], [r[v] / r["token_2_workers"] for r in rows]
         result[v] = float(np.median(rates))
-        result[f"{v}_of_token"], result[f"{v}_of_token_min"], result[f"{v}_of_token_max"] = float(np.median(ratios)), min(ratios), max(ratios)
+        result[f"{v}_of_token"], result[f"{v}_of_token_min"], result[f"{v}_of_token_max"] = (
+            float(np.median(ratios)),
+            min(ratios),
+            max(ratios),
+        )
     result["summary"] = [
-        {"figure": f"{v.replace('_', ' ')}, tokens/s; of TokenDataLoader (median, min-max of {REPS} interleaved reps)",
-         "value": f"{result[v] / 1e6:.1f}M; {result[f'{v}_of_token']:.3f} ({result[f'{v}_of_token_min']:.3f}-{result[f'{v}_of_token_max']:.3f})"}
+        {
+            "figure": f"{v.replace('_', ' ')}, tokens/s; of TokenDataLoader (median, min-max of {REPS} interleaved reps)",
+            "value": f"{result[v] / 1e6:.1f}M; {result[f'{v}_of_token']:.3f} ({result[f'{v}_of_token_min']:.3f}-{result[f'{v}_of_token_max']:.3f})",
+        }
         for v in VARIANTS
     ]
     return result

@@ -83,7 +83,11 @@ def _sensor_pass(spec_path: Path, store: Path, partition_bytes: str) -> dict:
             started = time.perf_counter()
             result = raw_files_sensor(dg.build_sensor_context(instance=inst, resources=resources, cursor=cursor))
             ticks.append(time.perf_counter() - started)
-            cursor, requests, cursor_bytes = result.cursor, requests + len(result.run_requests), max(cursor_bytes, len(result.cursor))
+            cursor, requests, cursor_bytes = (
+                result.cursor,
+                requests + len(result.run_requests),
+                max(cursor_bytes, len(result.cursor)),
+            )
             if cursor == DiscoveryCursor().to_json():
                 break
         started = time.perf_counter()
@@ -92,8 +96,16 @@ def _sensor_pass(spec_path: Path, store: Path, partition_bytes: str) -> dict:
     finally:
         os.environ.pop("SHARD_PARTITION_BYTES", None)
     assert steady.run_requests == []
-    return {"first_tick_s": ticks[0], "max_tick_s": max(ticks), "ticks": len(ticks), "pass_s": sum(ticks), "steady_tick_s": steady_s,
-            "partitions": len(inst.get_dynamic_partitions("raw_files")), "runs": requests, "cursor_bytes": cursor_bytes}
+    return {
+        "first_tick_s": ticks[0],
+        "max_tick_s": max(ticks),
+        "ticks": len(ticks),
+        "pass_s": sum(ticks),
+        "steady_tick_s": steady_s,
+        "partitions": len(inst.get_dynamic_partitions("raw_files")),
+        "runs": requests,
+        "cursor_bytes": cursor_bytes,
+    }
 
 
 def _run_seconds(work: Path, partitions_per_run: int, repetitions: int) -> list[float]:
@@ -107,7 +119,10 @@ def _run_seconds(work: Path, partitions_per_run: int, repetitions: int) -> list[
     from shard_assets.runner import run_job
 
     spec_path = _spec(work / f"runs{partitions_per_run}.toml", _tiny_corpus(work / "run_src", 8))
-    resources = {"dataset": DatasetResource(spec_path=str(spec_path)), "store": StoreResource(root=str(work / "run_store"))}
+    resources = {
+        "dataset": DatasetResource(spec_path=str(spec_path)),
+        "store": StoreResource(root=str(work / "run_store")),
+    }
     home = work / f"home{partitions_per_run}"
     home.mkdir(exist_ok=True)
     inst = dg.DagsterInstance.local_temp(str(home))  # SQLite on disk, as `shard-assets build` uses
@@ -146,7 +161,12 @@ def _slicing_bytes(work: Path) -> dict:
     step = discover(store, spec, PartitionPolicy(4 << 20))
     read = _rchar() - before
     footers = sum(pq.read_metadata(f).serialized_size for f in folder.glob("*.parquet"))
-    return {"files_bytes": sum(f.stat().st_size for f in folder.glob("*.parquet")), "footer_bytes": footers, "bytes_read": read, "partitions": len(step.changed)}
+    return {
+        "files_bytes": sum(f.stat().st_size for f in folder.glob("*.parquet")),
+        "footer_bytes": footers,
+        "bytes_read": read,
+        "partitions": len(step.changed),
+    }
 
 
 TEMPLATE_FILES = 4  # a real build of this many small JSONL files is cloned to 1,000 / 10,000 / 30,000 partitions
@@ -163,7 +183,10 @@ def _template_build(work: Path) -> tuple[Path, Path]:
     source = work / "template_src"
     source.mkdir(parents=True, exist_ok=True)
     for i in range(TEMPLATE_FILES):
-        lines = [json.dumps({"text": f"document {i}-{j}: " + " ".join(f"word{(i * 31 + j * k) % 97}" for k in range(30))}) for j in range(40)]
+        lines = [
+            json.dumps({"text": f"document {i}-{j}: " + " ".join(f"word{(i * 31 + j * k) % 97}" for k in range(30))})
+            for j in range(40)
+        ]
         (source / f"t{i}.jsonl").write_text("\n".join(lines) + "\n")
     spec = work / "template.toml"
     spec.write_text(
@@ -192,7 +215,9 @@ def _clone_store(template: Path, store: Path, n: int) -> None:
     fp = current_tokenizer(source).fingerprint
     names = registered_partitions(source)
     read = lambda key, cls: from_dict(cls, json.loads((template / key).read_bytes()), key)  # noqa: E731
-    templates = [(read(partition_record_key(p), PartitionRecord), read(part_record_key(fp, p), PartRecord)) for p in names]
+    templates = [
+        (read(partition_record_key(p), PartitionRecord), read(part_record_key(fp, p), PartRecord)) for p in names
+    ]
     shutil.rmtree(store, ignore_errors=True)
     shutil.copytree(template / "tokenizers", store / "tokenizers")
     (store / "state").mkdir(parents=True)
@@ -215,16 +240,21 @@ def _clone_store(template: Path, store: Path, n: int) -> None:
         put(raw_record_key(name), to_json(raw))
         shards = {}
         for split, e in part.shards.items():
-            npy, bin_ = (replace(ref, key=ref.key.replace(f"/{part.partition}-", f"/{name}-")) for ref in (e.npy, e.bin))
+            npy, bin_ = (
+                replace(ref, key=ref.key.replace(f"/{part.partition}-", f"/{name}-")) for ref in (e.npy, e.bin)
+            )
             link(e.npy.key, npy.key)
             link(e.bin.key, bin_.key)
             shards[split] = replace(e, partition=name, npy=npy, bin=bin_)
         put(part_record_key(fp, name), to_json(replace(part, partition=name, raw=raw, shards=shards)))
 
 
-PUBLISHER = """
+PUBLISHER = (
+    """
 import json, sys, time
-PEAK = lambda: """ + PEAK_RSS_SNIPPET + """  # VmHWM: this process's own peak (ru_maxrss starts at the bench's, inherited over fork)
+PEAK = lambda: """
+    + PEAK_RSS_SNIPPET
+    + """  # VmHWM: this process's own peak (ru_maxrss starts at the bench's, inherited over fork)
 import dagster as dg
 from shard_assets.definitions import build_definitions
 from shard_assets.defs.resources import DatasetResource, StoreResource
@@ -241,6 +271,7 @@ checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
 print(json.dumps({"seconds": seconds, "steps_s": steps, "checks": checks, "rss_before_mib": before / 2**20,
                   "peak_rss_mib": PEAK() / 2**20}))
 """
+)
 
 
 def _publish(spec: Path, store: Path, home: Path) -> dict:
@@ -254,7 +285,13 @@ def _publish(spec: Path, store: Path, home: Path) -> dict:
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
     root = Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, "-c", PUBLISHER, str(spec), str(store), str(home)], cwd=root, check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", PUBLISHER, str(spec), str(store), str(home)],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -281,15 +318,33 @@ def _s3_listing(work: Path) -> dict:
     try:
         server.create_bucket("scale")
         writer = server.client(WRITER)
-        keys = [(f"src/f{i:05d}.jsonl", json.dumps({"text": f"a tiny document number {i}"}).encode() + b"\n") for i in range(S3_OBJECTS)]
+        keys = [
+            (f"src/f{i:05d}.jsonl", json.dumps({"text": f"a tiny document number {i}"}).encode() + b"\n")
+            for i in range(S3_OBJECTS)
+        ]
         large = os.urandom(S3_LARGE_BYTES)
         keys += [(f"src/large{i}.jsonl", large) for i in range(S3_LARGE)]
         with ThreadPoolExecutor(16) as pool:
             list(pool.map(lambda kv: writer.put_object(Bucket="scale", Key=kv[0], Body=kv[1]), keys))
 
         def source(endpoint: str):
-            options = fsspec_options(S3Settings(endpoint_url=endpoint, access_key_id=READER[0], secret_access_key=READER[1], region="us-east-1"))
-            spec = {"name": "s3", "sources": [{"name": "web", "uri": "s3://scale/src/*.jsonl", "format": "jsonl", "max_documents": 10, "storage_options": options}]}
+            options = fsspec_options(
+                S3Settings(
+                    endpoint_url=endpoint, access_key_id=READER[0], secret_access_key=READER[1], region="us-east-1"
+                )
+            )
+            spec = {
+                "name": "s3",
+                "sources": [
+                    {
+                        "name": "web",
+                        "uri": "s3://scale/src/*.jsonl",
+                        "format": "jsonl",
+                        "max_documents": 10,
+                        "storage_options": options,
+                    }
+                ],
+            }
             return parse_spec(spec, "bench").sources[0]
 
         direct, proxied = source(server.url), source(proxy.url)
@@ -302,11 +357,16 @@ def _s3_listing(work: Path) -> dict:
         sample = next(f for f in files if f.part == "large0")
         etag = writer.head_object(Bucket="scale", Key="src/large0.jsonl")["ETag"].strip('"')
         return {
-            "objects": len(files), "large_objects": S3_LARGE, "large_bytes": S3_LARGE_BYTES,
-            "listing_s": statistics.median(seconds["direct"]), "listing_s_min_max": [min(seconds["direct"]), max(seconds["direct"])],
+            "objects": len(files),
+            "large_objects": S3_LARGE,
+            "large_bytes": S3_LARGE_BYTES,
+            "listing_s": statistics.median(seconds["direct"]),
+            "listing_s_min_max": [min(seconds["direct"]), max(seconds["direct"])],
             "listing_via_proxy_s": statistics.median(seconds["proxied"]),
-            "object_gets": sum(proxy.gets.values()), "listings": S3_REPETITIONS * 2,
-            "etag_fingerprints": sum(f.fingerprint.startswith("etag:") for f in files), "fingerprint_is_etag": sample.fingerprint == f"etag:{etag}:{S3_LARGE_BYTES}",
+            "object_gets": sum(proxy.gets.values()),
+            "listings": S3_REPETITIONS * 2,
+            "etag_fingerprints": sum(f.fingerprint.startswith("etag:") for f in files),
+            "fingerprint_is_etag": sample.fingerprint == f"etag:{etag}:{S3_LARGE_BYTES}",
         }
     finally:
         proxy.close()
@@ -350,7 +410,11 @@ def run(size, work: Path) -> dict:
     large = _spec(work / "large.toml", _large_corpus(work / "large"))
     for name, spec_path in [*((str(n), p) for n, p in corpora.items()), ("20 x 200 MB", large)]:
         files, read = _listing_bytes(spec_path)
-        results["listing"][name] = {"files": files, "bytes_read": read, "content_bytes": files * LARGE_BYTES if spec_path == large else None}
+        results["listing"][name] = {
+            "files": files,
+            "bytes_read": read,
+            "content_bytes": files * LARGE_BYTES if spec_path == large else None,
+        }
     results["slicing"] = _slicing_bytes(work)
     results["publish"] = _publish_scale(work)
     results["s3_listing"] = _s3_listing(work)
@@ -360,7 +424,12 @@ def run(size, work: Path) -> dict:
         eight += _run_seconds(work, 8, 1)
     per_partition = (statistics.median(eight) - statistics.median(one)) / 7
     fixed = statistics.median(one) - per_partition
-    results["runs"] = {"one_partition_s": one, "eight_partitions_s": eight, "per_partition_s": per_partition, "fixed_s": fixed}
+    results["runs"] = {
+        "one_partition_s": one,
+        "eight_partitions_s": eight,
+        "per_partition_s": per_partition,
+        "fixed_s": fixed,
+    }
     samples: dict = {}
     for rep in range(max(REPETITIONS.values())):
         for n, spec_path in corpora.items():
@@ -378,33 +447,72 @@ def run(size, work: Path) -> dict:
     big = results["listing"]["20 x 200 MB"]
     cut = results["slicing"]
     summary = [
-        {"figure": "bytes read listing 30,000 tiny files / 20 x 200 MB files", "value": f"{results['listing']['30000']['bytes_read']:,} / {big['bytes_read']:,} (content {big['content_bytes']:,}; the ~125 B are the read of /proc/self/io itself)", "target": "0 of content"},
-        {"figure": "bytes read registering 2 parquet files cut into 4 MiB row-group ranges", "value": f"{cut['bytes_read']:,} of {cut['files_bytes']:,} (footers {cut['footer_bytes']:,}; {cut['partitions']} partitions)", "target": ""},
+        {
+            "figure": "bytes read listing 30,000 tiny files / 20 x 200 MB files",
+            "value": f"{results['listing']['30000']['bytes_read']:,} / {big['bytes_read']:,} (content {big['content_bytes']:,}; the ~125 B are the read of /proc/self/io itself)",
+            "target": "0 of content",
+        },
+        {
+            "figure": "bytes read registering 2 parquet files cut into 4 MiB row-group ranges",
+            "value": f"{cut['bytes_read']:,} of {cut['files_bytes']:,} (footers {cut['footer_bytes']:,}; {cut['partitions']} partitions)",
+            "target": "",
+        },
     ]
     for n in SIZES:
         d, g = s[f"{n} files, partition bytes 0"], s[f"{n} files, partition bytes {GROUPED}"]
-        summary.append({
-            "figure": f"sensor at {n:,} files: first tick / longest tick / ticks per pass / steady tick, s",
-            "value": f"{d['first_tick_s']:.1f} / {d['max_tick_s']:.1f} / {d['ticks']:.0f} / {d['steady_tick_s']:.2f} (grouped {GROUPED}: {g['first_tick_s']:.1f} / {g['ticks']:.0f} / {g['steady_tick_s']:.2f}); cursor {d['cursor_bytes']:.0f} B; {d['repetitions']} reps",
-            "target": "each tick < 60 s (30 s)",
-        })
+        summary.append(
+            {
+                "figure": f"sensor at {n:,} files: first tick / longest tick / ticks per pass / steady tick, s",
+                "value": f"{d['first_tick_s']:.1f} / {d['max_tick_s']:.1f} / {d['ticks']:.0f} / {d['steady_tick_s']:.2f} (grouped {GROUPED}: {g['first_tick_s']:.1f} / {g['ticks']:.0f} / {g['steady_tick_s']:.2f}); cursor {d['cursor_bytes']:.0f} B; {d['repetitions']} reps",
+                "target": "each tick < 60 s (30 s)",
+            }
+        )
     ten = s["10000 files, partition bytes 0"]
     grouped = s[f"10000 files, partition bytes {GROUPED}"]
-    summary.append({"figure": "partitions / runs per 10,000 files (one per file; grouped)", "value": f"{ten['partitions']:.0f} / {ten['runs']:.0f}; {grouped['partitions']:.0f} / {grouped['runs']:.0f}", "target": ""})
-    summary.append({"figure": "fixed seconds per Dagster run (in process, SQLite instance) / per tiny partition", "value": f"{fixed:.2f} / {per_partition:.3f} (median of 5, runs of 1 and 8 partitions)", "target": ""})
-    summary.append({"figure": "runs for 10,000 one-file partitions: 1 vs 32 per run, fixed cost", "value": f"{10_000 * fixed / 60:.0f} min vs {math.ceil(10_000 / 32) * fixed / 60:.1f} min", "target": ""})
+    summary.append(
+        {
+            "figure": "partitions / runs per 10,000 files (one per file; grouped)",
+            "value": f"{ten['partitions']:.0f} / {ten['runs']:.0f}; {grouped['partitions']:.0f} / {grouped['runs']:.0f}",
+            "target": "",
+        }
+    )
+    summary.append(
+        {
+            "figure": "fixed seconds per Dagster run (in process, SQLite instance) / per tiny partition",
+            "value": f"{fixed:.2f} / {per_partition:.3f} (median of 5, runs of 1 and 8 partitions)",
+            "target": "",
+        }
+    )
+    summary.append(
+        {
+            "figure": "runs for 10,000 one-file partitions: 1 vs 32 per run, fixed cost",
+            "value": f"{10_000 * fixed / 60:.0f} min vs {math.ceil(10_000 / 32) * fixed / 60:.1f} min",
+            "target": "",
+        }
+    )
     pub = results["publish"]
-    summary.append({
-        "figure": "publish_job (splits + manifest + 6 blocking checks) at 1,000 / 10,000 / 30,000 partitions, s",
-        "value": " / ".join(f"{pub[str(n)]['seconds']:.1f}" for n in SIZES) + f" (30,000: splits {pub['30000']['steps_s']['splits']:.1f} s, manifest {pub['30000']['steps_s']['manifest']:.1f} s; {pub['30000']['repetitions']} reps)",
-        "target": "< 60 s at 30,000",
-    })
+    summary.append(
+        {
+            "figure": "publish_job (splits + manifest + 6 blocking checks) at 1,000 / 10,000 / 30,000 partitions, s",
+            "value": " / ".join(f"{pub[str(n)]['seconds']:.1f}" for n in SIZES)
+            + f" (30,000: splits {pub['30000']['steps_s']['splits']:.1f} s, manifest {pub['30000']['steps_s']['manifest']:.1f} s; {pub['30000']['repetitions']} reps)",
+            "target": "< 60 s at 30,000",
+        }
+    )
     s3 = results["s3_listing"]
     if "skipped" not in s3:
-        summary.append({
-            "figure": f"s3:// discovery listing, {s3['objects']:,} objects on SeaweedFS ({s3['large_objects']} of {s3['large_bytes'] >> 20} MiB): s / object GETs / ETag fingerprints",
-            "value": f"{s3['listing_s']:.2f} s ({s3['listing_s_min_max'][0]:.2f}-{s3['listing_s_min_max'][1]:.2f}; via the counting proxy {s3['listing_via_proxy_s']:.2f} s) / {s3['object_gets']} in {s3['listings']} listings / {s3['etag_fingerprints']:,} of {s3['objects']:,}",
-            "target": "0 object GETs",
-        })
-    summary.append({"figure": "publish_job peak RSS at 1,000 / 10,000 / 30,000 partitions, MiB", "value": " / ".join(f"{pub[str(n)]['peak_rss_mib']:.0f}" for n in SIZES), "target": ""})
+        summary.append(
+            {
+                "figure": f"s3:// discovery listing, {s3['objects']:,} objects on SeaweedFS ({s3['large_objects']} of {s3['large_bytes'] >> 20} MiB): s / object GETs / ETag fingerprints",
+                "value": f"{s3['listing_s']:.2f} s ({s3['listing_s_min_max'][0]:.2f}-{s3['listing_s_min_max'][1]:.2f}; via the counting proxy {s3['listing_via_proxy_s']:.2f} s) / {s3['object_gets']} in {s3['listings']} listings / {s3['etag_fingerprints']:,} of {s3['objects']:,}",
+                "target": "0 object GETs",
+            }
+        )
+    summary.append(
+        {
+            "figure": "publish_job peak RSS at 1,000 / 10,000 / 30,000 partitions, MiB",
+            "value": " / ".join(f"{pub[str(n)]['peak_rss_mib']:.0f}" for n in SIZES),
+            "target": "",
+        }
+    )
     return {"summary": summary, **{k: v for k, v in results.items()}}

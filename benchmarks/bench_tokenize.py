@@ -27,7 +27,9 @@ from .machine import PEAK_RSS_SNIPPET
 VOCAB = 50_000
 REPETITIONS = int(os.environ.get("BENCH_TOKENIZE_REPETITIONS", 5))
 LONG_DOCUMENTS, LONG_DOCUMENT_BYTES = 4, 3 << 19  # 1.5 MB each, joined from source files outside the corpus
-WEB_DOCUMENT_CHARS = 4000  # about a web document (DCLM-baseline's mean); partitions then hold thousands, as in production
+WEB_DOCUMENT_CHARS = (
+    4000  # about a web document (DCLM-baseline's mean); partitions then hold thousands, as in production
+)
 TODAY_PER_CORE = 0.40e6  # the asset before the encoder layer (issue 16), tokens/s per core
 TODAY_OF_REFERENCE = 0.40 / 0.53  # the same, as a share of the reference measured beside it (issue 16)
 TOKENS_2T = 2e12
@@ -116,7 +118,10 @@ def _raw_partitions(store, source: str, folder: Path) -> list[str]:
     from shard_assets.lib.sources.listing import list_source_files
     from shard_assets.lib.spec import parse_spec
 
-    spec = parse_spec({"name": "bench", "min_chars": 1, "sources": [{"name": source, "uri": f"{folder}/*.jsonl", "format": "jsonl"}]}, "bench")
+    spec = parse_spec(
+        {"name": "bench", "min_chars": 1, "sources": [{"name": source, "uri": f"{folder}/*.jsonl", "format": "jsonl"}]},
+        "bench",
+    )
     keys = []
     for f in list_source_files(spec.sources[0]):
         key = f"raw/{source}/{f.part}.parquet"
@@ -186,7 +191,9 @@ def _tiktoken(tok_json: str):
         def _encode(self, texts):
             ids = [encoding.encode_ordinary(t) for t in texts]
             lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-            return Encoded(np.fromiter(itertools.chain.from_iterable(ids), dtype=np.uint32, count=int(lengths.sum())), lengths)
+            return Encoded(
+                np.fromiter(itertools.chain.from_iterable(ids), dtype=np.uint32, count=int(lengths.sum())), lengths
+            )
 
     return Tiktoken()
 
@@ -234,10 +241,21 @@ def _publish(store_root: Path, key: str, engine, reference, record, keep: bool =
         store, stem = LocalFolderStore(out), Path(key).stem
         raw = RawRecord(stem, "py", SourceFileRef(key, "-"), key, "-", 0, "-", "bench")
         with tempfile.TemporaryDirectory() as tmp:
-            job = TokenizeJob(store, record, engine, reference, EncodeSettings(record.eod_id, record.token_dtype, 0.01, 1000), "bench", "bench")
+            job = TokenizeJob(
+                store,
+                record,
+                engine,
+                reference,
+                EncodeSettings(record.eod_id, record.token_dtype, 0.01, 1000),
+                "bench",
+                "bench",
+            )
             built = build_partition_shards(job, raw, Path(tmp))
             upload_partition(store, built)
-        shards = {split: {"npy": e.npy.key, "bin": e.bin.key, "tokens": e.tokens, "documents": e.documents} for split, e in built.record.shards.items()}
+        shards = {
+            split: {"npy": e.npy.key, "bin": e.bin.key, "tokens": e.tokens, "documents": e.documents}
+            for split, e in built.record.shards.items()
+        }
         if keep:
             for entry in built.record.shards.values():
                 for ref in (entry.npy, entry.bin):
@@ -314,7 +332,11 @@ def measure(store_root: str, key: str, key_10x: str, tok_json: str, repetitions:
     engine_name = f"{engine.name} alone"
     candidate_name = f"{candidate.name} alone (not used)"
     variants = {
-        REFERENCE: alone(reference), engine_name: alone(engine), candidate_name: alone(candidate), HOT: hot_path(key), HOT_10X: hot_path(key_10x),
+        REFERENCE: alone(reference),
+        engine_name: alone(engine),
+        candidate_name: alone(candidate),
+        HOT: hot_path(key),
+        HOT_10X: hot_path(key_10x),
         HOT_10X_UNGUARDED: hot_path(key_10x, guarded=False),
     }
     rates = _interleaved(variants, repetitions)
@@ -394,7 +416,15 @@ def measure_mb(store_root: str, keys: list[str], tok_json: str, repetitions: int
 
     engine_name = f"{engine.name} alone, MB-document corpus"
     reference_name = f"{REFERENCE}, MB-document corpus"
-    rates = _interleaved({reference_name: alone(reference), engine_name: alone(engine), MB_ASSET: asset(True), MB_UNGUARDED: asset(False)}, repetitions)
+    rates = _interleaved(
+        {
+            reference_name: alone(reference),
+            engine_name: alone(engine),
+            MB_ASSET: asset(True),
+            MB_UNGUARDED: asset(False),
+        },
+        repetitions,
+    )
     documents = [e.document(i) for e in outputs[reference.name] for i in range(len(e.lengths))]
     engine_differing = sum(_differing(got, e) for got, e in zip(outputs[engine.name], outputs[reference.name]))
     partitions, first = [], 0
@@ -403,12 +433,22 @@ def measure_mb(store_root: str, keys: list[str], tok_json: str, repetitions: int
         expected = documents[first : first + n]
         lengths, chars = np.array(list(map(len, expected))), np.array(list(map(len, texts[key])))
         guard = published[key][1]
-        partitions.append({
-            "key": key, "documents": n, "tokens": int(lengths.sum()), "over_1mb": int((chars > 1 << 20).sum()), "longest_chars": int(chars.max()),
-            "guard": guard.to_dict(), "share": guard.sampled_tokens / guard.tokens,
-            "share_before": _whole_document_sample(lengths, chars, ExactnessGuard(engine, engine, "before", n).stride) / int(lengths.sum()),
-            "differing": _shard_differing(root, key, published[key][0], expected, 0.01),
-        })
+        partitions.append(
+            {
+                "key": key,
+                "documents": n,
+                "tokens": int(lengths.sum()),
+                "over_1mb": int((chars > 1 << 20).sum()),
+                "longest_chars": int(chars.max()),
+                "guard": guard.to_dict(),
+                "share": guard.sampled_tokens / guard.tokens,
+                "share_before": _whole_document_sample(
+                    lengths, chars, ExactnessGuard(engine, engine, "before", n).stride
+                )
+                / int(lengths.sum()),
+                "differing": _shard_differing(root, key, published[key][0], expected, 0.01),
+            }
+        )
         first += n
     per_rep = lambda a, b: _spread([x / y for x, y in zip(rates[a], rates[b])])  # noqa: E731
     tokens = sum(p["tokens"] for p in partitions)
@@ -433,24 +473,44 @@ def mb_summary(result: dict, repetitions: int, rss: int) -> list[dict]:
     parts = result["partitions"]
     shares = [p["share"] for p in parts]
     rows = [
-        {"figure": "MB-document corpus", "value": (
-            f"{sum(p['documents'] for p in parts):,} documents ({sum(p['over_1mb'] for p in parts)} over 1 MB, longest {max(p['longest_chars'] for p in parts) / 1e6:.1f}M characters), "
-            f"{sum(p['tokens'] for p in parts):,} tokens in {len(parts)} partitions of {min(p['tokens'] for p in parts) / 1e6:.1f}-{max(p['tokens'] for p in parts) / 1e6:.1f}M tokens")},
-        {"figure": "MB-document corpus: tokens the guard re-encodes with the reference, all partitions (per partition min-max)",
-         "value": f"{result['share']:.1%} ({min(shares):.1%}-{max(shares):.1%}); the whole-document sample before pieces and budget: {result['share_before']:.1%}", "target": "a few percent"},
+        {
+            "figure": "MB-document corpus",
+            "value": (
+                f"{sum(p['documents'] for p in parts):,} documents ({sum(p['over_1mb'] for p in parts)} over 1 MB, longest {max(p['longest_chars'] for p in parts) / 1e6:.1f}M characters), "
+                f"{sum(p['tokens'] for p in parts):,} tokens in {len(parts)} partitions of {min(p['tokens'] for p in parts) / 1e6:.1f}-{max(p['tokens'] for p in parts) / 1e6:.1f}M tokens"
+            ),
+        },
+        {
+            "figure": "MB-document corpus: tokens the guard re-encodes with the reference, all partitions (per partition min-max)",
+            "value": f"{result['share']:.1%} ({min(shares):.1%}-{max(shares):.1%}); the whole-document sample before pieces and budget: {result['share_before']:.1%}",
+            "target": "a few percent",
+        },
     ]
     rows += [
-        {"figure": f"{name}, tokens/s on 1 core (median of {repetitions}, min-max)", "value": f"{statistics.median(r) / 1e6:.2f}M ({min(r) / 1e6:.2f}-{max(r) / 1e6:.2f}M)"}
+        {
+            "figure": f"{name}, tokens/s on 1 core (median of {repetitions}, min-max)",
+            "value": f"{statistics.median(r) / 1e6:.2f}M ({min(r) / 1e6:.2f}-{max(r) / 1e6:.2f}M)",
+        }
         for name, r in result["rates"].items()
     ]
     rows += [
-        {"figure": f"MB-document corpus: {name} (median of per-repetition ratios, min-max)", "value": f"{r['median']:.2f} ({r['min']:.2f}-{r['max']:.2f})"}
+        {
+            "figure": f"MB-document corpus: {name} (median of per-repetition ratios, min-max)",
+            "value": f"{r['median']:.2f} ({r['min']:.2f}-{r['max']:.2f})",
+        }
         for name, r in result["ratios"].items()
     ]
     differing = result["engine_differing"] + sum(p["differing"] for p in parts)
     rows += [
-        {"figure": "MB-document corpus: documents differing from the whole-document reference (engine alone, published shards)", "value": str(differing), "target": "0"},
-        {"figure": "MB-document corpus: peak RSS of the asset on the partition holding the longest document", "value": f"{rss / 2**20:.0f} MiB"},
+        {
+            "figure": "MB-document corpus: documents differing from the whole-document reference (engine alone, published shards)",
+            "value": str(differing),
+            "target": "0",
+        },
+        {
+            "figure": "MB-document corpus: peak RSS of the asset on the partition holding the longest document",
+            "value": f"{rss / 2**20:.0f} MiB",
+        },
     ]
     return rows
 
@@ -487,7 +547,9 @@ def measure_all_cores(store_root: str, key: str, tok_json: str, repetitions: int
     env = {**os.environ, "RAYON_NUM_THREADS": "1"}
 
     def start(core):
-        proc = subprocess.Popen([sys.executable, "-c", WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=root)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=root
+        )
         proc.stdin.write(json.dumps({"core": core, "store_root": store_root, "key": key, "tok_json": tok_json}) + "\n")
         proc.stdin.flush()
         if proc.stdout.readline().strip() != "ready":
@@ -521,14 +583,17 @@ args = json.loads(sys.stdin.read())
 print(json.dumps(measure(**args)))
 """
 
-RSS = """
+RSS = (
+    """
 import sys
 from pathlib import Path
 from shard_assets.lib.encoders import ReferenceEncoder, select_encoder
 from benchmarks.bench_tokenize import _publish, _record
 tok_json = Path(sys.argv[3]).read_text()
 _publish(Path(sys.argv[1]), sys.argv[2], select_encoder(tok_json), ReferenceEncoder(tok_json), _record(tok_json))
-""" + f"print({PEAK_RSS_SNIPPET})\n"
+"""
+    + f"print({PEAK_RSS_SNIPPET})\n"
+)
 
 MEASURE_MB = """
 import json, sys
@@ -547,7 +612,9 @@ print(json.dumps(measure_all_cores(**json.loads(sys.stdin.read()))))
 def _python(code: str, *args: str, stdin: str = "") -> str:
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "RAYON_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-c", code, *args], input=stdin, capture_output=True, text=True, check=True, env=env, cwd=root).stdout
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], input=stdin, capture_output=True, text=True, check=True, env=env, cwd=root
+    ).stdout
 
 
 def _repeated(store: Path, key: str, repeat: int) -> str:
@@ -572,7 +639,9 @@ def _ratio_target(name: str) -> dict:
     if name.startswith("asset") and "engine alone" in name and "guard off" not in name:
         return {"target": ">= 0.8"}
     if name.startswith("asset") and name.endswith("reference"):
-        return {"target": f">= {20 * TODAY_OF_REFERENCE:.0f} (20x today's asset, which ran at {TODAY_OF_REFERENCE:.2f} of the reference)"}
+        return {
+            "target": f">= {20 * TODAY_OF_REFERENCE:.0f} (20x today's asset, which ran at {TODAY_OF_REFERENCE:.2f} of the reference)"
+        }
     return {}
 
 
@@ -586,53 +655,111 @@ def run(size, work: Path) -> dict:
     work.mkdir(parents=True, exist_ok=True)
     store, keys, tok_json = _prepare(size, work)
     key_10x = _repeated(store, keys[0], 10)
-    args = {"store_root": str(store), "key": keys[0], "key_10x": key_10x, "tok_json": tok_json, "repetitions": REPETITIONS}
+    args = {
+        "store_root": str(store),
+        "key": keys[0],
+        "key_10x": key_10x,
+        "tok_json": tok_json,
+        "repetitions": REPETITIONS,
+    }
     result = json.loads(_python(MEASURE, stdin=json.dumps(args)))
-    cores = json.loads(_python(ALL_CORES, stdin=json.dumps({k: args[k] for k in ("store_root", "tok_json", "repetitions")} | {"key": key_10x})))
+    cores = json.loads(
+        _python(
+            ALL_CORES,
+            stdin=json.dumps({k: args[k] for k in ("store_root", "tok_json", "repetitions")} | {"key": key_10x}),
+        )
+    )
     rss1, rss10 = _rss(store, keys[0], work / "tokenizer.json"), _rss(store, key_10x, work / "tokenizer.json")
     mb, mb_rss = _mb_corpus(work, tok_json)
     rates = {name: statistics.median(r) for name, r in result["rates"].items()}
     spread = {name: f"{min(r) / 1e6:.2f}-{max(r) / 1e6:.2f}M" for name, r in result["rates"].items()}
     summary = [
-        {"figure": f"{name}, tokens/s on 1 core (median of {REPETITIONS}, min-max)", "value": f"{rate / 1e6:.2f}M ({spread[name]}); 2T tokens = {_core_hours(rate)} core-hours" + (f"; {result['differing'][name]} documents differ" if name in result["differing"] else "")}
+        {
+            "figure": f"{name}, tokens/s on 1 core (median of {REPETITIONS}, min-max)",
+            "value": f"{rate / 1e6:.2f}M ({spread[name]}); 2T tokens = {_core_hours(rate)} core-hours"
+            + (f"; {result['differing'][name]} documents differ" if name in result["differing"] else ""),
+        }
         for name, rate in rates.items()
     ]
     summary += [
-        {"figure": f"{name} (median of per-repetition ratios, min-max)", "value": f"{r['median']:.2f} ({r['min']:.2f}-{r['max']:.2f})", **_ratio_target(name)}
+        {
+            "figure": f"{name} (median of per-repetition ratios, min-max)",
+            "value": f"{r['median']:.2f} ({r['min']:.2f}-{r['max']:.2f})",
+            **_ratio_target(name),
+        }
         for name, r in result["ratios"].items()
     ]
     h = result["npy_sha256"]
     ratio = [m / r for m, r in zip(h["seconds"]["mmap"], h["seconds"]["re-read"])]
-    summary.append({
-        "figure": f"sha256 of the 10x partition's train .npy ({h['bytes'] / 2**20:.0f} MiB): mmap of the page cache (used) / re-read (before) (median of per-repetition ratios, min-max)",
-        "value": f"{statistics.median(ratio):.2f} ({min(ratio):.2f}-{max(ratio):.2f}); {statistics.median(h['seconds']['mmap']):.3f} s vs {statistics.median(h['seconds']['re-read']):.3f} s",
-    })
+    summary.append(
+        {
+            "figure": f"sha256 of the 10x partition's train .npy ({h['bytes'] / 2**20:.0f} MiB): mmap of the page cache (used) / re-read (before) (median of per-repetition ratios, min-max)",
+            "value": f"{statistics.median(ratio):.2f} ({min(ratio):.2f}-{max(ratio):.2f}); {statistics.median(h['seconds']['mmap']):.3f} s vs {statistics.median(h['seconds']['re-read']):.3f} s",
+        }
+    )
     n = cores["cores"]
     for name, r in cores["rates"].items():
         rate = statistics.median(r)
-        summary.append({
-            "figure": f"{name}, tokens/s on {n} cores in all (median of {REPETITIONS}, min-max)",
-            "value": f"{rate / 1e6:.2f}M ({min(r) / 1e6:.2f}-{max(r) / 1e6:.2f}M) = {rate / n / 1e6:.2f}M per core; 2T tokens = {_core_hours(rate / n)} core-hours",
-        })
+        summary.append(
+            {
+                "figure": f"{name}, tokens/s on {n} cores in all (median of {REPETITIONS}, min-max)",
+                "value": f"{rate / 1e6:.2f}M ({min(r) / 1e6:.2f}-{max(r) / 1e6:.2f}M) = {rate / n / 1e6:.2f}M per core; 2T tokens = {_core_hours(rate / n)} core-hours",
+            }
+        )
     per_rep = [a / e for a, e in zip(cores["rates"][ASSET_ALL], cores["rates"][ENGINE_ALL])]
     summary.append(
-        {"figure": f"asset 10x / engine alone, one process per core ({n}) (median of per-repetition ratios, min-max)", "value": f"{statistics.median(per_rep):.2f} ({min(per_rep):.2f}-{max(per_rep):.2f})", "target": ">= 0.8"}
+        {
+            "figure": f"asset 10x / engine alone, one process per core ({n}) (median of per-repetition ratios, min-max)",
+            "value": f"{statistics.median(per_rep):.2f} ({min(per_rep):.2f}-{max(per_rep):.2f})",
+            "target": ">= 0.8",
+        }
     )
     summary += [
-        {"figure": f"{name} / today's asset (0.40M tokens/s per core)", "value": f"{rates[name] / TODAY_PER_CORE:.1f}x", "target": ">= 20x"} for name in (HOT, HOT_10X)
+        {
+            "figure": f"{name} / today's asset (0.40M tokens/s per core)",
+            "value": f"{rates[name] / TODAY_PER_CORE:.1f}x",
+            "target": ">= 20x",
+        }
+        for name in (HOT, HOT_10X)
     ]
     summary += [
-        {"figure": f"{name}: tokens the guard re-encodes with the reference (1% of documents and the longest, within 2% of the tokens + 8K)", "value": f"{g['sampled_tokens'] / g['tokens']:.1%} ({g['sampled']:,} of {g['documents']:,} documents)"}
+        {
+            "figure": f"{name}: tokens the guard re-encodes with the reference (1% of documents and the longest, within 2% of the tokens + 8K)",
+            "value": f"{g['sampled_tokens'] / g['tokens']:.1%} ({g['sampled']:,} of {g['documents']:,} documents)",
+        }
         for name, g in result["guard"].items()
     ]
     summary += [
-        {"figure": "documents differing from the whole-document reference, all variants", "value": str(sum(result["differing"].values())), "target": "0"},
-        {"figure": "corpus (one partition)", "value": f"{result['documents']:,} documents, {result['tokens']:,} tokens, longest {result['longest_document_chars'] / 1e6:.1f}M characters; vocab {VOCAB:,}"},
-        {"figure": "engine", "value": f"{result['engine']['engine']} {result['engine']['engine_version']} (tokenizers {version('tokenizers')})"},
-        {"figure": "peak RSS of the asset (encode, guard, write, upload), 1x / 10x a partition", "value": f"{rss1 / 2**20:.0f} MiB / {rss10 / 2**20:.0f} MiB", "target": "flat"},
+        {
+            "figure": "documents differing from the whole-document reference, all variants",
+            "value": str(sum(result["differing"].values())),
+            "target": "0",
+        },
+        {
+            "figure": "corpus (one partition)",
+            "value": f"{result['documents']:,} documents, {result['tokens']:,} tokens, longest {result['longest_document_chars'] / 1e6:.1f}M characters; vocab {VOCAB:,}",
+        },
+        {
+            "figure": "engine",
+            "value": f"{result['engine']['engine']} {result['engine']['engine_version']} (tokenizers {version('tokenizers')})",
+        },
+        {
+            "figure": "peak RSS of the asset (encode, guard, write, upload), 1x / 10x a partition",
+            "value": f"{rss1 / 2**20:.0f} MiB / {rss10 / 2**20:.0f} MiB",
+            "target": "flat",
+        },
     ]
     summary += mb_summary(mb, REPETITIONS, mb_rss)
-    return {**result, "all_cores": cores, "repetitions": REPETITIONS, "peak_rss_1x_bytes": rss1, "peak_rss_10x_bytes": rss10, "mb_corpus": mb, "mb_peak_rss_bytes": mb_rss, "summary": summary}
+    return {
+        **result,
+        "all_cores": cores,
+        "repetitions": REPETITIONS,
+        "peak_rss_1x_bytes": rss1,
+        "peak_rss_10x_bytes": rss10,
+        "mb_corpus": mb,
+        "mb_peak_rss_bytes": mb_rss,
+        "summary": summary,
+    }
 
 
 def _mb_corpus(work: Path, tok_json: str) -> tuple[dict, int]:
@@ -642,7 +769,13 @@ def _mb_corpus(work: Path, tok_json: str) -> tuple[dict, int]:
     _mb_documents(work / "mb")
     store = LocalFolderStore(work / "store")
     keys = _raw_partitions(store, "mb", work / "mb")
-    result = json.loads(_python(MEASURE_MB, stdin=json.dumps({"store_root": str(work / "store"), "keys": keys, "tok_json": tok_json, "repetitions": REPETITIONS})))
+    result = json.loads(
+        _python(
+            MEASURE_MB,
+            stdin=json.dumps(
+                {"store_root": str(work / "store"), "keys": keys, "tok_json": tok_json, "repetitions": REPETITIONS}
+            ),
+        )
+    )
     longest = max(result["partitions"], key=lambda p: p["longest_chars"])["key"]
     return result, _rss(work / "store", longest, work / "tokenizer.json")
-

@@ -18,7 +18,9 @@ def _ref(root: Path, key: str) -> FileRef:
     return FileRef(key=key, size=(root / key).stat().st_size, sha256=sha256_file(root / key))
 
 
-def make_dataset(root: Path, tokens: int, shards: int, vocab_size: int = 50257, doc_len: int = 1500, seed: int = 0) -> Manifest:
+def make_dataset(
+    root: Path, tokens: int, shards: int, vocab_size: int = 50257, doc_len: int = 1500, seed: int = 0
+) -> Manifest:
     """`shards` train shards of about tokens/shards random tokens in documents of about doc_len tokens."""
     version = f"bench-{tokens}-{shards}-{seed}"
     if (root / "manifest.json").exists():
@@ -46,12 +48,20 @@ def make_dataset(root: Path, tokens: int, shards: int, vocab_size: int = 50257, 
         body[np.cumsum(lengths) - 1] = 0
         writer.append(body, lengths)
         writer.close()
-        entries.append(ShardEntry(f"part-{i:05d}", writer.tokens, writer.documents, _ref(root, f"{base}.npy"), _ref(root, f"{base}.bin")))
+        entries.append(
+            ShardEntry(
+                f"part-{i:05d}", writer.tokens, writer.documents, _ref(root, f"{base}.npy"), _ref(root, f"{base}.bin")
+            )
+        )
     split = SplitInfo.of(entries)
     manifest = Manifest(
-        dataset="bench", version=version, created_at="2026-01-01T00:00:00Z",
+        dataset="bench",
+        version=version,
+        created_at="2026-01-01T00:00:00Z",
         tokenizer=TokenizerInfo("bench", "bench", vocab_size, 0, _ref(root, "tokenizers/bench/tokenizer.json")),
-        token_dtype=dtype, splits={"train": split}, lineage={},
+        token_dtype=dtype,
+        splits={"train": split},
+        lineage={},
     )
     promote(LocalFolderStore(root), write_version(LocalFolderStore(root), manifest)[0])
     return manifest

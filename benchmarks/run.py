@@ -1,6 +1,6 @@
 """Run every benchmark (benchmarks/bench_*.py), write results.json and RESULTS.md.
 
-    python -m benchmarks.run --size small [--only tokenize,loader] [--out benchmarks/results]
+python -m benchmarks.run --size small [--only tokenize,loader] [--out benchmarks/results]
 """
 
 from __future__ import annotations
@@ -53,10 +53,14 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     results = {"size": size.name, "machine": machine_info(), "benchmarks": {}}
     previous = args.out / "results.json"
-    if args.only and previous.exists():  # update some benchmarks, keep the others' latest figures, each with its machine
+    if (
+        args.only and previous.exists()
+    ):  # update some benchmarks, keep the others' latest figures, each with its machine
         kept = json.loads(previous.read_text())
         if kept.get("size") == size.name:
-            results["benchmarks"] = {name: {"machine": kept["machine"], **result} for name, result in kept["benchmarks"].items()}
+            results["benchmarks"] = {
+                name: {"machine": kept["machine"], **result} for name, result in kept["benchmarks"].items()
+            }
     for name in names:
         print(f"== {name}", flush=True)
         started = time.perf_counter()

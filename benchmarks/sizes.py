@@ -8,10 +8,10 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Size:
     name: str
-    corpus_mb: int        # text tokenized by the tokenization benchmark
-    loader_tokens: int    # tokens in the loader benchmark's dataset
-    download_mb: int      # the file the download benchmark fetches
-    many_shards: int      # shard count for the start-up measurement
+    corpus_mb: int  # text tokenized by the tokenization benchmark
+    loader_tokens: int  # tokens in the loader benchmark's dataset
+    download_mb: int  # the file the download benchmark fetches
+    many_shards: int  # shard count for the start-up measurement
 
 
 SIZES = {

@@ -60,14 +60,19 @@ class BuildDaemon:
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "dagster._daemon", "run", "-w", str(workspace_yaml(self.folder))],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=_die_with_parent,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
 
     def check(self) -> None:
         """Raise if the daemon has exited, with the end of its log."""
         if self.process.poll() is not None:
             tail = self.log_path.read_text(errors="replace")[-1500:]
-            raise DaemonError(f"the dagster-daemon this build started exited with {self.process.returncode}; its log ends: {' '.join(tail.split())}")
+            raise DaemonError(
+                f"the dagster-daemon this build started exited with {self.process.returncode}; its log ends: {' '.join(tail.split())}"
+            )
 
     def stop(self) -> None:
         """SIGTERM to the group (the daemon and its code server); SIGKILL to whatever is left after STOP_SECONDS."""

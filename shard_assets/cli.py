@@ -55,7 +55,10 @@ def cmd_build(args) -> int:
     settings = _settings(args)
     spec, resources = load_spec(settings.spec_path), settings.resources()
     instance = local_instance()
-    print(f"building dataset {spec.name!r} into {settings.store_root} (Dagster home {instance.root_directory})", flush=True)
+    print(
+        f"building dataset {spec.name!r} into {settings.store_root} (Dagster home {instance.root_directory})",
+        flush=True,
+    )
     result = build_dataset(instance, spec, resources, workers=args.workers)
     print(f"manifest      {result.manifest_url}")
     print(f"version       {result.version}")
@@ -63,15 +66,30 @@ def cmd_build(args) -> int:
     for split in ("train", "val"):
         print(f"{split:<13} {result.tokens[split]:>12,} tokens  {result.documents[split]:>9,} documents")
     failed = sorted(name for name, passed in result.checks.items() if not passed)
-    print(f"checks        {len(result.checks) - len(failed)} of {len(result.checks)} passed" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    print(
+        f"checks        {len(result.checks) - len(failed)} of {len(result.checks)} passed"
+        + (f"; FAILED: {', '.join(failed)}" if failed else "")
+    )
     print(f"build time    {result.seconds:.1f} s")
     if result.failed_runs:
-        print(f"failed runs   {len(result.failed_runs)} (each named above); the version leaves their partitions out", file=sys.stderr)
+        print(
+            f"failed runs   {len(result.failed_runs)} (each named above); the version leaves their partitions out",
+            file=sys.stderr,
+        )
     started = time.perf_counter()
     store = resources["store"].store()
     remote = "://" in result.manifest_url
-    options = {"store_options": {"client": store.client}, "cache_dir": args.cache_dir or default_cache_dir(result.manifest_url)} if remote else {}
-    batch = next(iter_sequences(result.manifest_url, "train", seq_len=args.seq_len, batch_size=args.batch_size, **options))
+    options = (
+        {
+            "store_options": {"client": store.client},
+            "cache_dir": args.cache_dir or default_cache_dir(result.manifest_url),
+        }
+        if remote
+        else {}
+    )
+    batch = next(
+        iter_sequences(result.manifest_url, "train", seq_len=args.seq_len, batch_size=args.batch_size, **options)
+    )
     read_ms = (time.perf_counter() - started) * 1000
     print(
         f"first batch   input_ids {batch['input_ids'].shape} {batch['input_ids'].dtype}, "
@@ -90,16 +108,30 @@ def cmd_mix(args) -> int:
     spec = load_mixture_spec(args.spec)  # a bad spec is one line before any run
     settings = settings_from_env(store=args.store)  # --spec names the mixture spec here, not a dataset's
     instance = local_instance()
-    print(f"publishing mixture {spec.name!r} into {settings.store_root} (Dagster home {instance.root_directory})", flush=True)
+    print(
+        f"publishing mixture {spec.name!r} into {settings.store_root} (Dagster home {instance.root_directory})",
+        flush=True,
+    )
     result = publish_mixture_spec(instance, Path(args.spec), settings.resources())
     m, report = result.mixture, result.report
     print(f"mixture       {result.url}{'' if report.live else '  (NOT replaced: audits failed)'}")
-    print(f"version       {m.version} ({'newly written' if report.created else 'already written'}; run {result.run_id})")
+    print(
+        f"version       {m.version} ({'newly written' if report.created else 'already written'}; run {result.run_id})"
+    )
     print(f"tokenizer     {m.tokenizer.fingerprint} (vocab {m.tokenizer.vocab_size:,}, {m.tokenizer.token_dtype})")
-    print("tokens/epoch  " + ", ".join(f"{split} {tokens:,} ({m.lineage.get('tokens_per_epoch_from', {}).get(split, '?')})" for split, tokens in m.tokens_per_epoch.items()))
+    print(
+        "tokens/epoch  "
+        + ", ".join(
+            f"{split} {tokens:,} ({m.lineage.get('tokens_per_epoch_from', {}).get(split, '?')})"
+            for split, tokens in m.tokens_per_epoch.items()
+        )
+    )
     print(text_table(component_rows(m)))
     failed = report.failed
-    print(f"audits        {len(report.audits) - len(failed)} of {len(report.audits)} passed" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    print(
+        f"audits        {len(report.audits) - len(failed)} of {len(report.audits)} passed"
+        + (f"; FAILED: {', '.join(failed)}" if failed else "")
+    )
     print(f"publish time  {result.seconds:.1f} s", flush=True)
     if failed:
         raise refusal(result)
@@ -117,7 +149,9 @@ def cmd_plan(args) -> int:
     from .lib.tokenizer import build_tokenizer, load_tokenizer
 
     spec = load_spec(_settings(args).spec_path)
-    text, record = build_tokenizer(spec.tokenizer, _sample_texts(spec))  # a pretrained one, or a BPE trained on a sample
+    text, record = build_tokenizer(
+        spec.tokenizer, _sample_texts(spec)
+    )  # a pretrained one, or a BPE trained on a sample
     plan = plan_build(spec, load_tokenizer(text), record.token_dtype, args.sample)
     print(format_plan(plan))
     return 0
@@ -149,7 +183,9 @@ def cmd_discover(args) -> int:
     from .lib.spec import load_spec
 
     settings = _settings(args)
-    changed, removed, keys = sync_partitions(local_instance(), settings.resources()["store"].store(), load_spec(settings.spec_path))
+    changed, removed, keys = sync_partitions(
+        local_instance(), settings.resources()["store"].store(), load_spec(settings.spec_path)
+    )
     print("\n".join(keys))
     print(f"{len(keys)} partitions: {len(changed)} new or changed, {len(removed)} removed", file=sys.stderr)
     return 0
@@ -168,10 +204,24 @@ def cmd_dev(args) -> int:
     settings = settings_from_env(environ=environ)  # refuses a bad DATASET_STORE now, not at every run and tick
     os.environ[PROJECT_ROOT_VARIABLE] = str(project)
     home = prepare_home(project)
-    print(f"Dagster UI on http://{args.host}:{args.port}: spec {settings.spec_path}, store {settings.store_root}, Dagster home {home}", flush=True)
+    print(
+        f"Dagster UI on http://{args.host}:{args.port}: spec {settings.spec_path}, store {settings.store_root}, Dagster home {home}",
+        flush=True,
+    )
     os.chdir(home)  # dagster.yaml sits beside DAGSTER_HOME's config here, so Dagster warns about no other copy
     os.environ.setdefault("PYTHONWARNINGS", "ignore:Function `dev_command` is superseded")
-    command = [sys.executable, "-m", "dagster", "dev", "-w", str(project / "workspace.yaml"), "-h", args.host, "-p", str(args.port)]
+    command = [
+        sys.executable,
+        "-m",
+        "dagster",
+        "dev",
+        "-w",
+        str(project / "workspace.yaml"),
+        "-h",
+        args.host,
+        "-p",
+        str(args.port),
+    ]
     os.execv(sys.executable, command)
     return 0  # not reached: execv replaces this process
 
@@ -180,20 +230,30 @@ def cmd_gc(args) -> int:
     from .lib.retention import Policy, collect, parse_duration, plan_collection
 
     store = _settings(args).resources()["store"].store()
-    policy = Policy(keep=args.keep, max_age_s=parse_duration(args.max_age, "--max-age"), grace_s=parse_duration(args.grace, "--grace"))
+    policy = Policy(
+        keep=args.keep,
+        max_age_s=parse_duration(args.max_age, "--max-age"),
+        grace_s=parse_duration(args.grace, "--grace"),
+    )
     plan = plan_collection(store, policy)
     print(f"versions kept     {len(plan.kept_versions)}: {', '.join(plan.kept_versions) or '-'}")
     print(f"versions dropped  {len(plan.dropped_versions)}: {', '.join(plan.dropped_versions) or '-'}")
     for hold in plan.held:  # versions the policy alone would drop, kept because a reader (or a pin) holds a live lease
-        print(f"  kept for a {hold.kind}  {hold.version}  ({hold.note}; {hold.key} live until {time.strftime('%Y-%m-%d %H:%M:%SZ', time.gmtime(hold.until))})")
+        print(
+            f"  kept for a {hold.kind}  {hold.version}  ({hold.note}; {hold.key} live until {time.strftime('%Y-%m-%d %H:%M:%SZ', time.gmtime(hold.until))})"
+        )
     if plan.abandoned_tokenizers:
-        print(f"tokenizers abandoned {len(plan.abandoned_tokenizers)}: {', '.join(plan.abandoned_tokenizers)} (neither current nor used by a kept version)")
+        print(
+            f"tokenizers abandoned {len(plan.abandoned_tokenizers)}: {', '.join(plan.abandoned_tokenizers)} (neither current nor used by a kept version)"
+        )
     for key, size in plan.deletions:
         print(f"  {'delete' if args.delete else 'would delete'}  {key}  ({size:,} bytes)")
     if args.delete:
         print(f"freed             {collect(store, plan):,} bytes in {len(plan.deletions)} files")
     else:
-        print(f"would free        {plan.bytes_freed:,} bytes in {len(plan.deletions)} files (dry run; pass --delete to delete)")
+        print(
+            f"would free        {plan.bytes_freed:,} bytes in {len(plan.deletions)} files (dry run; pass --delete to delete)"
+        )
     return 0
 
 
@@ -204,36 +264,77 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--debug", action="store_true", help="print tracebacks instead of one-line errors")
     sub = parser.add_subparsers(dest="command", required=True)
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--spec", default=None, help=f"dataset spec TOML (default: SHARD_DATASET_SPEC, else {DEFAULT_SPEC})")
-    common.add_argument("--store", default=None, help="dataset root: a folder or s3://bucket/prefix (default: DATASET_STORE and DATASET_STORE_ROOT, else data/store)")
-    d = sub.add_parser("demo", help="write the demo corpus (JSONL from the Python standard library's text) and its spec")
-    d.add_argument("--folder", default=str(Path(DEFAULT_SPEC).parent), help="where to write them (default: %(default)s)")
+    common.add_argument(
+        "--spec", default=None, help=f"dataset spec TOML (default: SHARD_DATASET_SPEC, else {DEFAULT_SPEC})"
+    )
+    common.add_argument(
+        "--store",
+        default=None,
+        help="dataset root: a folder or s3://bucket/prefix (default: DATASET_STORE and DATASET_STORE_ROOT, else data/store)",
+    )
+    d = sub.add_parser(
+        "demo", help="write the demo corpus (JSONL from the Python standard library's text) and its spec"
+    )
+    d.add_argument(
+        "--folder", default=str(Path(DEFAULT_SPEC).parent), help="where to write them (default: %(default)s)"
+    )
     d.set_defaults(func=cmd_demo)
     b = sub.add_parser("build", parents=[common], help="run every job end to end, publish, and read a first batch back")
-    workers = os.environ.get("SHARD_BUILD_WORKERS") or str(os.cpu_count() or 1)  # argparse checks a string default with `type`
-    b.add_argument("--workers", type=_positive, default=workers, help="runs executed at once (default: SHARD_BUILD_WORKERS, else the core count)")
+    workers = os.environ.get("SHARD_BUILD_WORKERS") or str(
+        os.cpu_count() or 1
+    )  # argparse checks a string default with `type`
+    b.add_argument(
+        "--workers",
+        type=_positive,
+        default=workers,
+        help="runs executed at once (default: SHARD_BUILD_WORKERS, else the core count)",
+    )
     b.add_argument("--seq-len", type=_positive, default=128)
     b.add_argument("--batch-size", type=_positive, default=4)
-    b.add_argument("--cache-dir", default=None, help="where the read-back of a remote store caches shards (default: under ~/.cache/shard_loader)")
+    b.add_argument(
+        "--cache-dir",
+        default=None,
+        help="where the read-back of a remote store caches shards (default: under ~/.cache/shard_loader)",
+    )
     b.set_defaults(func=cmd_build)
-    x = sub.add_parser("mix", help="publish a mixture spec (components pinned, audited, then made live) as a named run of mixture_job")
+    x = sub.add_parser(
+        "mix", help="publish a mixture spec (components pinned, audited, then made live) as a named run of mixture_job"
+    )
     x.add_argument("--spec", required=True, help="mixture spec TOML ([[components]] with manifest and weight)")
-    x.add_argument("--store", default=None, help="where mixtures/<name>.json goes: a folder or s3://bucket/prefix (default: from the environment, else data/store)")
+    x.add_argument(
+        "--store",
+        default=None,
+        help="where mixtures/<name>.json goes: a folder or s3://bucket/prefix (default: from the environment, else data/store)",
+    )
     x.set_defaults(func=cmd_mix)
     sub.add_parser("presets", help="list the named corpus presets").set_defaults(func=cmd_presets)
-    p = sub.add_parser("plan", parents=[common], help="estimate tokens, bytes, disk and time from a sample of every file")
+    p = sub.add_parser(
+        "plan", parents=[common], help="estimate tokens, bytes, disk and time from a sample of every file"
+    )
     p.add_argument("--sample", type=_positive, default=200, help="documents sampled per file")
     p.set_defaults(func=cmd_plan)
-    sub.add_parser("discover", parents=[common], help="list the sources and register their partitions (one per file, or sized by SHARD_PARTITION_BYTES)").set_defaults(func=cmd_discover)
+    sub.add_parser(
+        "discover",
+        parents=[common],
+        help="list the sources and register their partitions (one per file, or sized by SHARD_PARTITION_BYTES)",
+    ).set_defaults(func=cmd_discover)
     v = sub.add_parser("dev", help="start the Dagster UI and daemon on the project's instance (.dagster_home)")
-    v.add_argument("--project", default=".", help="the repository folder holding workspace.yaml and dagster.yaml (default: .)")
+    v.add_argument(
+        "--project", default=".", help="the repository folder holding workspace.yaml and dagster.yaml (default: .)"
+    )
     v.add_argument("--host", default="127.0.0.1")
     v.add_argument("--port", type=_positive, default=3000)
     v.set_defaults(func=cmd_dev)
-    g = sub.add_parser("gc", parents=[common], help="delete files no kept manifest version needs (a dry run unless --delete)")
+    g = sub.add_parser(
+        "gc", parents=[common], help="delete files no kept manifest version needs (a dry run unless --delete)"
+    )
     g.add_argument("--keep", type=_positive, default=3, help="newest versions always kept (default %(default)s)")
     g.add_argument("--max-age", default="30d", help="versions younger than this are kept (default %(default)s)")
-    g.add_argument("--grace", default="7d", help="a superseded version, and any file written, stays this long (default %(default)s)")
+    g.add_argument(
+        "--grace",
+        default="7d",
+        help="a superseded version, and any file written, stays this long (default %(default)s)",
+    )
     g.add_argument("--delete", action="store_true", help="delete; without it, only list what would be deleted")
     g.set_defaults(func=cmd_gc)
     args = parser.parse_args(argv)

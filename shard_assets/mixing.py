@@ -37,19 +37,28 @@ def publish_mixture_spec(instance: dg.DagsterInstance, spec: Path, resources: di
     spec = spec.resolve()
     defs = build_definitions({**resources, "mixtures": MixtureSpecsResource(folder=str(spec.parent))})
     result = defs.resolve_job_def("mixture_job").execute_in_process(
-        instance=instance, partition_key=spec.stem, run_config=QUIET, raise_on_error=False,
+        instance=instance,
+        partition_key=spec.stem,
+        run_config=QUIET,
+        raise_on_error=False,
         tags=dict(zip(BUILD_TAGS, (socket.gethostname(), str(os.getpid())))),
     )
     materialized = result.asset_materializations_for_node("mixture")
     if not materialized:
-        raise RunFailed(f"mixture_job [{spec.stem}] failed (run {result.run_id}): {failure_message(result) or 'see the run in the Dagster UI'}")
+        raise RunFailed(
+            f"mixture_job [{spec.stem}] failed (run {result.run_id}): {failure_message(result) or 'see the run in the Dagster UI'}"
+        )
     report, store = publish_report(materialized[0].metadata), resources["store"].store()
     mixture = read_mixture(store, report.key)
-    return MixResult(live_mixture_url(store, mixture.name), report, mixture, result.run_id, time.perf_counter() - started)
+    return MixResult(
+        live_mixture_url(store, mixture.name), report, mixture, result.run_id, time.perf_counter() - started
+    )
 
 
 def refusal(result: MixResult) -> PublishError:
     """One line: which audits failed and why, and that the live mixture was left as it was."""
     failed = [a for a in result.report.audits if not a.passed]
     reasons = "; ".join(f"{a.name}: {'; '.join(a.problems[:3]) or a.summary}" for a in failed)
-    return PublishError(f"mixture {result.mixture.version} failed its audits ({reasons}); {result.report.key} written, {result.url} unchanged")
+    return PublishError(
+        f"mixture {result.mixture.version} failed its audits ({reasons}); {result.report.key} written, {result.url} unchanged"
+    )

@@ -63,7 +63,9 @@ def portable_config(resources: dict[str, dg.ConfigurableResource]) -> dict:
             if isinstance(value, dg.EnvVar):
                 value = {"env": value.env_var_name}
             elif key in SECRET_FIELDS and value:
-                raise BuildError(f"resource {name!r}: {key} must be a dg.EnvVar for runs on a cluster; a plain value would be stored in each run's config")
+                raise BuildError(
+                    f"resource {name!r}: {key} must be a dg.EnvVar for runs on a cluster; a plain value would be stored in each run's config"
+                )
             elif key == "root" and isinstance(value, str) and value and "://" not in value:
                 value = str(Path(value).resolve())
             values[key] = value
@@ -91,7 +93,13 @@ class RunQueue:
     """A RunExecutor: submits the build's runs to the instance's queue and follows them; `failed` lists the runs
     that failed for good (after Dagster's retries), one line each."""
 
-    def __init__(self, instance: dg.DagsterInstance, workspace: WorkspaceProcessContext, run_config: dict, daemon: BuildDaemon | None):
+    def __init__(
+        self,
+        instance: dg.DagsterInstance,
+        workspace: WorkspaceProcessContext,
+        run_config: dict,
+        daemon: BuildDaemon | None,
+    ):
         self.instance, self.workspace, self.run_config, self.daemon = instance, workspace, run_config, daemon
         self.build_id = uuid.uuid4().hex[:12]
         self.failed: list[str] = []
@@ -106,14 +114,21 @@ class RunQueue:
             return
         run_config = portable_config(resources)
         origin = InProcessCodeLocationOrigin(  # DAGSTER_CURRENT_IMAGE: the image Kubernetes and ECS launchers run it in, as for a code server
-            LoadableTargetOrigin(executable_path=sys.executable, module_name="shard_assets.definitions", attribute="defs"),
-            location_name=LOCATION_NAME, container_image=os.environ.get("DAGSTER_CURRENT_IMAGE"),
+            LoadableTargetOrigin(
+                executable_path=sys.executable, module_name="shard_assets.definitions", attribute="defs"
+            ),
+            location_name=LOCATION_NAME,
+            container_image=os.environ.get("DAGSTER_CURRENT_IMAGE"),
         )
         daemon = None
         if not daemon_alive(instance):
             daemon = BuildDaemon()
-            print(f"no dagster-daemon serves this instance: running one for this build (log: {daemon.log_path}); "
-                  "run `dagster-daemon run -w workspace.yaml` on a service node to keep one between builds", file=sys.stderr, flush=True)
+            print(
+                f"no dagster-daemon serves this instance: running one for this build (log: {daemon.log_path}); "
+                "run `dagster-daemon run -w workspace.yaml` on a service node to keep one between builds",
+                file=sys.stderr,
+                flush=True,
+            )
         try:
             with WorkspaceProcessContext(instance, InProcessWorkspaceLoadTarget(origin)) as workspace:
                 yield cls(instance, workspace, run_config, daemon)
@@ -128,19 +143,41 @@ class RunQueue:
         location = context.get_code_location(LOCATION_NAME)
         repo = next(iter(location.get_repositories().values()))
         keys = [dg.AssetKey(a) for a in assets] if assets else None
-        remote_job = location.get_job(JobSubsetSelector(location_name=LOCATION_NAME, repository_name=repo.name, job_name=job, op_selection=None, asset_selection=keys))
+        remote_job = location.get_job(
+            JobSubsetSelector(
+                location_name=LOCATION_NAME,
+                repository_name=repo.name,
+                job_name=job,
+                op_selection=None,
+                asset_selection=keys,
+            )
+        )
         target = run_target(list(partitions)) if partitions else {"partition_key": None, "tags": {}}
         tags = {**remote_job.tags, **target["tags"], BUILD_TAG: self.build_id}
         if target["partition_key"]:
             tags[PARTITION_NAME_TAG] = target["partition_key"]
-        plan = location.get_execution_plan(remote_job, self.run_config, step_keys_to_execute=None, known_state=None, instance=self.instance)
+        plan = location.get_execution_plan(
+            remote_job, self.run_config, step_keys_to_execute=None, known_state=None, instance=self.instance
+        )
         run = self.instance.create_run(
-            job_name=job, run_id=None, run_config=self.run_config, resolved_op_selection=remote_job.resolved_op_selection,
-            step_keys_to_execute=plan.execution_plan_snapshot.step_keys_to_execute, op_selection=None, status=None,
-            root_run_id=None, parent_run_id=None, tags=tags, job_snapshot=remote_job.job_snapshot,
-            execution_plan_snapshot=plan.execution_plan_snapshot, parent_job_snapshot=remote_job.parent_job_snapshot,
-            remote_job_origin=remote_job.get_remote_origin(), job_code_origin=remote_job.get_python_origin(),
-            asset_selection=frozenset(keys) if keys else None, asset_check_selection=None, asset_graph=repo.asset_graph,
+            job_name=job,
+            run_id=None,
+            run_config=self.run_config,
+            resolved_op_selection=remote_job.resolved_op_selection,
+            step_keys_to_execute=plan.execution_plan_snapshot.step_keys_to_execute,
+            op_selection=None,
+            status=None,
+            root_run_id=None,
+            parent_run_id=None,
+            tags=tags,
+            job_snapshot=remote_job.job_snapshot,
+            execution_plan_snapshot=plan.execution_plan_snapshot,
+            parent_job_snapshot=remote_job.parent_job_snapshot,
+            remote_job_origin=remote_job.get_remote_origin(),
+            job_code_origin=remote_job.get_python_origin(),
+            asset_selection=frozenset(keys) if keys else None,
+            asset_check_selection=None,
+            asset_graph=repo.asset_graph,
         )
         self.instance.submit_run(run.run_id, context)
         return QueuedRun(batch, job, partitions, assets, run.run_id)
@@ -163,13 +200,21 @@ class RunQueue:
                     yield q, True, ""
                     continue
                 if run.tags.get(WILL_RETRY_TAG) == "true" and (retry := run.tags.get(AUTO_RETRY_RUN_ID_TAG)):
-                    print(f"{q.where()} failed (run {q.run_id}): {self.message(q.run_id)}; Dagster retries it as run {retry}", file=sys.stderr, flush=True)
+                    print(
+                        f"{q.where()} failed (run {q.run_id}): {self.message(q.run_id)}; Dagster retries it as run {retry}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                     q.run_id, q.failed_at = retry, None
                     continue
                 if self._retry_coming(q, run):
                     continue
                 pending.remove(q)
-                yield q, False, f"{q.where()} failed (run {q.run_id}): {self.message(q.run_id) or f'the run was {run.status.value.lower()}'}"
+                yield (
+                    q,
+                    False,
+                    f"{q.where()} failed (run {q.run_id}): {self.message(q.run_id) or f'the run was {run.status.value.lower()}'}",
+                )
             if pending:
                 time.sleep(POLL_SECONDS)  # polling the instance's run records; runs take seconds to hours
 
@@ -184,7 +229,10 @@ class RunQueue:
             health = launcher.check_run_worker_health(run)
         except BuildError:  # the engine did not answer (a busy controller): ask again next poll
             return
-        if health.status == WorkerStatus.FAILED and self.instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.STARTING:
+        if (
+            health.status == WorkerStatus.FAILED
+            and self.instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.STARTING
+        ):
             self.instance.report_run_failed(run, f"its worker ended before the run started: {health.msg}")
 
     def _retry_coming(self, q: QueuedRun, run: dg.DagsterRun) -> bool:
@@ -198,7 +246,14 @@ class RunQueue:
         return time.monotonic() - q.failed_at < RETRY_TAG_SECONDS
 
     def message(self, run_id: str) -> str:
-        entries = self.instance.all_logs(run_id, of_type={dg.DagsterEventType.STEP_FAILURE, dg.DagsterEventType.ENGINE_EVENT, dg.DagsterEventType.RUN_FAILURE})
+        entries = self.instance.all_logs(
+            run_id,
+            of_type={
+                dg.DagsterEventType.STEP_FAILURE,
+                dg.DagsterEventType.ENGINE_EVENT,
+                dg.DagsterEventType.RUN_FAILURE,
+            },
+        )
         return failure_message(e.dagster_event for e in entries)
 
     def execute(self, batches: Sequence[RunBatch]) -> Iterator[RunOutcome]:

@@ -40,8 +40,13 @@ from .lib.spec import DatasetSpec
 from .run_events import failure_message as _failure_of_events
 from .run_queue import RunQueue
 
-QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}  # failures are reported once, as one line each, by the runner
-BUILD_TAGS = ("shard/build_host", "shard/build_pid")  # which process executes a build's run: a re-run finds those a kill left behind
+QUIET = {
+    "loggers": {"console": {"config": {"log_level": "CRITICAL"}}}
+}  # failures are reported once, as one line each, by the runner
+BUILD_TAGS = (
+    "shard/build_host",
+    "shard/build_pid",
+)  # which process executes a build's run: a re-run finds those a kill left behind
 TOKENIZE_POOL = "tokenize"  # tokenized_shards' pool
 CLEAR_LINE = "\r\x1b[K"  # a terminal's progress line is cleared before a warning takes its place
 PROGRESS_INTERVAL = 30.0  # seconds between progress lines in a pipe (a terminal redraws one line at every run)
@@ -58,7 +63,9 @@ class BuildResult:
     seconds: float
     run_ids: tuple[str, ...]
     checks: dict[str, bool]
-    failed_runs: tuple[str, ...] = ()  # on a cluster instance: the runs that failed for good (after Dagster's retries), one line each
+    failed_runs: tuple[
+        str, ...
+    ] = ()  # on a cluster instance: the runs that failed for good (after Dagster's retries), one line each
 
 
 def failure_message(result: dg.ExecuteInProcessResult) -> str:
@@ -66,7 +73,13 @@ def failure_message(result: dg.ExecuteInProcessResult) -> str:
     return _failure_of_events(result.all_events)
 
 
-def run_job(defs: dg.Definitions, job: str, instance: dg.DagsterInstance, partitions: Sequence[str] = (), assets: Sequence[str] = ()) -> dg.ExecuteInProcessResult:
+def run_job(
+    defs: dg.Definitions,
+    job: str,
+    instance: dg.DagsterInstance,
+    partitions: Sequence[str] = (),
+    assets: Sequence[str] = (),
+) -> dg.ExecuteInProcessResult:
     """Execute one defined job in this process, over adjacent `partitions` (one run for the range); a failure
     is a RunFailed naming the job, partitions and cause."""
     selection = [dg.AssetKey(a) for a in assets] if assets else None
@@ -77,7 +90,9 @@ def run_job(defs: dg.Definitions, job: str, instance: dg.DagsterInstance, partit
     )
     if not result.success:
         where = RunBatch(job, tuple(partitions))
-        raise RunFailed(f"{where} failed (run {result.run_id}): {failure_message(result) or 'see the run in the Dagster UI'}")
+        raise RunFailed(
+            f"{where} failed (run {result.run_id}): {failure_message(result) or 'see the run in the Dagster UI'}"
+        )
     return result
 
 
@@ -85,11 +100,19 @@ def worker_limit(instance: dg.DagsterInstance) -> int | None:
     """The most runs a build may execute at once under the instance's dagster.yaml: its run limit, its limit on
     tokenize-tagged runs and the tokenize pool's limit, whichever is lowest; None when it sets none."""
     config = instance.get_concurrency_config()
-    pools = instance.event_log_storage.get_pool_limits() if instance.event_log_storage.supports_global_concurrency_limits else []
+    pools = (
+        instance.event_log_storage.get_pool_limits()
+        if instance.event_log_storage.supports_global_concurrency_limits
+        else []
+    )
     limits = [next((p.limit for p in pools if p.name == TOKENIZE_POOL), config.pool_config.default_pool_limit)]
     if queue := config.run_queue_config:
         limits.append(queue.max_concurrent_runs if queue.max_concurrent_runs >= 0 else None)
-        limits += [t["limit"] for t in queue.tag_concurrency_limits if t["key"] in TOKENIZE_TAGS and t.get("value") in (None, TOKENIZE_TAGS[t["key"]])]
+        limits += [
+            t["limit"]
+            for t in queue.tag_concurrency_limits
+            if t["key"] in TOKENIZE_TAGS and t.get("value") in (None, TOKENIZE_TAGS[t["key"]])
+        ]
     limits = [n for n in limits if n is not None]
     return max(1, min(limits)) if limits else None
 
@@ -98,11 +121,16 @@ def release_killed_runs(instance: dg.DagsterInstance) -> list[str]:
     """Runs a killed build left in progress (its process is gone from this host) are marked failed and their
     pool slots freed: otherwise a re-run's tokenize steps wait forever for slots no process will give back."""
     released = []
-    for run in instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED])):
+    for run in instance.get_runs(
+        filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED])
+    ):
         host, pid = (run.tags.get(t) for t in BUILD_TAGS)
         if host != socket.gethostname() or not pid or _alive(int(pid)):
             continue
-        instance.report_run_failed(run, f"its process ({pid}) is gone: the build was killed; `shard-assets build` released the run's pool slots")
+        instance.report_run_failed(
+            run,
+            f"its process ({pid}) is gone: the build was killed; `shard-assets build` released the run's pool slots",
+        )
         instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
         released.append(run.run_id)
     return released
@@ -126,7 +154,9 @@ def _run_isolating(defs: dg.Definitions, instance: dg.DagsterInstance, batch: Ru
         if len(batch.partitions) <= 1:
             return RunOutcome(batch, (), {batch.partitions[0] if batch.partitions else batch.job: str(exc)})
     outcomes = [_run_isolating(defs, instance, RunBatch(batch.job, (p,), batch.assets)) for p in batch.partitions]
-    return RunOutcome(batch, tuple(r for o in outcomes for r in o.run_ids), {k: v for o in outcomes for k, v in o.failures.items()})
+    return RunOutcome(
+        batch, tuple(r for o in outcomes for r in o.run_ids), {k: v for o in outcomes for k, v in o.failures.items()}
+    )
 
 
 def _run_in_worker(settings: Settings, instance_ref: InstanceRef, batch: RunBatch) -> RunOutcome:
@@ -194,7 +224,13 @@ def plan_runs(partitions: list[str], order: list[str], workers: int, sizes: dict
 
 
 def run_partitions(
-    executor: RunExecutor, job: str, partitions: list[str], order: list[str], sizes: dict[str, int], workers: int, assets: tuple[str, ...] = ()
+    executor: RunExecutor,
+    job: str,
+    partitions: list[str],
+    order: list[str],
+    sizes: dict[str, int],
+    workers: int,
+    assets: tuple[str, ...] = (),
 ) -> tuple[list[str], dict[str, str]]:
     """Runs of `job` over `partitions` (several adjacent ones per run; `sizes` in source bytes) with progress;
     returns (run ids, {failed partition: message}). Every partition failing is a RunFailed naming the first cause."""
@@ -226,7 +262,11 @@ def check_results(instance: dg.DagsterInstance, run_id: str) -> dict[str, bool]:
 
 
 def build_dataset(
-    instance: dg.DagsterInstance, spec: DatasetSpec, resources: dict, workers: int = 1, executor: RunExecutor | None = None
+    instance: dg.DagsterInstance,
+    spec: DatasetSpec,
+    resources: dict,
+    workers: int = 1,
+    executor: RunExecutor | None = None,
 ) -> BuildResult:
     """Register partitions, then ingest every partition, make the tokenizer, tokenize every partition, and publish.
 
@@ -239,16 +279,26 @@ def build_dataset(
         return _build(instance, spec, resources, workers, executor or queue)
 
 
-def _build(instance: dg.DagsterInstance, spec: DatasetSpec, resources: dict, workers: int, executor: RunExecutor | None) -> BuildResult:
+def _build(
+    instance: dg.DagsterInstance, spec: DatasetSpec, resources: dict, workers: int, executor: RunExecutor | None
+) -> BuildResult:
     from .definitions import build_definitions
 
     started = time.perf_counter()
     if released := release_killed_runs(instance):
-        print(f"marked {len(released)} runs of a killed build failed and freed their pool slots", file=sys.stderr, flush=True)
+        print(
+            f"marked {len(released)} runs of a killed build failed and freed their pool slots",
+            file=sys.stderr,
+            flush=True,
+        )
     if executor is None:
         limit = worker_limit(instance)
         if limit is not None and workers > limit:
-            print(f"running {limit} partition runs at once, not {workers}: the instance's dagster.yaml allows {limit}", file=sys.stderr, flush=True)
+            print(
+                f"running {limit} partition runs at once, not {workers}: the instance's dagster.yaml allows {limit}",
+                file=sys.stderr,
+                flush=True,
+            )
             workers = limit
         executor = LocalRuns(build_definitions(resources), Settings.of(resources), instance, workers)
     parallel = workers if instance.is_persistent else 1
@@ -262,7 +312,9 @@ def _build(instance: dg.DagsterInstance, spec: DatasetSpec, resources: dict, wor
     runs += run_partitions(executor, "tokenize_job", ingested, order, sizes, parallel, assets=("tokenized_shards",))[0]
     publish_run = run_one(executor, "publish_job")
     runs.append(publish_run)
-    live = parse_manifest(store.get_bytes(LATEST_KEY), origin=f"{store.describe()}/{LATEST_KEY}")  # what publish_job made live
+    live = parse_manifest(
+        store.get_bytes(LATEST_KEY), origin=f"{store.describe()}/{LATEST_KEY}"
+    )  # what publish_job made live
     summary = get_record(store, splits_record_key(live.tokenizer.fingerprint), SplitsRecord, "build summary")
     return BuildResult(
         manifest_url=f"{store.loader_url().rstrip('/')}/{LATEST_KEY}",

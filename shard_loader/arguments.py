@@ -7,7 +7,17 @@ from typing import Any
 
 from .errors import ShardLoaderError
 
-_UNITS = {"TIB": 1 << 40, "GIB": 1 << 30, "MIB": 1 << 20, "KIB": 1 << 10, "TB": 10**12, "GB": 10**9, "MB": 10**6, "KB": 10**3, "B": 1}
+_UNITS = {
+    "TIB": 1 << 40,
+    "GIB": 1 << 30,
+    "MIB": 1 << 20,
+    "KIB": 1 << 10,
+    "TB": 10**12,
+    "GB": 10**9,
+    "MB": 10**6,
+    "KB": 10**3,
+    "B": 1,
+}
 
 
 class ArgumentError(ShardLoaderError, ValueError):
@@ -66,7 +76,9 @@ def size_in_bytes(name: str, value: Any) -> int | None:
         try:
             value = int(float(number) * factor)
         except ValueError:
-            raise ArgumentError(f"{name} must be a byte count or a size such as '200GB' or '512MiB', got {value!r}") from None
+            raise ArgumentError(
+                f"{name} must be a byte count or a size such as '200GB' or '512MiB', got {value!r}"
+            ) from None
     return integer(name, value, 1)
 
 

@@ -37,8 +37,13 @@ def _sources(args: argparse.Namespace) -> list[tuple[str, OpenedManifest, Path |
     if is_mixture(args.url):
         mixture = open_mixture(args.url)
         components = open_components(mixture, cache_dir=args.cache_dir)
-        caches = [component_cache_dir(args.cache_dir, c.name) if args.cache_dir else None for c in mixture.file.components]
-        return [(f"{c.name}: ", _known(m, args), m.cache_dir(d)) for c, m, d in zip(mixture.file.components, components, caches)]
+        caches = [
+            component_cache_dir(args.cache_dir, c.name) if args.cache_dir else None for c in mixture.file.components
+        ]
+        return [
+            (f"{c.name}: ", _known(m, args), m.cache_dir(d))
+            for c, m, d in zip(mixture.file.components, components, caches)
+        ]
     opened = _open(args)
     return [("", opened, opened.cache_dir(args.cache_dir))]
 
@@ -54,10 +59,14 @@ def cmd_info(args: argparse.Namespace) -> int:
     opened = _open(args)
     m = opened.manifest
     print(f"dataset     {m.dataset}  version {m.version}  created {m.created_at}")
-    print(f"tokenizer   {m.tokenizer.name} ({m.tokenizer.fingerprint}), vocab {m.tokenizer.vocab_size:,}, eod {m.tokenizer.eod_id}, {m.token_dtype}")
+    print(
+        f"tokenizer   {m.tokenizer.name} ({m.tokenizer.fingerprint}), vocab {m.tokenizer.vocab_size:,}, eod {m.tokenizer.eod_id}, {m.token_dtype}"
+    )
     for name in _splits(opened, args):
         split = m.splits[name]
-        print(f"{name:<11} {split.tokens:>15,} tokens {split.documents:>12,} documents {split.shard_count:>7,} shards {split.nbytes / 1e9:>9.3f} GB")
+        print(
+            f"{name:<11} {split.tokens:>15,} tokens {split.documents:>12,} documents {split.shard_count:>7,} shards {split.nbytes / 1e9:>9.3f} GB"
+        )
     if args.json:
         print(json.dumps(opened.lineage(), indent=2))
     return 0
@@ -77,7 +86,9 @@ def cmd_fetch(args: argparse.Namespace) -> int:
         for ref in refs:
             ensure_local(opened.store, ref, cache)
         seconds = time.perf_counter() - started
-        print(f"{label}{len(refs)} files, {total / 1e9:.3f} GB verified in {cache or opened.store.url} in {seconds:.1f} s ({total / 1e6 / max(seconds, 1e-6):,.1f} MB/s)")
+        print(
+            f"{label}{len(refs)} files, {total / 1e9:.3f} GB verified in {cache or opened.store.url} in {seconds:.1f} s ({total / 1e6 / max(seconds, 1e-6):,.1f} MB/s)"
+        )
     return 0
 
 
@@ -104,7 +115,12 @@ def _verify(args: argparse.Namespace, label: str, opened: OpenedManifest, cache:
     for i, ref in enumerate(refs, 1):
         if sys.stderr.isatty():  # a terminal sees a line redrawn in place; a pipe only the summary
             rate = done / 1e6 / max(time.perf_counter() - started, 1e-6)
-            print(f"\r{label}verifying {i}/{len(refs)} files, {done / 1e6:,.1f}/{total / 1e6:,.1f} MB, {rate:,.1f} MB/s", end="", file=sys.stderr, flush=True)
+            print(
+                f"\r{label}verifying {i}/{len(refs)} files, {done / 1e6:,.1f}/{total / 1e6:,.1f} MB, {rate:,.1f} MB/s",
+                end="",
+                file=sys.stderr,
+                flush=True,
+            )
         done += ref.size
         try:
             verify_file(_where(opened, cache, ref), ref)
@@ -115,13 +131,21 @@ def _verify(args: argparse.Namespace, label: str, opened: OpenedManifest, cache:
             print(f"{label}BAD      {exc}")
             bad += 1
     if missing and cache is not None:
-        print(f"{label}{opened.store.url} is remote: its files are verified in the cache {cache}; "
-              f"run `shard-loader fetch {args.url}`{' --cache-dir ' + str(args.cache_dir) if args.cache_dir else ''} first")
+        print(
+            f"{label}{opened.store.url} is remote: its files are verified in the cache {cache}; "
+            f"run `shard-loader fetch {args.url}`{' --cache-dir ' + str(args.cache_dir) if args.cache_dir else ''} first"
+        )
     if sys.stderr.isatty():
         print(file=sys.stderr)
     seconds = time.perf_counter() - started
-    summary = f"{len(refs)} files, {total / 1e9:.3f} GB in {seconds:.1f} s ({total / 1e6 / max(seconds, 1e-6):,.1f} MB/s)"
-    print(f"{label}all files verified: {summary}" if not (bad or missing) else f"{label}{missing} files missing, {bad} bad of {summary}")
+    summary = (
+        f"{len(refs)} files, {total / 1e9:.3f} GB in {seconds:.1f} s ({total / 1e6 / max(seconds, 1e-6):,.1f} MB/s)"
+    )
+    print(
+        f"{label}all files verified: {summary}"
+        if not (bad or missing)
+        else f"{label}{missing} files missing, {bad} bad of {summary}"
+    )
     return bool(bad or missing)
 
 
@@ -132,7 +156,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.split and len(args.split) > 1:
         raise ArgumentError(f"bench measures one split; --split names {len(args.split)} ({', '.join(args.split)})")
     split = args.split[0] if args.split else "train"
-    ds = TokenDataset(args.url, split=split, seq_len=args.seq_len, batch_size=args.batch_size, cache_dir=args.cache_dir)  # a remote store caches by default
+    ds = TokenDataset(
+        args.url, split=split, seq_len=args.seq_len, batch_size=args.batch_size, cache_dir=args.cache_dir
+    )  # a remote store caches by default
     first, tokens = None, 0
     for i, batch in enumerate(ds):
         if first is None:
@@ -141,7 +167,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if i + 1 >= args.batches:
             break
     seconds = time.perf_counter() - started - (first or 0)
-    print(f"first batch after {first:.3f} s; {tokens:,} tokens in {seconds:.3f} s = {tokens / max(seconds, 1e-9) / 1e6:,.1f}M tokens/s")
+    print(
+        f"first batch after {first:.3f} s; {tokens:,} tokens in {seconds:.3f} s = {tokens / max(seconds, 1e-9) / 1e6:,.1f}M tokens/s"
+    )
     return 0
 
 
@@ -167,7 +195,11 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name, help=help_)
         p.add_argument("url", help="manifest or mixture path or URL (a folder means its manifest.json)")
         p.add_argument("--split", action="append", help="split(s) to use (default: all; bench: train)")
-        p.add_argument("--cache-dir", default=None, help="where a remote dataset's files go (default: one folder per dataset under $XDG_CACHE_HOME/shard_loader or ~/.cache/shard_loader)")
+        p.add_argument(
+            "--cache-dir",
+            default=None,
+            help="where a remote dataset's files go (default: one folder per dataset under $XDG_CACHE_HOME/shard_loader or ~/.cache/shard_loader)",
+        )
         p.set_defaults(func=func)
         if name == "info":
             p.add_argument("--json", action="store_true", help="also print the lineage")
@@ -175,8 +207,13 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--seq-len", type=int, default=2048)
             p.add_argument("--batch-size", type=int, default=8)
             p.add_argument("--batches", type=int, default=200)
-    p = sub.add_parser("pin", help="keep a version from gc for a while (for readers that cannot write a lease of their own); needs write keys")
-    p.add_argument("url", help="the version's manifest: manifests/<version>.json, or a folder or manifest.json for the live one")
+    p = sub.add_parser(
+        "pin",
+        help="keep a version from gc for a while (for readers that cannot write a lease of their own); needs write keys",
+    )
+    p.add_argument(
+        "url", help="the version's manifest: manifests/<version>.json, or a folder or manifest.json for the live one"
+    )
     p.add_argument("--for", dest="for_", required=True, help="how long, e.g. 30d, 12h")
     p.add_argument("--note", default="", help="who pinned it and why, shown by shard-assets gc")
     p.set_defaults(func=cmd_pin)

@@ -57,7 +57,12 @@ class TokenDataset:
         """`TokenDataset(url)` reads the document at `url` once and dispatches on its `format` (never its path): a
         mixture file gives a MixtureDataset; a dataset manifest's store and bytes are kept for __init__ to parse."""
         store_options = options.get("store_options")
-        if cls is not TokenDataset or not isinstance(url, str) or not url or not isinstance(store_options, (dict, type(None))):
+        if (
+            cls is not TokenDataset
+            or not isinstance(url, str)
+            or not url
+            or not isinstance(store_options, (dict, type(None)))
+        ):
             return super().__new__(cls)
         try:
             document = read_document(url, store_options)
@@ -101,14 +106,22 @@ class TokenDataset:
         self.keep_files, self.position_ids = flag("keep_files", keep_files), flag("position_ids", position_ids)
         self.store_options = optional_mapping("store_options", store_options)
         self.opened = self._open_manifest()
-        self.lease = hold_reader_lease(self.opened.store, self.opened.manifest.version, self.opened.key)  # gc keeps what this process reads
-        self.cache_dir = self.opened.cache_dir(self.cache_dir)  # a remote store without one caches under ~/.cache/shard_loader
+        self.lease = hold_reader_lease(
+            self.opened.store, self.opened.manifest.version, self.opened.key
+        )  # gc keeps what this process reads
+        self.cache_dir = self.opened.cache_dir(
+            self.cache_dir
+        )  # a remote store without one caches under ~/.cache/shard_loader
         self.shards = self.opened.manifest.split(split).shards
         if not self.shards:
             raise EmptyEpochError(f"{url}: split {split!r} has no shards")
         by_bytes = window_bytes or (self.disk_budget // 2 if self.disk_budget and not window_shards else None)
         self.windows = make_windows(self.shards.nbytes.tolist(), window_shards, by_bytes)
-        self.window_options = (window_shards, by_bytes, self.disk_budget)  # recorded in a state beside the layout's digest
+        self.window_options = (
+            window_shards,
+            by_bytes,
+            self.disk_budget,
+        )  # recorded in a state beside the layout's digest
         self.shard_samples, self.window_totals = sample_counts(self.spec, self.shards.tokens, self.windows)
         self.position = Position()
         self.cache = self._make_cache()
@@ -116,10 +129,14 @@ class TokenDataset:
 
     def _open_manifest(self) -> OpenedManifest:
         """The manifest with this split's shard table (a mixture's component also checks the pinned bytes)."""
-        return open_manifest(self.url, [self.split], self.cache_dir, document=self.__dict__.pop("_document", None), **self.store_options)
+        return open_manifest(
+            self.url, [self.split], self.cache_dir, document=self.__dict__.pop("_document", None), **self.store_options
+        )
 
     def _make_cache(self) -> WindowCache:
-        return window_cache(self.opened, self.shards, self.plan(Position()), self.cache_dir, self.disk_budget, self.keep_files)
+        return window_cache(
+            self.opened, self.shards, self.plan(Position()), self.cache_dir, self.disk_budget, self.keep_files
+        )
 
     def __getstate__(self) -> dict[str, Any]:
         """Workers get the resolved world and the parsed manifest, never a live store connection or thread."""
@@ -169,8 +186,16 @@ class TokenDataset:
         """This rank's plan for the rest of the epoch from `position` (default: where the stream stands)."""
         p = self.position if position is None else position
         return EpochPlan(
-            self.shard_samples, self.window_totals, tuple(self.windows), self.spec, self.seed, p.epoch, self.batch_size,
-            self.world.rank, self.world.world_size, p.cursor,
+            self.shard_samples,
+            self.window_totals,
+            tuple(self.windows),
+            self.spec,
+            self.seed,
+            p.epoch,
+            self.batch_size,
+            self.world.rank,
+            self.world.world_size,
+            p.cursor,
         )
 
     def __len__(self) -> int:
@@ -193,8 +218,16 @@ class TokenDataset:
     def stream_key(self) -> StreamKey:
         manifest = self.opened.manifest
         return StreamKey(
-            manifest.dataset, manifest.version, self.split, self.spec.seq_len, self.batch_size, self.spec.step,
-            self.spec.label_shift, self.seed, _layout_digest(self.windows), *self.window_options,
+            manifest.dataset,
+            manifest.version,
+            self.split,
+            self.spec.seq_len,
+            self.batch_size,
+            self.spec.step,
+            self.spec.label_shift,
+            self.seed,
+            _layout_digest(self.windows),
+            *self.window_options,
         )
 
     def state_dict(self) -> dict[str, Any]:
@@ -215,7 +248,9 @@ class TokenDataset:
         if inside and c.window < len(self.windows):
             inside = c.sample <= plan.window_samples(self.windows[plan.order[c.window]])
         if not inside:
-            raise StateError(f"state_dict position (window {c.window}, sample {c.sample}, batches {position.batches}) is outside the epoch")
+            raise StateError(
+                f"state_dict position (window {c.window}, sample {c.sample}, batches {position.batches}) is outside the epoch"
+            )
 
     def advanced(self, plan: EpochPlan, base: Position, served: int) -> Position:
         """The position once `served` batches of `plan` (which starts at `base`) are served."""
@@ -248,11 +283,15 @@ class TokenDataset:
         """Each row's component in a mixture (int64): 0 for every row of a dataset."""
         return np.zeros(len(shard_ids), dtype=np.int64)
 
-    def serve(self, plan: EpochPlan, consumer: Consumer = Consumer()) -> Generator[tuple[int, dict[int, Shard], np.ndarray, np.ndarray], None, None]:
+    def serve(
+        self, plan: EpochPlan, consumer: Consumer = Consumer()
+    ) -> Generator[tuple[int, dict[int, Shard], np.ndarray, np.ndarray], None, None]:
         """(first batch index from the plan's start, open shards, shard ids, token starts) of each run of consecutive
         batches `consumer` serves (see Consumer.runs); a run's rows are whole batches, in order."""
         firsts = np.concatenate(([0], np.cumsum(plan.batches_per_window)[:-1])).tolist()
-        mine = [(k, s) for k, s in zip(firsts, plan.segments) if next(consumer.runs(k, s.batches), None)]  # segments with a run
+        mine = [
+            (k, s) for k, s in zip(firsts, plan.segments) if next(consumer.runs(k, s.batches), None)
+        ]  # segments with a run
         self.cache.follow(plan)
         try:
             for n, (first, segment) in enumerate(mine):
@@ -300,6 +339,8 @@ class TokenDataset:
             self.lease.release()
 
 
-def iter_sequences(url: str, split: str = "train", seq_len: int = 2048, batch_size: int = 8, **options: Any) -> Iterator[dict[str, np.ndarray]]:
+def iter_sequences(
+    url: str, split: str = "train", seq_len: int = 2048, batch_size: int = 8, **options: Any
+) -> Iterator[dict[str, np.ndarray]]:
     """The simplest read path: one epoch of batches, without shuffling the windows' order by hand."""
     return iter(TokenDataset(url, split=split, seq_len=seq_len, batch_size=batch_size, **options))

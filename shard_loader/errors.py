@@ -75,4 +75,6 @@ class MissingExtraError(ShardLoaderError, ModuleNotFoundError):
     """An optional dependency is not installed: the one-line message names the extra that installs it."""
 
     def __init__(self, module: str, extra: str, needed_by: str) -> None:
-        super().__init__(f"{needed_by} needs {module}, which is not installed: pip install 'shard-loader[{extra}]'", name=module)
+        super().__init__(
+            f"{needed_by} needs {module}, which is not installed: pip install 'shard-loader[{extra}]'", name=module
+        )

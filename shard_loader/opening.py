@@ -73,8 +73,12 @@ def document_format(raw: bytes) -> str | None:
 
 
 def open_manifest(
-    url: str, splits: Sequence[str] | None = None, cache_dir: str | Path | None = None, pinned: FileRef | None = None,
-    document: tuple[Store, bytes] | None = None, **store_options: Any,
+    url: str,
+    splits: Sequence[str] | None = None,
+    cache_dir: str | Path | None = None,
+    pinned: FileRef | None = None,
+    document: tuple[Store, bytes] | None = None,
+    **store_options: Any,
 ) -> OpenedManifest:
     """Read and validate the manifest at a path or URL (a folder means its manifest.json), with the shard
     tables of `splits` (default all) read and verified: a trainer names its split and reads only that table.
@@ -85,13 +89,17 @@ def open_manifest(
     if pinned is not None:
         _check_pinned(raw, pinned, origin)
     opened = OpenedManifest(manifest=parse_manifest(raw, origin=origin), store=store, key=key)
-    return replace(opened, manifest=opened.manifest.with_tables(_table_reader(store, opened.cache_dir(cache_dir)), splits))
+    return replace(
+        opened, manifest=opened.manifest.with_tables(_table_reader(store, opened.cache_dir(cache_dir)), splits)
+    )
 
 
 def _check_pinned(raw: bytes, pinned: FileRef, origin: str) -> None:
     sha = hashlib.sha256(raw).hexdigest()
     if len(raw) != pinned.size or sha != pinned.sha256:
-        raise IntegrityError(f"{origin}: {len(raw)} bytes with sha256 {sha}, pinned as {pinned.size} bytes with sha256 {pinned.sha256}")
+        raise IntegrityError(
+            f"{origin}: {len(raw)} bytes with sha256 {sha}, pinned as {pinned.size} bytes with sha256 {pinned.sha256}"
+        )
 
 
 def _table_reader(store: Store, cache: Path | None) -> Callable[[FileRef], bytes]:
@@ -109,7 +117,9 @@ def _table_reader(store: Store, cache: Path | None) -> Callable[[FileRef], bytes
         finally:
             lease.release()
         if raw is None:
-            raise MissingFileError(f"{ref.key}: {path.path} was removed while leased; is another program cleaning the cache?")
+            raise MissingFileError(
+                f"{ref.key}: {path.path} was removed while leased; is another program cleaning the cache?"
+            )
         return raw
 
     return read

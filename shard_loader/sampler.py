@@ -86,7 +86,9 @@ def make_windows(sizes: Sequence[int], window_shards: int | None, window_bytes: 
     return windows
 
 
-def sample_counts(spec: SampleSpec, tokens: Sequence[int] | np.ndarray, windows: list[Window]) -> tuple[np.ndarray, np.ndarray]:
+def sample_counts(
+    spec: SampleSpec, tokens: Sequence[int] | np.ndarray, windows: list[Window]
+) -> tuple[np.ndarray, np.ndarray]:
     """Samples in each shard and in each window (windows are runs of consecutive shards)."""
     per_shard = spec.samples_in(tokens)
     starts = [w.shards[0] for w in windows]
@@ -162,7 +164,9 @@ class EpochPlan:
         """One segment per window from the start cursor's window on, in visiting order."""
         return tuple(
             Segment(self.start.window + k, self.windows[w], int(first), int(batches))
-            for k, (w, first, batches) in enumerate(zip(self.order[self.start.window :], self._firsts, self.batches_per_window))
+            for k, (w, first, batches) in enumerate(
+                zip(self.order[self.start.window :], self._firsts, self.batches_per_window)
+            )
         )
 
     @cached_property

@@ -37,11 +37,17 @@ class StreamKey:
     seed: int
     windows: str  # digest of the window layout (window_shards, window_bytes, disk_budget)
     window_shards: int | None = field(default=None, compare=False)
-    window_bytes: int | None = field(default=None, compare=False)  # the bound windows were made with: given, or half the disk_budget
+    window_bytes: int | None = field(
+        default=None, compare=False
+    )  # the bound windows were made with: given, or half the disk_budget
     disk_budget: int | None = field(default=None, compare=False)
 
     def window_options(self) -> str:
-        budget = f" (from disk_budget={self.disk_budget:_})" if self.disk_budget and self.window_bytes == self.disk_budget // 2 else ""
+        budget = (
+            f" (from disk_budget={self.disk_budget:_})"
+            if self.disk_budget and self.window_bytes == self.disk_budget // 2
+            else ""
+        )
         return f"window_shards={self.window_shards}, window_bytes={'None' if self.window_bytes is None else f'{self.window_bytes:_}'}{budget}"
 
 
@@ -65,8 +71,15 @@ class LoaderState:
     def to_dict(self) -> dict[str, Any]:
         """A flat dict of plain values (JSON- and torch.save-friendly)."""
         p = self.position
-        return {"version": STATE_VERSION, **asdict(self.key), "world_size": self.world_size, "epoch": p.epoch,
-                "window": p.cursor.window, "sample": p.cursor.sample, "batches": p.batches}
+        return {
+            "version": STATE_VERSION,
+            **asdict(self.key),
+            "world_size": self.world_size,
+            "epoch": p.epoch,
+            "window": p.cursor.window,
+            "sample": p.cursor.sample,
+            "batches": p.batches,
+        }
 
     @classmethod
     def from_dict(cls, state: dict[str, Any]) -> LoaderState:
@@ -74,7 +87,13 @@ class LoaderState:
             raise StateError(f"state_dict must be a dict, got {type(state).__name__}")
         if state.get("version") != STATE_VERSION:
             raise StateError(f"state_dict version {state.get('version')!r} is not {STATE_VERSION}")
-        names = [f.name for f in fields(StreamKey) if f.compare] + ["world_size", "epoch", "window", "sample", "batches"]
+        names = [f.name for f in fields(StreamKey) if f.compare] + [
+            "world_size",
+            "epoch",
+            "window",
+            "sample",
+            "batches",
+        ]
         missing = [n for n in names if n not in state]
         if missing:
             raise StateError(f"state_dict lacks {', '.join(missing)}")
@@ -103,5 +122,7 @@ class LoaderState:
             options = [f"window_shards={saved.window_shards}"] if saved.window_shards else []
             options += [f"window_bytes={saved.window_bytes}"] if saved.window_bytes else []
             fix = f"pass {' and '.join(options) or 'neither window_shards, window_bytes nor disk_budget'} to make the saved windows again"
-        return (f"state_dict was saved with {made}; this dataset makes windows with {key.window_options()}: "
-                f"{fix} (without window_bytes, windows are half the disk_budget)")
+        return (
+            f"state_dict was saved with {made}; this dataset makes windows with {key.window_options()}: "
+            f"{fix} (without window_bytes, windows are half the disk_budget)"
+        )

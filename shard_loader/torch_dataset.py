@@ -65,7 +65,10 @@ class WorkerState:
     KEY = "shard_loader_worker"
 
     def to_dict(self) -> dict[str, Any]:
-        return {self.KEY: {"worker": self.worker, "num_workers": self.num_workers, "next_batch": self.next_batch}, "anchor": self.anchor}
+        return {
+            self.KEY: {"worker": self.worker, "num_workers": self.num_workers, "next_batch": self.next_batch},
+            "anchor": self.anchor,
+        }
 
     @classmethod
     def from_dict(cls, state: Any) -> WorkerState | None:
@@ -85,7 +88,9 @@ class _Pass:
 
     id: int
     anchor: Position
-    anchor_state: dict[str, Any]  # the anchor as a loader state, built once: StatefulDataLoader asks for it after every batch
+    anchor_state: dict[
+        str, Any
+    ]  # the anchor as a loader state, built once: StatefulDataLoader asks for it after every batch
     worker: int
     num_workers: int
     start: int  # the first batch (counted from the anchor) this process serves in the pass
@@ -126,21 +131,30 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         # current pass started, as the dataset encodes a position in ints
         width = len(self.data.encode_position(self.data.position))
         self._shared: torch.Tensor = torch.zeros(_ANCHOR + width, dtype=torch.int64).share_memory_()
-        self._owners: torch.Tensor = torch.zeros(_MAX_WORKERS, dtype=torch.int64).share_memory_()  # the pass each worker id serves
+        self._owners: torch.Tensor = torch.zeros(
+            _MAX_WORKERS, dtype=torch.int64
+        ).share_memory_()  # the pass each worker id serves
         self._served = 0  # batches handed to the trainer since the anchor (main process only)
         self.grouped = False  # set by TokenDataLoader: serve groups into its slots
         self.slots: list[torch.Tensor] = []  # workers * slots_per_worker tensors (rows, span), set by TokenDataLoader
-        self.slot_components: list[torch.Tensor] = []  # each slot's rows' components (rows,): a view of the slot's storage
+        self.slot_components: list[
+            torch.Tensor
+        ] = []  # each slot's rows' components (rows,): a view of the slot's storage
         self.held: np.ndarray | None = None  # 1 while the trainer may still hold a view of the slot
         self.slots_per_worker = 0
         self._pass: _Pass | None = None  # the pass this process serves outside TokenDataLoader
-        self._restored: WorkerState | None = None  # a worker's place given back by a StatefulDataLoader, for its next pass
+        self._restored: WorkerState | None = (
+            None  # a worker's place given back by a StatefulDataLoader, for its next pass
+        )
 
     def make_ring(self, workers: int, prefetch_factor: int) -> None:
         """Shared slots for `workers` workers that keep at most `prefetch_factor` groups in flight each."""
         self.slots_per_worker = prefetch_factor + 2
         rows, span = self.group * self.batch_size, self.data.spec.span
-        flat: list[torch.Tensor] = [torch.empty(rows * (span + 1), dtype=torch.int64).share_memory_() for _ in range(workers * self.slots_per_worker)]
+        flat: list[torch.Tensor] = [
+            torch.empty(rows * (span + 1), dtype=torch.int64).share_memory_()
+            for _ in range(workers * self.slots_per_worker)
+        ]
         self.slots = [f[: rows * span].view(rows, span) for f in flat]  # tokens, then components, in one storage:
         self.slot_components = [f[rows * span :] for f in flat]  # a batch's views keep the whole slot held
         self.held = torch.zeros(len(self.slots), dtype=torch.uint8).share_memory_().numpy()
@@ -218,7 +232,9 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
             self._restored = self._check_worker_state(state, info)
             return
         if WorkerState.from_dict(state) is not None:
-            raise StateError("state_dict is one DataLoader worker's place: load the StatefulDataLoader's whole state_dict()")
+            raise StateError(
+                "state_dict is one DataLoader worker's place: load the StatefulDataLoader's whole state_dict()"
+            )
         from_loader = isinstance(state, dict) and not _LOADER_KEYS.isdisjoint(state)
         self.data.load_state_dict(self._from_loader_state(state) if from_loader else state)
         self._store(self.data.position, moved=True)
@@ -246,8 +262,14 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         filled, sent = 0, 0
         for k, shards, shard_ids, starts in ds.serve(plan, consumer):
             if buf is None or comps is None:  # both or neither
-                slot = info.id * self.slots_per_worker + sent % self.slots_per_worker if slots and info is not None else None
-                if slot is not None and self.held is not None and self.held[slot]:  # the trainer still holds a batch of this slot: leave it alone
+                slot = (
+                    info.id * self.slots_per_worker + sent % self.slots_per_worker
+                    if slots and info is not None
+                    else None
+                )
+                if (
+                    slot is not None and self.held is not None and self.held[slot]
+                ):  # the trainer still holds a batch of this slot: leave it alone
                     slot = None
                 buf = slots[slot] if slot is not None else np.empty((rows, ds.spec.span), dtype=np.int64)
                 comps = slot_components[slot] if slot is not None else np.empty(rows, dtype=np.int64)
@@ -266,7 +288,11 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         """Start a pass outside TokenDataLoader, at once (a StatefulDataLoader asks the worker's state before the first batch)."""
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        refusal: ShardLoaderError | None = ArgumentError(f"num_workers {workers} is above the {_MAX_WORKERS} TorchTokenDataset supports") if workers > _MAX_WORKERS else None
+        refusal: ShardLoaderError | None = (
+            ArgumentError(f"num_workers {workers} is above the {_MAX_WORKERS} TorchTokenDataset supports")
+            if workers > _MAX_WORKERS
+            else None
+        )
         restored, self._restored = self._restored, None
         loader = (info.seed - info.id) % (1 << 62) + 1 if info is not None else 0  # one value per loader iteration
         if restored is not None:  # a StatefulDataLoader gave this worker its place back
@@ -277,7 +303,9 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
             anchor, first = self.anchor(), 0
         else:
             served_by, before = int(self._shared[_SERVED_BY]), self._pass
-            if (served_by and served_by != loader) or (before is not None and before.moves == self.moves and before.served):
+            if (served_by and served_by != loader) or (
+                before is not None and before.moves == self.moves and before.served
+            ):
                 refusal = refusal or StateError(
                     "this DataLoader's workers already served batches from this position and cannot know where the last "
                     "loop stopped: call dataset.set_epoch(epoch) before each loop, restore a StatefulDataLoader state, "
@@ -285,7 +313,18 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
                 )
             anchor, first = self.anchor(), worker
         self.data.position = anchor
-        p = _Pass(secrets.randbits(62) + 1, anchor, self.data.state_dict(), worker, workers, first, first, self.moves, loader, refusal)
+        p = _Pass(
+            secrets.randbits(62) + 1,
+            anchor,
+            self.data.state_dict(),
+            worker,
+            workers,
+            first,
+            first,
+            self.moves,
+            loader,
+            refusal,
+        )
         if refusal is None:
             self._owners[worker] = p.id
         self._pass = p
@@ -310,7 +349,11 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
                 )
             tokens = torch.empty((len(starts), ds.spec.span), dtype=torch.int64)  # one storage for both views: a worker
             ds.fill(tokens.numpy(), shards, shard_ids, starts)  # sends each storage through a new shared memory segment
-            batch = {"input_ids": tokens[:, :-m], "labels": tokens[:, m:], "component": torch.from_numpy(ds.components_of(shard_ids))}
+            batch = {
+                "input_ids": tokens[:, :-m],
+                "labels": tokens[:, m:],
+                "component": torch.from_numpy(ds.components_of(shard_ids)),
+            }
             if ds.position_ids:
                 batch["position_ids"] = torch.from_numpy(ds.positions(shards, shard_ids, starts))
             del shards  # a released window must not stay mapped here while the next one is awaited
@@ -331,7 +374,9 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         """A worker's place given back by a StatefulDataLoader, if this worker can honour it exactly."""
         saved = WorkerState.from_dict(state)
         if saved is None:
-            raise StateError("a DataLoader worker was given a state that is not a worker's place: load it into the dataset in the trainer's process")
+            raise StateError(
+                "a DataLoader worker was given a state that is not a worker's place: load it into the dataset in the trainer's process"
+            )
         world = self.data.world_size
         saved_world = LoaderState.from_dict(saved.anchor).world_size
         if (saved.num_workers, saved_world) != (info.num_workers, world) or saved.worker != info.id:
@@ -349,7 +394,9 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         if "_snapshot" not in state:  # no workers: the loader kept the dataset's own state
             dataset_state = state.get("dataset_state")
             if not isinstance(dataset_state, dict):
-                raise StateError("StatefulDataLoader state_dict has no dataset_state: was it saved over a TorchTokenDataset?")
+                raise StateError(
+                    "StatefulDataLoader state_dict has no dataset_state: was it saved over a TorchTokenDataset?"
+                )
             return dataset_state
         try:
             snapshot = state["_snapshot"]
@@ -366,7 +413,9 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         plan = replace(self.data.plan(saved.position), rank=0, world_size=saved.world_size)
         total, nexts = plan.total_batches, [w.next_batch for w in workers]
         if min(at, total) != min(min(nexts), total):  # the workers' places are those of the snapshot
-            raise StateError(f"StatefulDataLoader state_dict is inconsistent: snapshot at step {at}, its workers' next batches {nexts}")
+            raise StateError(
+                f"StatefulDataLoader state_dict is inconsistent: snapshot at step {at}, its workers' next batches {nexts}"
+            )
         position = self.data.advanced(plan, saved.position, min(at + since, total))
         return replace(saved, position=position).to_dict()
 
@@ -385,7 +434,9 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
 _LOADER_KEYS = frozenset({"_snapshot", "_num_yielded"})  # a StatefulDataLoader's state_dict (with / without workers)
 
 
-_USE_COUNT: Callable[[int], int] | None = getattr(torch._C, "_storage_Use_Count", None)  # references to a storage, views included; absent: copy slots
+_USE_COUNT: Callable[[int], int] | None = getattr(
+    torch._C, "_storage_Use_Count", None
+)  # references to a storage, views included; absent: copy slots
 
 
 def _uses(tensor: torch.Tensor) -> int:
@@ -403,9 +454,13 @@ class TokenDataLoader(DataLoader[Batch | Group]):
     def __init__(self, dataset: TorchTokenDataset, **options: Any):
         super().__init__(dataset, batch_size=None, **options)
         dataset.grouped = True
-        if self.num_workers > 0 and self.prefetch_factor is not None:  # torch sets it (default 2) when there are workers
+        if (
+            self.num_workers > 0 and self.prefetch_factor is not None
+        ):  # torch sets it (default 2) when there are workers
             dataset.make_ring(self.num_workers, self.prefetch_factor)
-        self._unused = [_uses(slot) for slot in dataset.slots] if _USE_COUNT else []  # a slot's count with no view alive
+        self._unused = (
+            [_uses(slot) for slot in dataset.slots] if _USE_COUNT else []
+        )  # a slot's count with no view alive
 
     def _free_slots(self, held: np.ndarray) -> None:
         """Let workers write again into slots of which the trainer holds no view any more."""
@@ -448,9 +503,14 @@ class TokenDataLoader(DataLoader[Batch | Group]):
         for group in super().__iter__():
             if "slot" in group:
                 if held is None:
-                    raise ShardLoaderError("a DataLoader worker filled a shared slot, but this TokenDataLoader made none")
+                    raise ShardLoaderError(
+                        "a DataLoader worker filled a shared slot, but this TokenDataLoader made none"
+                    )
                 self._free_slots(held)
-                tokens, component = ds.slots[group["slot"]][: group["rows"]], ds.slot_components[group["slot"]][: group["rows"]]
+                tokens, component = (
+                    ds.slots[group["slot"]][: group["rows"]],
+                    ds.slot_components[group["slot"]][: group["rows"]],
+                )
                 if _USE_COUNT:
                     held[group["slot"]] = 1
                 else:
@@ -462,7 +522,11 @@ class TokenDataLoader(DataLoader[Batch | Group]):
             split = tokens.view(-1, b, tokens.shape[1])
             inputs, labels = split[:, :, :-m].unbind(0), split[:, :, m:].unbind(0)
             components = component.view(-1, b).unbind(0)
-            positions = group["position_ids"].view(-1, b, group["position_ids"].shape[1]).unbind(0) if "position_ids" in group else None
+            positions = (
+                group["position_ids"].view(-1, b, group["position_ids"].shape[1]).unbind(0)
+                if "position_ids" in group
+                else None
+            )
             del tokens, split, component
             for k in range(len(inputs)):
                 batch = {"input_ids": inputs[k], "labels": labels[k], "component": components[k]}

@@ -67,7 +67,9 @@ def _from_environment() -> World | None:
     try:
         return World(int(os.environ[rank]), int(os.environ[size]), int(os.environ.get(local, "0")))
     except (KeyError, ValueError) as e:
-        raise WorldError(f"{size} is set but {rank}/{size}/{local} are unusable ({e!r}): pass rank and world_size") from None
+        raise WorldError(
+            f"{size} is set but {rank}/{size}/{local} are unusable ({e!r}): pass rank and world_size"
+        ) from None
 
 
 def _local_rank() -> int:

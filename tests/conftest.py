@@ -25,4 +25,3 @@ def demo_spec(tmp_path_factory):
     from shard_assets.lib.demo import write_demo
 
     return write_demo(tmp_path_factory.mktemp("demo"))
-

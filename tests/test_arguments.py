@@ -52,12 +52,16 @@ def test_a_bad_argument_is_refused_with_its_name(root, options, message):
 
 
 def test_a_sequence_longer_than_every_shard_is_an_error_not_an_empty_epoch(root):
-    with pytest.raises(EmptyEpochError, match="needs 1001 tokens per sample, but the longest shard of split 'train' has 501"):
+    with pytest.raises(
+        EmptyEpochError, match="needs 1001 tokens per sample, but the longest shard of split 'train' has 501"
+    ):
         TokenDataset(root, seq_len=1000, batch_size=1)
 
 
 def test_windows_too_small_for_one_global_batch_are_an_error_that_says_why(root):
-    with pytest.raises(EmptyEpochError, match="largest window holds 31 samples, fewer than batch_size 16 x world_size 2"):
+    with pytest.raises(
+        EmptyEpochError, match="largest window holds 31 samples, fewer than batch_size 16 x world_size 2"
+    ):
         TokenDataset(root, seq_len=16, batch_size=16, rank=0, world_size=2)
 
 

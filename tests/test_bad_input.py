@@ -19,7 +19,13 @@ from shard_assets.lib.sources.listing import list_all_files
 from shard_assets.lib.spec import TokenizerSpec, load_spec
 from shard_assets.lib.encoding import encode_documents
 from shard_assets.lib.tokenizer import build_tokenizer, load_pretrained, load_tokenizer
-from tests.support.build_helpers import BAD_INPUTS, GOOD_INPUTS, assert_every_manifest_whole, bad_corpus_spec, write_bad_corpus
+from tests.support.build_helpers import (
+    BAD_INPUTS,
+    GOOD_INPUTS,
+    assert_every_manifest_whole,
+    bad_corpus_spec,
+    write_bad_corpus,
+)
 from tests.support.dagster_helpers import write_jsonl
 
 pytestmark = pytest.mark.integration
@@ -34,8 +40,14 @@ def published(tmp_path_factory):
     (tmp / "good").mkdir()
     write_jsonl(tmp / "good" / "a.jsonl", 80, seed=1)
     good_spec = tmp / "good.toml"
-    good_spec.write_text(f'name = "bad"\nmin_chars = 10\nval_fraction = 0.2\n[tokenizer]\nvocab_size = 300\n[[sources]]\nname = "js"\nuri = "{tmp}/good/*.jsonl"\nformat = "jsonl"\n')
-    result = build_dataset(inst, load_spec(good_spec), {"dataset": DatasetResource(spec_path=str(good_spec)), "store": StoreResource(root=str(store))})
+    good_spec.write_text(
+        f'name = "bad"\nmin_chars = 10\nval_fraction = 0.2\n[tokenizer]\nvocab_size = 300\n[[sources]]\nname = "js"\nuri = "{tmp}/good/*.jsonl"\nformat = "jsonl"\n'
+    )
+    result = build_dataset(
+        inst,
+        load_spec(good_spec),
+        {"dataset": DatasetResource(spec_path=str(good_spec)), "store": StoreResource(root=str(store))},
+    )
     write_bad_corpus(tmp / "src")
     spec = bad_corpus_spec(tmp / "spec.toml", tmp / "src")
     resources = {"dataset": DatasetResource(spec_path=str(spec)), "store": StoreResource(root=str(store))}
@@ -44,7 +56,14 @@ def published(tmp_path_factory):
 
 
 def _materialize_raw(inst, resources, partition):
-    result = dg.materialize(ASSETS, selection=["raw_documents"], partition_key=partition, instance=inst, resources=resources, raise_on_error=False)
+    result = dg.materialize(
+        ASSETS,
+        selection=["raw_documents"],
+        partition_key=partition,
+        instance=inst,
+        resources=resources,
+        raise_on_error=False,
+    )
     return result.success, failure_message(result)
 
 
@@ -55,7 +74,9 @@ def test_each_bad_file_fails_its_partition_with_a_clear_error(published, partiti
     assert not ok
     assert "SourceError" in message
     assert re.search(BAD_INPUTS[partition], message), message
-    assert shard_loader.open_manifest(str(store)).manifest.version == first.version  # what was published before is untouched
+    assert (
+        shard_loader.open_manifest(str(store)).manifest.version == first.version
+    )  # what was published before is untouched
     assert assert_every_manifest_whole(store) == 2
 
 
@@ -76,9 +97,13 @@ def test_bad_files_are_left_out_and_the_good_ones_beside_them_published(publishe
     opened = shard_loader.open_manifest(str(store))
     assert {e.partition for s in opened.manifest.splits.values() for e in s.shards} == set(GOOD_INPUTS)
     left_out = {x["partition"]: x["reason"] for x in opened.lineage()["left_out"]}
-    assert set(left_out) == {*BAD_INPUTS, "js.a"} and "good/a.jsonl" in left_out["js.a"] and "vanished" in left_out["js.a"]
+    assert (
+        set(left_out) == {*BAD_INPUTS, "js.a"} and "good/a.jsonl" in left_out["js.a"] and "vanished" in left_out["js.a"]
+    )
     for partition, pattern in BAD_INPUTS.items():  # each names the run, the file and what is wrong with it
-        assert re.search(rf"^ingest failed in run [0-9a-f-]+: SourceError: .*{pattern}", left_out[partition]), left_out[partition]
+        assert re.search(rf"^ingest failed in run [0-9a-f-]+: SourceError: .*{pattern}", left_out[partition]), left_out[
+            partition
+        ]
     assert opened.manifest.lineage["partitions_left_out"] == len(BAD_INPUTS) + 1
     assert assert_every_manifest_whole(store) == 3  # the first version, the new one, manifest.json
     assert not [p for p in store.rglob("*") if p.name.endswith(".tmp")]
@@ -88,7 +113,11 @@ def test_block_policy_refuses_to_publish_and_leaves_the_live_version(published, 
     inst, resources, store, _ = published
     live = (store / "manifest.json").read_bytes()
     spec_path = tmp_path / "block.toml"
-    spec_path.write_text(Path(resources["dataset"].spec_path).read_text().replace('min_chars = 10', 'min_chars = 10\non_partition_failure = "block"'))
+    spec_path.write_text(
+        Path(resources["dataset"].spec_path)
+        .read_text()
+        .replace("min_chars = 10", 'min_chars = 10\non_partition_failure = "block"')
+    )
     blocking = {**resources, "dataset": DatasetResource(spec_path=str(spec_path))}
     with pytest.raises(RunFailed, match=r"publish_job failed.*partitions cannot be published.*on_partition_failure"):
         build_dataset(inst, blocking["dataset"].spec(), blocking)
@@ -111,7 +140,9 @@ def test_a_20_mb_document_tokenizes_in_linear_time():
     words = ["alpha", "beta", "gamma", "delta", "x" * 300]
     text, _ = build_tokenizer(TokenizerSpec(vocab_size=300), iter([" ".join(words)] * 50))
     tok = load_tokenizer(text)
-    big = " ".join(np.random.default_rng(0).choice(words, size=400_000))[: 18 << 20] + "y" * (2 << 20)  # 2 MB without a space
+    big = " ".join(np.random.default_rng(0).choice(words, size=400_000))[: 18 << 20] + "y" * (
+        2 << 20
+    )  # 2 MB without a space
     timings = {}
     for size in (2 << 20, 20 << 20):
         doc = big[:size] if size < len(big) else big

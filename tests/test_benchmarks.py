@@ -24,7 +24,11 @@ def _project_imports(module: str) -> list[tuple[str, str | None]]:
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
-            target = importlib.util.resolve_name("." * node.level + (node.module or ""), "benchmarks") if node.level else node.module
+            target = (
+                importlib.util.resolve_name("." * node.level + (node.module or ""), "benchmarks")
+                if node.level
+                else node.module
+            )
             if target.split(".")[0] in PROJECT:
                 found += [(target, alias.name) for alias in node.names]
         elif isinstance(node, ast.Import):

@@ -42,7 +42,10 @@ def _raw_path(store, partition):
 
 def _shards(store, manifest, split):
     for e in manifest.split(split).shards:
-        yield e, open_shard(e, store / e.npy.key, store / e.bin.key, manifest.token_dtype, manifest.tokenizer.vocab_size)
+        yield (
+            e,
+            open_shard(e, store / e.npy.key, store / e.bin.key, manifest.token_dtype, manifest.tokenizer.vocab_size),
+        )
 
 
 def test_every_document_decodes_to_its_normalised_text(built):
@@ -109,27 +112,57 @@ def test_every_tokenized_partition_names_its_encoder_and_passed_the_guard(built)
 
 def test_second_materialisation_publishes_the_same_content(built, demo_spec):
     instance, resources, store, first = built
-    before = {p.relative_to(store): p.read_bytes() for p in store.rglob("*") if p.is_file() and "tokenized" in p.parts and p.suffix in (".npy", ".bin")}
+    before = {
+        p.relative_to(store): p.read_bytes()
+        for p in store.rglob("*")
+        if p.is_file() and "tokenized" in p.parts and p.suffix in (".npy", ".bin")
+    }
     versioned = (store / f"manifests/{first.version}.json").read_bytes()
     published = sorted(p.relative_to(store) for p in (store / "manifests").rglob("*") if p.is_file())
     second = build_dataset(instance, load_spec(demo_spec), resources)
     assert second.version == first.version
     assert second.tokens == first.tokens and second.documents == first.documents
-    after = {p.relative_to(store): p.read_bytes() for p in store.rglob("*") if p.is_file() and "tokenized" in p.parts and p.suffix in (".npy", ".bin")}
+    after = {
+        p.relative_to(store): p.read_bytes()
+        for p in store.rglob("*")
+        if p.is_file() and "tokenized" in p.parts and p.suffix in (".npy", ".bin")
+    }
     assert after == before
     assert (store / f"manifests/{first.version}.json").read_bytes() == versioned
-    assert sorted(p.relative_to(store) for p in (store / "manifests").rglob("*") if p.is_file()) == published  # nothing new, not even lineage
+    assert (
+        sorted(p.relative_to(store) for p in (store / "manifests").rglob("*") if p.is_file()) == published
+    )  # nothing new, not even lineage
     assert len(published) == 4  # the version, the train and val shard tables, the lineage detail
 
 
 def test_the_build_command_prints_a_summary_and_a_first_batch(tmp_path):
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1"}
     (tmp_path / "home").mkdir()
-    demo = subprocess.run([sys.executable, "-m", "shard_assets.cli", "demo", "--folder", str(tmp_path / "demo")], capture_output=True, text=True, env=env, timeout=HUNG)
+    demo = subprocess.run(
+        [sys.executable, "-m", "shard_assets.cli", "demo", "--folder", str(tmp_path / "demo")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=HUNG,
+    )
     assert demo.returncode == 0, demo.stderr
     out = subprocess.run(
-        [sys.executable, "-m", "shard_assets.cli", "build", "--spec", str(tmp_path / "demo" / "demo.toml"), "--store", str(tmp_path / "store"), "--workers", "2"],
-        capture_output=True, text=True, env=env, timeout=HUNG,
+        [
+            sys.executable,
+            "-m",
+            "shard_assets.cli",
+            "build",
+            "--spec",
+            str(tmp_path / "demo" / "demo.toml"),
+            "--store",
+            str(tmp_path / "store"),
+            "--workers",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=HUNG,
     )
     assert out.returncode == 0, out.stderr[-3000:]
     text = out.stdout

@@ -69,13 +69,23 @@ def test_an_instance_with_dagsters_defaults_allows_its_default_run_limit(tmp_pat
 def test_a_rerun_frees_the_pool_slots_a_killed_build_held(tmp_path):
     _, _, resources = tiny_dataset(tmp_path, files=1, docs=10)
     home = _home(tmp_path, "dagster.yaml")
-    proc = subprocess.run([sys.executable, "-c", KILLED_BUILD, str(home)], cwd=tmp_path, capture_output=True, text=True, timeout=HUNG,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLED_BUILD, str(home)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=HUNG,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     killed = proc.stdout.split()[0]
     with _instance(home) as inst:
         job = build_definitions(resources).resolve_job_def("tokenize_job")
-        live = inst.create_run_for_job(job, status=dg.DagsterRunStatus.STARTED, tags=dict(zip(BUILD_TAGS, (socket.gethostname(), str(os.getpid())))))
+        live = inst.create_run_for_job(
+            job,
+            status=dg.DagsterRunStatus.STARTED,
+            tags=dict(zip(BUILD_TAGS, (socket.gethostname(), str(os.getpid())))),
+        )
         assert inst.event_log_storage.get_concurrency_run_ids() == {killed}
         assert release_killed_runs(inst) == [killed]
         assert inst.get_run_by_id(killed).status == dg.DagsterRunStatus.FAILURE
@@ -88,7 +98,11 @@ def test_a_rerun_frees_the_pool_slots_a_killed_build_held(tmp_path):
 def test_a_build_asked_for_more_workers_runs_at_most_the_limit_at_once(tmp_path, capsys, monkeypatch):
     spec, _, resources = tiny_dataset(tmp_path, files=6, docs=30)
     home = _home(tmp_path, "dagster.yaml")
-    for var in ("DAGSTER_HOME", "SHARD_DATASET_SPEC", "DATASET_STORE_ROOT"):  # the pool's processes get the instance and settings as arguments
+    for var in (
+        "DAGSTER_HOME",
+        "SHARD_DATASET_SPEC",
+        "DATASET_STORE_ROOT",
+    ):  # the pool's processes get the instance and settings as arguments
         monkeypatch.delenv(var, raising=False)
     with _instance(home) as inst:
         result = build_dataset(inst, load_spec(spec), resources, workers=6)
@@ -98,7 +112,10 @@ def test_a_build_asked_for_more_workers_runs_at_most_the_limit_at_once(tmp_path,
     assert result.partitions == 6 and all(result.checks.values())
     assert len(records) == 2  # planned for 2 workers: 3 partitions a run
     assert TOKENIZE_POOL in keys  # its tokenize steps claimed slots of the pool
-    assert all(r.dagster_run.tags[BUILD_TAGS[0]] == socket.gethostname() and int(r.dagster_run.tags[BUILD_TAGS[1]]) for r in records)  # a re-run can tell a killed build's runs
+    assert all(
+        r.dagster_run.tags[BUILD_TAGS[0]] == socket.gethostname() and int(r.dagster_run.tags[BUILD_TAGS[1]])
+        for r in records
+    )  # a re-run can tell a killed build's runs
 
 
 def test_tokenize_steps_carry_the_pool_however_their_run_is_launched(tmp_path):

@@ -24,7 +24,9 @@ FILES = {
     "lock": lambda key, layout: f"{key}.lock",
     "check": lambda key, layout: f"{key}.check",
     "lease": lambda key, layout: f"{key}.lease",
-    "marker": lambda key, layout: f"{key}.ok-*",  # named by the sha256 and status it binds: found once the file is cached
+    "marker": lambda key, layout: (
+        f"{key}.ok-*"
+    ),  # named by the sha256 and status it binds: found once the file is cached
     "destination": lambda key, layout: key,
     "consumer record": lambda key, layout: f".consumers/{layout}.0.99999.0",
     "room lock": lambda key, layout: ".room.lock",
@@ -44,7 +46,9 @@ def server(tmp_path_factory):
 
 
 def _dataset(server, cache):
-    return TokenDataset(f"{server.url}/manifest.json", cache_dir=cache, disk_budget=10 * 4096, **OPTS)  # paced: every kind is used
+    return TokenDataset(
+        f"{server.url}/manifest.json", cache_dir=cache, disk_budget=10 * 4096, **OPTS
+    )  # paced: every kind is used
 
 
 def _plant(tmp_path, server, rel, make):
@@ -67,7 +71,9 @@ def _plant(tmp_path, server, rel, make):
         finally:
             ds.close()
     assert str(path) in str(refused.value)
-    assert sorted(os.listdir(outside)) == ["victim"] and (outside / "victim").read_bytes() == b"precious"  # nothing written or deleted outside
+    assert (
+        sorted(os.listdir(outside)) == ["victim"] and (outside / "victim").read_bytes() == b"precious"
+    )  # nothing written or deleted outside
     return refused.value
 
 
@@ -81,7 +87,9 @@ def test_a_symlink_planted_for_a_cache_file_is_never_followed(tmp_path, server, 
 
 @pytest.mark.parametrize("kind", FOLDERS)
 def test_a_symlink_planted_for_a_cache_folder_is_never_followed(tmp_path, server, kind):
-    error = _plant(tmp_path, server, FOLDERS[kind], lambda path, outside: path.symlink_to(outside, target_is_directory=True))
+    error = _plant(
+        tmp_path, server, FOLDERS[kind], lambda path, outside: path.symlink_to(outside, target_is_directory=True)
+    )
     assert "is a symlink where the cache keeps a folder" in str(error)
 
 

@@ -14,12 +14,16 @@ pytestmark = pytest.mark.integration
 
 
 def _run(*args):
-    return subprocess.run([sys.executable, "-m", "shard_loader.cli", *args], capture_output=True, text=True, timeout=HUNG)
+    return subprocess.run(
+        [sys.executable, "-m", "shard_loader.cli", *args], capture_output=True, text=True, timeout=HUNG
+    )
 
 
 def test_info_fetch_verify_bench(tmp_path):
     rng = np.random.default_rng(0)
-    m = write_dataset(tmp_path / "pub", {"train": [random_docs(rng, 40) for _ in range(3)], "val": [random_docs(rng, 5)]})
+    m = write_dataset(
+        tmp_path / "pub", {"train": [random_docs(rng, 40) for _ in range(3)], "val": [random_docs(rng, 5)]}
+    )
     info = _run("info", str(tmp_path / "pub"))
     assert info.returncode == 0 and m.version in info.stdout and f"{m.splits['train'].tokens:,} tokens" in info.stdout
     with FolderServer(tmp_path / "pub") as server:
@@ -46,8 +50,13 @@ def test_a_path_that_holds_no_manifest_is_one_line_naming_it_and_what_to_pass(tm
     m = write_dataset(tmp_path / "pub", {"train": [random_docs(rng, 10)]})
     shard = tmp_path / "pub" / m.splits["train"].shards[0].npy.key
     (tmp_path / "empty").mkdir()
-    for path, says in ((shard, "is a file, not a manifest: pass the dataset's folder (the one holding manifest.json) or a manifest's path"),
-                       (tmp_path / "empty", "no file for key manifest.json")):
+    for path, says in (
+        (
+            shard,
+            "is a file, not a manifest: pass the dataset's folder (the one holding manifest.json) or a manifest's path",
+        ),
+        (tmp_path / "empty", "no file for key manifest.json"),
+    ):
         assert main(["info", str(path)]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"error: {path}") and says in err and len(err.splitlines()) == 1, err

@@ -29,8 +29,23 @@ ROOT = Path(__file__).resolve().parents[1]
 def _build(tmp, spec, store):
     env = {**os.environ, "DAGSTER_HOME": str(tmp / "home"), "HF_HUB_OFFLINE": "1"}
     return subprocess.Popen(
-        [sys.executable, "-m", "shard_assets.cli", "build", "--spec", str(spec), "--store", str(store), "--workers", "1"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "shard_assets.cli",
+            "build",
+            "--spec",
+            str(spec),
+            "--store",
+            str(store),
+            "--workers",
+            "1",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
     )
 
 
@@ -57,10 +72,14 @@ def _kill_at(proc: subprocess.Popen, store: Path, point: str) -> bool:
 def test_sigkill_during_the_build_never_leaves_a_broken_manifest(tmp_path):
     spec, store, _ = tiny_dataset(tmp_path, files=3, docs=150)
     (tmp_path / "home").mkdir()
-    (tmp_path / "home/dagster.yaml").symlink_to(ROOT / "dagster.yaml")  # the project's limits: a kill mid-tokenize leaves a pool slot claimed
+    (tmp_path / "home/dagster.yaml").symlink_to(
+        ROOT / "dagster.yaml"
+    )  # the project's limits: a kill mid-tokenize leaves a pool slot claimed
     kills = 0
     for attempt, point in enumerate(KILL_POINTS):
-        write_spec(spec, f"{tmp_path}/src/*.jsonl", vocab_size=300 + 20 * attempt)  # each attempt publishes a new version
+        write_spec(
+            spec, f"{tmp_path}/src/*.jsonl", vocab_size=300 + 20 * attempt
+        )  # each attempt publishes a new version
         proc = _build(tmp_path, spec, store)
         kills += _kill_at(proc, store, point)
         proc.wait()
@@ -69,7 +88,9 @@ def test_sigkill_during_the_build_never_leaves_a_broken_manifest(tmp_path):
     proc = _build(tmp_path, spec, store)
     assert proc.wait(timeout=HUNG) == 0, proc.stderr.read().decode()[-2000:]
     assert assert_every_manifest_whole(store) >= 2
-    assert shard_loader.open_manifest(str(store)).manifest.tokenizer.vocab_size == 360  # the re-run publishes the last spec
+    assert (
+        shard_loader.open_manifest(str(store)).manifest.tokenizer.vocab_size == 360
+    )  # the re-run publishes the last spec
 
 
 TRAINER = """
@@ -99,12 +120,23 @@ def test_a_killed_loader_resumes_the_stream_exactly_and_reuses_verified_files(tm
     largest = max(e.nbytes for e in m.splits["train"].shards)
     with FolderServer(tmp_path / "pub", rate=largest) as server:  # about a second per shard: kills land mid-download
         url = f"{server.url}/manifest.json"
-        full = subprocess.run([sys.executable, "-c", TRAINER, url, str(tmp_path / "c0"), str(tmp_path / "s0"), str(tmp_path / "l0")], cwd=ROOT, timeout=HUNG)
+        full = subprocess.run(
+            [sys.executable, "-c", TRAINER, url, str(tmp_path / "c0"), str(tmp_path / "s0"), str(tmp_path / "l0")],
+            cwd=ROOT,
+            timeout=HUNG,
+        )
         assert full.returncode == 0
         expected = (tmp_path / "l0").read_text().splitlines()
-        for more in (1, 300, 300):  # killed after this many more batches: first while the next window downloads, then later on
+        for more in (
+            1,
+            300,
+            300,
+        ):  # killed after this many more batches: first while the next window downloads, then later on
             logged = _lines(tmp_path / "l1") + more
-            proc = subprocess.Popen([sys.executable, "-c", TRAINER, url, str(tmp_path / "c1"), str(tmp_path / "s1"), str(tmp_path / "l1")], cwd=ROOT)
+            proc = subprocess.Popen(
+                [sys.executable, "-c", TRAINER, url, str(tmp_path / "c1"), str(tmp_path / "s1"), str(tmp_path / "l1")],
+                cwd=ROOT,
+            )
             while _lines(tmp_path / "l1") < logged and proc.poll() is None:
                 time.sleep(0.01)  # polling the trainer's log for the point to kill at
             assert proc.poll() is None, "the trainer ended before the batch it was to be killed after"
@@ -112,9 +144,15 @@ def test_a_killed_loader_resumes_the_stream_exactly_and_reuses_verified_files(tm
             proc.wait()
             done = json.loads((tmp_path / "s1").read_text())["batches"] if (tmp_path / "s1").exists() else 0
             lines = (tmp_path / "l1").read_text().splitlines() if (tmp_path / "l1").exists() else []
-            (tmp_path / "l1").write_text("".join(line + "\n" for line in lines[:done]))  # batches after the last saved state are served again
+            (tmp_path / "l1").write_text(
+                "".join(line + "\n" for line in lines[:done])
+            )  # batches after the last saved state are served again
         gets_before = sum(server.gets.values())
-        final = subprocess.run([sys.executable, "-c", TRAINER, url, str(tmp_path / "c1"), str(tmp_path / "s1"), str(tmp_path / "l1")], cwd=ROOT, timeout=HUNG)
+        final = subprocess.run(
+            [sys.executable, "-c", TRAINER, url, str(tmp_path / "c1"), str(tmp_path / "s1"), str(tmp_path / "l1")],
+            cwd=ROOT,
+            timeout=HUNG,
+        )
         assert final.returncode == 0
     assert (tmp_path / "l1").read_text().splitlines() == expected
     assert sum(server.gets.values()) - gets_before < 2 * 2 * 8 + 1  # at most every file once more, plus the manifest
@@ -150,8 +188,21 @@ def test_a_killed_slow_consumer_stops_holding_back_the_ones_sharing_its_cache(tm
     budget = 3 * max(e.nbytes for e in manifest.splits["train"].shards)
     with FolderServer(tmp_path / "pub") as server:
         run = lambda rank, slow: subprocess.Popen(  # noqa: E731
-            [sys.executable, "-c", PACED, f"{server.url}/manifest.json", str(tmp_path / "cache"), str(budget), str(rank), str(slow), json.dumps(sizes)],
-            cwd=ROOT, stdout=subprocess.PIPE, text=True)
+            [
+                sys.executable,
+                "-c",
+                PACED,
+                f"{server.url}/manifest.json",
+                str(tmp_path / "cache"),
+                str(budget),
+                str(rank),
+                str(slow),
+                json.dumps(sizes),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         slow = run(1, 2 * HUNG)  # one batch, then a "step" longer than any wait below
         assert slow.stdout.readline().strip() == "started"
         fast = run(0, 0.0)
@@ -159,6 +210,11 @@ def test_a_killed_slow_consumer_stops_holding_back_the_ones_sharing_its_cache(tm
         slow.kill()
         slow.wait()
         out, _ = fast.communicate(timeout=HUNG)  # far less than the step the slow rank would have held it for
-    expected = [samples_of(b, sizes) for b in TokenDataset(str(tmp_path / "pub"), seq_len=16, batch_size=2, seed=3, window_shards=1, rank=0, world_size=2)]
+    expected = [
+        samples_of(b, sizes)
+        for b in TokenDataset(
+            str(tmp_path / "pub"), seq_len=16, batch_size=2, seed=3, window_shards=1, rank=0, world_size=2
+        )
+    ]
     assert fast.returncode == 0 and json.loads(out) == json.loads(json.dumps(expected))
     assert cache_usage(tmp_path / "cache") <= budget

@@ -17,8 +17,16 @@ from tests.support.patience import HUNG
 pytestmark = pytest.mark.system
 
 ROOT = Path(__file__).resolve().parents[1]
-ENV = {"DAGSTER_PG_HOST": "db", "DAGSTER_PG_PORT": "5432", "DAGSTER_PG_USER": "u", "DAGSTER_PG_PASSWORD": "p", "DAGSTER_PG_DB": "d",
-       "R2_DATASET_BUCKET_NAME": "b", "S3_ENDPOINT_URL": "https://example.r2.cloudflarestorage.com", "SHARD_SLURM_PARTITION": "cpu"}
+ENV = {
+    "DAGSTER_PG_HOST": "db",
+    "DAGSTER_PG_PORT": "5432",
+    "DAGSTER_PG_USER": "u",
+    "DAGSTER_PG_PASSWORD": "p",
+    "DAGSTER_PG_DB": "d",
+    "R2_DATASET_BUCKET_NAME": "b",
+    "S3_ENDPOINT_URL": "https://example.r2.cloudflarestorage.com",
+    "SHARD_SLURM_PARTITION": "cpu",
+}
 CLUSTER_FILES = ["deploy/slurm/dagster.yaml", "deploy/k8s/dagster.yaml", "deploy/ecs/dagster.yaml"]
 
 
@@ -47,7 +55,7 @@ def test_instance_configs_validate(path, monkeypatch):
 def test_cluster_instance_files_carry_the_shared_sections_word_for_word(path):
     shared = (ROOT / "deploy/shared.yaml").read_text()
     text = (ROOT / path).read_text()
-    body = shared[shared.index("storage:"):]  # the sections, without the header comment
+    body = shared[shared.index("storage:") :]  # the sections, without the header comment
     assert body in text, f"{path} differs from deploy/shared.yaml in its shared sections"
     assert set(yaml.safe_load(shared)) == {"storage", "run_coordinator", "run_retries", "run_monitoring", "telemetry"}
 
@@ -58,8 +66,12 @@ def test_the_slurm_instance_reads_postgres_and_the_partition_from_the_documented
     (tmp_path / "dagster.yaml").write_text((ROOT / "deploy/slurm/dagster.yaml").read_text())
     config, _ = dagster_instance_config(str(tmp_path))
     assert config["storage"]["postgres"]["postgres_db"] == {
-        "hostname": {"env": "DAGSTER_PG_HOST"}, "port": {"env": "DAGSTER_PG_PORT"}, "username": {"env": "DAGSTER_PG_USER"},
-        "password": {"env": "DAGSTER_PG_PASSWORD"}, "db_name": {"env": "DAGSTER_PG_DB"}, "scheme": "postgresql+psycopg2",
+        "hostname": {"env": "DAGSTER_PG_HOST"},
+        "port": {"env": "DAGSTER_PG_PORT"},
+        "username": {"env": "DAGSTER_PG_USER"},
+        "password": {"env": "DAGSTER_PG_PASSWORD"},
+        "db_name": {"env": "DAGSTER_PG_DB"},
+        "scheme": "postgresql+psycopg2",
     }
     from shard_assets.launchers.slurm import SlurmRunLauncher
 
@@ -74,6 +86,10 @@ def test_the_slurm_instance_reads_postgres_and_the_partition_from_the_documented
 def test_definitions_validate_from_workspace(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "dagster", "definitions", "validate", "-w", "workspace.yaml"],
-        cwd=ROOT, capture_output=True, text=True, timeout=HUNG, env={**os.environ, "DAGSTER_HOME": str(tmp_path)},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=HUNG,
+        env={**os.environ, "DAGSTER_HOME": str(tmp_path)},
     )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]

@@ -38,7 +38,9 @@ def test_a_budgeted_step_resumes_from_its_cursor_until_the_pass_is_complete(tmp_
     while True:
         step = discover(store, spec, PartitionPolicy(), cursor, DiscoveryBudget(max_files=10))
         steps.append(step.files)
-        assert step.pass_complete or step.cursor.after == f"file://{tmp_path}/src/f{sum(steps) - 1:05d}.jsonl"  # a few bytes: the last file done
+        assert (
+            step.pass_complete or step.cursor.after == f"file://{tmp_path}/src/f{sum(steps) - 1:05d}.jsonl"
+        )  # a few bytes: the last file done
         changed += step.changed
         cursor = step.cursor
         if step.pass_complete:
@@ -79,9 +81,15 @@ def test_a_broken_index_is_named_with_what_to_do(tmp_path):
     _, spec, store = _corpus(tmp_path, 2)
     discover(store, spec, PartitionPolicy())
     store.put_bytes(discovery_index_key("web"), b'{"open": null, "partitions": {"web.x": [["only-a-uri"]]}}')
-    with pytest.raises(RecordError, match=r"state/discovery/web.json.*not a discovery index: delete state/discovery/web.json to register source 'web' afresh"):
+    with pytest.raises(
+        RecordError,
+        match=r"state/discovery/web.json.*not a discovery index: delete state/discovery/web.json to register source 'web' afresh",
+    ):
         load_layout(store, "web")
-    store.put_bytes(discovery_index_key("web"), b'{"source": "web", "open": null, "partitions": {"web.x": [{"uri": 5, "fingerprint": "f"}]}}')
+    store.put_bytes(
+        discovery_index_key("web"),
+        b'{"source": "web", "open": null, "partitions": {"web.x": [{"uri": 5, "fingerprint": "f"}]}}',
+    )
     with pytest.raises(RecordError, match=r"state/discovery/web.json.partitions.web.x\[0\].uri: expected str, got 5"):
         load_layout(store, "web")
 
@@ -90,13 +98,20 @@ def test_an_index_written_before_it_was_a_record_is_read_and_saved_as_one(tmp_pa
     _, spec, store = _corpus(tmp_path, 3)
     discover(store, spec, PartitionPolicy())
     before = registered(store, spec)
-    rows = {k: [[p.uri, p.fingerprint, p.size, *(p.row_groups or (None, None))] for p in r.pieces] for k, r in before.items()}
-    store.put_bytes(discovery_index_key("web"), json.dumps({"open": None, "partitions": rows}, separators=(",", ":")).encode())
+    rows = {
+        k: [[p.uri, p.fingerprint, p.size, *(p.row_groups or (None, None))] for p in r.pieces]
+        for k, r in before.items()
+    }
+    store.put_bytes(
+        discovery_index_key("web"), json.dumps({"open": None, "partitions": rows}, separators=(",", ":")).encode()
+    )
     assert registered(store, spec) == before
     assert discover(store, spec, PartitionPolicy()).registered == 0  # nothing looks new or changed
     (tmp_path / "src" / "f00003.jsonl").write_text('{"text": "a file added after the upgrade"}\n')
     assert discover(store, spec, PartitionPolicy()).changed == ["web.f00003"]
-    assert json.loads(store.get_bytes(discovery_index_key("web")))[0] == "web"  # saved as a compact record: [source, open, partitions]
+    assert (
+        json.loads(store.get_bytes(discovery_index_key("web")))[0] == "web"
+    )  # saved as a compact record: [source, open, partitions]
     assert registered(store, spec) == {**before, "web.f00003": registered(store, spec)["web.f00003"]}
 
 
@@ -119,7 +134,9 @@ def test_registrations_are_written_at_once_and_the_index_only_after_all_of_them(
     _, spec, _ = _corpus(tmp_path, 5)
     store = MeetingStore(tmp_path / "store", registrations=5)
     assert discover(store, spec, PartitionPolicy()).registered == 5
-    assert len(store.written) == 6 and store.written[-1] == discovery_index_key("web")  # a step cut short is redone, not lost
+    assert len(store.written) == 6 and store.written[-1] == discovery_index_key(
+        "web"
+    )  # a step cut short is redone, not lost
 
 
 def test_a_cursor_naming_a_source_that_left_the_spec_starts_a_new_pass(tmp_path):
@@ -139,7 +156,10 @@ def test_the_build_command_path_mirrors_grouped_partitions_into_dagster(tmp_path
     monkeypatch.setenv("SHARD_PARTITION_BYTES", str((src / "f00000.jsonl").stat().st_size * 3))
     inst = instance()
     changed, removed, keys = sync_partitions(inst, store, spec)
-    assert keys == ["web.f00000", "web.f00003", "web.f00006"] == inst.get_dynamic_partitions("raw_files") == changed and removed == []
+    assert (
+        keys == ["web.f00000", "web.f00003", "web.f00006"] == inst.get_dynamic_partitions("raw_files") == changed
+        and removed == []
+    )
 
 
 @pytest.mark.system
@@ -169,7 +189,11 @@ def test_the_sensor_registers_3000_tiny_files_across_bounded_ticks(tmp_path, mon
     assert len(inst.get_dynamic_partitions("raw_files")) == files
     order = inst.get_dynamic_partitions("raw_files")
     position = {k: i for i, k in enumerate(order)}
-    spans = [(r.tags.get(RANGE_TAGS[0], r.partition_key), r.tags.get(RANGE_TAGS[1], r.partition_key)) for t in ticks for r in t.run_requests]
+    spans = [
+        (r.tags.get(RANGE_TAGS[0], r.partition_key), r.tags.get(RANGE_TAGS[1], r.partition_key))
+        for t in ticks
+        for r in t.run_requests
+    ]
     covered = [order[i] for first, last in spans for i in range(position[first], position[last] + 1)]
     assert sorted(covered) == sorted(order)  # every partition in exactly one run
     assert len(covered) / len(spans) > PARTITIONS_PER_RUN - 1  # runs are full but at tick boundaries
@@ -195,8 +219,16 @@ def test_discovery_over_s3_lists_without_reading_any_object_and_fingerprints_by_
         list(pool.map(lambda kv: writer.put_object(Bucket="discovery", Key=kv[0], Body=kv[1]), bodies.items()))
     proxy = S3Proxy(int(seaweed.url.rsplit(":", 1)[1]))
     try:
-        options = fsspec_options(S3Settings(endpoint_url=proxy.url, access_key_id=READER[0], secret_access_key=READER[1], region="us-east-1"))
-        source = {"name": "web", "uri": "s3://discovery/src/*.jsonl", "format": "jsonl", "max_documents": 10, "storage_options": options}
+        options = fsspec_options(
+            S3Settings(endpoint_url=proxy.url, access_key_id=READER[0], secret_access_key=READER[1], region="us-east-1")
+        )
+        source = {
+            "name": "web",
+            "uri": "s3://discovery/src/*.jsonl",
+            "format": "jsonl",
+            "max_documents": 10,
+            "storage_options": options,
+        }
         spec = parse_spec({"name": "t", "sources": [source]}, "test")
         store = LocalFolderStore(tmp_path / "store")
         step = discover(store, spec, PartitionPolicy())
@@ -208,7 +240,9 @@ def test_discovery_over_s3_lists_without_reading_any_object_and_fingerprints_by_
             assert piece.fingerprint == f"etag:{etag}:{len(bodies[key])}" and piece.size == len(bodies[key])
         writer.put_object(Bucket="discovery", Key="src/new.jsonl", Body=b'{"text": "new"}\n')
         writer.put_object(Bucket="discovery", Key="src/f0001.jsonl", Body=b'{"text": "changed"}\n')
-        again = discover(store, spec, PartitionPolicy())  # the same process, as the sensor's ticks: a fresh listing, not a cached one
+        again = discover(
+            store, spec, PartitionPolicy()
+        )  # the same process, as the sensor's ticks: a fresh listing, not a cached one
         assert sorted(again.changed) == ["web.f0001", "web.new"] and sum(proxy.gets.values()) == 0
     finally:
         proxy.close()
@@ -223,11 +257,23 @@ def test_a_hub_file_is_fingerprinted_by_its_lfs_sha256_or_blob_id_from_its_listi
     from shard_assets.lib.sources.listing import fingerprint_from_info
 
     sha = "6c1d4b0b7e5c3f1e0b8a9d2c4e6f8a0b1c3d5e7f9a1b3c5d7e9f1a3b5c7d9e1f"
-    lfs_entry = {"type": "file", "oid": "3b2c1d0e9f8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c", "size": 2_080_374_784, "path": "global-shard_01_of_10/shard_00000000.parquet",
-                 "lfs": {"oid": sha, "size": 2_080_374_784, "pointerSize": 135}}
-    small_entry = {"type": "file", "oid": "0a1b2c3d4e5f60718293a4b5c6d7e8f901234567", "size": 1_234, "path": "README.md"}
+    lfs_entry = {
+        "type": "file",
+        "oid": "3b2c1d0e9f8a7b6c5d4e3f2a1b0c9d8e7f6a5b4c",
+        "size": 2_080_374_784,
+        "path": "global-shard_01_of_10/shard_00000000.parquet",
+        "lfs": {"oid": sha, "size": 2_080_374_784, "pointerSize": 135},
+    }
+    small_entry = {
+        "type": "file",
+        "oid": "0a1b2c3d4e5f60718293a4b5c6d7e8f901234567",
+        "size": 1_234,
+        "path": "README.md",
+    }
     repo = "datasets/mlfoundations/dclm-baseline-1.0-parquet"
-    lfs_info, small_info = (_cache_info_from_path_info(RepoFile(**e), f"{repo}/{e['path']}") for e in (lfs_entry, small_entry))
+    lfs_info, small_info = (
+        _cache_info_from_path_info(RepoFile(**e), f"{repo}/{e['path']}") for e in (lfs_entry, small_entry)
+    )
     assert fingerprint_from_info(lfs_info) == f"sha256:{sha}:2080374784"
     assert fingerprint_from_info(small_info) == "blob:0a1b2c3d4e5f60718293a4b5c6d7e8f901234567:1234"
 
@@ -243,7 +289,9 @@ def test_discovery_repairs_an_instance_whose_first_creation_was_killed(tmp_path)
     home.mkdir()
     with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))):
         pass
-    for leftover in (home / "history/runs").glob("index.db*"):  # the state the kill left: an index database with no table
+    for leftover in (home / "history/runs").glob(
+        "index.db*"
+    ):  # the state the kill left: an index database with no table
         leftover.unlink()
     (home / "history/runs/index.db").touch()
     with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home))) as inst:

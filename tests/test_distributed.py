@@ -34,8 +34,21 @@ def url(tmp_path_factory):
 
 
 def _torchrun(url, out, world, workers, method, run, every=0, kill_at=0):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world}",
-           str(ROOT / "tests/support/dist_reader.py"), url, str(out), json.dumps(SIZES), str(workers), method, str(every), str(kill_at)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={world}",
+        str(ROOT / "tests/support/dist_reader.py"),
+        url,
+        str(out),
+        json.dumps(SIZES),
+        str(workers),
+        method,
+        str(every),
+        str(kill_at),
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RUN": str(run)}
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=HUNG)
 
@@ -52,7 +65,10 @@ def _logs(out, run, world):
 
 
 def _numpy_stream(url, rank, world):
-    return [[tuple(s) for s in samples_of(b, SIZES)] for b in TokenDataset(url, rank=rank, world_size=world, **NUMPY_OPTIONS)]
+    return [
+        [tuple(s) for s in samples_of(b, SIZES)]
+        for b in TokenDataset(url, rank=rank, world_size=world, **NUMPY_OPTIONS)
+    ]
 
 
 def _all_samples(url):
@@ -60,7 +76,9 @@ def _all_samples(url):
     return sum(ds.plan().window_samples(w) for w in ds.windows), len(ds.windows)
 
 
-@pytest.mark.parametrize("world,workers,method", [(1, 0, "fork"), (2, 2, "fork"), (3, 2, "spawn"), (2, 4, "forkserver"), (3, 0, "fork")])
+@pytest.mark.parametrize(
+    "world,workers,method", [(1, 0, "fork"), (2, 2, "fork"), (3, 2, "spawn"), (2, 4, "forkserver"), (3, 0, "fork")]
+)
 def test_every_sample_once_over_ranks_workers_and_start_methods(url, tmp_path, world, workers, method):
     run = _torchrun(url, tmp_path, world, workers, method, run=0)
     assert run.returncode == 0, run.stderr[-3000:]

@@ -34,8 +34,37 @@ from shard_assets.lib.encoding import EncodeSettings, tokenize_partition
 
 EOD = "<|endoftext|>"
 SPECIALS = [EOD, "<|im_start|>", "<|im_end|>", "<|eot_id|>"]
-WORDS = ["the", "quick", "brown", "fox's", "DON'T", "I'LL", "мир", "世界", "مرحبا", "שלום", "नमस्ते", "ที่นี่", "🙂", "👍🏽",
-         "👨‍👩‍👧‍👦", "e\u0301", "a\u0308\u0323", "ﬁ", "Å", "\u1100\u1161\u11a8", "1234567", "３４５", "x" * 40, "...", "—", "\t", "\n", "\r\n", "  "]
+WORDS = [
+    "the",
+    "quick",
+    "brown",
+    "fox's",
+    "DON'T",
+    "I'LL",
+    "мир",
+    "世界",
+    "مرحبا",
+    "שלום",
+    "नमस्ते",
+    "ที่นี่",
+    "🙂",
+    "👍🏽",
+    "👨‍👩‍👧‍👦",
+    "e\u0301",
+    "a\u0308\u0323",
+    "ﬁ",
+    "Å",
+    "\u1100\u1161\u11a8",
+    "1234567",
+    "３４５",
+    "x" * 40,
+    "...",
+    "—",
+    "\t",
+    "\n",
+    "\r\n",
+    "  ",
+]
 
 
 def _adversarial() -> list[str]:
@@ -64,18 +93,33 @@ def _tokenizer(pre_tokenizer, normalizer=None, ignore_merges=False, specials=(EO
     tok.pre_tokenizer = pre_tokenizer
     if normalizer is not None:
         tok.normalizer = normalizer
-    trainer = trainers.BpeTrainer(vocab_size=1200, special_tokens=list(specials), initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=1200,
+        special_tokens=list(specials),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(_adversarial()[:150] * 3, trainer=trainer)
     return tok.to_str()
 
 
 def _split(pattern: str):
-    return pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(pattern), behavior="isolated"), pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    return pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(pattern), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
 
 
 SHAPES = {
     "byte-level BPE (GPT-2 regex)": lambda: _tokenizer(pre_tokenizers.ByteLevel(add_prefix_space=False)),
-    **{f"Split({name}) + ByteLevel(use_regex=False), ignore_merges": (lambda p=p: _tokenizer(_split(p), ignore_merges=True)) for name, p in VERIFIED_PATTERNS.items()},
+    **{
+        f"Split({name}) + ByteLevel(use_regex=False), ignore_merges": (
+            lambda p=p: _tokenizer(_split(p), ignore_merges=True)
+        )
+        for name, p in VERIFIED_PATTERNS.items()
+    },
     "NFC + Split(qwen2)": lambda: _tokenizer(_split(VERIFIED_PATTERNS["qwen2"]), normalizers.NFC()),
     "added special tokens": lambda: _tokenizer(_split(VERIFIED_PATTERNS["llama3"]), specials=SPECIALS),
 }
@@ -123,17 +167,39 @@ def test_a_lone_surrogate_is_named_and_normalise_replaces_it():
         (lambda c: c.update(normalizer={"type": "NFKC"}), "normalizer 'NFKC'"),
         (lambda c: c["pre_tokenizer"]["pretokenizers"][0]["pattern"].update(Regex=r"\w+|\s+"), "split regex"),
         (lambda c: c["pre_tokenizer"]["pretokenizers"][1].update(add_prefix_space=True), "pre-tokenizer"),
-        (lambda c: c["added_tokens"].append({**c["added_tokens"][0], "id": 5000, "content": "plain", "special": False}), "not special"),
-        (lambda c: c.update(model={"type": "WordPiece", "vocab": {"[UNK]": 0}, "unk_token": "[UNK]", "continuing_subword_prefix": "##", "max_input_chars_per_word": 100}), "model type 'WordPiece'"),
+        (
+            lambda c: c["added_tokens"].append(
+                {**c["added_tokens"][0], "id": 5000, "content": "plain", "special": False}
+            ),
+            "not special",
+        ),
+        (
+            lambda c: c.update(
+                model={
+                    "type": "WordPiece",
+                    "vocab": {"[UNK]": 0},
+                    "unk_token": "[UNK]",
+                    "continuing_subword_prefix": "##",
+                    "max_input_chars_per_word": 100,
+                }
+            ),
+            "model type 'WordPiece'",
+        ),
     ],
 )
 def test_an_unverified_shape_falls_back_to_the_reference_and_says_why(edit, reason):
     config = json.loads(SHAPES["added special tokens"]())
     edit(config)
     encoder = select_encoder(json.dumps(config))
-    assert isinstance(encoder, ReferenceEncoder) and encoder.reason.startswith("reference fallback:") and reason in encoder.reason
+    assert (
+        isinstance(encoder, ReferenceEncoder)
+        and encoder.reason.startswith("reference fallback:")
+        and reason in encoder.reason
+    )
     engine, reference = encoders_for(json.dumps(config))
-    assert engine is reference and not ExactnessGuard(engine, reference, "p", 100).checks  # nothing to compare, nothing re-encoded
+    assert (
+        engine is reference and not ExactnessGuard(engine, reference, "p", 100).checks
+    )  # nothing to compare, nothing re-encoded
 
 
 class _Disagrees(FastokensEncoder):
@@ -169,8 +235,13 @@ def test_the_guard_fails_a_partition_where_the_engine_disagrees(tmp_path, gpt2_j
     at = 0 if where == "first" else 4321
     docs[at] = "MARK " + ("the quick brown fox " * 200 if where == "longest" else "")
     engine, reference = _Disagrees(gpt2_json, "test"), ReferenceEncoder(gpt2_json)
-    assert where == "first" or at % ExactnessGuard(engine, reference, "p", len(docs)).stride  # the longest is outside the strided sample
-    with pytest.raises(ExactnessError, match=f"partition p: fastokens .* differs from the reference on 1 of .* \\(first: document {at}\\)"):
+    assert (
+        where == "first" or at % ExactnessGuard(engine, reference, "p", len(docs)).stride
+    )  # the longest is outside the strided sample
+    with pytest.raises(
+        ExactnessError,
+        match=f"partition p: fastokens .* differs from the reference on 1 of .* \\(first: document {at}\\)",
+    ):
         _run(tmp_path, docs, engine, reference)
     assert not [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
 
@@ -200,7 +271,13 @@ def test_the_sample_is_at_least_one_percent_and_64_documents_and_holds_the_longe
 
 @pytest.mark.parametrize(
     "value, message",
-    [("refrence", r"spec.toml.on_mismatch: 'refrence' is not one of \('fail', 'reference'\); did you mean 'reference'\?"), (1, r"spec.toml.on_mismatch: expected str, got 1")],
+    [
+        (
+            "refrence",
+            r"spec.toml.on_mismatch: 'refrence' is not one of \('fail', 'reference'\); did you mean 'reference'\?",
+        ),
+        (1, r"spec.toml.on_mismatch: expected str, got 1"),
+    ],
 )
 def test_the_mismatch_policy_is_a_validated_spec_field(value, message):
     from shard_assets.lib.errors import SpecError
@@ -208,7 +285,10 @@ def test_the_mismatch_policy_is_a_validated_spec_field(value, message):
 
     source = {"name": "d", "uri": "/d"}
     assert parse_spec({"name": "t", "sources": [source]}, "spec.toml").on_mismatch == "fail"
-    assert parse_spec({"name": "t", "on_mismatch": "reference", "sources": [source]}, "spec.toml").on_mismatch == "reference"
+    assert (
+        parse_spec({"name": "t", "on_mismatch": "reference", "sources": [source]}, "spec.toml").on_mismatch
+        == "reference"
+    )
     with pytest.raises(SpecError, match=message):
         parse_spec({"name": "t", "on_mismatch": value, "sources": [source]}, "spec.toml")
 
@@ -223,8 +303,11 @@ def test_the_build_follows_the_spec_s_mismatch_policy(tmp_path, gpt2_json):
     raw = RawRecord("p", "src", SourceFileRef("/src/p", "f"), "raw/p.parquet", "-", 200, "v", "run")
     tokenizer = TokenizerRecord("t", "fp", 1200, 0, "uint16")
     engine, reference = _Disagrees(gpt2_json, "test"), ReferenceEncoder(gpt2_json)
+
     def job(on_mismatch):
-        return TokenizeJob(store, tokenizer, engine, reference, EncodeSettings(0, "uint16", 0.1, 100, on_mismatch), "run", "code")
+        return TokenizeJob(
+            store, tokenizer, engine, reference, EncodeSettings(0, "uint16", 0.1, 100, on_mismatch), "run", "code"
+        )
 
     built = build_partition_shards(job("reference"), raw, tmp_path / "work")
     assert built.record.encoder.reencoded_with_reference and built.record.encoder.differing == 1
@@ -235,9 +318,58 @@ def test_the_build_follows_the_spec_s_mismatch_policy(tmp_path, gpt2_json):
 # Long documents: the guard compares them in pieces cut where the verified split regexes always split.
 
 CUT_FRAGMENTS = [
-    "\n", "\n\n", "\n\n\n", "\r", "\r\n", "\r\r", " ", "  ", "   ", "\t", " \t\n", "\n ", "\x0b", "\x0c", "\x1c", "\x1f", "\x85", "\xa0", "\u2028", "\u3000",
-    "'", "'s", "'LL", "'ve", "a", "Z", "word", "é", "e\u0301", "\u0301", "\u0308\u0323", "Å", "\u1100\u1161", "1", "123", "4567", "½", "٣", "中文", "🙂",
-    "👍🏽", ".", ",", "(", "-", "_", "...", "—", *SPECIALS, "<|endof", "|>", "<|",
+    "\n",
+    "\n\n",
+    "\n\n\n",
+    "\r",
+    "\r\n",
+    "\r\r",
+    " ",
+    "  ",
+    "   ",
+    "\t",
+    " \t\n",
+    "\n ",
+    "\x0b",
+    "\x0c",
+    "\x1c",
+    "\x1f",
+    "\x85",
+    "\xa0",
+    "\u2028",
+    "\u3000",
+    "'",
+    "'s",
+    "'LL",
+    "'ve",
+    "a",
+    "Z",
+    "word",
+    "é",
+    "e\u0301",
+    "\u0301",
+    "\u0308\u0323",
+    "Å",
+    "\u1100\u1161",
+    "1",
+    "123",
+    "4567",
+    "½",
+    "٣",
+    "中文",
+    "🙂",
+    "👍🏽",
+    ".",
+    ",",
+    "(",
+    "-",
+    "_",
+    "...",
+    "—",
+    *SPECIALS,
+    "<|endof",
+    "|>",
+    "<|",
 ]
 
 
@@ -248,9 +380,17 @@ def _cut_shapes() -> dict[str, str]:
     corpus = ["".join(rng.choice(CUT_FRAGMENTS) for _ in range(rng.randint(1, 40))) for _ in range(3000)]
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    trainer = trainers.BpeTrainer(vocab_size=3000, special_tokens=SPECIALS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=3000,
+        special_tokens=SPECIALS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(corpus, trainer=trainer)
-    splits = {"ByteLevel (GPT-2 regex)": pre_tokenizers.ByteLevel(add_prefix_space=False), **{f"Split({n})": _split(p) for n, p in VERIFIED_PATTERNS.items()}}
+    splits = {
+        "ByteLevel (GPT-2 regex)": pre_tokenizers.ByteLevel(add_prefix_space=False),
+        **{f"Split({n})": _split(p) for n, p in VERIFIED_PATTERNS.items()},
+    }
     shapes = {}
     for name, pre_tokenizer in splits.items():
         for normalizer in (None, normalizers.NFC()):
@@ -278,7 +418,9 @@ def test_cutting_at_safe_cuts_never_changes_the_reference_ids(cut_references, te
         whole = reference.encode(texts)
         for i, text in enumerate(texts):
             bounds = piece_bounds(text, reference.cuts, size)
-            assert np.array_equal(reference.encode([text[a:b] for a, b in zip(bounds, bounds[1:])]).ids, whole.document(i)), (shape, text, bounds)
+            assert np.array_equal(
+                reference.encode([text[a:b] for a, b in zip(bounds, bounds[1:])]).ids, whole.document(i)
+            ), (shape, text, bounds)
 
 
 @pytest.mark.parametrize("name", VERIFIED_PATTERNS)
@@ -290,13 +432,33 @@ def test_a_cut_anywhere_else_could_change_the_split(name):
     safe = [m.start() for m in SAFE_CUTS[VERIFIED_PATTERNS[name]].finditer(text)]
     assert safe and cut(safe) == whole
     assert cut([text.index("word")]) != whole  # inside a whitespace run
-    assert cut([m.start() for m in SAFE_CUTS[VERIFIED_PATTERNS["llama3" if name == "gpt2" else "gpt2"]].finditer(text)]) != whole  # the other family's cuts
+    assert (
+        cut([m.start() for m in SAFE_CUTS[VERIFIED_PATTERNS["llama3" if name == "gpt2" else "gpt2"]].finditer(text)])
+        != whole
+    )  # the other family's cuts
 
 
 def _long_document(chars: int, seed: int = 3) -> str:
     """Prose-like text (words, punctuation, single and double line breaks) of about `chars` characters."""
     rng = np.random.default_rng(seed)
-    words = np.array(["the", "quick", "brown", "fox's", "jumps", "over", "мир", "世界", "1984", "e\u0301t\u00e9", "(see", "below).", "end.\n\n", "line\n"])
+    words = np.array(
+        [
+            "the",
+            "quick",
+            "brown",
+            "fox's",
+            "jumps",
+            "over",
+            "мир",
+            "世界",
+            "1984",
+            "e\u0301t\u00e9",
+            "(see",
+            "below).",
+            "end.\n\n",
+            "line\n",
+        ]
+    )
     return " ".join(rng.choice(words, size=chars // 5))
 
 
@@ -326,7 +488,9 @@ def _guarded(guard, docs, batch=50):
     return guard.finish()
 
 
-@pytest.mark.parametrize("inconsistent", [True, False], ids=["only in the whole document's ids", "in every encoding of that text"])
+@pytest.mark.parametrize(
+    "inconsistent", [True, False], ids=["only in the whole document's ids", "in every encoding of that text"]
+)
 def test_a_difference_inside_a_long_document_fails_the_partition_naming_where(gpt2_json, inconsistent):
     docs = [f"document {i} the quick brown fox" for i in range(300)]
     long = _long_document(20 * PIECE_CHARS)
@@ -337,9 +501,15 @@ def test_a_difference_inside_a_long_document_fails_the_partition_naming_where(gp
     # an engine wrong only on whole documents is caught whatever the budget (it re-encodes the sampled ones in pieces);
     # one wrong on that text everywhere is caught where the reference compares the piece holding it: here, all of them
     guard = ExactnessGuard(engine, reference, "p", len(docs), budget=0.02 if inconsistent else 1.0)
-    with pytest.raises(ExactnessError, match=r"partition p: fastokens .* differs from the reference on 1 of \d+ sampled documents \(first: document 150, characters ([\d,]+)-([\d,]+) of ([\d,]+)") as failed:
+    with pytest.raises(
+        ExactnessError,
+        match=r"partition p: fastokens .* differs from the reference on 1 of \d+ sampled documents \(first: document 150, characters ([\d,]+)-([\d,]+) of ([\d,]+)",
+    ) as failed:
         _guarded(guard, docs)
-    a, b, n = (int(x.replace(",", "")) for x in re.search(r"characters ([\d,]+)-([\d,]+) of ([\d,]+)", str(failed.value)).groups())
+    a, b, n = (
+        int(x.replace(",", ""))
+        for x in re.search(r"characters ([\d,]+)-([\d,]+) of ([\d,]+)", str(failed.value)).groups()
+    )
     assert a <= at < b and b - a < 2 * PIECE_CHARS and n == len(docs[150])
     assert guard.result().differing == 1 and guard.result().first_differing == 150
 
@@ -348,7 +518,9 @@ def test_a_difference_in_a_piece_under_the_reference_policy_re_encodes_the_parti
     long = _long_document(8 * PIECE_CHARS)
     docs = [f"document {i}" for i in range(99)] + [long[: len(long) // 2] + " MARK" + long[len(long) // 2 :]]
     reference = ReferenceEncoder(gpt2_json)
-    writers, stats = _run(tmp_path, docs, _DiffersAtMark(gpt2_json, 2 * PIECE_CHARS), reference, on_mismatch="reference")
+    writers, stats = _run(
+        tmp_path, docs, _DiffersAtMark(gpt2_json, 2 * PIECE_CHARS), reference, on_mismatch="reference"
+    )
     assert stats.guard.reencoded_with_reference and stats.guard.differing == 1 and stats.guard.first_differing == 99
     tokens = np.concatenate([np.load(w.npy_path) for w in writers.values()])
     assert len(tokens) == int(reference.encode(docs).lengths.sum()) + len(docs)
@@ -356,7 +528,9 @@ def test_a_difference_in_a_piece_under_the_reference_policy_re_encodes_the_parti
 
 def _mb_partition() -> list[str]:
     """A partition of web-sized documents with MB-sized ones among them, the longest in the middle."""
-    docs = [_long_document(int(n), seed=i) for i, n in enumerate(np.random.default_rng(4).integers(200, 3000, size=2000))]
+    docs = [
+        _long_document(int(n), seed=i) for i, n in enumerate(np.random.default_rng(4).integers(200, 3000, size=2000))
+    ]
     for i, at in enumerate(range(3, 2000, 250)):
         docs[at] = _long_document((1 << 20) + i * 50_000, seed=100 + i)
     return docs
@@ -381,14 +555,20 @@ def test_the_guard_s_share_of_tokens_stays_within_its_budget_with_mb_sized_docum
     longest = max(map(len, docs))
     piece_tokens = result.tokens * PIECE_CHARS / sum(map(len, docs)) * 2  # one piece, generously
     assert result.differing == 0 and result.documents == len(docs) and result.sampled >= 64
-    assert result.sampled_tokens <= GUARD_FLOOR_TOKENS + GUARD_BUDGET * result.tokens + piece_tokens  # a few percent, not the MB documents whole
+    assert (
+        result.sampled_tokens <= GUARD_FLOOR_TOKENS + GUARD_BUDGET * result.tokens + piece_tokens
+    )  # a few percent, not the MB documents whole
     assert result.sampled_tokens / result.tokens < 0.035, result
-    assert longest > 30 * PIECE_CHARS and reference.longest < PIECE_CHARS + 100  # the reference never held a long document
+    assert (
+        longest > 30 * PIECE_CHARS and reference.longest < PIECE_CHARS + 100
+    )  # the reference never held a long document
 
 
 def test_text_without_a_safe_cut_is_never_given_to_the_reference_whole(gpt2_json):
     """A document whose first 1.2M characters hold no safe cut: the reference compares its other pieces, never that one."""
-    docs = [f"document {i} the quick brown fox" for i in range(100)] + ["a1" * 600_000 + " " + _long_document(4 * PIECE_CHARS)]
+    docs = [f"document {i} the quick brown fox" for i in range(100)] + [
+        "a1" * 600_000 + " " + _long_document(4 * PIECE_CHARS)
+    ]
     engine, reference = select_encoder(gpt2_json), _Measured(gpt2_json)
     result = _guarded(ExactnessGuard(engine, reference, "p", len(docs), budget=1.0), docs)
     assert result.differing == 0 and result.sampled == len(docs) and 0 < result.sampled_tokens < result.tokens - 600_000
@@ -398,10 +578,17 @@ def test_text_without_a_safe_cut_is_never_given_to_the_reference_whole(gpt2_json
 def test_the_longest_document_is_compared_at_least_in_part_whatever_the_budget(gpt2_json):
     """A difference in every piece of the longest document is found though the budget leaves it one piece."""
     long = _long_document(3 << 20)
-    marked = " MARK".join(long[a:b] for a, b in zip(range(0, len(long), PIECE_CHARS // 2), range(PIECE_CHARS // 2, len(long) + PIECE_CHARS, PIECE_CHARS // 2)))
+    marked = " MARK".join(
+        long[a:b]
+        for a, b in zip(
+            range(0, len(long), PIECE_CHARS // 2), range(PIECE_CHARS // 2, len(long) + PIECE_CHARS, PIECE_CHARS // 2)
+        )
+    )
     docs = [f"document {i} the quick brown fox" for i in range(200)] + [marked] + [f"document {i}" for i in range(200)]
     engine, reference = _DiffersAtMark(gpt2_json), ReferenceEncoder(gpt2_json)
-    guard = ExactnessGuard(engine, reference, "p", len(docs), budget=0.0)  # the floor only: less than the longest document's first piece
+    guard = ExactnessGuard(
+        engine, reference, "p", len(docs), budget=0.0
+    )  # the floor only: less than the longest document's first piece
     with pytest.raises(ExactnessError, match=r"\(first: document 200, characters"):
         _guarded(guard, docs)
     assert guard.result().sampled_tokens < 3 * GUARD_FLOOR_TOKENS
@@ -434,7 +621,9 @@ def test_a_build_over_one_20_mib_document_peaks_under_1_gib(tmp_path):
     (tmp_path / "src").mkdir()
     with open(tmp_path / "src" / "big.jsonl", "w") as out:
         out.write(json.dumps({"text": document}) + "\n")
-        out.writelines(json.dumps({"text": f"A small document, number {i}, beside the big one."}) + "\n" for i in range(50))
+        out.writelines(
+            json.dumps({"text": f"A small document, number {i}, beside the big one."}) + "\n" for i in range(50)
+        )
     (tmp_path / "tokenizer.json").write_text(train_bpe([document[: 2 << 20]], 4096, EOD).to_str())
     (tmp_path / "spec.toml").write_text(
         f'name = "big"\nmin_chars = 10\nval_fraction = 0.0\n[tokenizer]\nkind = "file"\npath = "tokenizer.json"\n'
@@ -442,11 +631,22 @@ def test_a_build_over_one_20_mib_document_peaks_under_1_gib(tmp_path):
     )
     (tmp_path / "home").mkdir()
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1"}
-    out = subprocess.run([sys.executable, "-c", BUILD_PEAK_RSS, str(tmp_path / "spec.toml"), str(tmp_path / "store")], capture_output=True, text=True, env=env, timeout=900)
+    out = subprocess.run(
+        [sys.executable, "-c", BUILD_PEAK_RSS, str(tmp_path / "spec.toml"), str(tmp_path / "store")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     peak = int(re.search(r"^VmHWM (\d+)$", out.stdout, re.M).group(1)) << 10
     [part] = [json.loads(p.read_text()) for p in (tmp_path / "store").glob("tokenized/*/parts/*.json")]
     guard = part["encoder"]
-    assert guard["engine"] == "fastokens" and guard["differing"] == 0 and guard["documents"] == 51 and guard["sampled"] >= 1
+    assert (
+        guard["engine"] == "fastokens"
+        and guard["differing"] == 0
+        and guard["documents"] == 51
+        and guard["sampled"] >= 1
+    )
     assert 0 < guard["sampled_tokens"] <= 0.035 * guard["tokens"], guard  # pieces of the big document, not all of it
     assert peak < 1 << 30, f"peak RSS {peak / 2**20:.0f} MiB"

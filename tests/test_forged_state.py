@@ -34,7 +34,14 @@ def _tick_and_run(defs, inst, resources, cursor, after=None) -> tuple[list[tuple
         if not requested or any(failed for _, _, failed in done):
             return done, cursor
         for key, partition in requested:
-            run = dg.materialize(ASSETS, selection=[key], partition_key=partition, instance=inst, resources=resources, raise_on_error=False)
+            run = dg.materialize(
+                ASSETS,
+                selection=[key],
+                partition_key=partition,
+                instance=inst,
+                resources=resources,
+                raise_on_error=False,
+            )
             done.append((key, partition or "", "" if run.success else failure_message(run)))
             if run.success and after is not None:
                 after(key)
@@ -47,7 +54,14 @@ def test_a_forged_tokenizer_pointer_stops_the_sensor_and_automation_build_with_o
     cursor = dg.evaluate_automation_conditions(defs=defs, instance=inst).cursor
     tick = raw_files_sensor(dg.build_sensor_context(instance=inst, resources=resources))
     for request in tick.run_requests:
-        dg.materialize(ASSETS, selection=request.asset_selection, partition_key=request.partition_key, tags=request.tags, instance=inst, resources=resources)
+        dg.materialize(
+            ASSETS,
+            selection=request.asset_selection,
+            partition_key=request.partition_key,
+            tags=request.tags,
+            instance=inst,
+            resources=resources,
+        )
 
     def forge(asset: str) -> None:
         if asset == "tokenizer":
@@ -59,11 +73,17 @@ def test_a_forged_tokenizer_pointer_stops_the_sensor_and_automation_build_with_o
     assert failures and {asset for asset, _ in failures} == {"tokenized_shards"}, done
     message = failures[0][1]
     assert message.startswith("StateMismatchError: ") and "\n" not in message
-    assert f"{CURRENT_TOKENIZER_KEY}: says eod_id 5" in message and "not a special token" in message and "materialise the tokenizer asset again" in message
+    assert (
+        f"{CURRENT_TOKENIZER_KEY}: says eod_id 5" in message
+        and "not a special token" in message
+        and "materialise the tokenizer asset again" in message
+    )
     fp = json.loads((store / CURRENT_TOKENIZER_KEY).read_text())["fingerprint"]
     assert not list((store / "tokenized" / fp).rglob("*.json"))  # no partition quarantined, none recorded as tokenized
     assert not (store / "manifest.json").exists()  # nothing went live with EOD id 5
-    assert dg.materialize(ASSETS, selection=["tokenizer"], instance=inst, resources=resources).success  # what the message says to do
+    assert dg.materialize(
+        ASSETS, selection=["tokenizer"], instance=inst, resources=resources
+    ).success  # what the message says to do
     assert json.loads((store / CURRENT_TOKENIZER_KEY).read_text())["eod_id"] == 0
     done, _ = _tick_and_run(defs, inst, resources, cursor)
     assert not [d for d in done if d[2]] and shard_loader.open_manifest(str(store)).manifest.tokenizer.eod_id == 0
@@ -86,14 +106,31 @@ def test_a_registration_naming_another_file_is_refused_before_that_file_is_read(
     record["pieces"][0]["uri"] = f"file://{tmp}/elsewhere/secret.jsonl"
     key.write_text(json.dumps(record))
     raw_before = sorted(p.name for p in (store / "raw" / "web").iterdir())
-    run = dg.materialize(ASSETS, selection=["raw_documents"], partition_key="web.part1", instance=inst, resources=resources, raise_on_error=False)
+    run = dg.materialize(
+        ASSETS,
+        selection=["raw_documents"],
+        partition_key="web.part1",
+        instance=inst,
+        resources=resources,
+        raise_on_error=False,
+    )
     message = failure_message(run)
     assert message.startswith("StateMismatchError: ") and "\n" not in message
-    assert f"{partition_record_key('web.part1')}: names file://{tmp}/elsewhere/secret.jsonl, which is not a file of source 'web'" in message
+    assert (
+        f"{partition_record_key('web.part1')}: names file://{tmp}/elsewhere/secret.jsonl, which is not a file of source 'web'"
+        in message
+    )
     assert sorted(p.name for p in (store / "raw" / "web").iterdir()) == raw_before
     record["pieces"][0]["uri"] = f"file://{tmp}/src/part0.jsonl"  # a file of the source, but another partition's
     key.write_text(json.dumps(record))
-    run = dg.materialize(ASSETS, selection=["raw_documents"], partition_key="web.part1", instance=inst, resources=resources, raise_on_error=False)
+    run = dg.materialize(
+        ASSETS,
+        selection=["raw_documents"],
+        partition_key="web.part1",
+        instance=inst,
+        resources=resources,
+        raise_on_error=False,
+    )
     assert "none of which is partition web.part1's file" in failure_message(run)
 
 
@@ -103,7 +140,9 @@ def test_a_part_record_naming_other_shards_stops_the_publish_and_keeps_the_live_
     own, other = (store / part_record_key(fp, p) for p in ("web.part0", "web.part1"))
     good = own.read_text()
     record = json.loads(good)
-    record["shards"]["train"] = json.loads(other.read_text())["shards"]["train"]  # web.part1's train shard under web.part0
+    record["shards"]["train"] = json.loads(other.read_text())["shards"][
+        "train"
+    ]  # web.part1's train shard under web.part0
     own.write_text(json.dumps(record))
     live = (store / "manifest.json").read_bytes()
     with pytest.raises(RunFailed) as failed:
@@ -111,10 +150,17 @@ def test_a_part_record_naming_other_shards_stops_the_publish_and_keeps_the_live_
     message = str(failed.value)
     assert "StateMismatchError: " in message and "\n" not in message
     assert f"{part_record_key(fp, 'web.part0')}: shards.train names tokenized/{fp}/train/web.part1-" in message
-    assert "materialise tokenized_shards for web.part0 again" in message and (store / "manifest.json").read_bytes() == live
+    assert (
+        "materialise tokenized_shards for web.part0 again" in message and (store / "manifest.json").read_bytes() == live
+    )
     record = json.loads(good)
     record["shards"]["train"]["npy"]["sha256"] = "0" * 64  # its own key, another content
     own.write_text(json.dumps(record))
-    with pytest.raises(RunFailed, match=r"StateMismatchError: .*shards.train names tokenized/.*web.part0-.*but the sha256s it records give"):
+    with pytest.raises(
+        RunFailed,
+        match=r"StateMismatchError: .*shards.train names tokenized/.*web.part0-.*but the sha256s it records give",
+    ):
         run_job(build_definitions(resources), "publish_job", inst)
-    assert (store / "manifest.json").read_bytes() == live and shard_loader.open_manifest(str(store)).manifest.version == first.version
+    assert (store / "manifest.json").read_bytes() == live and shard_loader.open_manifest(
+        str(store)
+    ).manifest.version == first.version

@@ -40,11 +40,20 @@ def _shard(doc):
         (lambda d: _shard(d)["npy"].update(key=_shard(d)["bin"]["key"]), "listed twice"),
         (lambda d: d.update(format_version=3), "format_version 3 is not supported"),
         (lambda d: d.update(format="other-format"), "format is 'other-format'"),
-        (lambda d: d["tokenizer"].update(vocab_size=100_000), "uint16 cannot hold ids of a vocabulary of 100000; expected uint32"),
-        (lambda d: d.update(token_dtype="uint32"), r"token_dtype: uint32 is not the format's dtype for ids of a vocabulary of \d+; expected uint16"),
+        (
+            lambda d: d["tokenizer"].update(vocab_size=100_000),
+            "uint16 cannot hold ids of a vocabulary of 100000; expected uint32",
+        ),
+        (
+            lambda d: d.update(token_dtype="uint32"),
+            r"token_dtype: uint32 is not the format's dtype for ids of a vocabulary of \d+; expected uint16",
+        ),
         (lambda d: d["tokenizer"].update(eod_id=60_000), "eod_id: 60000 is not below vocab_size"),
         (lambda d: _shard(d)["npy"].update(sha256="not-a-hash"), "not 64 lowercase hex"),
-        (lambda d: _shard(d).update(documents=_shard(d)["documents"] + 1), r"documents need \d+ bytes|differ from the sum"),
+        (
+            lambda d: _shard(d).update(documents=_shard(d)["documents"] + 1),
+            r"documents need \d+ bytes|differ from the sum",
+        ),
         (lambda d: d["splits"]["train"].update(tokens=1), "the manifest says 1, "),
         (lambda d: _shard(d).update(tokens=-1), "must not be negative"),
         (lambda d: d.update(token_dtype="float32"), "token_dtype: 'float32' is not one of"),
@@ -123,7 +132,9 @@ def test_a_pickled_or_wrongly_typed_npy_is_never_loaded(published):
     buf = io.BytesIO()
     np.save(buf, np.zeros(entry.tokens, dtype=np.int32))
     _rewrite(root, entry.npy.key, buf.getvalue())
-    with pytest.raises(ShardFormatError, match=f"{entry.npy.key}: expected a 1-D C-ordered uint16 array, found 1-D int32"):
+    with pytest.raises(
+        ShardFormatError, match=f"{entry.npy.key}: expected a 1-D C-ordered uint16 array, found 1-D int32"
+    ):
         list(TokenDataset(str(root), seq_len=8, batch_size=1, window_shards=2))
 
 

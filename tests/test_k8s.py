@@ -62,21 +62,39 @@ def test_a_range_run_becomes_one_kubernetes_job_running_the_code_location(tmp_pa
         limits = inst.get_concurrency_config()
         assert limits.pool_config.default_pool_limit == 480  # tokenize steps, however their run was launched
         assert limits.run_queue_config.max_concurrent_runs == 500
-        assert [dict(t) for t in limits.run_queue_config.tag_concurrency_limits] == [{"key": "dataset/step", "value": "tokenize", "limit": 480}]
+        assert [dict(t) for t in limits.run_queue_config.tag_concurrency_limits] == [
+            {"key": "dataset/step", "value": "tokenize", "limit": 480}
+        ]
         assert type(launcher).__name__ == "K8sRunLauncher"
         launcher._api_client = captured = CapturedJobs()
         inst.add_dynamic_partitions("raw_files", ["web.part0", "web.part1", "web.part2"])
         job = build_definitions(resources).resolve_job_def("tokenize_job")
-        origin = ReconstructableRepository.for_module("shard_assets.definitions", "defs", str(ROOT), container_image="shard-datasets:test").get_reconstructable_job("tokenize_job").get_python_origin()
-        run = inst.create_run_for_job(job, tags={**job.tags, **dict(zip(RANGE_TAGS, ("web.part0", "web.part2")))}, job_code_origin=origin)
+        origin = (
+            ReconstructableRepository.for_module(
+                "shard_assets.definitions", "defs", str(ROOT), container_image="shard-datasets:test"
+            )
+            .get_reconstructable_job("tokenize_job")
+            .get_python_origin()
+        )
+        run = inst.create_run_for_job(
+            job, tags={**job.tags, **dict(zip(RANGE_TAGS, ("web.part0", "web.part2")))}, job_code_origin=origin
+        )
         launcher.launch_run(LaunchRunContext(dagster_run=run, workspace=None))
     assert len(captured.jobs) == 1  # one pod for the three partitions
     namespace, body = captured.jobs[0]
     container = body.spec.template.spec.containers[0]
-    assert namespace == "shard-datasets" and body.spec.template.spec.service_account_name == "dagster" and container.image == "shard-datasets:test"
+    assert (
+        namespace == "shard-datasets"
+        and body.spec.template.spec.service_account_name == "dagster"
+        and container.image == "shard-datasets:test"
+    )
     assert container.args[:3] == ["dagster", "api", "execute_run"] and run.run_id in container.args[3]
     assert container.resources.requests == {"cpu": "1", "memory": "4Gi"}
     assert {e.name: e.value for e in container.env}["DATASET_STORE"] == "r2"
     assert [s.secret_ref.name for s in container.env_from] == ["dagster-postgres-credentials", "r2-dataset-credentials"]
-    assert {k: run.tags[k] for k in (*RANGE_TAGS, *TOKENIZE_TAGS)} == {RANGE_TAGS[0]: "web.part0", RANGE_TAGS[1]: "web.part2", **TOKENIZE_TAGS}
+    assert {k: run.tags[k] for k in (*RANGE_TAGS, *TOKENIZE_TAGS)} == {
+        RANGE_TAGS[0]: "web.part0",
+        RANGE_TAGS[1]: "web.part2",
+        **TOKENIZE_TAGS,
+    }
     assert os.environ.get("KUBERNETES_SERVICE_HOST") is None  # nothing here talked to a cluster

@@ -44,17 +44,39 @@ def _prefixed(names: set[str], prefixes: tuple[str, ...]) -> set[str]:
 
 
 def test_the_library_never_imports_dagster():
-    bad = {str(p.relative_to(ROOT)): _prefixed(_imports(p), ("dagster", "dagster_aws", "shard_assets.defs", "shard_assets.runner", "shard_assets.definitions", "shard_assets.cli")) for p in _sources("shard_assets/lib")}
+    bad = {
+        str(p.relative_to(ROOT)): _prefixed(
+            _imports(p),
+            (
+                "dagster",
+                "dagster_aws",
+                "shard_assets.defs",
+                "shard_assets.runner",
+                "shard_assets.definitions",
+                "shard_assets.cli",
+            ),
+        )
+        for p in _sources("shard_assets/lib")
+    }
     assert {k: v for k, v in bad.items() if v} == {}
 
 
 def test_the_launchers_never_import_the_code_location_or_the_command():
     """A run launcher is loaded by the instance (daemon, webserver) from dagster.yaml: it is glue around Slurm's
     commands and never pulls in the definitions, the build command or its queue follower."""
-    banned = ("shard_assets.defs", "shard_assets.definitions", "shard_assets.runner", "shard_assets.cli", "shard_assets.run_queue", "shard_assets.build_daemon")
+    banned = (
+        "shard_assets.defs",
+        "shard_assets.definitions",
+        "shard_assets.runner",
+        "shard_assets.cli",
+        "shard_assets.run_queue",
+        "shard_assets.build_daemon",
+    )
     bad = {str(p.relative_to(ROOT)): _prefixed(_imports(p), banned) for p in _sources("shard_assets/launchers")}
     assert {k: v for k, v in bad.items() if v} == {}
-    assert _prefixed(_imports(ROOT / "shard_assets/launchers/sbatch.py"), ("dagster",)) == set()  # Slurm's commands alone
+    assert (
+        _prefixed(_imports(ROOT / "shard_assets/launchers/sbatch.py"), ("dagster",)) == set()
+    )  # Slurm's commands alone
 
 
 def test_the_loader_never_imports_the_builder_dagster_polars_or_transformers():
@@ -70,7 +92,9 @@ def test_no_module_is_named_like_a_standard_library_module():
 
 def test_there_are_no_import_cycles():
     modules = {_module_name(p): p for pkg in PACKAGES for p in _sources(pkg)}
-    graph = {m: {i for i in _imports(p) if i in modules and i != m and not m.startswith(i + ".")} for m, p in modules.items()}
+    graph = {
+        m: {i for i in _imports(p) if i in modules and i != m and not m.startswith(i + ".")} for m, p in modules.items()
+    }
     state: dict[str, int] = {}
     cycles = []
 
@@ -78,7 +102,7 @@ def test_there_are_no_import_cycles():
         state[m] = 1
         for n in sorted(graph[m]):
             if state.get(n) == 1:
-                cycles.append(path[path.index(n):] + [n] if n in path else [m, n])
+                cycles.append(path[path.index(n) :] + [n] if n in path else [m, n])
             elif n not in state:
                 visit(n, path + [n])
         state[m] = 2
@@ -90,23 +114,49 @@ def test_there_are_no_import_cycles():
 
 
 def test_definitions_snapshot(tmp_path):
-    defs = build_definitions({"dataset": DatasetResource(spec_path=str(tmp_path / "spec.toml")), "store": StoreResource(root=str(tmp_path))})
+    defs = build_definitions(
+        {"dataset": DatasetResource(spec_path=str(tmp_path / "spec.toml")), "store": StoreResource(root=str(tmp_path))}
+    )
     graph = defs.resolve_asset_graph()
     assert sorted(k.to_user_string() for k in graph.get_all_asset_keys()) == [
-        "manifest", "mixture", "mixture_components", "raw_documents", "splits", "tokenized_shards", "tokenizer",
+        "manifest",
+        "mixture",
+        "mixture_components",
+        "raw_documents",
+        "splits",
+        "tokenized_shards",
+        "tokenizer",
     ]
     assert sorted(k.name for k in graph.asset_check_keys) == [
-        "components_verified", "counts_agree", "files_present", "one_tokenizer", "reads_with_shard_loader", "repeats_within_caps",
-        "splits_are_disjoint", "splits_not_empty", "token_ids_below_vocab", "weights_positive",
+        "components_verified",
+        "counts_agree",
+        "files_present",
+        "one_tokenizer",
+        "reads_with_shard_loader",
+        "repeats_within_caps",
+        "splits_are_disjoint",
+        "splits_not_empty",
+        "token_ids_below_vocab",
+        "weights_positive",
     ]
     assert sorted(j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__")) == [
-        "gc_job", "ingest_job", "mixture_job", "publish_job", "tokenize_job", "tokenizer_job", "verify_job",
+        "gc_job",
+        "ingest_job",
+        "mixture_job",
+        "publish_job",
+        "tokenize_job",
+        "tokenizer_job",
+        "verify_job",
     ]
     assert sorted(s.name for s in defs.schedules) == ["gc_schedule", "retokenize_schedule"]
     assert sorted(s.name for s in defs.sensors) == ["mixture_follow_live", "raw_files_sensor"]
     partitioned = {k.to_user_string() for k in graph.get_all_asset_keys() if graph.get(k).partitions_def is not None}
     assert partitioned == {"mixture", "mixture_components", "raw_documents", "tokenized_shards"}
-    labels = {k.to_user_string(): graph.get(k).automation_condition.get_label() for k in graph.get_all_asset_keys() if graph.get(k).automation_condition}
+    labels = {
+        k.to_user_string(): graph.get(k).automation_condition.get_label()
+        for k in graph.get_all_asset_keys()
+        if graph.get(k).automation_condition
+    }
     assert labels == {
         "tokenizer": "once_raw_documents_exist",
         "tokenized_shards": "rebuild_on_upstream_or_code_change",

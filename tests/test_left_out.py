@@ -71,7 +71,9 @@ def test_a_file_turning_unreadable_a_new_bad_file_and_a_vanished_file_each_leave
     inst = instance()
     build_dataset(inst, load_spec(spec_path), resources)
     src = tmp_path / "src"
-    (src / "part1.jsonl").write_bytes(b'{"text": "still fine here"}\n\xff\xfe not json at all\n')  # was good: now unreadable
+    (src / "part1.jsonl").write_bytes(
+        b'{"text": "still fine here"}\n\xff\xfe not json at all\n'
+    )  # was good: now unreadable
     (src / "part3.jsonl").write_text('{"text": "a new file"}\n{broken\n')  # a new bad file
     (src / "part2.jsonl").unlink()  # vanished
     second = build_dataset(inst, load_spec(spec_path), resources)
@@ -88,7 +90,10 @@ def test_a_file_turning_unreadable_a_new_bad_file_and_a_vanished_file_each_leave
     assert _read_all(store) > 0
     third = build_dataset(inst, load_spec(spec_path), resources)
     assert third.version == second.version  # the same content: the version written once, with its first lineage
-    assert set(_splits_record(store)["left_out"]) == {"web.part1", "web.part3"}  # a vanished file is named by the version it left
+    assert set(_splits_record(store)["left_out"]) == {
+        "web.part1",
+        "web.part3",
+    }  # a vanished file is named by the version it left
     assert _quarantine(store, "web.part2") is None
     write_jsonl(src / "part1.jsonl", 100, seed=1)  # repaired: back in, its report gone
     build_dataset(inst, load_spec(spec_path), resources)
@@ -98,11 +103,17 @@ def test_a_file_turning_unreadable_a_new_bad_file_and_a_vanished_file_each_leave
 
 def test_the_spec_may_keep_the_last_good_build_of_a_file_that_turned_unreadable_named_as_stale(tmp_path):
     spec_path, store, resources = tiny_dataset(tmp_path, files=2, docs=100)
-    spec_path.write_text(spec_path.read_text().replace("min_chars = 10\n", 'min_chars = 10\nstale_partitions = "keep_last_good"\n'))
+    spec_path.write_text(
+        spec_path.read_text().replace("min_chars = 10\n", 'min_chars = 10\nstale_partitions = "keep_last_good"\n')
+    )
     inst = instance()
     first = build_dataset(inst, load_spec(spec_path), resources)
     (tmp_path / "src" / "part1.jsonl").write_bytes(b"\xff\xfe\x00 not text\n")
     again = build_dataset(inst, load_spec(spec_path), resources)
     assert again.version == first.version and again.left_out == 0  # the last good build, kept on purpose
     splits = _splits_record(store)
-    assert list(splits["stale"]) == ["web.part1"] and "ingest failed" in splits["stale"]["web.part1"] and "last good build is kept" in splits["stale"]["web.part1"]
+    assert (
+        list(splits["stale"]) == ["web.part1"]
+        and "ingest failed" in splits["stale"]["web.part1"]
+        and "last good build is kept" in splits["stale"]["web.part1"]
+    )

@@ -19,4 +19,6 @@ def test_no_module_imports_the_builder_side():
         for line in path.read_text().splitlines():
             words = line.split()
             if words[:1] in (["import"], ["from"]) and len(words) > 1:
-                assert words[1].split(".")[0] not in ("dagster", "polars", "transformers", "shard_assets"), f"{path.name}: {line}"
+                assert words[1].split(".")[0] not in ("dagster", "polars", "transformers", "shard_assets"), (
+                    f"{path.name}: {line}"
+                )

@@ -117,7 +117,9 @@ def test_info_checks_every_table(published, capsys):
 def test_an_empty_split_has_an_empty_table(tmp_path):
     m = write_dataset(tmp_path, {"train": [random_docs(np.random.default_rng(3), 5)], "val": []})
     opened = shard_loader.open_manifest(str(tmp_path))
-    assert len(opened.manifest.splits["val"].shards) == 0 and opened.manifest.splits["val"].table == m.splits["val"].table
+    assert (
+        len(opened.manifest.splits["val"].shards) == 0 and opened.manifest.splits["val"].table == m.splits["val"].table
+    )
 
 
 def test_the_byte_total_from_the_json_equals_the_sum_over_every_file(published):

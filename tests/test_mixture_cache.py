@@ -24,7 +24,10 @@ def test_components_share_one_budget_and_it_holds_while_all_rotate(tmp_path):
     local = [samples_of(b, SIZES) for epoch in (0, 1) for b in _epoch(TokenDataset(url, **OPTS), epoch)]
     with FolderServer(store) as server:
         remote = f"{server.url}/mixtures/blend.json"
-        with pytest.raises(DiskBudgetError, match=r"the minimum is 82,355 bytes \(two largest windows and a download journal each: web 48,613, code 32,613, math 1,129\)"):
+        with pytest.raises(
+            DiskBudgetError,
+            match=r"the minimum is 82,355 bytes \(two largest windows and a download journal each: web 48,613, code 32,613, math 1,129\)",
+        ):
             TokenDataset(remote, cache_dir=tmp_path / "cache", disk_budget=60_000, **OPTS)
         budget = 90_000
         ds = TokenDataset(remote, cache_dir=tmp_path / "cache", disk_budget=budget, **OPTS)

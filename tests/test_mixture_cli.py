@@ -17,7 +17,9 @@ PARTS = [Part("web", (3000,) * 4, 0.6, 0), Part("code", (2000,) * 6, 0.3, 1), Pa
 
 
 def _run(*args):
-    return subprocess.run([sys.executable, "-m", "shard_loader.cli", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "shard_loader.cli", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_info_fetch_verify_a_mixture(tmp_path):
@@ -30,18 +32,27 @@ def test_info_fetch_verify_a_mixture(tmp_path):
     lines = {line.split()[0]: line for line in info.stdout.splitlines() if line.startswith("  ")}
     assert lines["web"].split()[1:6] == ["0.600", "0.497", "12,004", "0.600", "web-v1"]  # epochs: 0.6 * 12,000 / 12,004
     math = lines["math"].split()
-    assert math[1:5] == ["0.100", "0.005", "121", "9.917"] and "repeats: 9.92 of its epochs per mixture epoch" in lines["math"]
+    assert (
+        math[1:5] == ["0.100", "0.005", "121", "9.917"]
+        and "repeats: 9.92 of its epochs per mixture epoch" in lines["math"]
+    )
     assert "repeats" not in lines["web"] and "12,000 tokens per mixture epoch" in info.stdout
     as_json = _run("info", url, "--json")
-    report = json.loads(as_json.stdout[as_json.stdout.index("{"):])
-    assert report["lineage"]["spec"] == "test" and [c["name"] for c in report["splits"]["train"]] == ["web", "code", "math"]
+    report = json.loads(as_json.stdout[as_json.stdout.index("{") :])
+    assert report["lineage"]["spec"] == "test" and [c["name"] for c in report["splits"]["train"]] == [
+        "web",
+        "code",
+        "math",
+    ]
     with FolderServer(store) as server:
         remote = f"{server.url}/mixtures/blend.json"
         cache = tmp_path / "cache"
         fetched = _run("fetch", remote, "--cache-dir", str(cache))
         assert fetched.returncode == 0, fetched.stderr
         assert [line.split(":")[0] for line in fetched.stdout.splitlines()] == ["web", "code", "math"]
-        assert "web: 10 files" in fetched.stdout and "math: 4 files" in fetched.stdout  # the tokenizer, the train table, .npy and .bin per shard
+        assert (
+            "web: 10 files" in fetched.stdout and "math: 4 files" in fetched.stdout
+        )  # the tokenizer, the train table, .npy and .bin per shard
         ok = _run("verify", remote, "--cache-dir", str(cache))
         assert ok.returncode == 0 and ok.stdout.count("all files verified") == 3
         damaged = next((cache).glob("code-*/tokenized/**/part-00002.npy"))

@@ -41,10 +41,25 @@ def store(tmp_path_factory):
 
 def _torchrun(store, out, world, workers, method, run, every=0, kill_at=0):
     """Run the reader; with kill_at, wait for rank 0's handshake at that step and SIGKILL it."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world}", str(ROOT / "tests/support/mix_reader.py"),
-           str(store / "mixtures/blend.json"), str(out), json.dumps(SIZES), str(workers), method, str(every), str(kill_at)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={world}",
+        str(ROOT / "tests/support/mix_reader.py"),
+        str(store / "mixtures/blend.json"),
+        str(out),
+        json.dumps(SIZES),
+        str(workers),
+        method,
+        str(every),
+        str(kill_at),
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "RUN": str(run)}
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     if kill_at:
         handshake, deadline = out / "kill-me", time.monotonic() + 300
         while not handshake.exists():

@@ -7,19 +7,54 @@ import pytest
 
 from shard_assets.lib.mixture.components import mixture_version
 from shard_loader.errors import ManifestError
-from shard_loader.format import Component, FileRef, MixtureFile, MixtureTokenizer, live_mixture_key, mixture_version_key, parse_mixture
+from shard_loader.format import (
+    Component,
+    FileRef,
+    MixtureFile,
+    MixtureTokenizer,
+    live_mixture_key,
+    mixture_version_key,
+    parse_mixture,
+)
 
-OPTIONAL = {("lineage",), ("components", 0, "max_repeats"), ("components", 1, "max_repeats")}  # the parser's defaults: {} and null
+OPTIONAL = {
+    ("lineage",),
+    ("components", 0, "max_repeats"),
+    ("components", 1, "max_repeats"),
+}  # the parser's defaults: {} and null
 
 
 def _mixture() -> MixtureFile:
     components = (
-        Component("web", 0.75, FileRef("web/manifests/web-0.json", 1834, "ab" * 32), "web", "web-0", {"train": 3000, "val": 30}),
-        Component("code", 0.25, FileRef("s3://bucket/code/manifests/code-1.json", 99, "cd" * 32), "code", "code-1", {"train": 100, "val": 5}, 4.0),
+        Component(
+            "web",
+            0.75,
+            FileRef("web/manifests/web-0.json", 1834, "ab" * 32),
+            "web",
+            "web-0",
+            {"train": 3000, "val": 30},
+        ),
+        Component(
+            "code",
+            0.25,
+            FileRef("s3://bucket/code/manifests/code-1.json", 99, "cd" * 32),
+            "code",
+            "code-1",
+            {"train": 100, "val": 5},
+            4.0,
+        ),
     )
     tokens = {"train": 4000, "val": 20}
     tokenizer = MixtureTokenizer("f" * 16, 300, 0, "uint16")
-    return MixtureFile("blend", mixture_version("blend", tokens, components), "2026-11-23T12:00:00Z", tokenizer, tokens, components, {"run_id": "r"})
+    return MixtureFile(
+        "blend",
+        mixture_version("blend", tokens, components),
+        "2026-11-23T12:00:00Z",
+        tokenizer,
+        tokens,
+        components,
+        {"run_id": "r"},
+    )
 
 
 def _leaves(doc, path=()):
@@ -48,7 +83,16 @@ def test_what_the_builder_writes_the_loader_reads_back_equal():
     m = _mixture()
     assert parse_mixture(m.dumps(), "test") == m
     doc = json.loads(m.dumps())
-    assert list(doc) == ["format", "format_version", "mixture", "created_at", "tokenizer", "tokens_per_epoch", "components", "lineage"]
+    assert list(doc) == [
+        "format",
+        "format_version",
+        "mixture",
+        "created_at",
+        "tokenizer",
+        "tokens_per_epoch",
+        "components",
+        "lineage",
+    ]
     assert doc["components"][0]["manifest"] == {"url": "web/manifests/web-0.json", "size": 1834, "sha256": "ab" * 32}
     assert doc["components"][1]["max_repeats"] == 4.0 and doc["components"][0]["max_repeats"] is None
 
@@ -62,7 +106,9 @@ def test_every_field_the_parser_checks_is_one_the_writer_writes():
         with pytest.raises(ManifestError, match=f"missing field '{name}'|expected an object"):
             parse_mixture(_without(doc, path), "test")
     assert parse_mixture(_without(doc, ("lineage",)), "test").lineage == {}
-    assert [c.max_repeats for c in parse_mixture(_without(doc, ("components", 1, "max_repeats")), "test").components] == [None, None]
+    assert [
+        c.max_repeats for c in parse_mixture(_without(doc, ("components", 1, "max_repeats")), "test").components
+    ] == [None, None]
 
 
 def test_the_store_keys_of_a_mixture_are_built_in_one_place():

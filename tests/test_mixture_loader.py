@@ -18,7 +18,11 @@ from shard_loader.state import StateError
 from tests.support.mixture_files import Part, components_of, samples_of, write_component, write_mixture
 from tests.support.synthetic import random_docs, write_dataset
 
-PARTS = [Part("web", (3000,) * 8, 0.6, 0), Part("code", (2000,) * 12, 0.3, 1), Part("math", (240,), 0.1, 2)]  # math: 100x smaller
+PARTS = [
+    Part("web", (3000,) * 8, 0.6, 0),
+    Part("code", (2000,) * 12, 0.3, 1),
+    Part("math", (240,), 0.1, 2),
+]  # math: 100x smaller
 SIZES = {p.index: p.sizes for p in PARTS}
 OPTS = dict(seq_len=16, batch_size=2, seed=3, window_shards=2)
 TOKENS_PER_EPOCH = 16_000  # 1,000 samples of 16 tokens: web 600 of its 1,496, code 300 of 1,496, math 100 of its 15
@@ -69,7 +73,9 @@ def _stream(url, world, epochs=(0,), state=None, stop=None, **options):
         per_rank.append(batches)
         states.append(ds.state_dict())
     assert len({len(b) for b in per_rank}) == 1 and all(s == states[0] for s in states)
-    stream = [row for step in zip(*per_rank) for rows in step for row in rows]  # rank r's rows follow rank r-1's in each global batch
+    stream = [
+        row for step in zip(*per_rank) for rows in step for row in rows
+    ]  # rank r's rows follow rank r-1's in each global batch
     return stream, states[0]
 
 
@@ -81,18 +87,26 @@ def test_a_mixture_url_gives_a_mixture_dataset(url, store):
     assert plain["component"].dtype == np.int64 and plain["component"].tolist() == [0, 0]
 
 
-@pytest.mark.parametrize("window_shards", [2, 1])  # with one-shard windows a chunk of batches spans several windows of web
-def test_each_component_keeps_its_own_order_and_epochs_and_every_64_global_batches_hold_the_shares(url, store, window_shards):
+@pytest.mark.parametrize(
+    "window_shards", [2, 1]
+)  # with one-shard windows a chunk of batches spans several windows of web
+def test_each_component_keeps_its_own_order_and_epochs_and_every_64_global_batches_hold_the_shares(
+    url, store, window_shards
+):
     world = 2
     stream, state = _stream(url, world, epochs=(0, 1, 2), window_shards=window_shards)
     global_batch = OPTS["batch_size"] * world
-    assert len(stream) == 3 * TOKENS_PER_EPOCH // OPTS["seq_len"]  # three epochs of 1,000 samples: whole global batches, none dropped
+    assert (
+        len(stream) == 3 * TOKENS_PER_EPOCH // OPTS["seq_len"]
+    )  # three epochs of 1,000 samples: whole global batches, none dropped
     for part in PARTS:
         mine = [(s, t) for c, s, t in stream if c == part.index]
         own, per_epoch = _own_stream(store, part, len(mine), window_shards=window_shards)
         assert mine == [(s, t) for _, s, t in own]  # the component's own (seed, epoch) stream, in order
         for e in range(0, len(mine), per_epoch):
-            assert len(set(mine[e : e + per_epoch])) == len(mine[e : e + per_epoch])  # no repeat within one of its epochs
+            assert len(set(mine[e : e + per_epoch])) == len(
+                mine[e : e + per_epoch]
+            )  # no repeat within one of its epochs
     math_epochs = Counter(stream.count(s) for s in set(x for x in stream if x[0] == 2))
     assert min(math_epochs) >= 19  # 300 samples of a 15-sample component: 20 passes (the first and last partial)
     assert state["component_epochs"] == [1, 0, 20]
@@ -113,7 +127,9 @@ def test_a_resume_at_another_world_size_continues_the_same_stream(url, before, a
     resumed = head + tail
     n = min(len(full), len(resumed))
     assert resumed[:n] == full[:n]  # the stream is the same sample by sample
-    assert abs(len(full) - len(resumed)) < 2 * max(before, after, 2)  # epochs end on the whole global batch of their world size
+    assert abs(len(full) - len(resumed)) < 2 * max(
+        before, after, 2
+    )  # epochs end on the whole global batch of their world size
 
 
 def test_state_dict_names_where_each_component_stands(url):
@@ -139,10 +155,16 @@ def test_a_weight_change_is_refused_by_name_unless_opted_into_and_then_repeats_n
         write_component(tmp_path, part)
     first = write_mixture(tmp_path, "curriculum", PARTS, TOKENS_PER_EPOCH)
     head, state = _stream(first, 2, epochs=(0,), stop=130)
-    shifted = [Part("web", PARTS[0].sizes, 0.2, 0), Part("code", PARTS[1].sizes, 0.3, 1), Part("math", PARTS[2].sizes, 0.5, 2)]
+    shifted = [
+        Part("web", PARTS[0].sizes, 0.2, 0),
+        Part("code", PARTS[1].sizes, 0.3, 1),
+        Part("math", PARTS[2].sizes, 0.5, 2),
+    ]
     second = write_mixture(tmp_path, "curriculum", shifted, TOKENS_PER_EPOCH)
     assert second == first  # the live mixture moved to the new weights
-    with pytest.raises(StateError, match=r"components\[0\]\.weight \('web'\) 0\.6, this mixture has 0\.2.*allow_weight_change=True"):
+    with pytest.raises(
+        StateError, match=r"components\[0\]\.weight \('web'\) 0\.6, this mixture has 0\.2.*allow_weight_change=True"
+    ):
         TokenDataset(second, **OPTS).load_state_dict(state)
     tail, end = _stream(second, 2, epochs=(0, 1, 2), state=state, allow_weight_change=True)
     stream = head + tail
@@ -151,7 +173,9 @@ def test_a_weight_change_is_refused_by_name_unless_opted_into_and_then_repeats_n
         own, per_epoch = _own_stream(tmp_path, part, len(mine))
         assert mine == [(s, t) for _, s, t in own]
     later = np.array([c for c, _, _ in tail[-640:]])
-    assert np.all(np.abs(np.bincount(later, minlength=3)[:3] - np.array([0.2, 0.3, 0.5]) * 640) <= 2)  # the new weights rule
+    assert np.all(
+        np.abs(np.bincount(later, minlength=3)[:3] - np.array([0.2, 0.3, 0.5]) * 640) <= 2
+    )  # the new weights rule
 
 
 def test_a_component_is_served_at_its_pinned_version_after_its_live_manifest_moves_on(tmp_path):
@@ -182,16 +206,39 @@ def test_a_component_whose_manifest_bytes_differ_is_refused_naming_it(tmp_path):
         TokenDataset(url, **OPTS)
 
 
-@pytest.mark.parametrize("edit,error,match", [
-    (lambda d: d["tokenizer"].update(fingerprint="other"), ManifestError, r"component 'web'.*tokenizer fingerprint 'synthetic' is not the mixture's 'other'"),
-    (lambda d: _pinned(d, 1).update(url="../code/manifests/code-v1.json"), ManifestError, r"components\[1\]\.manifest\.url.*'\.\.'"),
-    (lambda d: d["tokens_per_epoch"].pop("train"), ManifestError, r"tokens_per_epoch has no split 'train'"),
-    (lambda d: d["components"][2].update(weight=0.2), ManifestError, r"weights sum to 1\.1"),
-    (lambda d: d["components"][2].update(weight=-0.1), ManifestError, r"components\[2\]\.weight: must be a positive number"),
-    (lambda d: d["components"][1].update(name="web"), ManifestError, r"components\[1\]\.name: 'web' is also components\[0\]"),
-    (lambda d: d["components"][0].update(version="web-v7"), ManifestError, r"component 'web'.*the manifest is web@web-v1, the mixture names web@web-v7"),
-    (lambda d: d.update(format_version=2), ManifestError, r"format_version 2 is not supported"),
-])
+@pytest.mark.parametrize(
+    "edit,error,match",
+    [
+        (
+            lambda d: d["tokenizer"].update(fingerprint="other"),
+            ManifestError,
+            r"component 'web'.*tokenizer fingerprint 'synthetic' is not the mixture's 'other'",
+        ),
+        (
+            lambda d: _pinned(d, 1).update(url="../code/manifests/code-v1.json"),
+            ManifestError,
+            r"components\[1\]\.manifest\.url.*'\.\.'",
+        ),
+        (lambda d: d["tokens_per_epoch"].pop("train"), ManifestError, r"tokens_per_epoch has no split 'train'"),
+        (lambda d: d["components"][2].update(weight=0.2), ManifestError, r"weights sum to 1\.1"),
+        (
+            lambda d: d["components"][2].update(weight=-0.1),
+            ManifestError,
+            r"components\[2\]\.weight: must be a positive number",
+        ),
+        (
+            lambda d: d["components"][1].update(name="web"),
+            ManifestError,
+            r"components\[1\]\.name: 'web' is also components\[0\]",
+        ),
+        (
+            lambda d: d["components"][0].update(version="web-v7"),
+            ManifestError,
+            r"component 'web'.*the manifest is web@web-v1, the mixture names web@web-v7",
+        ),
+        (lambda d: d.update(format_version=2), ManifestError, r"format_version 2 is not supported"),
+    ],
+)
 def test_a_bad_mixture_file_is_refused_naming_the_field(tmp_path, edit, error, match):
     for part in PARTS:
         write_component(tmp_path, part)
@@ -203,7 +250,13 @@ def test_a_bad_mixture_file_is_refused_naming_the_field(tmp_path, edit, error, m
 def test_a_pinned_mixture_url_and_absolute_component_urls_are_read(tmp_path, url, store):
     pinned = next((store / "mixtures/blend").glob("*.json"))
     assert TokenDataset(str(pinned), **OPTS).mixture.version == pinned.stem
-    absolute = write_mixture(tmp_path, "elsewhere", PARTS, TOKENS_PER_EPOCH, pinned={p.name: str(store / p.name / f"manifests/{p.name}-v1.json") for p in PARTS})
+    absolute = write_mixture(
+        tmp_path,
+        "elsewhere",
+        PARTS,
+        TOKENS_PER_EPOCH,
+        pinned={p.name: str(store / p.name / f"manifests/{p.name}-v1.json") for p in PARTS},
+    )
     assert _stream(absolute, 1, stop=30)[0] == _stream(url, 1, stop=30)[0]
 
 
@@ -218,7 +271,9 @@ def test_set_epoch_goes_on_where_the_last_epoch_ended_and_len_counts_whole_globa
     ds.set_epoch(0)
     assert ds.state_dict()["served"] == 0
     odd = TokenDataset(url, **{**OPTS, "batch_size": 3})
-    assert len(odd) == 334 and sum(1 for _ in odd) == 334  # ceil(1,000 / 3): the last batch reaches into the next epoch's samples
+    assert (
+        len(odd) == 334 and sum(1 for _ in odd) == 334
+    )  # ceil(1,000 / 3): the last batch reaches into the next epoch's samples
     odd.set_epoch(1)
     assert odd.state_dict()["served"] == 1002
 
@@ -226,7 +281,9 @@ def test_set_epoch_goes_on_where_the_last_epoch_ended_and_len_counts_whole_globa
 def test_a_mixture_of_real_documents_with_position_ids(tmp_path):
     rng = np.random.default_rng(0)
     for name in ("a", "b"):
-        write_dataset(tmp_path / name, {"train": [random_docs(rng, 30) for _ in range(3)]}, name=name, version=f"{name}-v1")
+        write_dataset(
+            tmp_path / name, {"train": [random_docs(rng, 30) for _ in range(3)]}, name=name, version=f"{name}-v1"
+        )
     parts = [Part("a", (), 0.75, 0), Part("b", (), 0.25, 1)]
     url = write_mixture(tmp_path, "docs", parts, 20_000)
     ds = TokenDataset(url, seq_len=32, batch_size=4, position_ids=True)
@@ -241,7 +298,9 @@ def test_the_next_epoch_goes_on_with_the_windows_open_and_a_stopped_one_closes_t
     for epoch in (0, 1, 2):
         ds.set_epoch(epoch)
         assert sum(1 for _ in ds) == 500
-    assert ds.stats["math"].windows_fetched == 1  # math's one window stayed open through 20 of its epochs and 3 mixture epochs
+    assert (
+        ds.stats["math"].windows_fetched == 1
+    )  # math's one window stayed open through 20 of its epochs and 3 mixture epochs
     fetched = {name: s.windows_fetched for name, s in ds.stats.items()}
     ds.set_epoch(3)
     for i, _ in zip(range(5), ds):

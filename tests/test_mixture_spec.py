@@ -44,20 +44,56 @@ def test_a_mixture_spec_reads_its_components_relative_to_its_folder(tmp_path):
         ('name = "blend"\n', r"blend.toml: at least one \[\[components\]\] entry is needed"),
         ('name = "blend"\n[[components]]\nmanifest = "x"\n', r"blend.toml: components\[0\]: missing 'weight'"),
         ('name = "blend"\n[[components]]\nweight = 1\n', r"blend.toml: components\[0\]: missing 'manifest'"),
-        ('name = "blend"\n[[components]]\nmanifest = "x"\nweight = 0\n', r"blend.toml: components\[0\].weight: must be a positive number, got 0"),
-        ('name = "blend"\n[[components]]\nmanifest = "x"\nweight = -0.5\n', r"components\[0\].weight: must be a positive number, got -0.5"),
-        ('name = "blend"\n[[components]]\nmanifest = "x"\nweight = "a lot"\n', r"components\[0\].weight: expected float, got 'a lot'"),
-        ('name = "blend"\n[[components]]\nmanifest = "x"\nweight = 1\nmax_repeats = 0\n', r"components\[0\].max_repeats: must be a positive number"),
-        ('name = "blend"\n[[components]]\nmanifest = "x"\nweigth = 1\nweight = 1\n', r"components\[0\]: unknown field 'weigth'; did you mean 'weight'\?"),
-        ('name = "blend"\n[[components]]\nmanifest = "x"\nweight = 1\nname = "Web!"\n', r"components\[0\].name: 'Web!' must be lowercase"),
-        ('name = "blend"\nstop = "first_exhaustd"\n' + COMPONENTS, r"blend.toml.stop: 'first_exhaustd' is not one of \('first_exhausted', 'all_exhausted'\); did you mean 'first_exhausted'\?"),
-        ('name = "blend"\ntokens_per_epoch = -5\n' + COMPONENTS, r"blend.toml: tokens_per_epoch: expected a positive number of tokens, got -5"),
-        ('name = "blend"\ntokens_per_epoch = { test = 5 }\n' + COMPONENTS, r"tokens_per_epoch.test: not a split; splits are \['train', 'val'\]"),
-        ('name = "blend"\ntokens_per_epoch = { val = 1.5 }\n' + COMPONENTS, r"tokens_per_epoch.val: expected a positive number of tokens, got 1.5"),
+        (
+            'name = "blend"\n[[components]]\nmanifest = "x"\nweight = 0\n',
+            r"blend.toml: components\[0\].weight: must be a positive number, got 0",
+        ),
+        (
+            'name = "blend"\n[[components]]\nmanifest = "x"\nweight = -0.5\n',
+            r"components\[0\].weight: must be a positive number, got -0.5",
+        ),
+        (
+            'name = "blend"\n[[components]]\nmanifest = "x"\nweight = "a lot"\n',
+            r"components\[0\].weight: expected float, got 'a lot'",
+        ),
+        (
+            'name = "blend"\n[[components]]\nmanifest = "x"\nweight = 1\nmax_repeats = 0\n',
+            r"components\[0\].max_repeats: must be a positive number",
+        ),
+        (
+            'name = "blend"\n[[components]]\nmanifest = "x"\nweigth = 1\nweight = 1\n',
+            r"components\[0\]: unknown field 'weigth'; did you mean 'weight'\?",
+        ),
+        (
+            'name = "blend"\n[[components]]\nmanifest = "x"\nweight = 1\nname = "Web!"\n',
+            r"components\[0\].name: 'Web!' must be lowercase",
+        ),
+        (
+            'name = "blend"\nstop = "first_exhaustd"\n' + COMPONENTS,
+            r"blend.toml.stop: 'first_exhaustd' is not one of \('first_exhausted', 'all_exhausted'\); did you mean 'first_exhausted'\?",
+        ),
+        (
+            'name = "blend"\ntokens_per_epoch = -5\n' + COMPONENTS,
+            r"blend.toml: tokens_per_epoch: expected a positive number of tokens, got -5",
+        ),
+        (
+            'name = "blend"\ntokens_per_epoch = { test = 5 }\n' + COMPONENTS,
+            r"tokens_per_epoch.test: not a split; splits are \['train', 'val'\]",
+        ),
+        (
+            'name = "blend"\ntokens_per_epoch = { val = 1.5 }\n' + COMPONENTS,
+            r"tokens_per_epoch.val: expected a positive number of tokens, got 1.5",
+        ),
         ('name = "Blend"\n' + COMPONENTS, r"blend.toml: name 'Blend' must be lowercase"),
         (COMPONENTS, r"blend.toml: missing 'name'"),
-        ('name = "blend"\ntoken_per_epoch = 5\n' + COMPONENTS, r"blend.toml: unknown field 'token_per_epoch'; did you mean 'tokens_per_epoch'\?"),
-        ('name = "blend"\n' + COMPONENTS.replace('weight = 3\n', 'weight = 3\nname = "code"\n'), r"components\[\].name must be unique"),
+        (
+            'name = "blend"\ntoken_per_epoch = 5\n' + COMPONENTS,
+            r"blend.toml: unknown field 'token_per_epoch'; did you mean 'tokens_per_epoch'\?",
+        ),
+        (
+            'name = "blend"\n' + COMPONENTS.replace("weight = 3\n", 'weight = 3\nname = "code"\n'),
+            r"components\[\].name must be unique",
+        ),
         ('name = "blend"\n[components\n', r"blend.toml: not valid TOML"),
     ],
 )
@@ -75,11 +111,30 @@ def test_tokens_per_epoch_follow_the_budget_else_the_stop_rule():
     spec = parse_mixture_spec({"name": "m", "components": [{"manifest": "/a", "weight": 1}]}, "m.toml")
     names, weights = ["big", "small"], [0.9, 0.1]
     held = [{"train": 9000, "val": 90}, {"train": 100, "val": 10}]
-    assert epoch_tokens(spec, names, weights, held) == ({"train": 1000, "val": 100}, {"train": "first_exhausted", "val": "first_exhausted"})
-    rule = parse_mixture_spec({"name": "m", "stop": "all_exhausted", "tokens_per_epoch": {"train": 5000}, "components": [{"manifest": "/a", "weight": 1}]}, "m.toml")
-    assert epoch_tokens(rule, names, weights, held) == ({"train": 5000, "val": 100}, {"train": "tokens_per_epoch", "val": "all_exhausted"})
-    rule = parse_mixture_spec({"name": "m", "stop": "all_exhausted", "components": [{"manifest": "/a", "weight": 1}]}, "m.toml")
-    assert epoch_tokens(rule, names, [0.5, 0.5], held)[0] == {"train": 18000, "val": 180}  # big's 9000 at half the tokens
+    assert epoch_tokens(spec, names, weights, held) == (
+        {"train": 1000, "val": 100},
+        {"train": "first_exhausted", "val": "first_exhausted"},
+    )
+    rule = parse_mixture_spec(
+        {
+            "name": "m",
+            "stop": "all_exhausted",
+            "tokens_per_epoch": {"train": 5000},
+            "components": [{"manifest": "/a", "weight": 1}],
+        },
+        "m.toml",
+    )
+    assert epoch_tokens(rule, names, weights, held) == (
+        {"train": 5000, "val": 100},
+        {"train": "tokens_per_epoch", "val": "all_exhausted"},
+    )
+    rule = parse_mixture_spec(
+        {"name": "m", "stop": "all_exhausted", "components": [{"manifest": "/a", "weight": 1}]}, "m.toml"
+    )
+    assert epoch_tokens(rule, names, [0.5, 0.5], held)[0] == {
+        "train": 18000,
+        "val": 180,
+    }  # big's 9000 at half the tokens
 
 
 def test_a_split_a_component_lacks_is_left_out_or_refused():
@@ -88,33 +143,81 @@ def test_a_split_a_component_lacks_is_left_out_or_refused():
     assert tokens == {"train": 20} and how["val"] == "left out: components ['b'] hold no val tokens"
     with pytest.raises(MixtureError, match=r"m.toml: components: components \['b'\] hold no train tokens"):
         epoch_tokens(spec, ["a", "b"], [0.5, 0.5], [{"train": 10}, {"train": 0}])
-    budget = parse_mixture_spec({"name": "m", "tokens_per_epoch": {"val": 9}, "components": [{"manifest": "/a", "weight": 1}]}, "m.toml")
+    budget = parse_mixture_spec(
+        {"name": "m", "tokens_per_epoch": {"val": 9}, "components": [{"manifest": "/a", "weight": 1}]}, "m.toml"
+    )
     with pytest.raises(MixtureError, match=r"m.toml: tokens_per_epoch.val: components \['b'\] hold no val tokens"):
         epoch_tokens(budget, ["a", "b"], [0.5, 0.5], [{"train": 10, "val": 5}, {"train": 10, "val": 0}])
 
 
 def _mixture(weights=(0.75, 0.25), max_repeats=(None, None), tokens_per_epoch=None) -> MixtureFile:
     components = tuple(
-        Component(name, w, FileRef(f"{name}/manifests/{name}-0.json", 10, "ab" * 32), name, f"{name}-0", {"train": held, "val": 10}, cap)
+        Component(
+            name,
+            w,
+            FileRef(f"{name}/manifests/{name}-0.json", 10, "ab" * 32),
+            name,
+            f"{name}-0",
+            {"train": held, "val": 10},
+            cap,
+        )
         for name, w, held, cap in zip(("web", "math"), weights, (3000, 100), max_repeats)
     )
     tokens = tokens_per_epoch or {"train": 4000, "val": 20}
-    return MixtureFile("blend", mixture_version("blend", tokens, components), "2026-11-23T12:00:00Z", MixtureTokenizer("f" * 16, 300, 0, "uint16"), tokens, components, {"run_id": "r"})
+    return MixtureFile(
+        "blend",
+        mixture_version("blend", tokens, components),
+        "2026-11-23T12:00:00Z",
+        MixtureTokenizer("f" * 16, 300, 0, "uint16"),
+        tokens,
+        components,
+        {"run_id": "r"},
+    )
 
 
 def test_the_published_document_reads_back_as_written_and_its_version_covers_what_it_serves():
     m = _mixture(max_repeats=(None, 4.0))
     doc = json.loads(m.dumps())
-    assert list(doc) == ["format", "format_version", "mixture", "created_at", "tokenizer", "tokens_per_epoch", "components", "lineage"]
-    assert doc["mixture"] == {"name": "blend", "version": m.version} and doc["format"] == "shard-mixture" and doc["format_version"] == 1
+    assert list(doc) == [
+        "format",
+        "format_version",
+        "mixture",
+        "created_at",
+        "tokenizer",
+        "tokens_per_epoch",
+        "components",
+        "lineage",
+    ]
+    assert (
+        doc["mixture"] == {"name": "blend", "version": m.version}
+        and doc["format"] == "shard-mixture"
+        and doc["format_version"] == 1
+    )
     assert list(doc["components"][0]) == ["name", "weight", "manifest", "dataset", "version", "tokens", "max_repeats"]
     assert parse_mixture(m.dumps(), "test") == m
-    assert m.version == _mixture(max_repeats=(None, 4.0)).version and m.version.startswith("blend-") and len(m.version) == len("blend-") + 16
-    assert len({m.version, _mixture(weights=(0.7, 0.3)).version, _mixture().version, _mixture(tokens_per_epoch={"train": 9, "val": 1}).version}) == 4
+    assert (
+        m.version == _mixture(max_repeats=(None, 4.0)).version
+        and m.version.startswith("blend-")
+        and len(m.version) == len("blend-") + 16
+    )
+    assert (
+        len(
+            {
+                m.version,
+                _mixture(weights=(0.7, 0.3)).version,
+                _mixture().version,
+                _mixture(tokens_per_epoch={"train": 9, "val": 1}).version,
+            }
+        )
+        == 4
+    )
     with pytest.raises(ManifestError, match=r"test: format is 'shard-dataset', expected 'shard-mixture'"):
         parse_mixture(json.dumps({**doc, "format": "shard-dataset"}).encode(), "test")
     with pytest.raises(ManifestError, match=r"test.components\[1\].weight: expected a number, got str"):
-        parse_mixture(json.dumps({**doc, "components": [doc["components"][0], {**doc["components"][1], "weight": "x"}]}).encode(), "test")
+        parse_mixture(
+            json.dumps({**doc, "components": [doc["components"][0], {**doc["components"][1], "weight": "x"}]}).encode(),
+            "test",
+        )
 
 
 def test_weights_and_caps_are_audited_on_the_written_document():
@@ -125,16 +228,25 @@ def test_weights_and_caps_are_audited_on_the_written_document():
     # math: 0.25 x 4000 / 100 = 10 passes per mixture epoch
     assert _repeats_within_caps(_mixture(max_repeats=(None, 10.0))).passed
     capped = _repeats_within_caps(_mixture(max_repeats=(None, 9.5)))
-    assert not capped.passed and capped.problems[0].startswith("math: 10 passes over its train split per mixture epoch") and capped.problems[0].endswith("max_repeats is 9.5")
+    assert (
+        not capped.passed
+        and capped.problems[0].startswith("math: 10 passes over its train split per mixture epoch")
+        and capped.problems[0].endswith("max_repeats is 9.5")
+    )
 
 
 def test_component_urls_are_relative_under_the_mixture_root_else_absolute(tmp_path):
     root = tmp_path / "store"
     assert url_in_mixture(str(root / "web/manifests/web-1.json"), str(root)) == "web/manifests/web-1.json"
     assert url_in_mixture(f"file://{root}/web/manifests/web-1.json", str(root)) == "web/manifests/web-1.json"
-    assert url_in_mixture(str(tmp_path / "other/manifests/o-1.json"), str(root)) == str(tmp_path / "other/manifests/o-1.json")
+    assert url_in_mixture(str(tmp_path / "other/manifests/o-1.json"), str(root)) == str(
+        tmp_path / "other/manifests/o-1.json"
+    )
     assert url_in_mixture("r2://bucket/mix/web/manifests/w-1.json", "s3://bucket/mix") == "web/manifests/w-1.json"
-    assert url_in_mixture("s3://bucket/else/manifests/w-1.json", "s3://bucket/mix") == "s3://bucket/else/manifests/w-1.json"
+    assert (
+        url_in_mixture("s3://bucket/else/manifests/w-1.json", "s3://bucket/mix")
+        == "s3://bucket/else/manifests/w-1.json"
+    )
     assert absolute_url("web/manifests/w-1.json", "s3://bucket/mix") == "s3://bucket/mix/web/manifests/w-1.json"
     assert absolute_url("web/manifests/w-1.json", str(root)) == str(root / "web/manifests/w-1.json")
     assert absolute_url("https://host/x/manifests/w.json", str(root)) == "https://host/x/manifests/w.json"
@@ -151,7 +263,9 @@ def test_the_spec_folder_lists_mixture_specs_beside_dataset_specs(tmp_path):
 
 def test_a_chart_draws_each_series_with_its_values():
     svg = grouped_bar_chart_svg(["web", "math"], {"weight": [0.75, 0.25], "natural share": [0.968, 0.032]}, "share")
-    assert svg.count("<rect") == 4 + 2 and all(s in svg for s in (">web<", ">math<", ">weight<", ">natural share<", ">0.968<"))
+    assert svg.count("<rect") == 4 + 2 and all(
+        s in svg for s in (">web<", ">math<", ">weight<", ">natural share<", ">0.968<")
+    )
 
 
 # The tokenizer file: one tokenizer.json, many datasets
@@ -170,7 +284,9 @@ def test_a_tokenizer_file_is_used_byte_for_byte_and_shared_across_specs(tmp_path
     for name in ("web", "code"):
         folder = tmp_path / name
         folder.mkdir()
-        (folder / "spec.toml").write_text(f'name = "{name}"\n[tokenizer]\nkind = "file"\npath = "../shared/tokenizer.json"\n' + SOURCE)
+        (folder / "spec.toml").write_text(
+            f'name = "{name}"\n[tokenizer]\nkind = "file"\npath = "../shared/tokenizer.json"\n' + SOURCE
+        )
         specs.append(load_spec(folder / "spec.toml"))
     assert specs[0].tokenizer.path == str(tmp_path / "web" / "../shared/tokenizer.json")
     (text_a, record_a), (text_b, record_b) = (build_tokenizer(s.tokenizer, iter(())) for s in specs)
@@ -183,8 +299,14 @@ def test_a_tokenizer_file_is_used_byte_for_byte_and_shared_across_specs(tmp_path
     "tokenizer, message",
     [
         ('kind = "file"\n', r'spec.toml: \[tokenizer\].path is needed for kind = "file"'),
-        ('kind = "pretrained"\nname = "gpt2"\npath = "t.json"\n', r'spec.toml: \[tokenizer\].path is read only with kind = "file", not \'pretrained\''),
-        ('kind = "fil"\npath = "t.json"\n', r"spec.toml: \[tokenizer\].kind: 'fil' is not one of \('train_bpe', 'pretrained', 'file'\); did you mean 'file'\?"),
+        (
+            'kind = "pretrained"\nname = "gpt2"\npath = "t.json"\n',
+            r'spec.toml: \[tokenizer\].path is read only with kind = "file", not \'pretrained\'',
+        ),
+        (
+            'kind = "fil"\npath = "t.json"\n',
+            r"spec.toml: \[tokenizer\].kind: 'fil' is not one of \('train_bpe', 'pretrained', 'file'\); did you mean 'file'\?",
+        ),
         ('kind = "file"\npath = 3\n', r"spec.toml: \[tokenizer\].path: expected str, got 3"),
     ],
 )
@@ -201,17 +323,31 @@ def test_a_missing_or_unreadable_tokenizer_file_is_one_line_naming_the_path(tmp_
     with pytest.raises(TokenizerError, match=f"^\\[tokenizer\\].path {tmp_path}/none.json: no such file"):
         build(tmp_path / "none.json")
     (tmp_path / "bad.json").write_text('{"not": "a tokenizer"}')
-    with pytest.raises(TokenizerError, match=f"^\\[tokenizer\\].path {tmp_path}/bad.json: not a tokenizers tokenizer.json") as caught:
+    with pytest.raises(
+        TokenizerError, match=f"^\\[tokenizer\\].path {tmp_path}/bad.json: not a tokenizers tokenizer.json"
+    ) as caught:
         build(tmp_path / "bad.json")
     assert "\n" not in str(caught.value)
     (tmp_path / "binary.json").write_bytes(b"\xff\xfe\x00")
-    with pytest.raises(TokenizerError, match=f"^\\[tokenizer\\].path {tmp_path}/binary.json: cannot be read as UTF-8 text"):
+    with pytest.raises(
+        TokenizerError, match=f"^\\[tokenizer\\].path {tmp_path}/binary.json: cannot be read as UTF-8 text"
+    ):
         build(tmp_path / "binary.json")
     with pytest.raises(TokenizerError, match=f"^\\[tokenizer\\].path {tmp_path}: cannot be read"):
         build(tmp_path)
     with pytest.raises(TokenizerError, match=r"has no token '<eos>'; set \[tokenizer\].eod_token"):
         build(_tokenizer_file(tmp_path), eod="<eos>")
-    assert parse_spec({"name": "w", "tokenizer": {"kind": "file", "path": "/x/t.json"}, "sources": [{"name": "s", "uri": "/x/*.jsonl", "format": "jsonl"}]}, "w").tokenizer.path == "/x/t.json"
+    assert (
+        parse_spec(
+            {
+                "name": "w",
+                "tokenizer": {"kind": "file", "path": "/x/t.json"},
+                "sources": [{"name": "s", "uri": "/x/*.jsonl", "format": "jsonl"}],
+            },
+            "w",
+        ).tokenizer.path
+        == "/x/t.json"
+    )
 
 
 def test_a_publish_report_reads_back_typed_from_the_materialization_metadata():
@@ -222,6 +358,11 @@ def test_a_publish_report_reads_back_typed_from_the_materialization_metadata():
     from shard_assets.lib.publish import Audit
     from shard_assets.lib.records import to_json
 
-    report = PublishReport("mixtures/blend/blend-0.json", True, False, (Audit("one_tokenizer", False, "a: f1, b: f2", ("b: tokenizer f2",)), Audit("weights_positive", True, "a: 1")))
+    report = PublishReport(
+        "mixtures/blend/blend-0.json",
+        True,
+        False,
+        (Audit("one_tokenizer", False, "a: f1, b: f2", ("b: tokenizer f2",)), Audit("weights_positive", True, "a: 1")),
+    )
     assert publish_report({PUBLISH_REPORT: dg.MetadataValue.json(json.loads(to_json(report)))}) == report
     assert report.failed == ["one_tokenizer"]

@@ -66,5 +66,12 @@ def test_kept_batches_keep_their_tokens_and_components(url):
     kept = list(loader)  # every batch held: workers must not write into their slots again
     assert [samples_of(b, SIZES) for b in kept] == _numpy(url)
     assert [b["component"].tolist() for b in kept] == [[c for c, _, _ in rows] for rows in _numpy(url)]
-    only = [b["component"] for b in TokenDataLoader(TorchTokenDataset(url, batches_per_transfer=2, **OPTS), num_workers=2, prefetch_factor=1)]
-    assert [c.tolist() for c in only] == [[c for c, _, _ in rows] for rows in _numpy(url)]  # a component view alone holds its slot
+    only = [
+        b["component"]
+        for b in TokenDataLoader(
+            TorchTokenDataset(url, batches_per_transfer=2, **OPTS), num_workers=2, prefetch_factor=1
+        )
+    ]
+    assert [c.tolist() for c in only] == [
+        [c for c, _, _ in rows] for rows in _numpy(url)
+    ]  # a component view alone holds its slot

@@ -54,7 +54,12 @@ def _rewrite_table(root, split, edit):
 def _with_key(raw, key):
     """The table with its first row's .npy key replaced by the bytes `key` (the row stays otherwise valid)."""
     rows = np.load(io.BytesIO(raw), allow_pickle=False).copy()
-    wide = np.dtype([(n, f"S{max(len(key), rows.dtype[n].itemsize)}" if n.endswith("_key") else rows.dtype[n]) for n in rows.dtype.names])
+    wide = np.dtype(
+        [
+            (n, f"S{max(len(key), rows.dtype[n].itemsize)}" if n.endswith("_key") else rows.dtype[n])
+            for n in rows.dtype.names
+        ]
+    )
     rows = rows.astype(wide)
     rows["npy_key"][0] = key
     buf = io.BytesIO()
@@ -96,16 +101,25 @@ def test_a_manifest_nested_past_pythons_recursion_is_refused_naming_it(tmp_path)
 
 def test_info_json_on_a_deeply_nested_lineage_file_is_one_line_naming_it(published, capsys):
     root, m = published
-    _with_lineage(root, m, {"sources": _nested(400)})  # parses, but printing it with indentation would exhaust the recursion limit
+    _with_lineage(
+        root, m, {"sources": _nested(400)}
+    )  # parses, but printing it with indentation would exhaust the recursion limit
     assert main(["info", str(root), "--json"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: manifests/lineage/") and "nests deeper than 64 levels" in err and len(err.splitlines()) == 1
+    assert (
+        err.startswith("error: manifests/lineage/")
+        and "nests deeper than 64 levels" in err
+        and len(err.splitlines()) == 1
+    )
 
 
 def test_a_nul_in_a_key_is_refused_naming_the_row(published):
     root, _ = published
     _rewrite_table(root, "train", lambda raw: _with_key(raw, b"tokenized/synthetic/train/part\x00-00000.npy"))
-    with pytest.raises(ManifestError, match=r"\[0\]\.npy_key: key 'tokenized/synthetic/train/part\\x00-00000.npy' holds a control character"):
+    with pytest.raises(
+        ManifestError,
+        match=r"\[0\]\.npy_key: key 'tokenized/synthetic/train/part\\x00-00000.npy' holds a control character",
+    ):
         TokenDataset(str(root), **OPTS)
     with pytest.raises(ManifestError, match="holds a control character"):
         shard_loader.format.check_key("a/b\0.npy", "key")
@@ -117,11 +131,16 @@ def test_a_table_header_claiming_more_rows_than_its_bytes_is_refused_before_allo
     def absurd(raw):
         rows = np.load(io.BytesIO(raw), allow_pickle=False)
         buf = io.BytesIO()
-        np.lib.format.write_array_header_1_0(buf, {"descr": np.lib.format.dtype_to_descr(rows.dtype), "fortran_order": False, "shape": (10**15,)})
+        np.lib.format.write_array_header_1_0(
+            buf, {"descr": np.lib.format.dtype_to_descr(rows.dtype), "fortran_order": False, "shape": (10**15,)}
+        )
         return buf.getvalue() + rows.tobytes()
 
     _rewrite_table(root, "train", absurd)
-    with pytest.raises(ManifestError, match=r"edited-\w+\.npy: its header says 1,000,000,000,000,000 rows of \d+ bytes, but it holds [\d,]+ bytes"):
+    with pytest.raises(
+        ManifestError,
+        match=r"edited-\w+\.npy: its header says 1,000,000,000,000,000 rows of \d+ bytes, but it holds [\d,]+ bytes",
+    ):
         TokenDataset(str(root), **OPTS)
 
 
@@ -162,4 +181,6 @@ def test_a_key_listed_in_two_splits_is_refused_wherever_both_tables_are_read(pub
     for command in ("info", "verify", "fetch"):
         assert main([command, str(root)]) == 2
         assert re.search(message, capsys.readouterr().err)
-    assert len(TokenDataset(str(root), split="val", **OPTS).shards) == 1  # a trainer reads only its own split's table (docs/format.md)
+    assert (
+        len(TokenDataset(str(root), split="val", **OPTS).shards) == 1
+    )  # a trainer reads only its own split's table (docs/format.md)

@@ -17,7 +17,14 @@ from shard_assets.defs.partitions import RANGE_TAGS
 from shard_assets.defs.sensors import raw_files_sensor
 from shard_assets.lib.spec import load_spec
 from shard_loader.cache.checksum import verify_file
-from tests.support.dagster_helpers import instance, run_automation, tiny_dataset, tiny_resources, write_jsonl, write_spec
+from tests.support.dagster_helpers import (
+    instance,
+    run_automation,
+    tiny_dataset,
+    tiny_resources,
+    write_jsonl,
+    write_spec,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +38,9 @@ def test_the_sensor_registers_new_files_and_requests_runs_for_them_only(tmp_path
     spec, store, _ = tiny_dataset(tmp_path)
     inst = instance()
     first = _tick(inst, spec, store)
-    assert [r.tags for r in first.run_requests] == [dict(zip(RANGE_TAGS, ["web.part0", "web.part1"]))]  # one run for both
+    assert [r.tags for r in first.run_requests] == [
+        dict(zip(RANGE_TAGS, ["web.part0", "web.part1"]))
+    ]  # one run for both
     assert sorted(inst.get_dynamic_partitions("raw_files")) == ["web.part0", "web.part1"]
     assert _tick(inst, spec, store).run_requests == []
     write_jsonl(tmp_path / "src" / "part2.jsonl", 50, seed=2)
@@ -47,7 +56,9 @@ def test_the_sensor_registers_new_files_and_requests_runs_for_them_only(tmp_path
 
 def _run_checks(inst, resources):
     """Run the publish step again: splits and the manifest with their blocking checks, as publish_job does."""
-    result = dg.materialize(ASSETS, selection=["splits", "manifest"], instance=inst, resources=resources, raise_on_error=False)
+    result = dg.materialize(
+        ASSETS, selection=["splits", "manifest"], instance=inst, resources=resources, raise_on_error=False
+    )
     return {e.check_name: e for e in result.get_asset_check_evaluations()}
 
 
@@ -114,7 +125,9 @@ def test_each_check_fails_on_broken_input_and_passes_on_good(built, breaker, fai
     for name in failing:  # the summary a glance reads says what failed, not what a pass would say
         summary = results[name].description
         assert summary.startswith("FAILED: ") and summary == results[name].metadata["summary"].value
-        assert "verified and opened" not in summary and ("tokenized/" in summary or "manifests/" in summary or "web.part" in summary), summary
+        assert "verified and opened" not in summary and (
+            "tokenized/" in summary or "manifests/" in summary or "web.part" in summary
+        ), summary
     assert (store / "manifest.json").read_bytes() == live
 
 
@@ -146,4 +159,10 @@ def test_a_new_tokenizer_makes_tokenized_assets_stale_and_republishes_a_new_vers
     assert latest.lineage["manifest_run_id"] != old.lineage["manifest_run_id"]
     for ref in old.files():
         verify_file(store / ref.key, ref)  # the previous version is still whole for running trainers
-    assert sum(1 for _ in shard_loader.TokenDataset(str(store / f"manifests/{first.version}.json"), seq_len=16, batch_size=2)) > 0
+    assert (
+        sum(
+            1
+            for _ in shard_loader.TokenDataset(str(store / f"manifests/{first.version}.json"), seq_len=16, batch_size=2)
+        )
+        > 0
+    )

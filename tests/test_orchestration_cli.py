@@ -31,15 +31,44 @@ def test_cli_backfill_queues_one_run_per_chosen_partition(tmp_path):
     home.mkdir()
     (home / "dagster.yaml").symlink_to(ROOT / "dagster.yaml")
     with _instance(home) as inst:
-        assert sync_partitions(inst, LocalFolderStore(store), load_spec(spec))[2] == ["web.part0", "web.part1", "web.part2"]
-    env = {**os.environ, "DAGSTER_HOME": str(home), "SHARD_DATASET_SPEC": str(spec), "DATASET_STORE_ROOT": str(store), "HF_HUB_OFFLINE": "1"}
+        assert sync_partitions(inst, LocalFolderStore(store), load_spec(spec))[2] == [
+            "web.part0",
+            "web.part1",
+            "web.part2",
+        ]
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "SHARD_DATASET_SPEC": str(spec),
+        "DATASET_STORE_ROOT": str(store),
+        "HF_HUB_OFFLINE": "1",
+    }
     out = subprocess.run(
-        [sys.executable, "-m", "dagster", "job", "backfill", "-w", "workspace.yaml", "-j", "tokenize_job", "--partitions", "web.part0,web.part2", "--noprompt"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=HUNG,
+        [
+            sys.executable,
+            "-m",
+            "dagster",
+            "job",
+            "backfill",
+            "-w",
+            "workspace.yaml",
+            "-j",
+            "tokenize_job",
+            "--partitions",
+            "web.part0,web.part2",
+            "--noprompt",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=HUNG,
     )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     with _instance(home) as inst:
         runs = inst.get_runs()
     assert sorted(r.tags["dagster/partition"] for r in runs) == ["web.part0", "web.part2"]
-    assert {(r.job_name, r.status, r.tags["dataset/step"]) for r in runs} == {("tokenize_job", dg.DagsterRunStatus.QUEUED, "tokenize")}
+    assert {(r.job_name, r.status, r.tags["dataset/step"]) for r in runs} == {
+        ("tokenize_job", dg.DagsterRunStatus.QUEUED, "tokenize")
+    }
     assert len({r.tags["dagster/backfill"] for r in runs}) == 1

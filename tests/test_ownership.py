@@ -37,8 +37,10 @@ def other_spec(tmp: Path, vocab: int = 2048) -> Path:
     for i in range(2):
         write_jsonl(tmp / "other" / f"o{i}.jsonl", 90, seed=40 + i)
     path = tmp / "other.toml"
-    path.write_text(f'name = "other"\nval_fraction = 0.2\nmin_chars = 10\n[tokenizer]\nvocab_size = {vocab}\n'
-                    f'[[sources]]\nname = "web"\nuri = "{tmp}/other/*.jsonl"\nformat = "jsonl"\n')
+    path.write_text(
+        f'name = "other"\nval_fraction = 0.2\nmin_chars = 10\n[tokenizer]\nvocab_size = {vocab}\n'
+        f'[[sources]]\nname = "web"\nuri = "{tmp}/other/*.jsonl"\nformat = "jsonl"\n'
+    )
     return path
 
 
@@ -65,9 +67,24 @@ def test_another_dataset_is_refused_before_it_writes_anything_by_discovery_and_b
     assert_refusal(str(refused.value), "tiny", "other")
     assert snapshot(store) == before  # not a probe, not a registration, not a record
     # "Materialize all" in the UI runs assets without discovery: the same instance's partitions, the other spec
-    for selection, partition in (["raw_documents"], "web.part0"), (["tokenizer"], None), (["tokenized_shards"], "web.part1"), (["splits"], None):
-        result = dg.materialize(ASSETS, selection=selection, partition_key=partition, instance=inst, resources=tiny_resources(other, store), raise_on_error=False)
-        assert not result.success and failure_message(result).startswith("PrefixOwnedError: "), (selection, failure_message(result))
+    for selection, partition in (
+        (["raw_documents"], "web.part0"),
+        (["tokenizer"], None),
+        (["tokenized_shards"], "web.part1"),
+        (["splits"], None),
+    ):
+        result = dg.materialize(
+            ASSETS,
+            selection=selection,
+            partition_key=partition,
+            instance=inst,
+            resources=tiny_resources(other, store),
+            raise_on_error=False,
+        )
+        assert not result.success and failure_message(result).startswith("PrefixOwnedError: "), (
+            selection,
+            failure_message(result),
+        )
     assert snapshot(store) == before
     assert shard_loader.open_manifest(str(store)).manifest.version == first.version
 
@@ -103,7 +120,9 @@ def test_racing_claims_on_a_real_s3_server_leave_one_owner_and_refuse_the_other(
         stores = [S3ObjectStore(seaweed.client(WRITER), "owners", prefix, seaweed.url) for _ in names]
         with ThreadPoolExecutor(2) as pool:
             outcomes = list(pool.map(lambda args: _outcome(lambda: claim(*args)), zip(stores, names)))
-        owner = json.loads(seaweed.client(WRITER).get_object(Bucket="owners", Key=f"{prefix}/{OWNER_KEY}")["Body"].read())["dataset"]
+        owner = json.loads(
+            seaweed.client(WRITER).get_object(Bucket="owners", Key=f"{prefix}/{OWNER_KEY}")["Body"].read()
+        )["dataset"]
         if names[0] == names[1]:
             assert outcomes == [None, None] and owner == "alpha"
         else:
@@ -125,12 +144,24 @@ def _cli_build(seaweed, tmp: Path, spec: Path, name: str, prefix: str) -> subpro
     home = tmp / f"home-{name}"
     home.mkdir()
     env = {
-        **clean, "HF_HUB_OFFLINE": "1", "DAGSTER_HOME": str(home), "DATASET_STORE": "s3", "S3_ENDPOINT_URL": seaweed.url,
-        "DATASET_STORE_ROOT": f"s3://concurrent/{prefix}", "AWS_ACCESS_KEY_ID": WRITER[0], "AWS_SECRET_ACCESS_KEY": WRITER[1],
+        **clean,
+        "HF_HUB_OFFLINE": "1",
+        "DAGSTER_HOME": str(home),
+        "DATASET_STORE": "s3",
+        "S3_ENDPOINT_URL": seaweed.url,
+        "DATASET_STORE_ROOT": f"s3://concurrent/{prefix}",
+        "AWS_ACCESS_KEY_ID": WRITER[0],
+        "AWS_SECRET_ACCESS_KEY": WRITER[1],
         "XDG_CACHE_HOME": str(tmp / f"xdg-{name}"),
     }
-    return subprocess.Popen([str(ROOT / ".venv/bin/shard-assets"), "build", "--spec", str(spec), "--workers", "1"],
-                            cwd=home, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [str(ROOT / ".venv/bin/shard-assets"), "build", "--spec", str(spec), "--workers", "1"],
+        cwd=home,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 @pytest.mark.system
@@ -144,11 +175,16 @@ def test_two_builds_into_one_s3_prefix_at_once_one_spec_publishes_once_two_specs
         "tiny": _cli_build(seaweed, tmp_path, spec, "tiny", "mixed"),
         "other": _cli_build(seaweed, tmp_path, other, "other", "mixed"),
     }
-    outputs = {name: p.communicate(timeout=900) for name, p in runs.items()}  # read as they run: a full pipe would block a build
+    outputs = {
+        name: p.communicate(timeout=900) for name, p in runs.items()
+    }  # read as they run: a full pipe would block a build
     done = {name: (runs[name].returncode, *out) for name, out in outputs.items()}
     for name in ("same-a", "same-b"):
         assert done[name][0] == 0, done[name][2][-3000:]
-    versions = {next(line.split()[1] for line in done[n][1].splitlines() if line.startswith("version")) for n in ("same-a", "same-b")}
+    versions = {
+        next(line.split()[1] for line in done[n][1].splitlines() if line.startswith("version"))
+        for n in ("same-a", "same-b")
+    }
     assert len(versions) == 1  # one spec, one content, one version, whoever wrote it first
     codes = {name: done[name][0] for name in ("tiny", "other")}
     assert sorted(codes.values()) == [0, 2], {n: done[n][2][-2000:] for n in codes}
@@ -157,13 +193,17 @@ def test_two_builds_into_one_s3_prefix_at_once_one_spec_publishes_once_two_specs
     assert_refusal(line, winner, loser)
     client = seaweed.client(WRITER)
     keys = [o["Key"] for o in client.list_objects_v2(Bucket="concurrent", Prefix="mixed/").get("Contents", [])]
-    assert json.loads(client.get_object(Bucket="concurrent", Key=f"mixed/{OWNER_KEY}")["Body"].read())["dataset"] == winner
+    assert (
+        json.loads(client.get_object(Bucket="concurrent", Key=f"mixed/{OWNER_KEY}")["Body"].read())["dataset"] == winner
+    )
     assert not [k for k in keys if f"manifests/{loser}-" in k]
     live = json.loads(client.get_object(Bucket="concurrent", Key="mixed/manifest.json")["Body"].read())
     assert live["dataset"]["name"] == winner
     for prefix in ("same", "mixed"):
         local = tmp_path / f"copy-{prefix}"
-        for key in [o["Key"] for o in client.list_objects_v2(Bucket="concurrent", Prefix=f"{prefix}/").get("Contents", [])]:
+        for key in [
+            o["Key"] for o in client.list_objects_v2(Bucket="concurrent", Prefix=f"{prefix}/").get("Contents", [])
+        ]:
             path = local / key[len(prefix) + 1 :]
             path.parent.mkdir(parents=True, exist_ok=True)
             client.download_file("concurrent", key, str(path))

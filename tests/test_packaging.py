@@ -32,7 +32,11 @@ def _fresh_venv(path: Path, *requirements: str) -> Path:
     uv = _uv()
     subprocess.run([uv, "venv", "-q", str(path), "-p", sys.executable], check=True, timeout=HUNG)
     refresh = ["--refresh-package", "shard-loader", "--refresh-package", "shard-assets"]
-    subprocess.run([uv, "pip", "install", "-q", "--python", str(path / "bin" / "python"), *refresh, *requirements], check=True, timeout=HUNG)
+    subprocess.run(
+        [uv, "pip", "install", "-q", "--python", str(path / "bin" / "python"), *refresh, *requirements],
+        check=True,
+        timeout=HUNG,
+    )
     return path / "bin"
 
 
@@ -60,7 +64,10 @@ def test_the_loader_installs_alone_with_numpy_and_names_the_extra_a_missing_depe
     bin_dir = _fresh_venv(tmp_path / "venv", str(ROOT / "loader"))
     got = _installed(bin_dir, tmp_path)  # run from tmp_path: the repository's folders are not on sys.path
     assert got["shard_loader"] and not got["shard_assets"]
-    assert got["loader_top"] == ["shard_loader", "shard_loader-0.1.0.dist-info"]  # no tests/, benchmarks/, shard_assets/
+    assert got["loader_top"] == [
+        "shard_loader",
+        "shard_loader-0.1.0.dist-info",
+    ]  # no tests/, benchmarks/, shard_assets/
     assert [r.split(";")[0].strip() for r in got["loader_requires"] if "extra ==" not in r] == ["numpy>=1.24"]
     assert got["builder_requires"] is None
     assert (bin_dir / "shard-loader").exists() and not (bin_dir / "shard-assets").exists()
@@ -68,14 +75,23 @@ def test_the_loader_installs_alone_with_numpy_and_names_the_extra_a_missing_depe
 
     info = _run([str(bin_dir / "shard-loader"), "info", "r2://bucket/datasets/demo"], tmp_path)
     assert info.returncode == 2 and info.stdout == ""
-    assert info.stderr.splitlines() == ["error: an s3:// or r2:// store needs boto3, which is not installed: pip install 'shard-loader[s3]'"]
+    assert info.stderr.splitlines() == [
+        "error: an s3:// or r2:// store needs boto3, which is not installed: pip install 'shard-loader[s3]'"
+    ]
 
     imported = _run([str(bin_dir / "python"), "-c", "import shard_loader.torch_dataset"], tmp_path)
     assert imported.returncode == 1
     assert imported.stderr.splitlines()[-1] == (
         "shard_loader.errors.MissingExtraError: shard_loader.torch_dataset needs torch, which is not installed: pip install 'shard-loader[torch]'"
     )
-    caught = _run([str(bin_dir / "python"), "-c", "try:\n    import shard_loader.torch_dataset\nexcept ImportError as e:\n    print(e.name)"], tmp_path)
+    caught = _run(
+        [
+            str(bin_dir / "python"),
+            "-c",
+            "try:\n    import shard_loader.torch_dataset\nexcept ImportError as e:\n    print(e.name)",
+        ],
+        tmp_path,
+    )
     assert caught.stdout.strip() == "torch"  # an ImportError, as code that tries optional imports expects
 
 
@@ -84,8 +100,18 @@ def test_the_builder_installs_with_the_loader_distribution_as_a_dependency(tmp_p
     got = _installed(bin_dir, tmp_path)
     assert got["shard_loader"] and got["shard_assets"]
     assert any(r.startswith("shard-loader[s3]") for r in got["builder_requires"]), got["builder_requires"]
-    assert got["loader_top"] == ["shard_loader", "shard_loader-0.1.0.dist-info"]  # the loader's own distribution, not a copy in the builder's
+    assert got["loader_top"] == [
+        "shard_loader",
+        "shard_loader-0.1.0.dist-info",
+    ]  # the loader's own distribution, not a copy in the builder's
     assert _run([str(bin_dir / "shard-assets"), "--help"], tmp_path).returncode == 0
-    defs = _run([str(bin_dir / "python"), "-c", "import shard_assets.definitions as d; print(len(d.defs().resolve_asset_graph().get_all_asset_keys()))"], tmp_path)
+    defs = _run(
+        [
+            str(bin_dir / "python"),
+            "-c",
+            "import shard_assets.definitions as d; print(len(d.defs().resolve_asset_graph().get_all_asset_keys()))",
+        ],
+        tmp_path,
+    )
     assert defs.returncode == 0 and int(defs.stdout) >= 5, defs.stderr  # Dagster, pyarrow, tokenizers came with it
     assert _run([str(bin_dir / "shard-loader"), "--help"], tmp_path).returncode == 0

@@ -44,7 +44,9 @@ def test_estimates_are_close_to_the_truth(tmp_path):
 def test_a_file_read_whole_by_the_sample_is_exact_and_unmarked(tmp_path):
     write_jsonl(tmp_path / "small.jsonl", 40, seed=4)
     spec_path = tmp_path / "spec.toml"
-    spec_path.write_text(f'name = "p"\nmin_chars = 1\n[[sources]]\nname = "j"\nuri = "{tmp_path}/small.jsonl"\nformat = "jsonl"\n')
+    spec_path.write_text(
+        f'name = "p"\nmin_chars = 1\n[[sources]]\nname = "j"\nuri = "{tmp_path}/small.jsonl"\nformat = "jsonl"\n'
+    )
     texts = [f"document {i} alpha beta" for i in range(50)]
     text, record = build_tokenizer(TokenizerSpec(vocab_size=300), iter(texts))
     tok = load_tokenizer(text)
@@ -55,7 +57,12 @@ def test_a_file_read_whole_by_the_sample_is_exact_and_unmarked(tmp_path):
 
 
 def test_plan_command_prints_totals(demo_spec):
-    out = subprocess.run([sys.executable, "-m", "shard_assets.cli", "plan", "--spec", str(demo_spec), "--sample", "20"], capture_output=True, text=True, timeout=HUNG)
+    out = subprocess.run(
+        [sys.executable, "-m", "shard_assets.cli", "plan", "--spec", str(demo_spec), "--sample", "20"],
+        capture_output=True,
+        text=True,
+        timeout=HUNG,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "total" in out.stdout and "core-hours" in out.stdout and "stdlib.part-000" in out.stdout
 
@@ -65,8 +72,15 @@ def test_a_file_that_cannot_be_read_is_listed_and_the_others_planned_as_the_buil
     write_jsonl(tmp_path / "good.jsonl", 40, seed=4)
     (tmp_path / "broken.jsonl").write_text('{"text": "fine line"}\n{not json}\n')
     spec_path = tmp_path / "spec.toml"
-    spec_path.write_text(f'name = "p"\nmin_chars = 1\n[[sources]]\nname = "j"\nuri = "{tmp_path}/*.jsonl"\nformat = "jsonl"\n')
-    out = subprocess.run([sys.executable, "-m", "shard_assets.cli", "plan", "--spec", str(spec_path), "--sample", "20"], capture_output=True, text=True, timeout=300)
+    spec_path.write_text(
+        f'name = "p"\nmin_chars = 1\n[[sources]]\nname = "j"\nuri = "{tmp_path}/*.jsonl"\nformat = "jsonl"\n'
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "shard_assets.cli", "plan", "--spec", str(spec_path), "--sample", "20"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "j.good" in out.stdout and "skipped        1 files" in out.stdout
     assert re.search(r"j.broken\s+.*broken.jsonl:2: not a JSON object", out.stdout), out.stdout

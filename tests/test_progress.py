@@ -18,7 +18,11 @@ from tests.support.patience import HUNG
 
 RUNS = [
     RunOutcome(RunBatch("ingest_job", ("web.a", "web.b")), ("run-1",), {}),
-    RunOutcome(RunBatch("ingest_job", ("web.c",)), (), {"web.c": "ingest_job [web.c] failed (run run-2): SourceError: c.jsonl:3: not a JSON object"}),
+    RunOutcome(
+        RunBatch("ingest_job", ("web.c",)),
+        (),
+        {"web.c": "ingest_job [web.c] failed (run run-2): SourceError: c.jsonl:3: not a JSON object"},
+    ),
     RunOutcome(RunBatch("ingest_job", ("web.d", "web.e")), ("run-3",), {}),
 ]
 
@@ -38,7 +42,9 @@ def _progress(stream, interval: float) -> str:
 def test_a_pipe_gets_one_line_per_job_and_each_failure_as_it_happens():
     lines = _progress(io.StringIO(), math.inf).splitlines()
     assert lines[0] == f"warning: {RUNS[1].failures['web.c']}"
-    assert len(lines) == 2 and re.fullmatch(r"ingest_job: 5/5 partitions \(1 failed\), \d+ s elapsed, ETA 0 s", lines[1]), lines
+    assert len(lines) == 2 and re.fullmatch(
+        r"ingest_job: 5/5 partitions \(1 failed\), \d+ s elapsed, ETA 0 s", lines[1]
+    ), lines
     assert len(_progress(io.StringIO(), 0).splitlines()) == 4  # with no interval: a line per run, and the warning
 
 
@@ -51,8 +57,24 @@ def test_a_terminal_redraws_one_line_and_clears_it_for_a_warning():
 def _build_command(tmp_path):
     spec, store, _ = tiny_dataset(tmp_path, files=3, docs=80)
     (tmp_path / "home").mkdir()
-    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1", "SHARD_PARTITION_BYTES": "0"}  # one partition per file
-    return [sys.executable, "-m", "shard_assets.cli", "build", "--spec", str(spec), "--store", str(store), "--workers", "1"], env
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(tmp_path / "home"),
+        "HF_HUB_OFFLINE": "1",
+        "SHARD_PARTITION_BYTES": "0",
+    }  # one partition per file
+    return [
+        sys.executable,
+        "-m",
+        "shard_assets.cli",
+        "build",
+        "--spec",
+        str(spec),
+        "--store",
+        str(store),
+        "--workers",
+        "1",
+    ], env
 
 
 @pytest.mark.integration
@@ -62,7 +84,10 @@ def test_progress_in_a_pipe_is_one_plain_line_per_job(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     lines = [line for line in out.stderr.splitlines() if "partitions," in line]
     assert lines and all("\r" not in line for line in lines)
-    assert any(re.fullmatch(r"tokenize_job \(tokenized_shards\): 3/3 partitions, \d+ s elapsed, ETA 0 s", line) for line in lines), lines
+    assert any(
+        re.fullmatch(r"tokenize_job \(tokenized_shards\): 3/3 partitions, \d+ s elapsed, ETA 0 s", line)
+        for line in lines
+    ), lines
     assert [line.split(":")[0] for line in lines][-2:] == ["ingest_job", "tokenize_job (tokenized_shards)"]
     assert "partitions," not in out.stdout and "checks        6 of 6 passed" in out.stdout
 

@@ -42,7 +42,12 @@ for n in range(int(sys.argv[3])):
 
 
 def _publisher(store: Path, manifest: Path, times: int) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", PUBLISHER, str(store), str(manifest), str(times)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", PUBLISHER, str(store), str(manifest), str(times)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _two_datasets(store: Path) -> dict[str, bytes]:
@@ -125,7 +130,9 @@ def test_a_version_whose_sizes_differ_from_the_files_is_never_made_live(dataset)
 def test_a_version_naming_one_shard_in_two_splits_is_never_made_live(dataset):
     root, m, bodies = dataset
     shared = m.splits["train"].shards[0]
-    both = replace(m, version="v-shared", splits={**m.splits, "val": SplitInfo.of([shared])})  # val would serve train data
+    both = replace(
+        m, version="v-shared", splits={**m.splits, "val": SplitInfo.of([shared])}
+    )  # val would serve train data
     with pytest.raises(ShardLoaderError) as refused:  # the reader refuses the written version (the format's own rule)
         publish(LocalFolderStore(root), both, parts={}, val_fraction=0.0)
     assert shared.npy.key in str(refused.value) or shared.bin.key in str(refused.value)

@@ -31,7 +31,9 @@ from tests.support.dagster_helpers import instance, tiny_dataset, write_jsonl
 from tests.support.seaweedfs import READER, WRITER
 from tests.support.synthetic import random_docs, write_dataset
 
-DROP_ALL = Policy(keep=1, max_age_s=0, grace_s=0)  # every superseded version is dropped at once, unless a reader holds it
+DROP_ALL = Policy(
+    keep=1, max_age_s=0, grace_s=0
+)  # every superseded version is dropped at once, unless a reader holds it
 
 
 def soon() -> float:
@@ -45,7 +47,9 @@ def test_a_lease_is_written_renewed_and_removed_and_parsed_only_at_its_own_key(t
     lease = ReaderLease(store, "demo-0123456789abcdef", seconds=60, renew=0.01)
     assert lease.acquire()
     path = tmp_path / lease.key
-    assert Lease.parse(path.read_bytes(), lease.key) == lease.lease and lease.key.startswith("readers/demo-0123456789abcdef/")
+    assert Lease.parse(path.read_bytes(), lease.key) == lease.lease and lease.key.startswith(
+        "readers/demo-0123456789abcdef/"
+    )
     lease.start()
     assert lease.wait_renewed(2, timeout=60)  # the daemon thread rewrote it (a handshake, not a sleep)
     lease.release()
@@ -58,7 +62,10 @@ def test_a_lease_is_written_renewed_and_removed_and_parsed_only_at_its_own_key(t
 
 def test_a_reader_that_cannot_write_says_what_protects_it_instead(caplog):
     with caplog.at_level(logging.WARNING, logger="shard_loader.storage.reader_leases"):
-        assert hold_reader_lease(HttpStore("https://example.invalid/data"), "demo-0123456789abcdef", "manifest.json") is None
+        assert (
+            hold_reader_lease(HttpStore("https://example.invalid/data"), "demo-0123456789abcdef", "manifest.json")
+            is None
+        )
     (record,) = caplog.records
     message = record.getMessage()
     assert "no reader lease on demo-0123456789abcdef" in message and "gc's grace period" in message
@@ -74,7 +81,9 @@ def test_a_version_collected_while_a_reader_opens_it_is_refused_at_the_opening(t
     pinned.write_bytes((tmp_path / "manifest.json").read_bytes())
     put = FolderWriter.put
 
-    def gc_in_between(self, key, data):  # gc marks the version after this reader read its manifest, before its lease landed
+    def gc_in_between(
+        self, key, data
+    ):  # gc marks the version after this reader read its manifest, before its lease landed
         (tmp_path / collecting_key(version)).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / collecting_key(version)).write_bytes(b"")
         put(self, key, data)
@@ -142,7 +151,9 @@ def test_a_reader_leasing_a_version_while_gc_drops_it_keeps_it_whole(two_version
     assert plan.dropped_versions == (v1,)
     put = objects.put_bytes
 
-    def reader_arrives(key, data, if_absent=False):  # a trainer leases v1 as gc marks it, before gc reads the leases again
+    def reader_arrives(
+        key, data, if_absent=False
+    ):  # a trainer leases v1 as gc marks it, before gc reads the leases again
         put(key, data, if_absent)
         if key == collecting_key(v1):
             lease = ReaderLease(LocalStore(store), v1)
@@ -163,13 +174,17 @@ def leases_bucket(seaweed) -> str:
 
 
 def _s3_resources(seaweed, spec: Path, prefix: str) -> dict:
-    store = StoreResource(root=f"s3://leases/{prefix}", endpoint_url=seaweed.url, access_key_id=WRITER[0], secret_access_key=WRITER[1])
+    store = StoreResource(
+        root=f"s3://leases/{prefix}", endpoint_url=seaweed.url, access_key_id=WRITER[0], secret_access_key=WRITER[1]
+    )
     return {"dataset": DatasetResource(spec_path=str(spec)), "store": store}
 
 
 @pytest.mark.integration
 @pytest.mark.parametrize("reader", ["writes", "read-only"])
-def test_a_trainer_on_s3_finishes_its_epoch_while_gc_runs_protected_by_its_lease_or_by_a_pin(seaweed, leases_bucket, tmp_path, monkeypatch, caplog, reader):
+def test_a_trainer_on_s3_finishes_its_epoch_while_gc_runs_protected_by_its_lease_or_by_a_pin(
+    seaweed, leases_bucket, tmp_path, monkeypatch, caplog, reader
+):
     spec, _, _ = tiny_dataset(tmp_path, files=2, docs=150)
     resources = _s3_resources(seaweed, spec, reader)
     inst = instance()
@@ -180,14 +195,24 @@ def test_a_trainer_on_s3_finishes_its_epoch_while_gc_runs_protected_by_its_lease
     url = f"s3://leases/{reader}/manifests/{v1}.json"
     options = {"endpoint_url": seaweed.url, "access_key_id": keys[0], "secret_access_key": keys[1]}
     with caplog.at_level(logging.WARNING, logger="shard_loader.storage.reader_leases"):
-        ds = shard_loader.TokenDataset(url, seq_len=16, batch_size=2, window_shards=1, cache_dir=tmp_path / "cache", store_options=options)
+        ds = shard_loader.TokenDataset(
+            url, seq_len=16, batch_size=2, window_shards=1, cache_dir=tmp_path / "cache", store_options=options
+        )
     objects = resources["store"].store()
     if reader == "read-only":  # no lease: it says what protects it, and whoever launches the run pins the version
         (warning,) = [r.getMessage() for r in caplog.records]
-        assert "AccessDenied" in warning and "gc's grace period" in warning and f"shard-loader pin {url.rsplit('/manifests', 1)[0]}/manifests/{v1}.json --for 30d" in warning
+        assert (
+            "AccessDenied" in warning
+            and "gc's grace period" in warning
+            and f"shard-loader pin {url.rsplit('/manifests', 1)[0]}/manifests/{v1}.json --for 30d" in warning
+        )
         unprotected = plan_collection(objects, DROP_ALL, now=soon())
         assert unprotected.dropped_versions == (v1,), unprotected  # unprotected until pinned
-        for var, value in {"S3_ENDPOINT_URL": seaweed.url, "R2_DATASET_WRITE_ACCESS_KEY_ID": WRITER[0], "R2_DATASET_WRITE_SECRET_ACCESS_KEY": WRITER[1]}.items():
+        for var, value in {
+            "S3_ENDPOINT_URL": seaweed.url,
+            "R2_DATASET_WRITE_ACCESS_KEY_ID": WRITER[0],
+            "R2_DATASET_WRITE_SECRET_ACCESS_KEY": WRITER[1],
+        }.items():
             monkeypatch.setenv(var, value)
         assert loader_cli(["pin", url, "--for", "30d", "--note", "run 7 of the sweep"]) == 0
     total = len(ds)

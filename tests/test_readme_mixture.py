@@ -22,7 +22,9 @@ def readme_block(marker: str) -> str:
 
 def readme_loop() -> str:
     text = (ROOT / "README.md").read_text()
-    return re.search(r"<!-- mixture-train:start -->\n```python\n(.*?)```\n<!-- mixture-train:end -->", text, re.S).group(1)
+    return re.search(
+        r"<!-- mixture-train:start -->\n```python\n(.*?)```\n<!-- mixture-train:end -->", text, re.S
+    ).group(1)
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +37,14 @@ def published(tmp_path_factory):
     (cwd / "data/mixtures/blend.toml").write_text(readme_block("mixture-spec"))
     (cwd / ".venv").symlink_to(ROOT / ".venv")
     env = {**os.environ, "DAGSTER_HOME": str(dagster_home(cwd)), "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run(["bash", "-e", "-c", readme_block("mixture-publish")], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        ["bash", "-e", "-c", readme_block("mixture-publish")],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return cwd, done
 
 
@@ -43,7 +52,10 @@ def test_the_readme_tokenizer_table_gives_every_dataset_one_fingerprint(publishe
     cwd, _ = published
     specs = [(cwd / f"data/specs/{n}.toml").read_text() for n in ("web", "code", "math")]
     assert all(readme_block("mixture-tokenizer") in s for s in specs)
-    fingerprints = {json.loads((cwd / f"data/store/{n}/manifest.json").read_text())["tokenizer"]["fingerprint"] for n in ("web", "code", "math")}
+    fingerprints = {
+        json.loads((cwd / f"data/store/{n}/manifest.json").read_text())["tokenizer"]["fingerprint"]
+        for n in ("web", "code", "math")
+    }
     assert len(fingerprints) == 1
 
 
@@ -53,8 +65,12 @@ def test_the_readme_mix_command_publishes_its_mixture(published):
     live = json.loads((cwd / "data/store/mixtures/blend.json").read_text())
     assert [(c["name"], c["weight"]) for c in live["components"]] == [("web", 0.6), ("code", 0.3), ("math", 0.1)]
     assert live["lineage"]["tokens_per_epoch_from"] == {"train": "all_exhausted", "val": "all_exhausted"}
-    passes = {c["name"]: c["weight"] * live["tokens_per_epoch"]["train"] / c["tokens"]["train"] for c in live["components"]}
-    assert min(passes.values()) >= 1 and 1 < passes["math"] <= 50  # every component at least once; math repeats, within its cap
+    passes = {
+        c["name"]: c["weight"] * live["tokens_per_epoch"]["train"] / c["tokens"]["train"] for c in live["components"]
+    }
+    assert (
+        min(passes.values()) >= 1 and 1 < passes["math"] <= 50
+    )  # every component at least once; math repeats, within its cap
     assert "audits        4 of 4 passed" in done.stdout
 
 

@@ -30,19 +30,36 @@ def _run(block: str, values: dict[str, str], env: dict[str, str]) -> subprocess.
     for placeholder, value in values.items():
         block = block.replace(f"<{placeholder}>", value)
     assert "<" not in block, block
-    return subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=ROOT, env=env, capture_output=True, text=True, timeout=HUNG)
+    return subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block], cwd=ROOT, env=env, capture_output=True, text=True, timeout=HUNG
+    )
 
 
 def test_the_readme_r2_commands_build_and_read_back(seaweed, tmp_path):
     seaweed.create_bucket(BUCKET)
     (ROOT / "data" / "demo").mkdir(parents=True, exist_ok=True)
-    subprocess.run([str(ROOT / ".venv/bin/shard-assets"), "demo", "--folder", "data/demo"], cwd=ROOT, check=True, capture_output=True)
+    subprocess.run(
+        [str(ROOT / ".venv/bin/shard-assets"), "demo", "--folder", "data/demo"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("R2_", "AWS_", "DATASET_", "S3_"))}
-    env = {**clean, "S3_ENDPOINT_URL": seaweed.url, "DAGSTER_HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1"}
+    env = {
+        **clean,
+        "S3_ENDPOINT_URL": seaweed.url,
+        "DAGSTER_HOME": str(tmp_path / "home"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "HF_HUB_OFFLINE": "1",
+    }
     (tmp_path / "home").mkdir()
     values = {
-        "account id": "0123456789abcdef0123456789abcdef", "bucket": BUCKET,
-        "write key id": WRITER[0], "write secret": WRITER[1], "read key id": READER[0], "read secret": READER[1],
+        "account id": "0123456789abcdef0123456789abcdef",
+        "bucket": BUCKET,
+        "write key id": WRITER[0],
+        "write secret": WRITER[1],
+        "read key id": READER[0],
+        "read secret": READER[1],
     }
     build = _run(readme_block("r2-build"), values, env)
     assert build.returncode == 0, build.stderr[-3000:]
@@ -60,7 +77,9 @@ def test_s3_raw_sources_are_listed_and_read_with_the_stores_keys(seaweed, tmp_pa
     seaweed.create_bucket("built")
     writer = seaweed.client(WRITER)
     for i in range(2):
-        body = "".join(f'{{"text": "document {i}-{j}: a few words about object stores and tokens"}}\n' for j in range(120))
+        body = "".join(
+            f'{{"text": "document {i}-{j}: a few words about object stores and tokens"}}\n' for j in range(120)
+        )
         writer.put_object(Bucket="raw-corpus", Key=f"corpus/part-{i}.jsonl", Body=body.encode())
     spec = tmp_path / "spec.toml"
     spec.write_text(
@@ -69,13 +88,27 @@ def test_s3_raw_sources_are_listed_and_read_with_the_stores_keys(seaweed, tmp_pa
     )
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("R2_", "AWS_", "DATASET_", "S3_"))}
     env = {
-        **clean, "HF_HUB_OFFLINE": "1", "DAGSTER_HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": str(tmp_path / "cache"),
-        "DATASET_STORE": "r2", "S3_ENDPOINT_URL": seaweed.url, "R2_DATASET_ACCOUNT_ID": "0123456789abcdef0123456789abcdef",
-        "R2_DATASET_BUCKET_NAME": "built", "DATASET_BINS_PATH": "s3raw",
-        "R2_DATASET_WRITE_ACCESS_KEY_ID": WRITER[0], "R2_DATASET_WRITE_SECRET_ACCESS_KEY": WRITER[1],
+        **clean,
+        "HF_HUB_OFFLINE": "1",
+        "DAGSTER_HOME": str(tmp_path / "home"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "DATASET_STORE": "r2",
+        "S3_ENDPOINT_URL": seaweed.url,
+        "R2_DATASET_ACCOUNT_ID": "0123456789abcdef0123456789abcdef",
+        "R2_DATASET_BUCKET_NAME": "built",
+        "DATASET_BINS_PATH": "s3raw",
+        "R2_DATASET_WRITE_ACCESS_KEY_ID": WRITER[0],
+        "R2_DATASET_WRITE_SECRET_ACCESS_KEY": WRITER[1],
     }
     (tmp_path / "home").mkdir()
-    out = subprocess.run([str(ROOT / ".venv/bin/shard-assets"), "build", "--spec", str(spec), "--workers", "1"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=HUNG)
+    out = subprocess.run(
+        [str(ROOT / ".venv/bin/shard-assets"), "build", "--spec", str(spec), "--workers", "1"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=HUNG,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert re.search(r"^partitions\s+2 \(0 left out", out.stdout, re.M), out.stdout
     assert WRITER[1] not in out.stdout + out.stderr

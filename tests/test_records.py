@@ -38,18 +38,45 @@ EXAMPLES = [
     TokenizerRecord("bpe-300", "0123456789abcdef", 300, 0, "uint16"),
     SOURCE,
     FilePiece("/data/web/big.parquet", "etag:x:9", 9000, (2, 5)),
-    PartitionRecord("web", (FilePiece("/data/web/a.jsonl", "mtime:1:2", 120), FilePiece("/data/web/big.parquet", "etag:x:9", 9000, (0, 2)))),
+    PartitionRecord(
+        "web",
+        (
+            FilePiece("/data/web/a.jsonl", "mtime:1:2", 120),
+            FilePiece("/data/web/big.parquet", "etag:x:9", 9000, (0, 2)),
+        ),
+    ),
     DiscoveryIndex("web", "web.a", {"web.a": (FilePiece("/data/web/a.jsonl", "mtime:1:2", 120),), "web.b": ()}),
     RAW,
     GUARD,
-    PartRecord("web.a", "0123456789abcdef", 0.2, RAW, {"train": ENTRY, "val": ENTRY}, 299, "v2", "run-2", "tokenized-3", GUARD),
-    PartRecord("web.a", "0123456789abcdef", 0.2, RAW, {"train": ENTRY, "val": ENTRY}, 299, "v2", "run-2", "tokenized-3", None, SplitProof(0.2, 8, 2, 1 << 52, 3)),
+    PartRecord(
+        "web.a", "0123456789abcdef", 0.2, RAW, {"train": ENTRY, "val": ENTRY}, 299, "v2", "run-2", "tokenized-3", GUARD
+    ),
+    PartRecord(
+        "web.a",
+        "0123456789abcdef",
+        0.2,
+        RAW,
+        {"train": ENTRY, "val": ENTRY},
+        299,
+        "v2",
+        "run-2",
+        "tokenized-3",
+        None,
+        SplitProof(0.2, 8, 2, 1 << 52, 3),
+    ),
     SplitProof(0.2, 10, 0, 1 << 52, None),
     IngestFailure("web.c", "/data/web/c.jsonl:2: not a JSON object", "run-4", SOURCE),
     Quarantine("web.d", "0123456789abcdef", "its source file /data/web/d.jsonl vanished", "run-5", "select"),
     DatasetOwner("web", "/specs/web.toml", "2026-11-22T12:00:00Z"),
     Quarantine("web.b", "0123456789abcdef", "web.b: field 'text' is missing", "run-3"),
-    SplitsRecord("0123456789abcdef", 0.2, ("web.a",), {"train": SplitTotals(100, 10, 1), "val": SplitTotals(0, 0, 0)}, 0, {"web.b": "quarantined"}),
+    SplitsRecord(
+        "0123456789abcdef",
+        0.2,
+        ("web.a",),
+        {"train": SplitTotals(100, 10, 1), "val": SplitTotals(0, 0, 0)},
+        0,
+        {"web.b": "quarantined"},
+    ),
 ]
 
 
@@ -60,7 +87,11 @@ def test_every_record_round_trips_through_the_codec(record, compact):
 
 
 def test_the_record_module_holds_every_record_type_the_builder_stores():
-    stored = {name for name, value in vars(records).items() if isinstance(value, type) and hasattr(value, "__dataclass_fields__")}
+    stored = {
+        name
+        for name, value in vars(records).items()
+        if isinstance(value, type) and hasattr(value, "__dataclass_fields__")
+    }
     assert stored - {"FileRef", "ShardEntry"} == {type(r).__name__ for r in EXAMPLES} | {"SplitTotals"}
 
 
@@ -69,10 +100,19 @@ def test_the_record_module_holds_every_record_type_the_builder_stores():
     [
         ({"partition": "p"}, r"raw/web/a.json: missing field 'source'"),
         ({**json.loads(to_json(RAW)), "documents": "10"}, r"raw/web/a.json.documents: expected int, got '10'"),
-        ({**json.loads(to_json(RAW)), "source_file": {"uri": 5, "fingerprint": "f"}}, r"raw/web/a.json.source_file.uri: expected str, got 5"),
-        ({**json.loads(to_json(RAW)), "source_files": [json.loads(to_json(SOURCE)), 7]}, r"raw/web/a.json.source_files\[1\]: expected an object, got int"),
+        (
+            {**json.loads(to_json(RAW)), "source_file": {"uri": 5, "fingerprint": "f"}},
+            r"raw/web/a.json.source_file.uri: expected str, got 5",
+        ),
+        (
+            {**json.loads(to_json(RAW)), "source_files": [json.loads(to_json(SOURCE)), 7]},
+            r"raw/web/a.json.source_files\[1\]: expected an object, got int",
+        ),
         ({**json.loads(to_json(RAW)), "documents": True}, r"raw/web/a.json.documents: expected int, got True"),
-        (["web.a", "web", json.loads(to_json(SOURCE))] + [None] * 7, r"raw/web/a.json: expected at most 9 fields, got 10"),
+        (
+            ["web.a", "web", json.loads(to_json(SOURCE))] + [None] * 7,
+            r"raw/web/a.json: expected at most 9 fields, got 10",
+        ),
         ([], r"raw/web/a.json: missing field 'partition'"),
     ],
 )
@@ -86,7 +126,9 @@ def test_a_fixed_size_tuple_is_checked_and_a_record_written_before_a_field_exist
         from_dict(FilePiece, {"uri": "u", "fingerprint": "f", "row_groups": [1, 2, 3]}, "p.json")
     older = {k: v for k, v in json.loads(to_json(RAW)).items() if k != "source_files"}
     assert from_dict(RawRecord, older, "raw/web/a.json").source_files == ()
-    assert from_dict(SplitTotals, {"tokens": 1, "documents": 1, "shards": 1, "newer": "ignored"}, "s.json") == SplitTotals(1, 1, 1)
+    assert from_dict(
+        SplitTotals, {"tokens": 1, "documents": 1, "shards": 1, "newer": "ignored"}, "s.json"
+    ) == SplitTotals(1, 1, 1)
 
 
 def test_invalid_json_is_a_record_error_naming_the_key():

@@ -74,7 +74,10 @@ def test_two_successive_resumes_with_the_readme_settings_shape(root, full):
     assert got == full
 
 
-@pytest.mark.parametrize("method", ["fork", pytest.param("spawn", marks=pytest.mark.system), pytest.param("forkserver", marks=pytest.mark.system)])
+@pytest.mark.parametrize(
+    "method",
+    ["fork", pytest.param("spawn", marks=pytest.mark.system), pytest.param("forkserver", marks=pytest.mark.system)],
+)
 def test_every_start_method_serves_the_rank_stream_it_was_built_for(root, full, method):
     loader = _loader(root, 2, multiprocessing_context=method)
     assert [samples_of(b, SIZES) for b in loader] == full
@@ -100,7 +103,9 @@ def _numpy(root, workers):
     return TokenDataset(root, **OPTS)
 
 
-@pytest.mark.parametrize("make,workers", [(_numpy, 0), (_loader, 0), (_loader, 2), pytest.param(_loader, 3, marks=pytest.mark.system)])
+@pytest.mark.parametrize(
+    "make,workers", [(_numpy, 0), (_loader, 0), (_loader, 2), pytest.param(_loader, 3, marks=pytest.mark.system)]
+)
 def test_load_state_dict_inside_a_running_loop_applies_at_its_next_batch(root, full, make, workers):
     """A rollback inside the loop: the loop's next batch is the loaded state's, and state_dict() counts from there."""
     loader = make(root, workers)

@@ -56,7 +56,14 @@ def test_disk_budget_holds_while_rotating_through_ten_times_its_size(remote, tmp
     total = sum(sizes)
     assert total >= 10 * budget
     with FolderServer(root) as server, DiskSampler(tmp_path) as disk:
-        ds = TokenDataset(f"{server.url}/manifest.json", seq_len=64, batch_size=4, cache_dir=tmp_path, disk_budget=budget, window_shards=1)
+        ds = TokenDataset(
+            f"{server.url}/manifest.json",
+            seq_len=64,
+            batch_size=4,
+            cache_dir=tmp_path,
+            disk_budget=budget,
+            window_shards=1,
+        )
         batches = sum(1 for _ in ds)
         ds.close()
     assert batches == len(ds) > 0
@@ -73,17 +80,23 @@ def test_a_budget_below_two_windows_is_refused_with_the_minimum(remote, tmp_path
     sizes = sorted((e.nbytes for e in manifest.splits["train"].shards), reverse=True)
     with FolderServer(root) as server:
         with pytest.raises(DiskBudgetError, match=f"minimum is {sizes[0] + sizes[1]:,} bytes"):
-            TokenDataset(f"{server.url}/manifest.json", cache_dir=tmp_path, disk_budget=sizes[0] + sizes[1] - 1, window_shards=1)
+            TokenDataset(
+                f"{server.url}/manifest.json", cache_dir=tmp_path, disk_budget=sizes[0] + sizes[1] - 1, window_shards=1
+            )
 
 
 def test_kept_files_are_reused_after_a_restart(remote, tmp_path):
     root, _ = remote
     with FolderServer(root) as server:
-        first = TokenDataset(f"{server.url}/manifest.json", seq_len=64, batch_size=4, cache_dir=tmp_path, keep_files=True)
+        first = TokenDataset(
+            f"{server.url}/manifest.json", seq_len=64, batch_size=4, cache_dir=tmp_path, keep_files=True
+        )
         a = [b["input_ids"] for b in first]
         first.close()
         gets = sum(server.gets.values())
-        second = TokenDataset(f"{server.url}/manifest.json", seq_len=64, batch_size=4, cache_dir=tmp_path, keep_files=True)
+        second = TokenDataset(
+            f"{server.url}/manifest.json", seq_len=64, batch_size=4, cache_dir=tmp_path, keep_files=True
+        )
         b = [x["input_ids"] for x in second]
         second.close()
         assert sum(server.gets.values()) == gets + 1  # only the manifest again
@@ -104,7 +117,10 @@ def test_no_wait_at_swaps_when_the_link_outpaces_a_slow_consumer(remote, tmp_pat
             if window == 6:
                 break
             if i == lasts[window]:  # the consumer still holds this window's last batch
-                wait_for(lambda: requested() >= window + 2, f"window {window + 1}'s shard requested while window {window} is consumed")
+                wait_for(
+                    lambda: requested() >= window + 2,
+                    f"window {window + 1}'s shard requested while window {window} is consumed",
+                )
         ds.close()
     waits = ds.stats.waits
     assert waits[0] > 0.1  # the first window really was slow to arrive
@@ -121,10 +137,15 @@ def test_one_mode_per_store_and_budget_chosen_when_the_dataset_is_made(remote, t
             "remote": TokenDataset(url, cache_dir=tmp_path, window_shards=1).cache.files,
             "remote, kept": TokenDataset(url, cache_dir=tmp_path, window_shards=1, keep_files=True).cache.files,
             "remote, budget": TokenDataset(url, cache_dir=tmp_path, window_shards=1, disk_budget=budget).cache.files,
-            "remote, budget, kept": TokenDataset(url, cache_dir=tmp_path, window_shards=1, disk_budget=budget, keep_files=True).cache.files,
+            "remote, budget, kept": TokenDataset(
+                url, cache_dir=tmp_path, window_shards=1, disk_budget=budget, keep_files=True
+            ).cache.files,
         }
     assert {name: type(files) for name, files in modes.items()} == {
-        "local folder": InPlaceFiles, "remote": FetchedFiles, "remote, kept": FetchedFiles, "remote, budget": PacedFiles,
+        "local folder": InPlaceFiles,
+        "remote": FetchedFiles,
+        "remote, kept": FetchedFiles,
+        "remote, budget": PacedFiles,
         "remote, budget, kept": FetchedFiles,
     }
     assert not modes["remote"].keep_files and modes["remote, kept"].keep_files
@@ -144,7 +165,12 @@ def test_fetched_files_go_at_release_unless_held_by_another_consumer_needed_next
     root, _ = remote
     with FolderServer(root) as server:
         for keep_files in (False, True):
-            ds = TokenDataset(f"{server.url}/manifest.json", cache_dir=tmp_path / str(keep_files), window_shards=3, keep_files=keep_files)
+            ds = TokenDataset(
+                f"{server.url}/manifest.json",
+                cache_dir=tmp_path / str(keep_files),
+                window_shards=3,
+                keep_files=keep_files,
+            )
             files, segment = ds.cache.files, ds.plan().segments[0]
             first, held, needed = segment.window.shards
             paths = files.files(segment)
@@ -164,13 +190,23 @@ def test_a_full_pass_leaves_no_sidecar_without_the_file_it_guards(remote, tmp_pa
     root, manifest = remote
     largest = max(e.nbytes for e in manifest.splits["train"].shards)
     with FolderServer(root) as server:
-        ds = TokenDataset(f"{server.url}/manifest.json", seq_len=64, batch_size=4, cache_dir=tmp_path, window_shards=1,
-                          disk_budget=None if budget is None else 4 * largest)
+        ds = TokenDataset(
+            f"{server.url}/manifest.json",
+            seq_len=64,
+            batch_size=4,
+            cache_dir=tmp_path,
+            window_shards=1,
+            disk_budget=None if budget is None else 4 * largest,
+        )
         assert sum(1 for _ in ds) == len(ds)
         ds.close()
     files = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
-    assert not [f for f in files if f.endswith((".lock", ".check", ".part", ".journal"))]  # zero-byte locks go with their use
-    guarded = {f.removesuffix(".lease") for f in files if f.endswith(".lease")} | {f.rsplit(".ok-", 1)[0] for f in files if ".ok-" in f}
+    assert not [
+        f for f in files if f.endswith((".lock", ".check", ".part", ".journal"))
+    ]  # zero-byte locks go with their use
+    guarded = {f.removesuffix(".lease") for f in files if f.endswith(".lease")} | {
+        f.rsplit(".ok-", 1)[0] for f in files if ".ok-" in f
+    }
     assert guarded <= files  # a lease and a marker only beside their file
     shards = {f for f in guarded if f.startswith("tokenized/")}
     table = manifest.splits["train"].table.key  # kept for restarts

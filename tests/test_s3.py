@@ -35,10 +35,15 @@ def s3():
 @pytest.fixture
 def r2_env(s3, monkeypatch):
     for var, value in {
-        "DATASET_STORE": "r2", "S3_ENDPOINT_URL": s3.url, "R2_DATASET_ACCOUNT_ID": "0123456789abcdef",
-        "R2_DATASET_BUCKET_NAME": BUCKET, "DATASET_BINS_PATH": "team/demo",
-        "R2_DATASET_WRITE_ACCESS_KEY_ID": ACCESS_KEY, "R2_DATASET_WRITE_SECRET_ACCESS_KEY": SECRET_KEY,
-        "R2_DATASET_READ_ACCESS_KEY_ID": ACCESS_KEY, "R2_DATASET_READ_SECRET_ACCESS_KEY": SECRET_KEY,
+        "DATASET_STORE": "r2",
+        "S3_ENDPOINT_URL": s3.url,
+        "R2_DATASET_ACCOUNT_ID": "0123456789abcdef",
+        "R2_DATASET_BUCKET_NAME": BUCKET,
+        "DATASET_BINS_PATH": "team/demo",
+        "R2_DATASET_WRITE_ACCESS_KEY_ID": ACCESS_KEY,
+        "R2_DATASET_WRITE_SECRET_ACCESS_KEY": SECRET_KEY,
+        "R2_DATASET_READ_ACCESS_KEY_ID": ACCESS_KEY,
+        "R2_DATASET_READ_SECRET_ACCESS_KEY": SECRET_KEY,
     }.items():
         monkeypatch.setenv(var, value)
     for var in ("AWS_REQUEST_CHECKSUM_CALCULATION", "AWS_RESPONSE_CHECKSUM_VALIDATION"):
@@ -51,7 +56,9 @@ def _upload(s3, key: str, data: bytes) -> FileRef:
 
 
 def _store(s3, **options) -> S3Store:
-    return S3Store(f"s3://{BUCKET}", endpoint_url=s3.url, access_key_id=ACCESS_KEY, secret_access_key=SECRET_KEY, **options)
+    return S3Store(
+        f"s3://{BUCKET}", endpoint_url=s3.url, access_key_id=ACCESS_KEY, secret_access_key=SECRET_KEY, **options
+    )
 
 
 def test_build_to_the_bucket_then_train_from_it_with_a_fresh_cache(s3, r2_env, tmp_path, demo_spec):
@@ -59,14 +66,22 @@ def test_build_to_the_bucket_then_train_from_it_with_a_fresh_cache(s3, r2_env, t
     result = build_dataset(dg.DagsterInstance.ephemeral(), load_spec(demo_spec), resources)
     assert result.manifest_url == f"s3://{BUCKET}/team/demo/manifest.json"
     assert s3.proxy.rejected["PUT"] == 0  # R2-like endpoint accepted every upload
-    ds = TokenDataset(f"r2://{BUCKET}/team/demo/manifest.json", seq_len=128, batch_size=4, cache_dir=tmp_path / "cache",
-                      window_shards=1, store_options={"endpoint_url": s3.url})
+    ds = TokenDataset(
+        f"r2://{BUCKET}/team/demo/manifest.json",
+        seq_len=128,
+        batch_size=4,
+        cache_dir=tmp_path / "cache",
+        window_shards=1,
+        store_options={"endpoint_url": s3.url},
+    )
     batches = list(ds)
     assert len(batches) == len(ds) > 0
     assert sum(b["input_ids"].size for b in batches) > 0.9 * result.tokens["train"] - 4 * 129 * len(ds.windows) * 4
     m = ds.opened.manifest
     assert m.splits["train"].tokens == result.tokens["train"]
-    assert not list((tmp_path / "cache").rglob("tokenized/**/*.npy"))  # rotated out: finished windows deleted (the shard table stays)
+    assert not list(
+        (tmp_path / "cache").rglob("tokenized/**/*.npy")
+    )  # rotated out: finished windows deleted (the shard table stays)
 
 
 def test_the_default_botocore_checksums_are_refused_and_the_store_avoids_them(s3, r2_env, tmp_path):
@@ -93,10 +108,14 @@ def test_the_default_botocore_checksums_are_refused_and_the_store_avoids_them(s3
 def test_downloads_complete_and_verify_through_injected_faults(s3, tmp_path):
     data = os.urandom(6 << 20)
     ref = _upload(s3, "faulty/blob.bin", data)
-    s3.proxy.faults = Faults(error_rate=0.15, reset_rate=0.1, truncate_rate=0.1, stall_rate=0.05, stall_seconds=2.0, seed=42)
+    s3.proxy.faults = Faults(
+        error_rate=0.15, reset_rate=0.1, truncate_rate=0.1, stall_rate=0.05, stall_seconds=2.0, seed=42
+    )
     stats = RequestStats()
     try:
-        config = DownloadConfig(part_size=256 << 10, concurrency=4, retry=RetryPolicy(attempts=12, base_delay=0.01, max_delay=0.2))
+        config = DownloadConfig(
+            part_size=256 << 10, concurrency=4, retry=RetryPolicy(attempts=12, base_delay=0.01, max_delay=0.2)
+        )
         path = download_file(_store(s3, timeout=1.0), ref, tmp_path / ref.key, config, stats)
     finally:
         injected, s3.proxy.faults = dict(s3.proxy.faults.injected), Faults()
@@ -140,7 +159,9 @@ def test_ranks_sharing_a_cache_fetch_each_object_once_and_jobs_do_not_interfere(
     shm_before = _shared_memory()
     ctx = multiprocessing.get_context("spawn")
     jobs = [(str(tmp_path / "node-cache"),)] * 4 + [(str(tmp_path / "other-job"),)]
-    procs = [ctx.Process(target=rank_download, args=(s3.url, BUCKET, [r.__dict__ for r in refs], cache)) for (cache,) in jobs]
+    procs = [
+        ctx.Process(target=rank_download, args=(s3.url, BUCKET, [r.__dict__ for r in refs], cache)) for (cache,) in jobs
+    ]
     for p in procs:
         p.start()
     for p in procs:
@@ -161,7 +182,12 @@ def test_keys_given_as_store_options_never_reach_logs_or_errors(s3, monkeypatch,
     import logging
 
     key_id, secret = "AKIAOPTIONSONLY00077", "options-only-secret-MustNeverLeak-0077"
-    for var in ("R2_DATASET_READ_ACCESS_KEY_ID", "R2_DATASET_READ_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+    for var in (
+        "R2_DATASET_READ_ACCESS_KEY_ID",
+        "R2_DATASET_READ_SECRET_ACCESS_KEY",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+    ):
         monkeypatch.delenv(var, raising=False)
     caplog.set_level(logging.DEBUG)  # botocore logs whole requests, the Authorization header with the key id included
     ref = _upload(s3, "options/blob.bin", os.urandom(1000))

@@ -19,7 +19,10 @@ def unique_dataset(tmp_path_factory):
     root = tmp_path_factory.mktemp("ds")
     rng = np.random.default_rng(7)
     ids = iter(range(1, 10**6))
-    shards = [[np.array([next(ids) for _ in range(rng.integers(50, 400))]) for _ in range(rng.integers(5, 15))] for _ in range(6)]
+    shards = [
+        [np.array([next(ids) for _ in range(rng.integers(50, 400))]) for _ in range(rng.integers(5, 15))]
+        for _ in range(6)
+    ]
     write_dataset(root, {"train": shards}, vocab_size=1 << 20)
     return root
 
@@ -33,9 +36,13 @@ def test_every_sample_once_per_epoch_over_two_ranks_and_three_workers(unique_dat
     seen = []
     for rank in range(2):
         for worker in range(3):
-            ds = TokenDataset(str(unique_dataset), seq_len=32, batch_size=4, seed=3, rank=rank, world_size=2, window_shards=2)
+            ds = TokenDataset(
+                str(unique_dataset), seq_len=32, batch_size=4, seed=3, rank=rank, world_size=2, window_shards=2
+            )
             for _, shards, ids, starts in ds.serve(ds.plan(), Consumer(worker, 3)):
-                seen += [tuple(shards[i].tokens[s : s + 2].tolist()) for i, s in zip(ids, starts)]  # EOD (0) repeats; two tokens do not
+                seen += [
+                    tuple(shards[i].tokens[s : s + 2].tolist()) for i, s in zip(ids, starts)
+                ]  # EOD (0) repeats; two tokens do not
     assert len(seen) == len(set(seen))
     ds = TokenDataset(str(unique_dataset), seq_len=32, batch_size=4, seed=3, rank=0, world_size=2, window_shards=2)
     plan = ds.plan()
@@ -89,7 +96,12 @@ def test_resume_in_a_new_process_continues_exactly(unique_dataset):
     k = len(full) // 2 + 1
     head = [next(it)["input_ids"][:, :2].tolist() for _ in range(k)]
     state = ds.state_dict()
-    out = subprocess.run([sys.executable, "-c", RESUME, str(unique_dataset), json.dumps(state)], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", RESUME, str(unique_dataset), json.dumps(state)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert head + json.loads(out.stdout) == full
 
 

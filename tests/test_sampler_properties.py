@@ -29,7 +29,17 @@ def setups(draw):
 def _plan(s, rank, world=None, start=Cursor()):
     windows = tuple(make_windows([2] * len(s["sizes"]), s["window_shards"], None))
     spec = SampleSpec(s["seq_len"], 1, s["stride"])
-    return EpochPlan(*sample_counts(spec, s["sizes"], list(windows)), windows, spec, 11, s["epoch"], s["batch"], rank, world or s["world"], start)
+    return EpochPlan(
+        *sample_counts(spec, s["sizes"], list(windows)),
+        windows,
+        spec,
+        11,
+        s["epoch"],
+        s["batch"],
+        rank,
+        world or s["world"],
+        start,
+    )
 
 
 def _batches(plan):
@@ -71,10 +81,14 @@ def test_workers_split_a_resumed_plan_exactly_and_in_turn(s, workers, group, dat
     total = resumed.total_batches
     first = data.draw(st.integers(0, total))
     runs = {w: list(Consumer(w, workers, group).runs(first, total - first)) for w in range(workers)}
-    assert all(a < b and a // group == (b - 1) // group for mine in runs.values() for a, b in mine)  # a run stays in one group
+    assert all(
+        a < b and a // group == (b - 1) // group for mine in runs.values() for a, b in mine
+    )  # a run stays in one group
     owned = {w: [i for a, b in mine for i in range(a, b)] for w, mine in runs.items()}
     assert sorted(i for mine in owned.values() for i in mine) == list(range(first, total))
-    assert all((i // group) % workers == w for w, mine in owned.items() for i in mine)  # group q, counted from the resume, to worker q % workers
+    assert all(
+        (i // group) % workers == w for w, mine in owned.items() for i in mine
+    )  # group q, counted from the resume, to worker q % workers
     assert _batches(plan)[k:] == _batches(resumed)
 
 

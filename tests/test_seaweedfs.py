@@ -47,7 +47,13 @@ def uploaded(seaweed, tmp_path_factory):
 @pytest.fixture
 def reader_env(seaweed, monkeypatch, tmp_path):
     """Only what a trainer sets: the endpoint and the read-only keys; a default cache under a fresh XDG_CACHE_HOME."""
-    for var in ("R2_DATASET_WRITE_ACCESS_KEY_ID", "R2_DATASET_WRITE_SECRET_ACCESS_KEY", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "R2_DATASET_ACCOUNT_ID"):
+    for var in (
+        "R2_DATASET_WRITE_ACCESS_KEY_ID",
+        "R2_DATASET_WRITE_SECRET_ACCESS_KEY",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "R2_DATASET_ACCOUNT_ID",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("S3_ENDPOINT_URL", seaweed.url)
     monkeypatch.setenv("R2_DATASET_READ_ACCESS_KEY_ID", READER[0])
@@ -56,12 +62,16 @@ def reader_env(seaweed, monkeypatch, tmp_path):
 
 
 def test_a_dataset_uploaded_by_the_writer_trains_with_the_read_only_keys(uploaded, reader_env, tmp_path):
-    ds = TokenDataset(f"r2://{BUCKET}/{PREFIX}/manifest.json", seq_len=32, batch_size=4, cache_dir=tmp_path / "cache", window_shards=1)
+    ds = TokenDataset(
+        f"r2://{BUCKET}/{PREFIX}/manifest.json", seq_len=32, batch_size=4, cache_dir=tmp_path / "cache", window_shards=1
+    )
     batches = list(ds)
     assert len(batches) == len(ds) > 0 and ds.opened.manifest.version == uploaded.version
 
 
-def test_the_cli_fetches_into_the_default_cache_and_verifies_with_the_read_only_keys(uploaded, reader_env, tmp_path, capsys):
+def test_the_cli_fetches_into_the_default_cache_and_verifies_with_the_read_only_keys(
+    uploaded, reader_env, tmp_path, capsys
+):
     url = f"s3://{BUCKET}/{PREFIX}"
     assert main(["fetch", url]) == 0
     assert main(["verify", url]) == 0
@@ -81,18 +91,29 @@ def test_the_read_only_keys_list_but_cannot_write_and_say_so(seaweed, uploaded, 
     with pytest.raises(ClientError) as put:
         reader.put_object(Bucket=BUCKET, Key=f"{PREFIX}/intruder.json", Body=b"{}")
     (tmp_path / "intruder.json").write_bytes(b"{}")
-    with pytest.raises(S3UploadFailedError) as upload:  # what a builder's upload_file raises: not a botocore error at all
+    with pytest.raises(
+        S3UploadFailedError
+    ) as upload:  # what a builder's upload_file raises: not a botocore error at all
         reader.upload_file(str(tmp_path / "intruder.json"), BUCKET, f"{PREFIX}/intruder.json")
     error = classify(put.value, where)
     assert isinstance(error, StoreError) and not isinstance(error, TransientStoreError) and "AccessDenied" in str(error)
     failure = describe_s3_error(upload.value, where, role="write")
-    assert not failure.transient and "AccessDenied" in failure.message and "R2_DATASET_WRITE_ACCESS_KEY_ID" in failure.message
+    assert (
+        not failure.transient
+        and "AccessDenied" in failure.message
+        and "R2_DATASET_WRITE_ACCESS_KEY_ID" in failure.message
+    )
     for text in (str(error), failure.message):
         assert "lack permission" in text and READER[0] not in text and READER[1] not in text
 
 
 def test_a_wrong_secret_fails_once_with_a_masked_error_naming_what_to_check(seaweed, uploaded):
-    store = S3Store(f"s3://{BUCKET}/{PREFIX}", endpoint_url=seaweed.url, access_key_id=READER[0], secret_access_key="wrong-secret-0000000000000000")
+    store = S3Store(
+        f"s3://{BUCKET}/{PREFIX}",
+        endpoint_url=seaweed.url,
+        access_key_id=READER[0],
+        secret_access_key="wrong-secret-0000000000000000",
+    )
     with pytest.raises(StoreError, match="SignatureDoesNotMatch.*R2_DATASET_READ_SECRET_ACCESS_KEY") as info:
         store.read_bytes("manifest.json")
     assert READER[0] not in str(info.value) and "wrong-secret" not in str(info.value)
@@ -105,12 +126,19 @@ def test_an_object_uploaded_in_multipart_is_fetched_by_parallel_ranges(seaweed, 
     source = tmp_path / "blob.bin"
     source.write_bytes(data)
     key = "multipart/blob.bin"
-    seaweed.client(WRITER).upload_file(str(source), BUCKET, f"{PREFIX}/{key}", Config=TransferConfig(multipart_threshold=5 << 20, multipart_chunksize=5 << 20))
+    seaweed.client(WRITER).upload_file(
+        str(source),
+        BUCKET,
+        f"{PREFIX}/{key}",
+        Config=TransferConfig(multipart_threshold=5 << 20, multipart_chunksize=5 << 20),
+    )
     head = seaweed.client(READER).head_object(Bucket=BUCKET, Key=f"{PREFIX}/{key}")
     assert head["ETag"].strip('"').endswith("-3")  # really stored as a 3-part multipart object
     ref = FileRef(key=key, size=len(data), sha256=hashlib.sha256(data).hexdigest())
     stats = RequestStats()
-    store = S3Store(f"s3://{BUCKET}/{PREFIX}", endpoint_url=seaweed.url, access_key_id=READER[0], secret_access_key=READER[1])
+    store = S3Store(
+        f"s3://{BUCKET}/{PREFIX}", endpoint_url=seaweed.url, access_key_id=READER[0], secret_access_key=READER[1]
+    )
     path = download_file(store, ref, tmp_path / "cache" / key, DownloadConfig(part_size=1 << 20, concurrency=4), stats)
     assert Path(path).read_bytes() == data
     assert stats.requests == 12 and stats.retries == 0 and stats.range_fallbacks == 0
@@ -137,7 +165,10 @@ def test_the_builder_with_a_wrong_secret_says_which_variables_to_check_even_for_
     with pytest.raises(ObjectStoreError) as info:  # a HEAD's 403 has no body, so no S3 code to explain it
         store.exists("manifest.json")
     message = str(info.value)
-    assert "head manifest.json failed: 403" in message and "R2_DATASET_WRITE_ACCESS_KEY_ID/R2_DATASET_WRITE_SECRET_ACCESS_KEY" in message
+    assert (
+        "head manifest.json failed: 403" in message
+        and "R2_DATASET_WRITE_ACCESS_KEY_ID/R2_DATASET_WRITE_SECRET_ACCESS_KEY" in message
+    )
     assert "\n" not in message and "wrong-secret" not in message and WRITER[0] not in message
 
 
@@ -148,15 +179,29 @@ def test_the_builder_with_read_only_keys_stops_before_any_ingest_naming_the_writ
     spec, _, _ = tiny_dataset(tmp_path)
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("R2_", "AWS_", "DATASET_", "S3_"))}
     env = {
-        **clean, "HF_HUB_OFFLINE": "1", "DAGSTER_HOME": str(tmp_path / "home"), "DATASET_STORE": "r2", "S3_ENDPOINT_URL": seaweed.url,
-        "R2_DATASET_BUCKET_NAME": "readonly-build", "DATASET_BINS_PATH": "tiny",
-        "R2_DATASET_WRITE_ACCESS_KEY_ID": READER[0], "R2_DATASET_WRITE_SECRET_ACCESS_KEY": READER[1],  # the read-only pair, by mistake
+        **clean,
+        "HF_HUB_OFFLINE": "1",
+        "DAGSTER_HOME": str(tmp_path / "home"),
+        "DATASET_STORE": "r2",
+        "S3_ENDPOINT_URL": seaweed.url,
+        "R2_DATASET_BUCKET_NAME": "readonly-build",
+        "DATASET_BINS_PATH": "tiny",
+        "R2_DATASET_WRITE_ACCESS_KEY_ID": READER[0],
+        "R2_DATASET_WRITE_SECRET_ACCESS_KEY": READER[1],  # the read-only pair, by mistake
     }
     (tmp_path / "home").mkdir()
-    out = subprocess.run([str(ROOT / ".venv/bin/shard-assets"), "build", "--spec", str(spec), "--workers", "1"],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [str(ROOT / ".venv/bin/shard-assets"), "build", "--spec", str(spec), "--workers", "1"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 2, out.stderr[-3000:]
     (line,) = [s for s in out.stderr.splitlines() if s.startswith("error:")]
     assert "AccessDenied" in line and "check R2_DATASET_WRITE_ACCESS_KEY_ID/R2_DATASET_WRITE_SECRET_ACCESS_KEY" in line
-    assert "ingest_job" not in out.stderr + out.stdout and READER[1] not in out.stderr + out.stdout  # nothing ingested first
+    assert (
+        "ingest_job" not in out.stderr + out.stdout and READER[1] not in out.stderr + out.stdout
+    )  # nothing ingested first
     assert "Contents" not in seaweed.client(WRITER).list_objects_v2(Bucket="readonly-build")

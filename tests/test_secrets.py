@@ -76,7 +76,12 @@ def _s3(tmp: Path) -> Iterator[Deployment]:
             shard_loader.open_manifest("r2://secret-test/ds/manifest.json", endpoint_url=s3.url)
 
         yield Deployment(
-            env={"DATASET_STORE": "r2", "S3_ENDPOINT_URL": s3.url, "R2_DATASET_BUCKET_NAME": "secret-test", "DATASET_BINS_PATH": "ds"},
+            env={
+                "DATASET_STORE": "r2",
+                "S3_ENDPOINT_URL": s3.url,
+                "R2_DATASET_BUCKET_NAME": "secret-test",
+                "DATASET_BINS_PATH": "ds",
+            },
             loader_url="r2://secret-test/ds/manifest.json",
             loader_options={"endpoint_url": s3.url},
             stored_texts=stored,
@@ -128,8 +133,18 @@ def test_no_key_appears_in_logs_events_metadata_objects_or_errors(deployment, tm
     home = tmp_path / "dagster_home"
     home.mkdir()
     inst = dg.DagsterInstance.local_temp(str(home))
-    result = build_dataset(inst, DatasetResource(spec_path=str(spec)).spec(), {"dataset": DatasetResource(spec_path=str(spec)), "store": store_resource_from_env()})
-    ds = TokenDataset(deployment.loader_url, seq_len=16, batch_size=2, cache_dir=tmp_path / "cache", store_options=deployment.loader_options)
+    result = build_dataset(
+        inst,
+        DatasetResource(spec_path=str(spec)).spec(),
+        {"dataset": DatasetResource(spec_path=str(spec)), "store": store_resource_from_env()},
+    )
+    ds = TokenDataset(
+        deployment.loader_url,
+        seq_len=16,
+        batch_size=2,
+        cache_dir=tmp_path / "cache",
+        store_options=deployment.loader_options,
+    )
     assert sum(1 for _ in ds) > 0
 
     errors = []
@@ -141,7 +156,9 @@ def test_no_key_appears_in_logs_events_metadata_objects_or_errors(deployment, tm
         "errors": "\n".join(errors),
         "logs": caplog.text + "".join(capfd.readouterr()),
         "dagster events, metadata and run configs": "\n".join(_dagster_texts(inst, result.run_ids)),
-        "dagster instance files (event log, captured logs)": "\n".join(p.read_bytes().decode("latin-1") for p in home.rglob("*") if p.is_file()),
+        "dagster instance files (event log, captured logs)": "\n".join(
+            p.read_bytes().decode("latin-1") for p in home.rglob("*") if p.is_file()
+        ),
         "stored objects": "\n".join(deployment.stored_texts()),
     }
     assert "missing" in scanned["errors"] and len(scanned["dagster events, metadata and run configs"]) > 10_000

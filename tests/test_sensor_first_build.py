@@ -23,9 +23,19 @@ def test_sensor_runs_then_automation_build_the_whole_dataset(tmp_path):
     assert sorted(inst.get_dynamic_partitions("raw_files")) == ["web.part0", "web.part1"]
     assert {tuple(r.asset_selection) for r in tick.run_requests} == {(dg.AssetKey("raw_documents"),)}
     for request in tick.run_requests:
-        dg.materialize(ASSETS, selection=request.asset_selection, partition_key=request.partition_key, tags=request.tags, instance=inst, resources=resources)
+        dg.materialize(
+            ASSETS,
+            selection=request.asset_selection,
+            partition_key=request.partition_key,
+            tags=request.tags,
+            instance=inst,
+            resources=resources,
+        )
     requested, _ = run_automation(defs, inst, resources, baseline.cursor)
     assert requested == [
-        ("tokenizer", [""]), ("tokenized_shards", ["web.part0", "web.part1"]), ("splits", [""]), ("manifest", [""]),
+        ("tokenizer", [""]),
+        ("tokenized_shards", ["web.part0", "web.part1"]),
+        ("splits", [""]),
+        ("manifest", [""]),
     ]
     assert shard_loader.open_manifest(str(store)).manifest.splits["train"].documents > 0

@@ -67,7 +67,13 @@ sys.stdin.read()
 def test_a_dead_holders_lease_expires(tmp_path):
     path = CachePath(tmp_path, "f.npy")
     path.path.write_bytes(b"x")
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path)], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(tmp_path)],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout.readline().strip() == "held"
     assert not evict(path)
     proc.kill()
@@ -113,7 +119,13 @@ sys.stdin.read()
 
 
 def test_a_consumers_place_counts_while_it_lives_and_moves_with_it(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-c", REGISTERED, str(tmp_path)], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", REGISTERED, str(tmp_path)],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout.readline().strip() == "registered"
     mine = Registration(tmp_path, "layout", 3)
     other = Registration(tmp_path, "other", 1)
@@ -147,7 +159,11 @@ def test_flipped_bytes_in_a_cached_file_are_refetched_never_served(tmp_path, mti
         if mtime == "put back":  # as `touch -d` or `cp -p` would: only the ctime, which no call sets, tells
             os.utime(cached.path, ns=(before.st_atime_ns, before.st_mtime_ns))
             after = os.stat(cached.path)
-            assert (after.st_size, after.st_mtime_ns, after.st_ino) == (before.st_size, before.st_mtime_ns, before.st_ino)
+            assert (after.st_size, after.st_mtime_ns, after.st_ino) == (
+                before.st_size,
+                before.st_mtime_ns,
+                before.st_ino,
+            )
         gets = server.gets.copy()
         second = _stream(url, tmp_path / "cache", keep_files=True)
         refetched = {p for p in server.gets if server.gets[p] > gets.get(p, 0)}
@@ -232,12 +248,31 @@ class DiskInUse:
 
 
 def _ranks(url, cache, sizes, slow, budget=None, rendezvous=None):
-    args = lambda r: [sys.executable, "-c", RANK, url, str(cache), str(r), str(slow[r]), str(budget or "-"), str(rendezvous or "-"), json.dumps(sizes)]  # noqa: E731
-    return [subprocess.Popen(args(r), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+    def args(r):
+        return [
+            sys.executable,
+            "-c",
+            RANK,
+            url,
+            str(cache),
+            str(r),
+            str(slow[r]),
+            str(budget or "-"),
+            str(rendezvous or "-"),
+            json.dumps(sizes),
+        ]
+
+    return [
+        subprocess.Popen(args(r), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)
+    ]
 
 
 def _expected(root, sizes):
-    return json.loads(json.dumps([[samples_of(b, sizes) for b in TokenDataset(str(root), rank=r, world_size=2, **OPTS)] for r in range(2)]))
+    return json.loads(
+        json.dumps(
+            [[samples_of(b, sizes) for b in TokenDataset(str(root), rank=r, world_size=2, **OPTS)] for r in range(2)]
+        )
+    )
 
 
 @pytest.mark.system
@@ -261,7 +296,9 @@ def test_ranks_in_lockstep_fetch_each_file_once_per_node_within_the_disk_budget(
     largest = max(e.nbytes for e in manifest.splits["train"].shards)
     budget = 10 * largest  # 2 ranks x 2 workers x (current + next window), and 2 windows of slack
     with FolderServer(tmp_path / "pub", rate=400_000) as server:
-        procs = _ranks(f"{server.url}/manifest.json", tmp_path / "cache", sizes, (0.0, 0.005), budget, tmp_path / "rendezvous")
+        procs = _ranks(
+            f"{server.url}/manifest.json", tmp_path / "cache", sizes, (0.0, 0.005), budget, tmp_path / "rendezvous"
+        )
         disk = DiskInUse(tmp_path / "cache", [p.pid for p in procs])
         results = [p.communicate(timeout=HUNG) for p in procs]
         disk.stop()
@@ -279,8 +316,22 @@ REPS, LAGGING = 20, [int(n) for n in np.random.default_rng(11).integers(300, 900
 
 def _lagging_passes(url, tmp_path, budget, store_options=None):
     """20 passes of 2 ranks x 2 workers (torchrun, gloo) into one node cache, rank 1 slowed; the disk in use sampled throughout."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(ROOT / "tests/support/lagging_rank.py"),
-           url, str(tmp_path / "cache"), str(budget), str(tmp_path), json.dumps(LAGGING), str(REPS), "1", "0.004"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        str(ROOT / "tests/support/lagging_rank.py"),
+        url,
+        str(tmp_path / "cache"),
+        str(budget),
+        str(tmp_path),
+        json.dumps(LAGGING),
+        str(REPS),
+        "1",
+        "0.004",
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "LAGGING_STORE_OPTIONS": json.dumps(store_options or {})}
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     disk = DiskInUse(tmp_path / "cache", [proc.pid])
@@ -294,7 +345,13 @@ def _check_lagging(tmp_path, manifest, passes, disk, budget, gets):
     """Every pass serves each rank its exact stream; the server sent each file once per pass; the disk never passed the budget."""
     opts = {k: v for k, v in OPTS.items() if k != "seed"}
     for rep in range(REPS):
-        expected = [[samples_of(b, LAGGING) for b in TokenDataset(str(tmp_path / "pub"), rank=r, world_size=2, seed=rep, **opts)] for r in range(2)]
+        expected = [
+            [
+                samples_of(b, LAGGING)
+                for b in TokenDataset(str(tmp_path / "pub"), rank=r, world_size=2, seed=rep, **opts)
+            ]
+            for r in range(2)
+        ]
         assert [passes[r][rep] for r in range(2)] == json.loads(json.dumps(expected)), f"pass {rep}"
     files = {f.key: f.size for e in manifest.splits["train"].shards for f in (e.npy, e.bin)}
     fetched = {key: sum(n for path, n in gets.items() if path.endswith("/" + key)) for key in files}

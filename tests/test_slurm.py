@@ -72,7 +72,11 @@ def environ(values: dict[str, str]) -> Iterator[None]:
 
 def clean_environ() -> dict[str, str]:
     """This process's environment without any store, Dagster or Slurm setting a test did not choose."""
-    return {k: v for k, v in os.environ.items() if not k.startswith(("R2_", "AWS_", "DATASET_", "S3_", "DAGSTER_", "SLURM", "SHARD_"))}
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("R2_", "AWS_", "DATASET_", "S3_", "DAGSTER_", "SLURM", "SHARD_"))
+    }
 
 
 def slurm_home(folder: Path) -> Path:
@@ -80,7 +84,10 @@ def slurm_home(folder: Path) -> Path:
     folder/scratch/<node> and its Slurm output in folder/slurm-out."""
     config = yaml.safe_load((ROOT / "deploy/slurm/dagster.yaml").read_text())
     config["concurrency"] = {
-        "runs": {"max_concurrent_runs": LIMIT, "tag_concurrency_limits": [{"key": "dataset/step", "value": "tokenize", "limit": LIMIT}]},
+        "runs": {
+            "max_concurrent_runs": LIMIT,
+            "tag_concurrency_limits": [{"key": "dataset/step", "value": "tokenize", "limit": LIMIT}],
+        },
         "pools": {"default_limit": LIMIT},
     }
     (folder / "slurm-out").mkdir()
@@ -144,7 +151,9 @@ def _writer_of(client: tuple[str, int], proxy_port: int) -> psutil.Process:
     raise AssertionError(f"no process holds the connection from {client}")
 
 
-def _lose_the_node_of_the_held_upload(slurm, proxy: S3Proxy, gate: PutGate, proc: subprocess.Popen, observed: Observed) -> None:
+def _lose_the_node_of_the_held_upload(
+    slurm, proxy: S3Proxy, gate: PutGate, proc: subprocess.Popen, observed: Observed
+) -> None:
     """When a run's upload is held: kill its node (slurmd and the job's processes), release the upload (refused:
     it never lands), wait for Slurm to call the job NODE_FAIL, then bring the node back."""
     deadline = time.monotonic() + BUILD_SECONDS
@@ -159,7 +168,9 @@ def _lose_the_node_of_the_held_upload(slurm, proxy: S3Proxy, gate: PutGate, proc
     gate.release.set()
     deadline = time.monotonic() + STEP_SECONDS
     while not any(j["id"] == observed.killed_job and j["state"] == "NODE_FAIL" for j in slurm.jobs()):
-        assert time.monotonic() < deadline, f"job {observed.killed_job} not NODE_FAIL: {slurm.jobs()} {slurm.log_tail()}"
+        assert time.monotonic() < deadline, (
+            f"job {observed.killed_job} not NODE_FAIL: {slurm.jobs()} {slurm.log_tail()}"
+        )
         time.sleep(1.0)  # the controller declares the node lost after SlurmdTimeout
     slurm.start_node(observed.killed_node)
     slurm.wait_nodes("idle", (observed.killed_node,), seconds=STEP_SECONDS)
@@ -174,9 +185,16 @@ def cluster_build(slurm, postgres, seaweed, tmp_path_factory) -> Iterator[Build]
     proxy.gate = gate = PutGate(HELD)
     spec, _, _ = tiny_dataset(folder, files=PARTITIONS, docs=40)
     env = {
-        **clean_environ(), **slurm.env(), **postgres.env("build"), "DAGSTER_HOME": str(slurm_home(folder)),
-        "SHARD_SLURM_PARTITION": slurm.partition, "HF_HUB_OFFLINE": "1", "XDG_CACHE_HOME": str(folder / "cache"),
-        "AWS_ACCESS_KEY_ID": WRITER[0], "AWS_SECRET_ACCESS_KEY": WRITER[1], "S3_ENDPOINT_URL": proxy.url,
+        **clean_environ(),
+        **slurm.env(),
+        **postgres.env("build"),
+        "DAGSTER_HOME": str(slurm_home(folder)),
+        "SHARD_SLURM_PARTITION": slurm.partition,
+        "HF_HUB_OFFLINE": "1",
+        "XDG_CACHE_HOME": str(folder / "cache"),
+        "AWS_ACCESS_KEY_ID": WRITER[0],
+        "AWS_SECRET_ACCESS_KEY": WRITER[1],
+        "S3_ENDPOINT_URL": proxy.url,
     }
     with environ({k: v for k, v in env.items() if k.startswith(("DAGSTER_PG_", "SHARD_SLURM", "SLURM_CONF"))}):
         instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(env["DAGSTER_HOME"]))
@@ -184,8 +202,24 @@ def cluster_build(slurm, postgres, seaweed, tmp_path_factory) -> Iterator[Build]
         sampler = threading.Thread(target=_sample, args=(slurm, instance, observed, stop), daemon=True)
         with open(folder / "build.err", "w") as err:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "shard_assets.cli", "build", "--spec", str(spec), "--store", f"s3://{BUCKET}/tiny", "--workers", "4"],
-                cwd=folder, env=env, stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True,
+                [
+                    sys.executable,
+                    "-m",
+                    "shard_assets.cli",
+                    "build",
+                    "--spec",
+                    str(spec),
+                    "--store",
+                    f"s3://{BUCKET}/tiny",
+                    "--workers",
+                    "4",
+                ],
+                cwd=folder,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+                start_new_session=True,
             )
             sampler.start()
             try:
@@ -199,7 +233,17 @@ def cluster_build(slurm, postgres, seaweed, tmp_path_factory) -> Iterator[Build]
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
         try:
-            yield Build(folder, spec, proc.returncode, stdout, (folder / "build.err").read_text(), observed, proxy, instance, env)
+            yield Build(
+                folder,
+                spec,
+                proc.returncode,
+                stdout,
+                (folder / "build.err").read_text(),
+                observed,
+                proxy,
+                instance,
+                env,
+            )
         finally:
             instance.dispose()
             proxy.close()
@@ -209,7 +253,9 @@ def cluster_build(slurm, postgres, seaweed, tmp_path_factory) -> Iterator[Build]
 def default_build(cluster_build, tmp_path_factory) -> Path:
     """The same spec built on the default (in-process) instance into a local folder."""
     store = tmp_path_factory.mktemp("default-build") / "store"
-    build_dataset(dg.DagsterInstance.ephemeral(), load_spec(cluster_build.spec), tiny_resources(cluster_build.spec, store))
+    build_dataset(
+        dg.DagsterInstance.ephemeral(), load_spec(cluster_build.spec), tiny_resources(cluster_build.spec, store)
+    )
     return store
 
 
@@ -224,18 +270,26 @@ def test_runs_execute_as_slurm_jobs_on_both_nodes_each_in_its_own_scratch_dir(cl
     records = {c["id"]: c for c in slurm.completed()}  # sacct's job completion records
     jobs = {r.tags[JOB_ID_TAG]: r for r in runs}
     assert set(jobs) <= set(records)
-    assert all(records[j]["name"] == f"{r.job_name}-{r.run_id}" and records[j]["state"] == "COMPLETED" for j, r in jobs.items())
+    assert all(
+        records[j]["name"] == f"{r.job_name}-{r.run_id}" and records[j]["state"] == "COMPLETED" for j, r in jobs.items()
+    )
     assert {records[j]["nodes"] for j in jobs} == {"n1", "n2"}
     scratch = cluster_build.folder / "scratch"
     for job, run in jobs.items():
         said = (cluster_build.folder / "slurm-out" / f"{job}.out").read_text()
         node = records[job]["nodes"]
-        assert re.search(rf"^Slurm job {job} on {node}: scratch {re.escape(str(scratch / node))}/dagster-run-{job}\.\w+$", said, re.M), said[:500]
+        assert re.search(
+            rf"^Slurm job {job} on {node}: scratch {re.escape(str(scratch / node))}/dagster-run-{job}\.\w+$", said, re.M
+        ), said[:500]
     assert sorted(p.name for p in scratch.iterdir()) == ["n1", "n2"]
     lost = cluster_build.observed.killed_job
-    assert [p.name.split(".")[0] for p in scratch.glob("*/*")] == [f"dagster-run-{lost}"]  # every job removed its own, but the one killed with its node
+    assert [p.name.split(".")[0] for p in scratch.glob("*/*")] == [
+        f"dagster-run-{lost}"
+    ]  # every job removed its own, but the one killed with its node
     config = json.dumps(runs[0].run_config)
-    assert "[[sources]]" in config and WRITER[1] not in config and '"env": "AWS_SECRET_ACCESS_KEY"' in config  # the spec travels; the key only by name
+    assert (
+        "[[sources]]" in config and WRITER[1] not in config and '"env": "AWS_SECRET_ACCESS_KEY"' in config
+    )  # the spec travels; the key only by name
 
 
 def test_a_node_lost_mid_run_fails_the_run_which_is_retried_and_no_published_file_is_rewritten(cluster_build, slurm):
@@ -243,14 +297,27 @@ def test_a_node_lost_mid_run_fails_the_run_which_is_retried_and_no_published_fil
     observed = cluster_build.observed
     assert observed.killed_pids, "no process of the held job was found to kill"
     killed = next(r for r in cluster_build.runs() if r.tags.get(JOB_ID_TAG) == observed.killed_job)
-    assert killed.job_name == "tokenize_job" and killed.status == dg.DagsterRunStatus.FAILURE and killed.tags[WILL_RETRY_TAG] == "true"
-    failure = next(e for e in cluster_build.instance.all_logs(killed.run_id) if e.dagster_event and e.dagster_event.is_run_failure)
+    assert (
+        killed.job_name == "tokenize_job"
+        and killed.status == dg.DagsterRunStatus.FAILURE
+        and killed.tags[WILL_RETRY_TAG] == "true"
+    )
+    failure = next(
+        e for e in cluster_build.instance.all_logs(killed.run_id) if e.dagster_event and e.dagster_event.is_run_failure
+    )
     assert f"Slurm job {observed.killed_job} NODE_FAIL" in failure.message
     retry = cluster_build.instance.get_run_by_id(killed.tags[AUTO_RETRY_RUN_ID_TAG])
     assert retry.status == dg.DagsterRunStatus.SUCCESS and retry.tags["dagster/parent_run_id"] == killed.run_id
-    assert re.search(rf"tokenize_job \[web\.part0\.\.web\.part1\] failed \(run {killed.run_id}\): .*NODE_FAIL.*; Dagster retries it as run {retry.run_id}", cluster_build.stderr)
-    manifest = shard_loader.open_manifest(f"s3://{BUCKET}/tiny/manifest.json", cache_dir=cluster_build.folder / "cache", client=_client(cluster_build)).manifest
-    published = [f"/{BUCKET}/tiny/{ref.key}" for ref in manifest.files()] + [f"/{BUCKET}/tiny/manifests/{manifest.version}.json"]
+    assert re.search(
+        rf"tokenize_job \[web\.part0\.\.web\.part1\] failed \(run {killed.run_id}\): .*NODE_FAIL.*; Dagster retries it as run {retry.run_id}",
+        cluster_build.stderr,
+    )
+    manifest = shard_loader.open_manifest(
+        f"s3://{BUCKET}/tiny/manifest.json", cache_dir=cluster_build.folder / "cache", client=_client(cluster_build)
+    ).manifest
+    published = [f"/{BUCKET}/tiny/{ref.key}" for ref in manifest.files()] + [
+        f"/{BUCKET}/tiny/manifests/{manifest.version}.json"
+    ]
     puts = Counter(cluster_build.proxy.puts)
     assert {k: puts[k] for k in published if puts[k] != 1} == {}  # each published file written once, never again
     written_by_the_lost_run = [k for k in published if "/web.part0-" in k and "/tokenized/" in k]
@@ -260,8 +327,10 @@ def test_a_node_lost_mid_run_fails_the_run_which_is_retried_and_no_published_fil
 def test_the_instance_limit_holds_on_the_cluster(cluster_build):
     _succeeded(cluster_build)
     observed = cluster_build.observed
-    print(f"squeue samples {observed.samples}: at most {observed.live_max} jobs of unfinished runs running, {observed.running_max} jobs in all; "
-          f"a job ran on at most {observed.exiting_max:.1f} s after its run had ended")
+    print(
+        f"squeue samples {observed.samples}: at most {observed.live_max} jobs of unfinished runs running, {observed.running_max} jobs in all; "
+        f"a job ran on at most {observed.exiting_max:.1f} s after its run had ended"
+    )
     assert observed.samples > 20
     assert observed.live_max == LIMIT, observed  # never more, and reached: the limit is what held the other runs back
 
@@ -269,9 +338,13 @@ def test_the_instance_limit_holds_on_the_cluster(cluster_build):
 def test_the_version_is_the_default_instances_byte_for_byte(cluster_build, default_build):
     _succeeded(cluster_build)
     local = shard_loader.open_manifest(str(default_build)).manifest
-    remote = shard_loader.open_manifest(f"s3://{BUCKET}/tiny/manifest.json", cache_dir=cluster_build.folder / "cache", client=_client(cluster_build)).manifest
+    remote = shard_loader.open_manifest(
+        f"s3://{BUCKET}/tiny/manifest.json", cache_dir=cluster_build.folder / "cache", client=_client(cluster_build)
+    ).manifest
     assert remote.version == local.version
-    assert [r.key for r in remote.files() if not r.key.startswith("manifests/lineage/")] == [r.key for r in local.files() if not r.key.startswith("manifests/lineage/")]
+    assert [r.key for r in remote.files() if not r.key.startswith("manifests/lineage/")] == [
+        r.key for r in local.files() if not r.key.startswith("manifests/lineage/")
+    ]
     s3 = _client(cluster_build)
     for ref in local.files():
         if ref.key.startswith("manifests/lineage/"):
@@ -301,8 +374,22 @@ def webserver(env: dict[str, str], folder: Path) -> Iterator[str]:
     port = _free_ports(1)[0]
     with open(folder / "webserver.log", "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "dagster_webserver", "-w", str(ROOT / "workspace.yaml"), "-h", "127.0.0.1", "-p", str(port)],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "dagster_webserver",
+                "-w",
+                str(ROOT / "workspace.yaml"),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(port),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -312,7 +399,9 @@ def webserver(env: dict[str, str], folder: Path) -> Iterator[str]:
                 urllib.request.urlopen(f"{url}/server_info", timeout=5)
                 break
             except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, (folder / "webserver.log").read_text()[-2000:]
+                assert proc.poll() is None and time.monotonic() < deadline, (folder / "webserver.log").read_text()[
+                    -2000:
+                ]
                 time.sleep(1.0)  # polling a starting server, bounded above
         yield url
     finally:
@@ -334,7 +423,12 @@ def test_the_ui_shows_the_runs_as_named_jobs_with_their_logs(cluster_build):
     _succeeded(cluster_build)
     with webserver(cluster_build.env, cluster_build.folder) as url:
         runs = _graphql(url, RUNS)["runsOrError"]["results"]
-        assert {r["jobName"] for r in runs if r["status"] == "SUCCESS"} == {"ingest_job", "tokenizer_job", "tokenize_job", "publish_job"}
+        assert {r["jobName"] for r in runs if r["status"] == "SUCCESS"} == {
+            "ingest_job",
+            "tokenizer_job",
+            "tokenize_job",
+            "publish_job",
+        }
         tokenize = next(r for r in runs if r["jobName"] == "tokenize_job" and r["status"] == "SUCCESS")
         tags = {t["key"]: t["value"] for t in tokenize["tags"]}
         assert tags["dagster/code_location"] == "shard_assets" and tags[JOB_ID_TAG].isdigit()
@@ -342,7 +436,9 @@ def test_the_ui_shows_the_runs_as_named_jobs_with_their_logs(cluster_build):
         assert any(f"Submitted Slurm job {tags[JOB_ID_TAG]}" in (e.get("message") or "") for e in events)
         file_key = next(e["fileKey"] for e in events if e["__typename"] == "LogsCapturedEvent")
         logs = _graphql(url, CAPTURED, {"logKey": [tokenize["runId"], "compute_logs", file_key]})["capturedLogs"]
-        assert "tokenized_shards" in (logs["stdout"] or "") + (logs["stderr"] or "")  # written by the node, read by the UI
+        assert "tokenized_shards" in (logs["stdout"] or "") + (
+            logs["stderr"] or ""
+        )  # written by the node, read by the UI
 
 
 def test_a_run_whose_job_dies_before_the_run_starts_fails_at_once_and_the_build_exits_2(slurm, postgres, tmp_path):
@@ -353,13 +449,39 @@ def test_a_run_whose_job_dies_before_the_run_starts_fails_at_once_and_the_build_
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / "dagster.yaml").write_text(yaml.safe_dump(config))
     spec, store, _ = tiny_dataset(tmp_path, files=1, docs=20)
-    env = {**clean_environ(), **slurm.env(), **postgres.env("broken"), "DAGSTER_HOME": str(tmp_path / "home"), "SHARD_SLURM_PARTITION": slurm.partition, "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run([sys.executable, "-m", "shard_assets.cli", "build", "--spec", str(spec), "--store", str(store), "--workers", "1"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=STEP_SECONDS)  # well inside the instance's 1 h start timeout
+    env = {
+        **clean_environ(),
+        **slurm.env(),
+        **postgres.env("broken"),
+        "DAGSTER_HOME": str(tmp_path / "home"),
+        "SHARD_SLURM_PARTITION": slurm.partition,
+        "HF_HUB_OFFLINE": "1",
+    }
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "shard_assets.cli",
+            "build",
+            "--spec",
+            str(spec),
+            "--store",
+            str(store),
+            "--workers",
+            "1",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=STEP_SECONDS,
+    )  # well inside the instance's 1 h start timeout
     assert done.returncode == 2, done.stderr[-3000:]
     died = r"ingest_job \[web\.part0\] failed \(run [0-9a-f-]+\): its worker ended before the run started: Slurm job \d+ FAILED"
     assert re.search(rf"^warning: {died}", done.stderr, re.M), done.stderr[-3000:]  # as it fails
-    assert re.search(rf"^error: every partition failed in ingest_job \(1 of 1\); the first: {died}", done.stderr, re.M), done.stderr[-3000:]
+    assert re.search(
+        rf"^error: every partition failed in ingest_job \(1 of 1\); the first: {died}", done.stderr, re.M
+    ), done.stderr[-3000:]
 
 
 LOADER = """
@@ -375,18 +497,43 @@ with open(f"{out}/{ds.world.rank}.json", "w") as f:
 def test_two_srun_tasks_without_torchrun_serve_disjoint_halves_of_each_global_batch(slurm, tmp_path):
     import numpy as np
 
-    write_dataset(tmp_path / "pub", {"train": [random_docs(np.random.default_rng(i), 40, mean_len=120) for i in range(4)]})
+    write_dataset(
+        tmp_path / "pub", {"train": [random_docs(np.random.default_rng(i), 40, mean_len=120) for i in range(4)]}
+    )
     (tmp_path / "out").mkdir()
     (tmp_path / "loader.py").write_text(LOADER)
     env = {k: v for k, v in clean_environ().items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     done = subprocess.run(
-        ["srun", "--ntasks=2", "--kill-on-bad-exit=1", sys.executable, str(tmp_path / "loader.py"), str(tmp_path / "pub"), str(tmp_path / "out")],
-        cwd=tmp_path, env={**env, **slurm.env()}, capture_output=True, text=True, timeout=STEP_SECONDS,
+        [
+            "srun",
+            "--ntasks=2",
+            "--kill-on-bad-exit=1",
+            sys.executable,
+            str(tmp_path / "loader.py"),
+            str(tmp_path / "pub"),
+            str(tmp_path / "out"),
+        ],
+        cwd=tmp_path,
+        env={**env, **slurm.env()},
+        capture_output=True,
+        text=True,
+        timeout=STEP_SECONDS,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     served = [json.loads((tmp_path / "out" / f"{r}.json").read_text()) for r in (0, 1)]
-    assert [s["world"] for s in served] == [[0, 2, 0], [1, 2, 1]] or [s["world"][:2] for s in served] == [[0, 2], [1, 2]]
-    expected = [[b["input_ids"].tolist() for b in shard_loader.TokenDataset(str(tmp_path / "pub"), seq_len=16, batch_size=4, seed=3, window_shards=2, rank=r, world_size=2)] for r in (0, 1)]
+    assert [s["world"] for s in served] == [[0, 2, 0], [1, 2, 1]] or [s["world"][:2] for s in served] == [
+        [0, 2],
+        [1, 2],
+    ]
+    expected = [
+        [
+            b["input_ids"].tolist()
+            for b in shard_loader.TokenDataset(
+                str(tmp_path / "pub"), seq_len=16, batch_size=4, seed=3, window_shards=2, rank=r, world_size=2
+            )
+        ]
+        for r in (0, 1)
+    ]
     assert [s["batches"] for s in served] == expected and len(expected[0]) == len(expected[1]) > 0
     for a, b in zip(*expected):
         assert not {tuple(x) for x in a} & {tuple(x) for x in b}  # the two halves of a global batch share no sample
@@ -405,17 +552,31 @@ def test_the_deploy_docs_slurm_steps_run_verbatim(cluster_build, default_build, 
     shared.mkdir()
     pg = postgres.env("docs")
     values = {
-        "shared folder": str(shared), "postgres host": pg["DAGSTER_PG_HOST"], "postgres port": pg["DAGSTER_PG_PORT"],
-        "user": pg["DAGSTER_PG_USER"], "password": pg["DAGSTER_PG_PASSWORD"], "database": pg["DAGSTER_PG_DB"],
-        "partition": slurm.partition, "ui port": str(_free_ports(1)[0]), "spec": str(cluster_build.spec), "dataset": "tiny",
+        "shared folder": str(shared),
+        "postgres host": pg["DAGSTER_PG_HOST"],
+        "postgres port": pg["DAGSTER_PG_PORT"],
+        "user": pg["DAGSTER_PG_USER"],
+        "password": pg["DAGSTER_PG_PASSWORD"],
+        "database": pg["DAGSTER_PG_DB"],
+        "partition": slurm.partition,
+        "ui port": str(_free_ports(1)[0]),
+        "spec": str(cluster_build.spec),
+        "dataset": "tiny",
     }
     script = "\n".join(docs_block(m) for m in ("slurm-instance", "slurm-services", "slurm-build"))
     for placeholder, value in values.items():
         script = script.replace(f"<{placeholder}>", value)
     assert "<" not in script, script
     env = {**clean_environ(), **slurm.env(), "HF_HUB_OFFLINE": "1", "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    proc = subprocess.Popen(["bash", "-euo", "pipefail", "-c", script], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)  # its daemon and webserver stay in this session: killed below
+    proc = subprocess.Popen(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )  # its daemon and webserver stay in this session: killed below
     try:
         stdout, stderr = proc.communicate(timeout=BUILD_SECONDS)
     finally:

@@ -31,9 +31,27 @@ def _raw(folder: Path, name: str, hashes: np.ndarray) -> Path:
 
 def _part(name: str, proof, train: int, val: int) -> PartRecord:
     source = SourceFileRef(f"/data/{name}.jsonl", "mtime:1:2", 2)
-    raw = RawRecord(f"web.{name}", "web", source, f"raw/web/{name}-0123456789abcdef.parquet", "ab" * 32, train + val, "v", "run", (source,))
-    shards = {s: ShardEntry(f"web.{name}", n, n, FileRef(f"t/{s}/{name}.npy", 128 + 2 * n, "cd" * 32), FileRef(f"t/{s}/{name}.bin", 8 * n + 8, "ef" * 32))
-              for s, n in (("train", train), ("val", val))}
+    raw = RawRecord(
+        f"web.{name}",
+        "web",
+        source,
+        f"raw/web/{name}-0123456789abcdef.parquet",
+        "ab" * 32,
+        train + val,
+        "v",
+        "run",
+        (source,),
+    )
+    shards = {
+        s: ShardEntry(
+            f"web.{name}",
+            n,
+            n,
+            FileRef(f"t/{s}/{name}.npy", 128 + 2 * n, "cd" * 32),
+            FileRef(f"t/{s}/{name}.bin", 8 * n + 8, "ef" * 32),
+        )
+        for s, n in (("train", train), ("val", val))
+    }
     return PartRecord(f"web.{name}", "0123456789abcdef", VF, raw, shards, 9, "v", "run", "tokenized-3", None, proof)
 
 
@@ -43,9 +61,15 @@ def test_a_proof_counts_each_split_and_bounds_its_hash_bits(tmp_path):
     val = is_val(hashes, VF)
     assert (proof.train_documents, proof.val_documents) == (int((~val).sum()), int(val.sum()))
     assert proof.val_max_bits * CUT_SCALE < VF <= proof.train_min_bits * CUT_SCALE
-    assert proof.val_max_bits == int((hashes[val] >> np.uint64(11)).max()) and proof.train_min_bits == int((hashes[~val] >> np.uint64(11)).min())
+    assert proof.val_max_bits == int((hashes[val] >> np.uint64(11)).max()) and proof.train_min_bits == int(
+        (hashes[~val] >> np.uint64(11)).min()
+    )
     with pytest.raises(BuildError, match="the writer put .* but their hashes send"):
-        prove_split(tmp_path / "raw" / "web" / "a-0123456789abcdef.parquet", VF, {"train": proof.train_documents + 1, "val": proof.val_documents - 1})
+        prove_split(
+            tmp_path / "raw" / "web" / "a-0123456789abcdef.parquet",
+            VF,
+            {"train": proof.train_documents + 1, "val": proof.val_documents - 1},
+        )
 
 
 class _NoReads(LocalFolderStore):
@@ -68,10 +92,15 @@ def test_the_check_costs_the_records_and_names_each_proof_that_does_not_hold(tmp
     }
     messages = {name: proof_problem(part, part.split_proof) for name, part in cases.items()}
     assert "its shards hold" in messages["counts"] and "not below val_fraction" in messages["val above the cut"]
-    assert "below val_fraction" in messages["train below the cut"] and "at val_fraction 0.5" in messages["another fraction"]
+    assert (
+        "below val_fraction" in messages["train below the cut"]
+        and "at val_fraction 0.5" in messages["another fraction"]
+    )
     parts = {f"web.{n}": p for n, p in cases.items()} | {"web.a": good}
     assert set(unproven_documents(_NoReads(tmp_path), parts)) == {f"web.{n}" for n in cases}
-    assert overlap_count(_NoReads(tmp_path), parts) == sum(sum(p.shards[s].documents for s in ("train", "val")) for p in cases.values())
+    assert overlap_count(_NoReads(tmp_path), parts) == sum(
+        sum(p.shards[s].documents for s in ("train", "val")) for p in cases.values()
+    )
 
 
 def test_a_record_written_before_proofs_existed_is_proven_from_its_raw_parquet(tmp_path):

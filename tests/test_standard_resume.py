@@ -19,10 +19,10 @@ from tests.support.training import check_replayed, read_log, snippet, train, uni
 pytestmark = pytest.mark.system
 
 SIZES = [int(n) for n in np.random.default_rng(17).integers(20_000, 60_000, size=16)]
-FINAL = '''
+FINAL = """
 with open(log_path + ".final", "w") as final:  # the parameters the run ended with
     json.dump([p.tolist() for p in net.parameters()], final)
-'''
+"""
 
 
 @pytest.fixture

@@ -77,8 +77,14 @@ def test_set_epoch_keeps_a_position_just_restored_for_that_epoch(root):
 
 @pytest.mark.parametrize(
     "field,change",
-    [("seq_len", dict(seq_len=8)), ("batch_size", dict(batch_size=2)), ("stride", dict(stride=4)),
-     ("label_shift", dict(label_shift=2)), ("seed", dict(seed=9)), ("other windows", dict(window_shards=2))],
+    [
+        ("seq_len", dict(seq_len=8)),
+        ("batch_size", dict(batch_size=2)),
+        ("stride", dict(stride=4)),
+        ("label_shift", dict(label_shift=2)),
+        ("seed", dict(seed=9)),
+        ("other windows", dict(window_shards=2)),
+    ],
 )
 def test_a_state_for_another_stream_is_refused_naming_the_field(root, field, change):
     state = TokenDataset(root, **OPTS).state_dict()
@@ -96,7 +102,9 @@ def test_a_state_from_another_dataset_version_or_split_is_refused(root, tmp_path
         TokenDataset(root, **OPTS).load_state_dict({**state, "split": "val"})
 
 
-@pytest.mark.parametrize("state,message", [({}, "version None"), ({"version": 2}, "lacks dataset, "), ("x", "must be a dict")])
+@pytest.mark.parametrize(
+    "state,message", [({}, "version None"), ({"version": 2}, "lacks dataset, "), ("x", "must be a dict")]
+)
 def test_a_malformed_state_is_refused(root, state, message):
     with pytest.raises(StateError, match=message):
         TokenDataset(root, **OPTS).load_state_dict(state)
@@ -137,5 +145,7 @@ def test_a_state_saved_before_window_options_were_recorded_still_restores(root):
     for name in ("window_shards", "window_bytes", "disk_budget"):
         del state[name]
     TokenDataset(root, **OPTS).load_state_dict(state)
-    with pytest.raises(StateError, match="saved with other windows .a state saved before its window options were recorded."):
+    with pytest.raises(
+        StateError, match="saved with other windows .a state saved before its window options were recorded."
+    ):
         TokenDataset(root, **{**OPTS, "window_shards": 2}).load_state_dict(state)

@@ -114,7 +114,9 @@ def test_another_worker_count_is_refused_by_the_loader_and_exact_through_the_dat
     state = loader.state_dict()
     refused = _loader(_dataset(root), after)
     refused.load_state_dict(state)
-    with pytest.raises(StateError, match=rf"saved with num_workers={before}.*has num_workers={after}.*dataset.load_state_dict"):
+    with pytest.raises(
+        StateError, match=rf"saved with num_workers={before}.*has num_workers={after}.*dataset.load_state_dict"
+    ):
         next(iter(refused))
     ds = _dataset(root)
     ds.load_state_dict(state)  # the whole StatefulDataLoader state: the dataset finds the exact position in it

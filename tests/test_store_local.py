@@ -85,9 +85,13 @@ def test_a_missing_key_and_a_refused_one_are_different_errors_and_a_symlink_is_n
     (tmp_path / "store/raw/web").mkdir(parents=True)
     os.symlink(outside, tmp_path / "store/raw/web/part0.json")
     for call in (lambda: store.get_bytes("raw/web/part0.json"), lambda: store.put_bytes("raw/web/part0.json", b"[]")):
-        with pytest.raises(ObjectStoreError, match="key raw/web/part0.json resolves to .*outside the dataset root") as refused:
+        with pytest.raises(
+            ObjectStoreError, match="key raw/web/part0.json resolves to .*outside the dataset root"
+        ) as refused:
             call()
-        assert not isinstance(refused.value, ObjectMissingError) and isinstance(refused.value.__cause__, UnsafeFileError)
+        assert not isinstance(refused.value, ObjectMissingError) and isinstance(
+            refused.value.__cause__, UnsafeFileError
+        )
     assert outside.read_bytes() == b"{}" and store.list("raw/") == []  # a listing names regular files only
 
 
@@ -97,7 +101,10 @@ def test_what_the_store_holds_already_is_not_written_again(tmp_path):
     inode = (tmp_path / "state/tokenizer.json").stat().st_ino
     assert store.put_if_changed("state/tokenizer.json", b"one") is False
     assert (tmp_path / "state/tokenizer.json").stat().st_ino == inode  # not replaced by an equal copy
-    assert store.put_if_changed("state/tokenizer.json", b"two") is True and store.get_bytes("state/tokenizer.json") == b"two"
+    assert (
+        store.put_if_changed("state/tokenizer.json", b"two") is True
+        and store.get_bytes("state/tokenizer.json") == b"two"
+    )
 
 
 def test_the_preflight_proves_writes_and_write_once_puts_and_leaves_nothing(tmp_path):

@@ -82,20 +82,31 @@ def test_racing_conditional_puts_never_tell_two_writers_they_wrote_different_byt
         assert stores[0].get_bytes("manifests/v1.json") == f"writer {written[0]}\n".encode()
     else:  # refused before anything is written, saying why, once per store (its preflight)
         assert written == [] and all(isinstance(o, ConditionalWriteError) for o in told)
-        reason = "ignores If-None-Match" if behaviour == "ignore" else f"answered {'NotImplemented' if behaviour == '501' else 'InvalidArgument'}"
+        reason = (
+            "ignores If-None-Match"
+            if behaviour == "ignore"
+            else f"answered {'NotImplemented' if behaviour == '501' else 'InvalidArgument'}"
+        )
         assert all(reason in str(o) and "\n" not in str(o) for o in told), told[0]
         assert not stores[0].exists("manifests/v1.json") and stores[0].list("state/probes/") == []
 
 
 def test_a_record_read_cut_mid_body_is_retried_and_the_build_succeeds(s3, tmp_path, monkeypatch):
     for var, value in {
-        "DATASET_STORE": "r2", "S3_ENDPOINT_URL": s3.url, "R2_DATASET_BUCKET_NAME": BUCKET, "DATASET_BINS_PATH": "cut",
-        "R2_DATASET_WRITE_ACCESS_KEY_ID": ACCESS_KEY, "R2_DATASET_WRITE_SECRET_ACCESS_KEY": SECRET_KEY,
+        "DATASET_STORE": "r2",
+        "S3_ENDPOINT_URL": s3.url,
+        "R2_DATASET_BUCKET_NAME": BUCKET,
+        "DATASET_BINS_PATH": "cut",
+        "R2_DATASET_WRITE_ACCESS_KEY_ID": ACCESS_KEY,
+        "R2_DATASET_WRITE_SECRET_ACCESS_KEY": SECRET_KEY,
     }.items():
         monkeypatch.setenv(var, value)
     spec, _, _ = tiny_dataset(tmp_path)
     resources = {"dataset": DatasetResource(spec_path=str(spec)), "store": store_resource_from_env()}
-    s3.proxy.cut_gets, s3.proxy.cuts = f"/{BUCKET}/cut/{raw_record_key('web.part0')}", 0  # botocore does not retry a cut body
+    s3.proxy.cut_gets, s3.proxy.cuts = (
+        f"/{BUCKET}/cut/{raw_record_key('web.part0')}",
+        0,
+    )  # botocore does not retry a cut body
     try:
         result = build_dataset(dg.DagsterInstance.ephemeral(), DatasetResource(spec_path=str(spec)).spec(), resources)
     finally:
@@ -105,9 +116,13 @@ def test_a_record_read_cut_mid_body_is_retried_and_the_build_succeeds(s3, tmp_pa
 
 def test_a_missing_record_and_an_unreadable_one_are_different_errors_keeping_their_cause(s3):
     store = s3.write_store(BUCKET, "kinds")
-    with pytest.raises(RecordMissingError, match="raw/web/part9.json is missing .* materialise its asset first") as missing:
+    with pytest.raises(
+        RecordMissingError, match="raw/web/part9.json is missing .* materialise its asset first"
+    ) as missing:
         get_record(store, "raw/web/part9.json", RawRecord, "tokenized_shards[web.part9]")
-    assert isinstance(missing.value.__cause__, ObjectMissingError) and isinstance(missing.value.__cause__.__cause__, NotFoundError)
+    assert isinstance(missing.value.__cause__, ObjectMissingError) and isinstance(
+        missing.value.__cause__.__cause__, NotFoundError
+    )
     store.put_bytes("raw/web/part8.json", b"{}")
     s3.proxy.fail_after[f"/{BUCKET}/kinds/raw/web/part8.json"] = 0  # AccessDenied for good: present, not readable
     try:

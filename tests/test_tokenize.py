@@ -8,7 +8,14 @@ import pytest
 from shard_assets.lib.text import doc_hashes, is_val, normalise
 from shard_loader.format.shard import HEADER_BYTES
 from shard_assets.lib.spec import TokenizerSpec
-from shard_assets.lib.encoders import GUARD_BUDGET, GUARD_FLOOR_TOKENS, PIECE_CHARS, EncoderError, ReferenceEncoder, select_encoder
+from shard_assets.lib.encoders import (
+    GUARD_BUDGET,
+    GUARD_FLOOR_TOKENS,
+    PIECE_CHARS,
+    EncoderError,
+    ReferenceEncoder,
+    select_encoder,
+)
 from shard_assets.lib.encoding import MAX_BATCH_CHARS, EncodeSettings, tokenize_partition
 from shard_assets.lib.layout import part_record_key, quarantine_key, raw_key, raw_record_key
 from shard_assets.lib.records import Quarantine, RawRecord, SourceFileRef, get_record, put_record
@@ -44,13 +51,23 @@ def test_shards_decode_to_each_document(tmp_path):
     reference = ReferenceEncoder(text)
 
     settings = EncodeSettings(record.eod_id, record.token_dtype, VAL_FRACTION, batch_documents=64)
-    writers, stats = tokenize_partition(tmp_path / "p.parquet", tmp_path / "out", "p", select_encoder(text), reference, settings)
+    writers, stats = tokenize_partition(
+        tmp_path / "p.parquet", tmp_path / "out", "p", select_encoder(text), reference, settings
+    )
     assert stats.guard.engine == "fastokens" and stats.guard.documents == len(docs) and stats.guard.differing == 0
-    guard = stats.guard  # 1% of the documents and at least 64 while they fit in the guard's token budget, and the longest
-    assert guard.sampled >= 1 and 0 < guard.sampled_tokens <= GUARD_FLOOR_TOKENS + GUARD_BUDGET * guard.tokens + 2 * PIECE_CHARS
+    guard = (
+        stats.guard
+    )  # 1% of the documents and at least 64 while they fit in the guard's token budget, and the longest
+    assert (
+        guard.sampled >= 1
+        and 0 < guard.sampled_tokens <= GUARD_FLOOR_TOKENS + GUARD_BUDGET * guard.tokens + 2 * PIECE_CHARS
+    )
 
     val = is_val(hashes, VAL_FRACTION)
-    for split, expected in (("train", [d for d, v in zip(docs, val) if not v]), ("val", [d for d, v in zip(docs, val) if v])):
+    for split, expected in (
+        ("train", [d for d, v in zip(docs, val) if not v]),
+        ("val", [d for d, v in zip(docs, val) if v]),
+    ):
         npy, bin_ = tmp_path / "out" / split / "p.npy", tmp_path / "out" / split / "p.bin"
         assert (writers[split].npy_path, writers[split].bin_path) == (npy, bin_)
         tokens = np.load(npy, mmap_mode="r", allow_pickle=False)
@@ -76,7 +93,14 @@ def test_failed_partition_leaves_no_files(tmp_path):
             raise RuntimeError("tokenizer failed")
 
     with pytest.raises(RuntimeError, match="tokenizer failed"):
-        tokenize_partition(tmp_path / "p.parquet", tmp_path / "out", "p", Broken(text), ReferenceEncoder(text), EncodeSettings(0, "uint16", 0.5))
+        tokenize_partition(
+            tmp_path / "p.parquet",
+            tmp_path / "out",
+            "p",
+            Broken(text),
+            ReferenceEncoder(text),
+            EncodeSettings(0, "uint16", 0.5),
+        )
     assert not [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
 
 
@@ -92,7 +116,14 @@ def test_a_text_that_encodes_to_the_eod_id_fails_the_partition(tmp_path):
 
     with pytest.raises(EncoderError, match="partition p: document 1 of the batch encodes to the end-of-document id 0"):
         encoder = EodInside(text)  # as its own reference: the check holds whatever the engine
-        tokenize_partition(tmp_path / "p.parquet", tmp_path / "out", "p", encoder, encoder, EncodeSettings(record.eod_id, "uint16", 0.5))
+        tokenize_partition(
+            tmp_path / "p.parquet",
+            tmp_path / "out",
+            "p",
+            encoder,
+            encoder,
+            EncodeSettings(record.eod_id, "uint16", 0.5),
+        )
     assert not [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
 
 
@@ -106,7 +137,11 @@ def _raw_partition(store, tmp_path, partition: str, docs: list[str]) -> None:
     pq.write_table(pa.table({"text": docs, "doc_hash": doc_hashes(docs)}), path)
     key = raw_key(partition, partition.replace(".", ""))
     store.put_file(key, path)
-    put_record(store, raw_record_key(partition), RawRecord(partition, "web", SourceFileRef(f"/src/{partition}", "f"), key, "-", len(docs), "v", "run"))
+    put_record(
+        store,
+        raw_record_key(partition),
+        RawRecord(partition, "web", SourceFileRef(f"/src/{partition}", "f"), key, "-", len(docs), "v", "run"),
+    )
 
 
 def test_a_failing_partition_is_quarantined_naming_its_raw_file_while_the_others_are_stored(tmp_path):
@@ -124,13 +159,20 @@ def test_a_failing_partition_is_quarantined_naming_its_raw_file_while_the_others
             return super()._encode(texts)
 
     def job(engine, run_id):
-        return TokenizeJob(store, record, engine, reference, EncodeSettings(record.eod_id, record.token_dtype, 0.2), run_id, "code")
+        return TokenizeJob(
+            store, record, engine, reference, EncodeSettings(record.eod_id, record.token_dtype, 0.2), run_id, "code"
+        )
 
     outcome = tokenize_partitions(job(Refuses(text), "run-1"), ["web.a", "web.b"])
     assert [d.record.partition for d in outcome.stored] == ["web.a"] and list(outcome.failed) == ["web.b"]
     quarantined = get_record(store, quarantine_key(record.fingerprint, "web.b"), Quarantine, "test")
-    assert quarantined.error == "raw/web/b-webb.parquet: EncoderError: tokenizers: cannot encode a BAD document" and quarantined.run_id == "run-1"
-    assert store.exists(part_record_key(record.fingerprint, "web.a")) and not store.exists(part_record_key(record.fingerprint, "web.b"))
+    assert (
+        quarantined.error == "raw/web/b-webb.parquet: EncoderError: tokenizers: cannot encode a BAD document"
+        and quarantined.run_id == "run-1"
+    )
+    assert store.exists(part_record_key(record.fingerprint, "web.a")) and not store.exists(
+        part_record_key(record.fingerprint, "web.b")
+    )
     assert outcome.stored[0].stats.documents == {s: e.documents for s, e in outcome.stored[0].record.shards.items()}
     assert len(outcome.stored[0].samples) == 3 and outcome.stored[0].samples[0].startswith("document ")
     again = tokenize_partitions(job(reference, "run-2"), ["web.b"])  # fixed: stored, and no longer quarantined
@@ -158,5 +200,8 @@ def test_the_asset_s_decoded_samples_read_a_prefix_of_a_long_document(tmp_path):
             return decode(ids, **kw)
 
     reference.tokenizer = Counting()
-    assert decoded_samples(reference, writer, chars=160) == ("a short first document", docs[1].replace("\n", " ")[:160] + "…")
+    assert decoded_samples(reference, writer, chars=160) == (
+        "a short first document",
+        docs[1].replace("\n", " ")[:160] + "…",
+    )
     assert max(seen) <= 4 * 160 + 1 < len(encoded.document(1))

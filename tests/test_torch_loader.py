@@ -44,7 +44,12 @@ def test_the_dataloader_stream_equals_the_numpy_stream(dataset):
     from shard_loader import TokenDataset
 
     expected = [b["input_ids"] for b in TokenDataset(dataset, seq_len=32, batch_size=4, seed=2, window_shards=2)]
-    got = [b["input_ids"].numpy() for b in TokenDataLoader(TorchTokenDataset(dataset, seq_len=32, batch_size=4, seed=2, window_shards=2), num_workers=2)]
+    got = [
+        b["input_ids"].numpy()
+        for b in TokenDataLoader(
+            TorchTokenDataset(dataset, seq_len=32, batch_size=4, seed=2, window_shards=2), num_workers=2
+        )
+    ]
     assert len(got) == len(expected) and all(np.array_equal(a, b) for a, b in zip(got, expected))
 
 

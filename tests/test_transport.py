@@ -30,7 +30,9 @@ FAST_RETRY = RetryPolicy(attempts=8, base_delay=0.01, max_delay=0.05)
 @pytest.fixture
 def published(tmp_path):
     rng = np.random.default_rng(13)
-    m = write_dataset(tmp_path / "pub", {"train": [random_docs(rng, 30) for _ in range(2)], "val": [random_docs(rng, 4)]})
+    m = write_dataset(
+        tmp_path / "pub", {"train": [random_docs(rng, 30) for _ in range(2)], "val": [random_docs(rng, 4)]}
+    )
     return tmp_path / "pub", m
 
 
@@ -94,8 +96,13 @@ def test_keys_are_percent_quoted_so_a_literal_percent_names_a_file_not_an_escape
 
 def test_a_size_of_2_to_the_63_is_refused_before_any_allocation(published, tmp_path):
     root, m = published
-    tamper_json(root, lambda d: d["splits"]["train"]["shards"][0]["npy"].update(size=2**63 - 1))  # the most an int64 table holds
-    with FolderServer(root) as server, pytest.raises(ManifestError, match=r"its files add up to 9,223,372,036,854,7\d\d,\d+ bytes"):
+    tamper_json(
+        root, lambda d: d["splits"]["train"]["shards"][0]["npy"].update(size=2**63 - 1)
+    )  # the most an int64 table holds
+    with (
+        FolderServer(root) as server,
+        pytest.raises(ManifestError, match=r"its files add up to 9,223,372,036,854,7\d\d,\d+ bytes"),
+    ):
         TokenDataset(server.url, seq_len=16, batch_size=2, cache_dir=tmp_path / "cache", window_shards=1)
     tamper_json(root, lambda d: d["splits"]["train"]["shards"][0]["npy"].update(size=2**62))
     key = m.splits["train"].shards[0].npy.key
@@ -131,7 +138,11 @@ def test_fetch_without_cache_dir_uses_the_default_cache_and_verify_finds_it(publ
     with FolderServer(root) as server:
         assert main(["verify", server.url]) == 1
         out = capsys.readouterr().out
-        assert "is remote" in out and f"shard-loader fetch {server.url}" in out and str(tmp_path / "xdg" / "shard_loader") in out
+        assert (
+            "is remote" in out
+            and f"shard-loader fetch {server.url}" in out
+            and str(tmp_path / "xdg" / "shard_loader") in out
+        )
         assert main(["fetch", server.url]) == 0
         assert main(["verify", server.url]) == 0
         assert "all files verified" in capsys.readouterr().out
@@ -148,5 +159,7 @@ def test_a_trickling_manifest_read_fails_at_its_deadline(monkeypatch):
 
 def test_http_errors_say_what_to_check(tmp_path):
     with FolderServer(tmp_path) as server:
-        with pytest.raises(StoreError, match=r"manifest.json: HTTP 404 .*check the URL and that the dataset is published there"):
+        with pytest.raises(
+            StoreError, match=r"manifest.json: HTTP 404 .*check the URL and that the dataset is published there"
+        ):
             shard_loader.open_manifest(server.url)

@@ -28,9 +28,29 @@ ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts" / "ui"
 DATASET_GROUP = "/locations/shard_assets/asset-groups/dataset"  # the asset graph the README sends a user to
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-BROWSER_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run"]
-UNSET = ("DAGSTER_HOME", "SHARD_DATASET_SPEC", "SHARD_PROJECT_ROOT", "DATASET_STORE", "DATASET_STORE_ROOT", "SHARD_PARTITION_BYTES")
-pytestmark = [pytest.mark.system, pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (scripts/setup installs it with SETUP_APT=1)")]
+BROWSER_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+UNSET = (
+    "DAGSTER_HOME",
+    "SHARD_DATASET_SPEC",
+    "SHARD_PROJECT_ROOT",
+    "DATASET_STORE",
+    "DATASET_STORE_ROOT",
+    "SHARD_PARTITION_BYTES",
+)
+pytestmark = [
+    pytest.mark.system,
+    pytest.mark.skipif(
+        CHROMIUM is None, reason="Debian's chromium is not installed (scripts/setup installs it with SETUP_APT=1)"
+    ),
+]
 
 
 def _free_port() -> int:
@@ -81,7 +101,12 @@ def _no_failed_run(dagster: Dagster) -> list[dict]:
 def project(tmp_path_factory):
     """A copy of the tree as a clone has it, sharing this checkout's .venv; `scripts/demo` run in it."""
     fresh = tmp_path_factory.mktemp("clone") / "fresh"
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, check=True).stdout
+    files = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout
     for name in filter(None, files.decode().split("\0")):
         if (ROOT / name).is_file():
             (fresh / name).parent.mkdir(parents=True, exist_ok=True)
@@ -99,17 +124,29 @@ def dagster(project):
     fresh, env, _ = project
     port = _free_port()
     log = open(fresh / "dev.log", "w")
-    proc = subprocess.Popen([".venv/bin/shard-assets", "dev", "--port", str(port)], cwd=fresh, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [".venv/bin/shard-assets", "dev", "--port", str(port)],
+        cwd=fresh,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     server = Dagster(f"http://127.0.0.1:{port}")
     try:
+
         def loaded():
             try:
-                entries = server.query("{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus } } } }")["workspaceOrError"]["locationEntries"]
+                entries = server.query(
+                    "{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus } } } }"
+                )["workspaceOrError"]["locationEntries"]
             except OSError:
                 return None
             return [e["name"] for e in entries if e["loadStatus"] == "LOADED"]
 
-        assert _until(loaded, HUNG, f"shard-assets dev to load the code location ({fresh / 'dev.log'})") == ["shard_assets"]
+        assert _until(loaded, HUNG, f"shard-assets dev to load the code location ({fresh / 'dev.log'})") == [
+            "shard_assets"
+        ]
         yield server
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -128,7 +165,10 @@ def browser(tmp_path_factory):
 
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM, headless=True, args=BROWSER_ARGS,
+            str(tmp_path_factory.mktemp("chromium-profile")),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=BROWSER_ARGS,
             viewport={"width": 1600, "height": 1200},
         )
         context.set_default_timeout(HUNG * 1000)
@@ -154,7 +194,9 @@ def _screenshot(page, url: str, name: str, ready: str) -> str:
 def test_dev_starts_as_the_readme_says_without_the_dagster_yaml_warning(project, dagster):
     fresh, _, _ = project
     log = (fresh / "dev.log").read_text()
-    assert f"spec {fresh}/data/demo/demo.toml, store {fresh}/data/store" in log  # what the UI's runs will read and write
+    assert (
+        f"spec {fresh}/data/demo/demo.toml, store {fresh}/data/store" in log
+    )  # what the UI's runs will read and write
     assert "will not be used" not in log and "SupersessionWarning" not in log
 
 
@@ -169,22 +211,50 @@ def test_materialize_all_in_the_browser_publishes_the_clis_version_into_the_clis
     dialog.wait_for(state="hidden")
 
     backfill = "{ partitionBackfillsOrError { ... on PartitionBackfills { results { id status } } } }"
-    status = _until(lambda: [b["status"] for b in dagster.query(backfill)["partitionBackfillsOrError"]["results"] if _no_failed_run(dagster) and b["status"] != "REQUESTED"], 1200, "the backfill to end")
+    status = _until(
+        lambda: [
+            b["status"]
+            for b in dagster.query(backfill)["partitionBackfillsOrError"]["results"]
+            if _no_failed_run(dagster) and b["status"] != "REQUESTED"
+        ],
+        1200,
+        "the backfill to end",
+    )
     assert status == ["COMPLETED_SUCCESS"]
     runs = [r for r in dagster.runs() if r["runId"] not in before]
     assert runs and {r["status"] for r in runs} == {"SUCCESS"}
     assert shard_loader.open_manifest(str(fresh / "data/store")).manifest.version == cli_version
     assert not (fresh / ".dagster_home" / "data").exists()  # one store: the CLI's
 
-    graph = _screenshot(browser, f"{dagster.url}{DATASET_GROUP}", "asset-graph", r"text=/5 \/ 5 Passed/")  # the manifest node with its checks: the graph's data loaded
+    graph = _screenshot(
+        browser, f"{dagster.url}{DATASET_GROUP}", "asset-graph", r"text=/5 \/ 5 Passed/"
+    )  # the manifest node with its checks: the graph's data loaded
     assert all(name in graph for name in ("raw_documents", "tokenizer", "tokenized_shards", "splits", "manifest"))
     if docs_copy := os.environ.get("SHARD_UI_SCREENSHOT"):
         shutil.copy(ARTIFACTS / "asset-graph.png", docs_copy)
-    own = get_record(LocalFolderStore(fresh / "data/store"), raw_record_key("stdlib.part-000"), RawRecord, "test").documents
-    raw = _screenshot(browser, f"{dagster.url}/assets/raw_documents?view=partitions&partition=stdlib.part-000", "raw-documents-partition", 'text="dagster/row_count"')
-    assert re.search(rf"dagster/row_count\s+{own}\b", raw) and "dropped_too_short" in raw and "part-000.jsonl" in raw  # its own count, not the run's
-    tokenized = _screenshot(browser, f"{dagster.url}/assets/tokenized_shards?view=partitions&partition=stdlib.part-000", "tokenized-shards-partition", 'text="dagster/row_count"')
-    assert re.search(rf"dagster/row_count\s+{own}\b", tokenized) and "train_tokens" in tokenized and "encoder_engine" in tokenized
+    own = get_record(
+        LocalFolderStore(fresh / "data/store"), raw_record_key("stdlib.part-000"), RawRecord, "test"
+    ).documents
+    raw = _screenshot(
+        browser,
+        f"{dagster.url}/assets/raw_documents?view=partitions&partition=stdlib.part-000",
+        "raw-documents-partition",
+        'text="dagster/row_count"',
+    )
+    assert (
+        re.search(rf"dagster/row_count\s+{own}\b", raw) and "dropped_too_short" in raw and "part-000.jsonl" in raw
+    )  # its own count, not the run's
+    tokenized = _screenshot(
+        browser,
+        f"{dagster.url}/assets/tokenized_shards?view=partitions&partition=stdlib.part-000",
+        "tokenized-shards-partition",
+        'text="dagster/row_count"',
+    )
+    assert (
+        re.search(rf"dagster/row_count\s+{own}\b", tokenized)
+        and "train_tokens" in tokenized
+        and "encoder_engine" in tokenized
+    )
     manifest = _screenshot(browser, f"{dagster.url}/assets/manifest", "manifest", 'text="train_tokens"')
     assert cli_version in manifest and "train_tokens" in manifest and " bytes)" in manifest
     checks = _screenshot(browser, f"{dagster.url}/assets/manifest?view=checks", "manifest-checks", 'text="Passed"')
@@ -207,9 +277,20 @@ def test_the_sensor_turned_on_in_the_browser_builds_and_publishes_a_new_file(pro
     def published():
         _no_failed_run(dagster)
         m = shard_loader.open_manifest(store).manifest
-        return m.version != cli_version and "stdlib.part-new" in {e.partition for s in m.splits.values() for e in s.shards}
+        return m.version != cli_version and "stdlib.part-new" in {
+            e.partition for s in m.splits.values() for e in s.shards
+        }
 
     _until(published, 900, "automation to publish the new file's partition")
-    tokenize = [r for r in dagster.runs() if r["jobName"] == "tokenize_job" and r["runId"] not in before]  # the sensor's
-    assert [(t["key"], t["value"]) for r in tokenize for t in r["tags"] if t["key"] == "dagster/partition"] == [("dagster/partition", "stdlib.part-new")]
-    _screenshot(browser, f"{dagster.url}/assets/tokenized_shards?view=partitions&partition=stdlib.part-new", "tokenized-shards-new-partition", 'text="dagster/row_count"')
+    tokenize = [
+        r for r in dagster.runs() if r["jobName"] == "tokenize_job" and r["runId"] not in before
+    ]  # the sensor's
+    assert [(t["key"], t["value"]) for r in tokenize for t in r["tags"] if t["key"] == "dagster/partition"] == [
+        ("dagster/partition", "stdlib.part-new")
+    ]
+    _screenshot(
+        browser,
+        f"{dagster.url}/assets/tokenized_shards?view=partitions&partition=stdlib.part-new",
+        "tokenized-shards-new-partition",
+        'text="dagster/row_count"',
+    )

@@ -39,19 +39,26 @@ def _setup(s3, tmp_path, prefix, store=None):
     store = store or s3.write_store(BUCKET, prefix)
     rng = np.random.default_rng(3)
     words = ["alpha", "beta", "gamma", "delta", "🙂", "мир"]
-    docs = {p: [" ".join(rng.choice(words, size=int(n))) + f" {p}{i}" for i, n in enumerate(rng.integers(5, 200, size=300))] for p in ("a", "b")}
+    docs = {
+        p: [" ".join(rng.choice(words, size=int(n))) + f" {p}{i}" for i, n in enumerate(rng.integers(5, 200, size=300))]
+        for p in ("a", "b")
+    }
     text, record = build_tokenizer(TokenizerSpec(vocab_size=400), iter(docs["a"]))
     raws = []
     for p, texts in docs.items():
         pq.write_table(pa.table({"text": texts, "doc_hash": doc_hashes(texts)}), tmp_path / f"{p}.parquet")
         store.put_file(f"raw/{p}.parquet", tmp_path / f"{p}.parquet")
-        raws.append(RawRecord(p, "src", SourceFileRef(f"/src/{p}", "f"), f"raw/{p}.parquet", "-", len(texts), "v", "run"))
+        raws.append(
+            RawRecord(p, "src", SourceFileRef(f"/src/{p}", "f"), f"raw/{p}.parquet", "-", len(texts), "v", "run")
+        )
     return store, text, record, raws
 
 
 def _build(store, text, record, raw, workdir):
     engine, reference = encoders_for(text)
-    job = TokenizeJob(store, record, engine, reference, EncodeSettings(record.eod_id, record.token_dtype, 0.2, 100), "run", "code")
+    job = TokenizeJob(
+        store, record, engine, reference, EncodeSettings(record.eod_id, record.token_dtype, 0.2, 100), "run", "code"
+    )
     return build_partition_shards(job, raw, workdir)
 
 
@@ -74,7 +81,9 @@ def test_a_partition_uploads_while_the_next_encodes_and_its_record_comes_last(s3
     for built in (built_a, built_b):
         stored = get_record(store, part_record_key(record.fingerprint, built.record.partition), PartRecord, "test")
         keys = [f"/{BUCKET}/overlap/{ref.key}" for e in stored.shards.values() for ref in (e.npy, e.bin)]
-        record_put = s3.proxy.puts.index(f"/{BUCKET}/overlap/{part_record_key(record.fingerprint, built.record.partition)}")
+        record_put = s3.proxy.puts.index(
+            f"/{BUCKET}/overlap/{part_record_key(record.fingerprint, built.record.partition)}"
+        )
         assert all(s3.proxy.puts.index(k) < record_put for k in keys)  # the record names only files already up
         for split, e in stored.shards.items():
             for ref in (e.npy, e.bin):

@@ -59,7 +59,9 @@ def test_a_rebuild_of_a_changed_file_keeps_every_older_version_whole_and_readabl
     assert second != first.version
     consumed += list(batches)  # the trainer on the old version finishes its epoch
     assert len(consumed) == expected
-    old, new = (shard_loader.open_manifest(str(store / f"manifests/{v}.json")).manifest for v in (first.version, second))
+    old, new = (
+        shard_loader.open_manifest(str(store / f"manifests/{v}.json")).manifest for v in (first.version, second)
+    )
     assert old.tokenizer.fingerprint == new.tokenizer.fingerprint
     changed = {e.npy.key for e in new.splits["train"].shards} - {e.npy.key for e in old.splits["train"].shards}
     assert changed and all("/web.part0-" in k for k in changed)  # a new key for new content, never a rewrite
@@ -84,7 +86,9 @@ def test_a_bad_file_is_left_out_then_leaves_the_partition_set_when_deleted(built
     m, left_out = opened.manifest, opened.lineage()["left_out"]
     assert m.version == second.version and _partitions(m) == {"web.part0", "web.part1", "web.part2"}
     assert [x["partition"] for x in left_out] == ["web.zz_bad"]
-    assert re.search(r"^ingest failed in run .*: SourceError: .*zz_bad.jsonl:2: not a JSON object", left_out[0]["reason"]), left_out[0]["reason"]
+    assert re.search(
+        r"^ingest failed in run .*: SourceError: .*zz_bad.jsonl:2: not a JSON object", left_out[0]["reason"]
+    ), left_out[0]["reason"]
     quarantine = store / "tokenized" / m.tokenizer.fingerprint / "quarantine" / "web.zz_bad.json"
     assert "zz_bad.jsonl:2: not a JSON object" in json.loads(quarantine.read_text())["error"]
     (tmp / "src" / "zz_bad.jsonl").unlink()
@@ -118,7 +122,9 @@ def test_one_home_two_stores_and_two_homes_one_store(tmp_path):
     home_a, home_b = instance(), instance()
     one = build_dataset(home_a, load_spec(spec), tiny_resources(spec, tmp_path / "one"))
     two = build_dataset(home_a, load_spec(spec), tiny_resources(spec, tmp_path / "two"))  # same home, another store
-    again = build_dataset(home_b, load_spec(spec), tiny_resources(spec, tmp_path / "one"))  # another home, the first store
+    again = build_dataset(
+        home_b, load_spec(spec), tiny_resources(spec, tmp_path / "one")
+    )  # another home, the first store
     assert one.version == two.version == again.version  # the same inputs give the same content wherever they are built
     for store in ("one", "two"):
         assert assert_every_manifest_whole(tmp_path / store) == 2
@@ -207,7 +213,9 @@ def test_gc_orders_two_versions_written_within_one_second_by_which_is_live(built
     same_second = float(int(time.time()))
     for version in (first.version, second):
         os.utime(store / f"manifests/{version}.json", (same_second, same_second))
-    plan = plan_collection(_ListedInOrder(store, newest_listed_first), Policy(keep=1, max_age_s=0, grace_s=0), now=same_second + 60)
+    plan = plan_collection(
+        _ListedInOrder(store, newest_listed_first), Policy(keep=1, max_age_s=0, grace_s=0), now=same_second + 60
+    )
     assert plan.kept_versions == (second,) and plan.dropped_versions == (first.version,)
 
 
@@ -228,12 +236,22 @@ def test_gc_frees_an_abandoned_retokenization_after_the_grace_period(built):
     later = plan_collection(objects, policy, now=time.time() + 8 * DAY)
     assert later.abandoned_tokenizers == (abandoned,)
     deleted = {k for k, _ in later.deletions}
-    held = {p.relative_to(store).as_posix() for folder in (f"tokenizers/{abandoned}", f"tokenized/{abandoned}") for p in (store / folder).rglob("*") if p.is_file()}
+    held = {
+        p.relative_to(store).as_posix()
+        for folder in (f"tokenizers/{abandoned}", f"tokenized/{abandoned}")
+        for p in (store / folder).rglob("*")
+        if p.is_file()
+    }
     assert held and held <= deleted and any("/parts/" in k for k in held)  # its file, records and shards
     assert not {k for k in deleted if kept in k}
     collect(objects, later)
-    assert not [p for folder in ("tokenizers", "tokenized") for p in (store / folder / abandoned).rglob("*") if p.is_file()]
-    assert assert_every_manifest_whole(store) == 2 and build_dataset(inst, load_spec(spec), resources).version == first.version
+    assert not [
+        p for folder in ("tokenizers", "tokenized") for p in (store / folder / abandoned).rglob("*") if p.is_file()
+    ]
+    assert (
+        assert_every_manifest_whole(store) == 2
+        and build_dataset(inst, load_spec(spec), resources).version == first.version
+    )
 
 
 def test_the_tokenizer_trains_only_on_the_specs_current_sources(tmp_path):
@@ -267,7 +285,11 @@ def test_the_verify_job_splits_every_partitions_raw_documents_again(built):
     entry = next(f for s in lineage["sources"] for f in s["files"] if f["partition"] == "web.part0")
     raw = store / entry["raw_key"]
     table = pq.read_table(raw)
-    hashes = table.column("doc_hash").to_numpy() & np.uint64((1 << 11) - 1)  # every hash's top bits cleared: all would be val
+    hashes = table.column("doc_hash").to_numpy() & np.uint64(
+        (1 << 11) - 1
+    )  # every hash's top bits cleared: all would be val
     pq.write_table(table.set_column(1, "doc_hash", pa.array(hashes, pa.uint64())), raw)
-    with pytest.raises(RunFailed, match=rf"verify_job failed.*web.part0: the hashes of {entry['raw_key']} send 0 documents to train"):
+    with pytest.raises(
+        RunFailed, match=rf"verify_job failed.*web.part0: the hashes of {entry['raw_key']} send 0 documents to train"
+    ):
         run_job(build_definitions(resources), "verify_job", inst)

@@ -22,7 +22,10 @@ pytestmark = pytest.mark.integration
 
 
 def _documents(prefix: str, n: int) -> list[str]:
-    return [f"{prefix} document {i}: " + " ".join(WORDS[(i * 7 + j) % len(WORDS)] for j in range(30 + i % 17)) for i in range(n)]
+    return [
+        f"{prefix} document {i}: " + " ".join(WORDS[(i * 7 + j) % len(WORDS)] for j in range(30 + i % 17))
+        for i in range(n)
+    ]
 
 
 def test_grouped_and_sliced_partitions_build_every_document_once(tmp_path, monkeypatch):
@@ -35,7 +38,9 @@ def test_grouped_and_sliced_partitions_build_every_document_once(tmp_path, monke
         pq.write_table(pa.table({"text": docs}), src / f"{name}.parquet")
     budget = (src / "a_big.parquet").stat().st_size // 3
     spec = tmp_path / "spec.toml"
-    spec.write_text(f'name = "work"\nval_fraction = 0.1\nmin_chars = 10\n[tokenizer]\nvocab_size = 300\n[[sources]]\nname = "web"\nuri = "{src}/*.parquet"\n')
+    spec.write_text(
+        f'name = "work"\nval_fraction = 0.1\nmin_chars = 10\n[tokenizer]\nvocab_size = 300\n[[sources]]\nname = "web"\nuri = "{src}/*.parquet"\n'
+    )
     monkeypatch.setenv("SHARD_PARTITION_BYTES", str(budget))
     resources = {"dataset": DatasetResource(spec_path=str(spec)), "store": StoreResource(root=str(tmp_path / "store"))}
     result = build_dataset(dg.DagsterInstance.ephemeral(), load_spec(spec), resources, workers=1)
@@ -44,13 +49,19 @@ def test_grouped_and_sliced_partitions_build_every_document_once(tmp_path, monke
     keys = list(registered(store, load_spec(spec)))
     slices = [k for k in keys if k.startswith("web.a_big.rg")]
     assert keys == [*slices, "web.small0"] and len(slices) >= 3
-    assert [registered_partition(store, k).pieces[0].row_groups[0] for k in slices] == [int(k.rsplit("rg", 1)[1]) for k in slices]
+    assert [registered_partition(store, k).pieces[0].row_groups[0] for k in slices] == [
+        int(k.rsplit("rg", 1)[1]) for k in slices
+    ]
     grouped = registered_partition(store, "web.small0")
     assert [p.uri.rsplit("/", 1)[1] for p in grouped.pieces] == [f"small{i}.parquet" for i in range(4)]
     raw = get_record(store, raw_record_key("web.small0"), RawRecord, "test")
-    assert raw.source_files == grouped.files() and [f.uri.rsplit("/", 1)[1] for f in raw.source_files] == [f"small{i}.parquet" for i in range(4)]
+    assert raw.source_files == grouped.files() and [f.uri.rsplit("/", 1)[1] for f in raw.source_files] == [
+        f"small{i}.parquet" for i in range(4)
+    ]
     (first,) = get_record(store, raw_record_key(slices[0]), RawRecord, "test").source_files
-    assert first.uri.endswith(f"a_big.parquet#row_groups=0-{registered_partition(store, slices[0]).pieces[0].row_groups[1]}")
+    assert first.uri.endswith(
+        f"a_big.parquet#row_groups=0-{registered_partition(store, slices[0]).pieces[0].row_groups[1]}"
+    )
     assert result.partitions == len(slices) + 1 and result.left_out == 0
     assert len(result.run_ids) == 4  # ingest, tokenizer, tokenize, publish: one run each for all partitions
     assert result.documents["train"] + result.documents["val"] == len(big) + sum(len(d) for d in small.values())

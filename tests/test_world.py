@@ -35,7 +35,14 @@ def test_a_batch_script_is_one_process_whatever_its_jobs_task_count(env):
 
 
 def test_torchrun_under_srun_is_torchruns_world(env):
-    for k, v in {"SLURM_STEP_ID": "0", "SLURM_PROCID": "1", "SLURM_NTASKS": "2", "RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1"}.items():
+    for k, v in {
+        "SLURM_STEP_ID": "0",
+        "SLURM_PROCID": "1",
+        "SLURM_NTASKS": "2",
+        "RANK": "5",
+        "WORLD_SIZE": "8",
+        "LOCAL_RANK": "1",
+    }.items():
         env.setenv(k, v)
     assert resolve_world() == World(5, 8, 1)
 

@@ -7,4 +7,6 @@ import warnings
 import dagster as dg
 
 # We rely on backfill_policy knowingly (multi-partition runs); its beta notice would print in every process.
-warnings.filterwarnings("ignore", message="Parameter `backfill_policy` of function `asset` is currently in beta", category=dg.BetaWarning)
+warnings.filterwarnings(
+    "ignore", message="Parameter `backfill_policy` of function `asset` is currently in beta", category=dg.BetaWarning
+)

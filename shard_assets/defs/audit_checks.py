@@ -24,6 +24,11 @@ def check_summary(a: Audit) -> str:
 
 def check_result(a: Audit) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(
-        check_name=a.name, passed=a.passed, description=check_summary(a),
-        metadata={"summary": check_summary(a), **({"problems": markdown_list(a.problems, limit=50)} if a.problems else {})},
+        check_name=a.name,
+        passed=a.passed,
+        description=check_summary(a),
+        metadata={
+            "summary": check_summary(a),
+            **({"problems": markdown_list(a.problems, limit=50)} if a.problems else {}),
+        },
     )

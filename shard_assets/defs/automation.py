@@ -11,9 +11,16 @@ REBUILD = (AC.eager() | AC.code_version_changed()).with_label("rebuild_on_upstre
 # Trained once every registered raw partition is in (not on each new raw file: that would re-tokenize
 # everything); a new tokenizer otherwise comes from the schedule or a manual run.
 FIRST_TOKENIZER = (
-    ((AC.missing() & AC.any_deps_updated()).since_last_handled() & ~AC.any_deps_missing() & ~AC.any_deps_in_progress() & ~AC.in_progress())
+    (
+        (AC.missing() & AC.any_deps_updated()).since_last_handled()
+        & ~AC.any_deps_missing()
+        & ~AC.any_deps_in_progress()
+        & ~AC.in_progress()
+    )
     | AC.code_version_changed()
 ).with_label("once_raw_documents_exist")
 
 # The manifest follows splits only: a new tokenizer must not publish before splits exist for it.
-PUBLISH = (AC.eager().ignore(dg.AssetSelection.assets("tokenizer")) | AC.code_version_changed()).with_label("publish_after_splits")
+PUBLISH = (AC.eager().ignore(dg.AssetSelection.assets("tokenizer")) | AC.code_version_changed()).with_label(
+    "publish_after_splits"
+)

@@ -19,7 +19,11 @@ def size(nbytes: int) -> dg.MetadataValue:
 
 def split_figures(tokens: Mapping[str, int], documents: Mapping[str, int]) -> dict[str, int]:
     """Tokens and documents per split, named `train_tokens`, `val_documents`, ... in every asset."""
-    return {f"{split}_{what}": counts[split] for what, counts in (("tokens", tokens), ("documents", documents)) for split in SPLITS}
+    return {
+        f"{split}_{what}": counts[split]
+        for what, counts in (("tokens", tokens), ("documents", documents))
+        for split in SPLITS
+    }
 
 
 def markdown_list(lines: Iterable[str], limit: int = LIST_LIMIT) -> dg.MetadataValue:

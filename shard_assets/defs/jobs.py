@@ -15,19 +15,29 @@ TOKENIZE_TAGS = {"dataset/step": "tokenize"}  # dagster.yaml limits how many suc
 DEFAULT_CRON = "0 3 * * 0"  # Sundays at 03:00
 
 ingest_job = dg.define_asset_job(
-    "ingest_job", selection=[raw_documents], tags=TOKENIZE_TAGS, executor_def=dg.in_process_executor,
+    "ingest_job",
+    selection=[raw_documents],
+    tags=TOKENIZE_TAGS,
+    executor_def=dg.in_process_executor,
     description="Raw documents of one partition: read, normalise, filter, deduplicate.",
 )
 tokenizer_job = dg.define_asset_job(
-    "tokenizer_job", selection=[tokenizer], executor_def=dg.in_process_executor,
+    "tokenizer_job",
+    selection=[tokenizer],
+    executor_def=dg.in_process_executor,
     description="Train or load the tokenizer and make it current; automation re-tokenizes downstream.",
 )
 tokenize_job = dg.define_asset_job(
-    "tokenize_job", selection=[raw_documents, tokenized_shards], tags=TOKENIZE_TAGS, executor_def=dg.in_process_executor,
+    "tokenize_job",
+    selection=[raw_documents, tokenized_shards],
+    tags=TOKENIZE_TAGS,
+    executor_def=dg.in_process_executor,
     description="Raw documents and tokenized shards of one partition; the sensor and backfills launch it.",
 )
 publish_job = dg.define_asset_job(
-    "publish_job", selection=[splits, manifest], executor_def=dg.in_process_executor,
+    "publish_job",
+    selection=[splits, manifest],
+    executor_def=dg.in_process_executor,
     description="Choose the partitions, write a manifest version, audit it, and make it live if every blocking check passes.",
 )
 

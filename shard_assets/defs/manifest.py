@@ -21,6 +21,7 @@ from .figures import size, split_figures
 from .resources import DatasetResource, StoreResource
 from .splits import splits
 from .tokenizer import tokenizer
+
 AUDITS = {
     "files_present": "Every file the version names is in the store with its recorded size.",
     "counts_agree": "Documents agree between raw and tokenized partitions; tokens and documents between shards and the manifest.",
@@ -30,7 +31,9 @@ AUDITS = {
 }
 
 
-def lineage_of(spec: DatasetSpec, parts: dict[str, PartRecord], summary: SplitsRecord, tokenizer_run_id: str | None) -> tuple[dict, dict]:
+def lineage_of(
+    spec: DatasetSpec, parts: dict[str, PartRecord], summary: SplitsRecord, tokenizer_run_id: str | None
+) -> tuple[dict, dict]:
     """Which source files, runs, data and code versions the manifest was made from, and what was left out:
     a summary published inline, and the per-partition detail published as the manifest's lineage file."""
     sources: dict[str, list] = {}
@@ -90,14 +93,20 @@ def manifest(context: dg.AssetExecutionContext, dataset: DatasetResource, store:
     event = context.instance.get_latest_materialization_event(tokenizer.key)
     lineage, detail = lineage_of(spec, parts, summary, event.run_id if event else None)
     lineage["manifest_run_id"] = context.run.run_id
-    published = publish(objects, build_manifest(spec.name, record, tok_file, parts, lineage, detail), parts, spec.val_fraction)
+    published = publish(
+        objects, build_manifest(spec.name, record, tok_file, parts, lineage, detail), parts, spec.val_fraction
+    )
     m = published.manifest
     root = objects.loader_url().rstrip("/")
     url = f"{root}/{LATEST_KEY}"
     if published.live:
-        context.log.info(f"{published.version} is live: {url} ({len(summary.partitions)} partitions, {len(summary.left_out)} left out)")
+        context.log.info(
+            f"{published.version} is live: {url} ({len(summary.partitions)} partitions, {len(summary.left_out)} left out)"
+        )
     else:
-        context.log.error(f"blocking checks failed ({', '.join(published.failed)}): {published.key} written, {LATEST_KEY} left unchanged at the previous version")
+        context.log.error(
+            f"blocking checks failed ({', '.join(published.failed)}): {published.key} written, {LATEST_KEY} left unchanged at the previous version"
+        )
     return dg.MaterializeResult(
         data_version=dg.DataVersion(published.version),
         metadata={
@@ -109,7 +118,9 @@ def manifest(context: dg.AssetExecutionContext, dataset: DatasetResource, store:
             "newly_written": published.created,
             "manifest_url": dg.MetadataValue.url(url) if "://" in root else dg.MetadataValue.path(url),
             "versioned_key": published.key,
-            **split_figures({n: sp.tokens for n, sp in m.splits.items()}, {n: sp.documents for n, sp in m.splits.items()}),
+            **split_figures(
+                {n: sp.tokens for n, sp in m.splits.items()}, {n: sp.documents for n, sp in m.splits.items()}
+            ),
             "train_shards": m.splits["train"].shard_count,
             "val_shards": m.splits["val"].shard_count,
             "partitions_left_out": len(summary.left_out),

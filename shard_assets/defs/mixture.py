@@ -33,7 +33,9 @@ from .resources import StoreResource
 
 # An observable source asset is the way Dagster's automation sees a change outside it: beta, and converted by Dagster
 # itself through a deprecated property; neither notice is ours to act on.
-warnings.filterwarnings("ignore", message="Function `observable_source_asset` is currently in beta", category=dg.BetaWarning)
+warnings.filterwarnings(
+    "ignore", message="Function `observable_source_asset` is currently in beta", category=dg.BetaWarning
+)
 warnings.filterwarnings("ignore", message="Property `OpDefinition.version` is deprecated", category=DeprecationWarning)
 
 AC = dg.AutomationCondition
@@ -46,9 +48,9 @@ PUBLISH_REPORT = "publish_report"  # the materialization's metadata entry holdin
 
 # Opt-in (evaluated only while the mixture_follow_live sensor runs): republish when an observation finds that the
 # version a component URL names has changed; this code location's own manifest reaches it through that observation.
-FOLLOW_LIVE = (AC.any_deps_match(AC.newly_updated()).ignore(dg.AssetSelection.assets("manifest")) & ~AC.in_progress()).with_label(
-    "republish_when_a_component_moves"
-)
+FOLLOW_LIVE = (
+    AC.any_deps_match(AC.newly_updated()).ignore(dg.AssetSelection.assets("manifest")) & ~AC.in_progress()
+).with_label("republish_when_a_component_moves")
 
 
 class MixtureSpecsResource(dg.ConfigurableResource):
@@ -78,7 +80,9 @@ class MixtureDefinitions:
 
 def publish_report(metadata: Mapping[str, dg.MetadataValue]) -> PublishReport:
     """The typed report a mixture materialization carries (every audit's outcome), as the asset wrote it."""
-    return from_dict(PublishReport, metadata[PUBLISH_REPORT].value, f"mixture materialization metadata {PUBLISH_REPORT}")
+    return from_dict(
+        PublishReport, metadata[PUBLISH_REPORT].value, f"mixture materialization metadata {PUBLISH_REPORT}"
+    )
 
 
 def _versions_id(versions: dict[str, str]) -> str:
@@ -91,7 +95,9 @@ def _metadata(published: PublishedMixture, url: str) -> dict:
     m, report = published.mixture, published.report
     rows = component_rows(m)
     chart = grouped_bar_chart_svg(
-        [r.name for r in rows], {"weight": [r.weight for r in rows], "natural share": [r.natural for r in rows]}, "share of train tokens per component"
+        [r.name for r in rows],
+        {"weight": [r.weight for r in rows], "natural share": [r.natural for r in rows]},
+        "share of train tokens per component",
     )
     return {
         "version": m.version,
@@ -99,7 +105,9 @@ def _metadata(published: PublishedMixture, url: str) -> dict:
         "newly_written": report.created,
         "mixture_url": dg.MetadataValue.url(url) if "://" in url else dg.MetadataValue.path(url),
         "versioned_key": report.key,
-        "weights": dg.MetadataValue.md(markdown_image(chart, "weight against natural share of train tokens, per component")),
+        "weights": dg.MetadataValue.md(
+            markdown_image(chart, "weight against natural share of train tokens, per component")
+        ),
         "components": dg.MetadataValue.md(markdown_table(rows)),
         "pinned_versions": dg.MetadataValue.json({c.name: c.version for c in m.components}),
         "component_manifests": dg.MetadataValue.json({c.name: c.manifest.key for c in m.components}),
@@ -117,7 +125,9 @@ def mixture_definitions(specs: MixtureSpecsResource) -> MixtureDefinitions:
 
     @dg.observable_source_asset(
         partitions_def=partitions,
-        automation_condition=AC.on_cron(os.environ.get(FOLLOW_CRON_ENV, DEFAULT_FOLLOW_CRON)).with_label("observe_on_cron"),
+        automation_condition=AC.on_cron(os.environ.get(FOLLOW_CRON_ENV, DEFAULT_FOLLOW_CRON)).with_label(
+            "observe_on_cron"
+        ),
         group_name=MIXTURE_ASSET["group_name"],
         description="The version each mixture spec's component URLs name now (a live manifest.json moves on); observed on "
         "SHARD_MIXTURE_FOLLOW_CRON only while the mixture_follow_live sensor runs.",
@@ -146,13 +156,17 @@ def mixture_definitions(specs: MixtureSpecsResource) -> MixtureDefinitions:
             "manifest version by sha256) is written, audited by the blocking checks, and only then copied to `mixtures/NAME.json`."
         ),
     )
-    def mixture(context: dg.AssetExecutionContext, mixtures: MixtureSpecsResource, store: StoreResource) -> dg.MaterializeResult:
+    def mixture(
+        context: dg.AssetExecutionContext, mixtures: MixtureSpecsResource, store: StoreResource
+    ) -> dg.MaterializeResult:
         objects = store.store()
         lineage = {"run_id": context.run.run_id, "code_version": code_version(), "asset_code_version": CODE_VERSION}
         published = publish_mixture(objects, resolve_mixture(mixtures.spec(context.partition_key), objects, lineage))
         report, url = published.report, live_mixture_url(objects, published.mixture.name)
         if not report.live:
-            context.log.error(f"blocking checks failed ({', '.join(report.failed)}): {report.key} written, {url} left unchanged")
+            context.log.error(
+                f"blocking checks failed ({', '.join(report.failed)}): {report.key} written, {url} left unchanged"
+            )
         return dg.MaterializeResult(
             data_version=dg.DataVersion(published.mixture.version),
             metadata=_metadata(published, url),
@@ -160,7 +174,9 @@ def mixture_definitions(specs: MixtureSpecsResource) -> MixtureDefinitions:
         )
 
     job = dg.define_asset_job(
-        "mixture_job", selection=[mixture], executor_def=dg.in_process_executor,
+        "mixture_job",
+        selection=[mixture],
+        executor_def=dg.in_process_executor,
         description="Resolve one mixture spec, write its version, audit it, and make it live if every blocking check passes.",
     )
     follow = dg.AutomationConditionSensorDefinition(

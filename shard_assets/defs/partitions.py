@@ -25,12 +25,16 @@ RAW_FILES = "raw_files"  # the dynamic partitions set: one key per registered so
 raw_files = dg.DynamicPartitionsDefinition(name=RAW_FILES)
 PARTITION_BYTES_ENV = "SHARD_PARTITION_BYTES"
 PARTITIONS_PER_RUN = 32  # per backfill, sensor or build run: the fixed cost of a run (~2 s here, a pod start on a cluster) spread over many partitions
-RUN_BYTES = 1 << 30  # source bytes per sensor or build run past its first partition: work-sized partitions get a run (a pod) each
+RUN_BYTES = (
+    1 << 30
+)  # source bytes per sensor or build run past its first partition: work-sized partitions get a run (a pod) each
 BACKFILL_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=PARTITIONS_PER_RUN)
 RANGE_TAGS = ("dagster/asset_partition_range_start", "dagster/asset_partition_range_end")
 
 
-HOME_DATASET_KEY = "shard_assets/dataset"  # in the instance's key-value store: which dataset its raw_files partitions are
+HOME_DATASET_KEY = (
+    "shard_assets/dataset"  # in the instance's key-value store: which dataset its raw_files partitions are
+)
 
 
 class PartitionsFailed(BuildError):
@@ -81,7 +85,9 @@ def run_target(partitions: list[str]) -> RunTarget:
     return {"partition_key": None, "tags": dict(zip(RANGE_TAGS, (partitions[0], partitions[-1])))}
 
 
-def mirror(instance: dg.DagsterInstance, store: ObjectStore, spec: DatasetSpec, removed: list[str]) -> dict[str, PartitionRecord]:
+def mirror(
+    instance: dg.DagsterInstance, store: ObjectStore, spec: DatasetSpec, removed: list[str]
+) -> dict[str, PartitionRecord]:
     """Make Dagster's partition set the registered one: add what it lacks, delete the removed; returns every partition."""
     keys = registered(store, spec)
     known = set(instance.get_dynamic_partitions(RAW_FILES))
@@ -93,7 +99,13 @@ def mirror(instance: dg.DagsterInstance, store: ObjectStore, spec: DatasetSpec, 
     return keys
 
 
-def discovery_step(instance: dg.DagsterInstance, store: ObjectStore, spec: DatasetSpec, cursor: DiscoveryCursor, budget: DiscoveryBudget) -> tuple[DiscoveryStep, dict[str, PartitionRecord]]:
+def discovery_step(
+    instance: dg.DagsterInstance,
+    store: ObjectStore,
+    spec: DatasetSpec,
+    cursor: DiscoveryCursor,
+    budget: DiscoveryBudget,
+) -> tuple[DiscoveryStep, dict[str, PartitionRecord]]:
     """One bounded step of discovery, mirrored into Dagster; returns the step and every registered partition."""
     claim_home(instance, spec)
     step = discover(store, spec, partition_policy(spec), cursor, budget)
@@ -111,7 +123,9 @@ def repair_partitions_table(instance: dg.DagsterInstance) -> bool:
     return True
 
 
-def sync_partitions(instance: dg.DagsterInstance, store: ObjectStore, spec: DatasetSpec) -> tuple[list[str], list[str], list[str]]:
+def sync_partitions(
+    instance: dg.DagsterInstance, store: ObjectStore, spec: DatasetSpec
+) -> tuple[list[str], list[str], list[str]]:
     """A whole pass of discovery; returns (new or changed partitions, removed partitions, all partitions)."""
     repair_partitions_table(instance)
     step, keys = discovery_step(instance, store, spec, DiscoveryCursor(), DiscoveryBudget())
@@ -125,7 +139,9 @@ def run_data_version(versions: Iterable[str]) -> str:
     return versions[0] if len(versions) == 1 else hashlib.sha256("\n".join(versions).encode()).hexdigest()[:16]
 
 
-def each_partition(context: dg.AssetExecutionContext, build: Callable[[str], T]) -> tuple[dict[str, T], dict[str, BuildError]]:
+def each_partition(
+    context: dg.AssetExecutionContext, build: Callable[[str], T]
+) -> tuple[dict[str, T], dict[str, BuildError]]:
     """`build` every partition of the run: ({partition: result}, {partition: its BuildError}); one failure does not
     stop the others, each is logged as it happens. Any other exception ends the run."""
     results, failures = {}, {}
@@ -147,4 +163,6 @@ def raise_failures(context: dg.AssetExecutionContext, failures: dict[str, BuildE
     if len(keys) == 1:
         raise next(iter(failures.values()))
     lines = "\n".join(f"{k}: {type(e).__name__}: {e}" for k, e in failures.items())
-    raise PartitionsFailed(f"{len(failures)} of {len(keys)} partitions failed (the others are stored; fix or remove these, then rerun the range):\n{lines}")
+    raise PartitionsFailed(
+        f"{len(failures)} of {len(keys)} partitions failed (the others are stored; fix or remove these, then rerun the range):\n{lines}"
+    )

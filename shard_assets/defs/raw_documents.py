@@ -75,7 +75,9 @@ def _summary(done: Ingested) -> str:
     tags={"stage": "ingest"},
     description="Documents of one partition's source files (or row-group range): NFC, control characters stripped, short and duplicate documents dropped.",
 )
-def raw_documents(context: dg.AssetExecutionContext, dataset: DatasetResource, store: StoreResource) -> dg.MaterializeResult:
+def raw_documents(
+    context: dg.AssetExecutionContext, dataset: DatasetResource, store: StoreResource
+) -> dg.MaterializeResult:
     spec, objects = dataset.spec(), store.store()
     run_id = context.run.run_id
 
@@ -93,7 +95,9 @@ def raw_documents(context: dg.AssetExecutionContext, dataset: DatasetResource, s
     raise_failures(context, failures)
     if len(built) > 1:
         documents = sum(d.stats.documents_out for d in built.values())
-        context.log.info(f"{len(built)} partitions: {documents:,} documents kept in {sum(d.seconds for d in built.values()):.1f} s")
+        context.log.info(
+            f"{len(built)} partitions: {documents:,} documents kept in {sum(d.seconds for d in built.values()):.1f} s"
+        )
     return dg.MaterializeResult(
         data_version=dg.DataVersion(run_data_version(d.record.data_version for d in built.values())),
         metadata={"dagster/column_schema": SCHEMA},

@@ -59,7 +59,10 @@ class DatasetResource(dg.ConfigurableResource):
     (`spec_toml`), and `spec_path` still names it and anchors relative source uris."""
 
     spec_path: str = Field(default=DEFAULT_SPEC, description=f"The dataset spec (TOML); {RELATIVE}.")
-    spec_toml: str = Field(default="", description="The spec's text, for runs on machines that do not see the file (set by `shard-assets build`).")
+    spec_toml: str = Field(
+        default="",
+        description="The spec's text, for runs on machines that do not see the file (set by `shard-assets build`).",
+    )
 
     def spec(self) -> DatasetSpec:
         path = resolve_path(self.spec_path)
@@ -86,8 +89,12 @@ class StoreResource(dg.ConfigurableResource):
         from ..lib.store.s3 import S3ObjectStore
 
         client = make_s3_client(
-            self.endpoint_url or None, _resolved(self.access_key_id) or None, _resolved(self.secret_access_key) or None,
-            role="write", region=self.region_name, retries=5,
+            self.endpoint_url or None,
+            _resolved(self.access_key_id) or None,
+            _resolved(self.secret_access_key) or None,
+            role="write",
+            region=self.region_name,
+            retries=5,
         )
         bucket, _, prefix = self.root.split("://", 1)[1].partition("/")
         return S3ObjectStore(client, bucket, prefix, self.endpoint_url)
@@ -107,8 +114,11 @@ class Settings:
 
     def resources(self) -> dict[str, dg.ConfigurableResource]:
         store = StoreResource(
-            root=self.store_root, endpoint_url=self.endpoint_url, region_name=self.region_name,
-            access_key_id=self.access_key_id, secret_access_key=self.secret_access_key,
+            root=self.store_root,
+            endpoint_url=self.endpoint_url,
+            region_name=self.region_name,
+            access_key_id=self.access_key_id,
+            secret_access_key=self.secret_access_key,
         )
         return {"dataset": DatasetResource(spec_path=self.spec_path), "store": store}
 
@@ -118,8 +128,12 @@ class Settings:
         dataset, store = resources["dataset"], resources["store"]
         assert isinstance(dataset, DatasetResource) and isinstance(store, StoreResource)
         return cls(
-            spec_path=resolve_path(dataset.spec_path), store_root=resolve_path(store.root), endpoint_url=store.endpoint_url,
-            region_name=store.region_name, access_key_id=store.access_key_id, secret_access_key=store.secret_access_key,
+            spec_path=resolve_path(dataset.spec_path),
+            store_root=resolve_path(store.root),
+            endpoint_url=store.endpoint_url,
+            region_name=store.region_name,
+            access_key_id=store.access_key_id,
+            secret_access_key=store.secret_access_key,
         )
 
 
@@ -134,15 +148,25 @@ def _endpoint(environ: Mapping[str, str]) -> str:
     """S3_ENDPOINT_URL (with its scheme) if set, else R2's endpoint for R2_DATASET_ACCOUNT_ID (32 hex digits)."""
     if url := environ.get(ENDPOINT_VARIABLE, ""):
         if not url.startswith(("http://", "https://")):
-            raise SettingsError(f"{ENDPOINT_VARIABLE}={url!r} has no scheme; write it as https://host[:port] (or http:// for a local server)")
+            raise SettingsError(
+                f"{ENDPOINT_VARIABLE}={url!r} has no scheme; write it as https://host[:port] (or http:// for a local server)"
+            )
         return url
-    account = _required(environ, ACCOUNT_VARIABLE, f"DATASET_STORE=r2 needs the Cloudflare account id (32 hex digits), or {ENDPOINT_VARIABLE} for another S3-compatible server")
+    account = _required(
+        environ,
+        ACCOUNT_VARIABLE,
+        f"DATASET_STORE=r2 needs the Cloudflare account id (32 hex digits), or {ENDPOINT_VARIABLE} for another S3-compatible server",
+    )
     if not _ACCOUNT.match(account):
-        raise SettingsError(f"{ACCOUNT_VARIABLE} is not a Cloudflare account id (32 hex digits, from the R2 dashboard's URL); got {len(account)} characters")
+        raise SettingsError(
+            f"{ACCOUNT_VARIABLE} is not a Cloudflare account id (32 hex digits, from the R2 dashboard's URL); got {len(account)} characters"
+        )
     return r2_endpoint(account)
 
 
-def settings_from_env(spec: str | None = None, store: str | None = None, environ: Mapping[str, str] = os.environ) -> Settings:
+def settings_from_env(
+    spec: str | None = None, store: str | None = None, environ: Mapping[str, str] = os.environ
+) -> Settings:
     """The settings from arguments (the CLI's --spec and --store) over the environment, paths resolved.
 
     DATASET_STORE picks the store: `local` (default; the folder DATASET_STORE_ROOT, default data/store),
@@ -152,7 +176,9 @@ def settings_from_env(spec: str | None = None, store: str | None = None, environ
     """
     kind = environ.get(STORE_VARIABLE) or "local"
     if kind not in STORE_KINDS:
-        raise SettingsError(f"{STORE_VARIABLE}={kind!r} is not one of {', '.join(STORE_KINDS)}; unset it for the local folder {DEFAULT_LOCAL_ROOT}")
+        raise SettingsError(
+            f"{STORE_VARIABLE}={kind!r} is not one of {', '.join(STORE_KINDS)}; unset it for the local folder {DEFAULT_LOCAL_ROOT}"
+        )
     spec_path = resolve_path(spec or environ.get(SPEC_VARIABLE) or DEFAULT_SPEC, environ)
     root = store or environ.get(STORE_ROOT_VARIABLE) or ""
     if store and not store.startswith(REMOTE_SCHEMES):
@@ -163,14 +189,26 @@ def settings_from_env(spec: str | None = None, store: str | None = None, environ
         return Settings(spec_path, resolve_path(root or DEFAULT_LOCAL_ROOT, environ))
     if kind == "s3":
         if not root.startswith(REMOTE_SCHEMES):
-            raise SettingsError(f"{STORE_VARIABLE}=s3 needs {STORE_ROOT_VARIABLE} (or --store) as s3://bucket/prefix, got {root!r}")
+            raise SettingsError(
+                f"{STORE_VARIABLE}=s3 needs {STORE_ROOT_VARIABLE} (or --store) as s3://bucket/prefix, got {root!r}"
+            )
         endpoint = _endpoint(environ) if environ.get(ENDPOINT_VARIABLE) else ""
-        return Settings(spec_path, root, endpoint, access_key_id=dg.EnvVar("AWS_ACCESS_KEY_ID"), secret_access_key=dg.EnvVar("AWS_SECRET_ACCESS_KEY"))
+        return Settings(
+            spec_path,
+            root,
+            endpoint,
+            access_key_id=dg.EnvVar("AWS_ACCESS_KEY_ID"),
+            secret_access_key=dg.EnvVar("AWS_SECRET_ACCESS_KEY"),
+        )
     if not store:
-        bucket = _required(environ, "R2_DATASET_BUCKET_NAME", f"{STORE_VARIABLE}=r2 needs the bucket the dataset is written to")
+        bucket = _required(
+            environ, "R2_DATASET_BUCKET_NAME", f"{STORE_VARIABLE}=r2 needs the bucket the dataset is written to"
+        )
         root = f"s3://{bucket}/{environ.get('DATASET_BINS_PATH', '').strip('/')}".rstrip("/")
     key_id, secret = key_variables("write")
-    return Settings(spec_path, root, _endpoint(environ), access_key_id=dg.EnvVar(key_id), secret_access_key=dg.EnvVar(secret))
+    return Settings(
+        spec_path, root, _endpoint(environ), access_key_id=dg.EnvVar(key_id), secret_access_key=dg.EnvVar(secret)
+    )
 
 
 def store_resource_from_env() -> StoreResource:

@@ -13,10 +13,16 @@ class RetentionConfig(dg.Config):
     dry_run: bool = True
 
 
-@dg.op(description="Delete files no kept manifest version (newest `keep`, younger than `max_age`, superseded within `grace`) needs.")
+@dg.op(
+    description="Delete files no kept manifest version (newest `keep`, younger than `max_age`, superseded within `grace`) needs."
+)
 def collect_garbage(context: dg.OpExecutionContext, config: RetentionConfig, store: StoreResource) -> None:
     objects = store.store()
-    policy = Policy(keep=config.keep, max_age_s=parse_duration(config.max_age, "max_age"), grace_s=parse_duration(config.grace, "grace"))
+    policy = Policy(
+        keep=config.keep,
+        max_age_s=parse_duration(config.max_age, "max_age"),
+        grace_s=parse_duration(config.grace, "grace"),
+    )
     plan = plan_collection(objects, policy)
     freed = plan.bytes_freed if config.dry_run else collect(objects, plan)
     context.log.info(
@@ -33,7 +39,10 @@ def gc_job() -> None:
 
 
 gc_schedule = dg.ScheduleDefinition(
-    name="gc_schedule", job=gc_job, cron_schedule="0 4 * * 6", default_status=dg.DefaultScheduleStatus.STOPPED,
+    name="gc_schedule",
+    job=gc_job,
+    cron_schedule="0 4 * * 6",
+    default_status=dg.DefaultScheduleStatus.STOPPED,
     run_config={"ops": {"collect_garbage": {"config": {"dry_run": False}}}},
     description="Saturdays 04:00 UTC: delete files no kept version needs (keep 3, max age 30d, grace 7d).",
 )

@@ -25,7 +25,14 @@ TINY_SPLIT = 100  # documents; a smaller split gets a warning in the metadata (a
     **DATASET_ASSET,
     kinds={"json"},
     tags={"stage": "publish"},
-    check_specs=[dg.AssetCheckSpec(DISJOINT, asset="splits", blocking=True, description="No document (by hash of its normalised text) is in both train and val.")],
+    check_specs=[
+        dg.AssetCheckSpec(
+            DISJOINT,
+            asset="splits",
+            blocking=True,
+            description="No document (by hash of its normalised text) is in both train and val.",
+        )
+    ],
     description="Token and document totals per split over the tokenized partitions; failed or removed partitions left out with a reason.",
 )
 def splits(context: dg.AssetExecutionContext, dataset: DatasetResource, store: StoreResource) -> dg.MaterializeResult:
@@ -37,12 +44,20 @@ def splits(context: dg.AssetExecutionContext, dataset: DatasetResource, store: S
     summary = summarise(record.fingerprint, selection, overlap)
     put_record(objects, splits_record_key(record.fingerprint), summary)
     totals = summary.totals
-    small = [f"**{s}** holds {t.documents:,} documents: evaluation on it will be noisy" for s, t in totals.items() if t.documents < TINY_SPLIT]
+    small = [
+        f"**{s}** holds {t.documents:,} documents: evaluation on it will be noisy"
+        for s, t in totals.items()
+        if t.documents < TINY_SPLIT
+    ]
     context.log.info(
         f"{len(summary.partitions)} partitions selected, {len(summary.left_out)} left out; "
         + ", ".join(f"{s} {t.tokens:,} tokens in {t.documents:,} documents" for s, t in totals.items())
     )
-    disjoint = "no document is in both splits" if overlap == 0 else f"{overlap:,} documents (by hash of their text) are in both train and val"
+    disjoint = (
+        "no document is in both splits"
+        if overlap == 0
+        else f"{overlap:,} documents (by hash of their text) are in both train and val"
+    )
     return dg.MaterializeResult(
         metadata={
             "partitions": len(summary.partitions),
@@ -53,5 +68,12 @@ def splits(context: dg.AssetExecutionContext, dataset: DatasetResource, store: S
             **split_figures({s: t.tokens for s, t in totals.items()}, {s: t.documents for s, t in totals.items()}),
             "documents_in_both_splits": overlap,
         },
-        check_results=[dg.AssetCheckResult(check_name=DISJOINT, passed=overlap == 0, description=disjoint, metadata={"documents_in_both_splits": overlap})],
+        check_results=[
+            dg.AssetCheckResult(
+                check_name=DISJOINT,
+                passed=overlap == 0,
+                description=disjoint,
+                metadata={"documents_in_both_splits": overlap},
+            )
+        ],
     )

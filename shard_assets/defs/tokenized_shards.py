@@ -47,7 +47,9 @@ def partition_metadata(done: TokenizedPartition) -> dict:
     pool="tokenize",
     description="Token ids of one raw partition, each document followed by the end-of-document id, split train/val by document hash.",
 )
-def tokenized_shards(context: dg.AssetExecutionContext, dataset: DatasetResource, store: StoreResource) -> dg.MaterializeResult:
+def tokenized_shards(
+    context: dg.AssetExecutionContext, dataset: DatasetResource, store: StoreResource
+) -> dg.MaterializeResult:
     job = TokenizeJob.current(store.store(), dataset.spec(), context.run.run_id, CODE_VERSIONS.tokenized_shards)
     outcome = tokenize_partitions(job, context.partition_keys, context.log)
     for done in outcome.stored:
@@ -55,7 +57,9 @@ def tokenized_shards(context: dg.AssetExecutionContext, dataset: DatasetResource
     raise_failures(context, outcome.failed)
     if len(outcome.stored) > 1:
         tokens = sum(sum(d.stats.tokens.values()) for d in outcome.stored)
-        context.log.info(f"{len(outcome.stored)} partitions: {tokens:,} tokens in {sum(d.stats.seconds for d in outcome.stored):.1f} s")
+        context.log.info(
+            f"{len(outcome.stored)} partitions: {tokens:,} tokens in {sum(d.stats.seconds for d in outcome.stored):.1f} s"
+        )
     return dg.MaterializeResult(
         data_version=dg.DataVersion(run_data_version(d.record.data_version for d in outcome.stored)),
         metadata={"tokenizer_fingerprint": job.tokenizer.fingerprint},

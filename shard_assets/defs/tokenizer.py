@@ -14,6 +14,7 @@ from .automation import FIRST_TOKENIZER
 from .raw_documents import raw_documents
 from .resources import DatasetResource, StoreResource
 
+
 @dg.asset(
     deps=[raw_documents],
     code_version=CODE_VERSIONS.tokenizer,
@@ -26,16 +27,26 @@ from .resources import DatasetResource, StoreResource
         "Materialising it again with a changed result re-tokenizes every partition."
     ),
 )
-def tokenizer(context: dg.AssetExecutionContext, dataset: DatasetResource, store: StoreResource) -> dg.MaterializeResult:
+def tokenizer(
+    context: dg.AssetExecutionContext, dataset: DatasetResource, store: StoreResource
+) -> dg.MaterializeResult:
     spec, objects = dataset.spec(), store.store()
     raws = current_raws(objects, spec)  # the spec's current sources only, each from the files it is registered with now
     if spec.tokenizer.kind == "train_bpe" and not raws:
         partitions = registered_partitions(objects)
-        why = f"none of the {len(partitions)} registered partitions has raw documents (their ingest failed: see the ingest runs' errors)" if partitions else "no partition is registered (run `shard-assets discover` or turn on raw_files_sensor)"
+        why = (
+            f"none of the {len(partitions)} registered partitions has raw documents (their ingest failed: see the ingest runs' errors)"
+            if partitions
+            else "no partition is registered (run `shard-assets discover` or turn on raw_files_sensor)"
+        )
         raise TokenizerError(f"no raw_documents to train the BPE on: {why}; materialise raw_documents first")
     text, record = build_tokenizer(spec.tokenizer, training_texts(objects, [r.key for r in raws]))
     store_tokenizer(objects, text, record)
-    context.log.info(f"tokenizer {record.name} ({record.fingerprint}, {record.vocab_size:,} ids) made current, trained on {len(raws)} partitions" if spec.tokenizer.kind == "train_bpe" else f"tokenizer {record.name} ({record.fingerprint}) made current")
+    context.log.info(
+        f"tokenizer {record.name} ({record.fingerprint}, {record.vocab_size:,} ids) made current, trained on {len(raws)} partitions"
+        if spec.tokenizer.kind == "train_bpe"
+        else f"tokenizer {record.name} ({record.fingerprint}) made current"
+    )
     return dg.MaterializeResult(
         data_version=dg.DataVersion(record.fingerprint),
         metadata={

@@ -11,14 +11,30 @@ from dataclasses import dataclass
 
 from ..lib.errors import BuildError
 
-COMMAND_SECONDS = 120  # a busy controller answers slowly; past this a command is reported as failed, never waited on forever
+COMMAND_SECONDS = (
+    120  # a busy controller answers slowly; past this a command is reported as failed, never waited on forever
+)
 SCRATCH_DEFAULT = "${TMPDIR:-/tmp}"  # a per-job TMPDIR where the cluster makes one (job_container/tmpfs), else /tmp
 # Job states in which the job may still run its batch script (a requeue is refused with --no-requeue, but an
 # administrator may hold or suspend a job).
-ALIVE_STATES = frozenset({
-    "PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "RESIZING", "SIGNALING", "STAGE_OUT",
-    "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SPECIAL_EXIT",
-})
+ALIVE_STATES = frozenset(
+    {
+        "PENDING",
+        "CONFIGURING",
+        "RUNNING",
+        "COMPLETING",
+        "SUSPENDED",
+        "STOPPED",
+        "RESIZING",
+        "SIGNALING",
+        "STAGE_OUT",
+        "REQUEUED",
+        "REQUEUE_HOLD",
+        "REQUEUE_FED",
+        "RESV_DEL_HOLD",
+        "SPECIAL_EXIT",
+    }
+)
 
 
 class SlurmError(BuildError):
@@ -42,13 +58,22 @@ class JobRequest:
 
     def sbatch_args(self) -> list[str]:
         args = [
-            "--parsable", f"--job-name={self.name}", f"--comment={self.comment}", "--nodes=1", "--ntasks=1",
+            "--parsable",
+            f"--job-name={self.name}",
+            f"--comment={self.comment}",
+            "--nodes=1",
+            "--ntasks=1",
             f"--cpus-per-task={self.cpus_per_task}",
             "--no-requeue",  # a lost job fails its run and Dagster's run retries relaunch it: Slurm must not run it twice
             "--chdir=/tmp",  # the submitting process's folder may not exist on the node; the script moves to its scratch dir
             f"--export={','.join(self.export) or 'NONE'}",
         ]
-        optional = {"--partition": self.partition, "--mem": self.mem, "--time": self.time_limit, "--output": self.output}
+        optional = {
+            "--partition": self.partition,
+            "--mem": self.mem,
+            "--time": self.time_limit,
+            "--output": self.output,
+        }
         args += [f"{flag}={value}" for flag, value in optional.items() if value]
         return args + list(self.extra_args)
 
@@ -97,13 +122,26 @@ def batch_script(command: list[str], setup: Iterable[str] = (), scratch_dir: str
     return "\n".join(lines) + "\n"
 
 
-def _run(args: list[str], stdin: str | None = None, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _run(
+    args: list[str], stdin: str | None = None, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(args, input=stdin, env=None if env is None else dict(env), capture_output=True, text=True, timeout=COMMAND_SECONDS)
+        return subprocess.run(
+            args,
+            input=stdin,
+            env=None if env is None else dict(env),
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_SECONDS,
+        )
     except FileNotFoundError:
-        raise SlurmError(f"`{args[0]}` is not on PATH: run the Dagster daemon on a machine with the Slurm client commands (sbatch, squeue, scancel)") from None
+        raise SlurmError(
+            f"`{args[0]}` is not on PATH: run the Dagster daemon on a machine with the Slurm client commands (sbatch, squeue, scancel)"
+        ) from None
     except subprocess.TimeoutExpired:
-        raise SlurmError(f"`{shlex.join(args[:3])} ...` gave no answer in {COMMAND_SECONDS} s: is slurmctld reachable?") from None
+        raise SlurmError(
+            f"`{shlex.join(args[:3])} ...` gave no answer in {COMMAND_SECONDS} s: is slurmctld reachable?"
+        ) from None
 
 
 def _failed(args: list[str], done: subprocess.CompletedProcess[str]) -> SlurmError:
@@ -142,7 +180,16 @@ def job_states(job_ids: Iterable[str]) -> dict[str, JobState]:
 
 def _accounted(job_ids: list[str]) -> dict[str, JobState]:
     """What accounting (`sacct`) remembers of jobs squeue has forgotten; nothing where accounting is off."""
-    done = _run(["sacct", "--noheader", "--parsable2", "--allocations", f"--jobs={','.join(job_ids)}", "--format=JobID,State,NodeList"])
+    done = _run(
+        [
+            "sacct",
+            "--noheader",
+            "--parsable2",
+            "--allocations",
+            f"--jobs={','.join(job_ids)}",
+            "--format=JobID,State,NodeList",
+        ]
+    )
     if done.returncode != 0:
         return {}
     states = {}

@@ -26,7 +26,11 @@ from dagster._core.events import EngineEventData
 from dagster._core.launcher import LaunchRunContext, RunLauncher
 from dagster._core.launcher.base import CheckRunHealthResult, WorkerStatus
 from dagster._core.storage.dagster_run import DagsterRun, DagsterRunStatus
-from dagster._core.storage.tags import ASSET_PARTITION_RANGE_END_TAG, ASSET_PARTITION_RANGE_START_TAG, PARTITION_NAME_TAG
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    PARTITION_NAME_TAG,
+)
 from dagster._serdes import ConfigurableClass, ConfigurableClassData
 
 from .sbatch import JobRequest, JobState, SlurmError, batch_script, cancel, job_states, submit
@@ -106,22 +110,66 @@ class SlurmRunLauncher(RunLauncher, ConfigurableClass):
     @classmethod
     def config_type(cls):
         return {
-            "partition": Field(StringSource, is_required=False, default_value="", description="sbatch --partition; empty: the cluster's default partition"),
-            "cpus_per_task": Field(IntSource, is_required=False, default_value=1, description="sbatch --cpus-per-task: a run tokenizes on one core"),
-            "mem": Field(StringSource, is_required=False, default_value="", description="sbatch --mem (per node), e.g. 4G; empty: the partition's default"),
-            "time_limit": Field(StringSource, is_required=False, default_value="", description="sbatch --time, e.g. 4:00:00; empty: the partition's default"),
-            "sbatch_args": Field(Array(StringSource), is_required=False, default_value=[], description="more sbatch flags, e.g. --account=data or --qos=low"),
+            "partition": Field(
+                StringSource,
+                is_required=False,
+                default_value="",
+                description="sbatch --partition; empty: the cluster's default partition",
+            ),
+            "cpus_per_task": Field(
+                IntSource,
+                is_required=False,
+                default_value=1,
+                description="sbatch --cpus-per-task: a run tokenizes on one core",
+            ),
+            "mem": Field(
+                StringSource,
+                is_required=False,
+                default_value="",
+                description="sbatch --mem (per node), e.g. 4G; empty: the partition's default",
+            ),
+            "time_limit": Field(
+                StringSource,
+                is_required=False,
+                default_value="",
+                description="sbatch --time, e.g. 4:00:00; empty: the partition's default",
+            ),
+            "sbatch_args": Field(
+                Array(StringSource),
+                is_required=False,
+                default_value=[],
+                description="more sbatch flags, e.g. --account=data or --qos=low",
+            ),
             "env_vars": Field(
-                Array(StringSource), is_required=False, default_value=[],
+                Array(StringSource),
+                is_required=False,
+                default_value=[],
                 description="variables the job gets: NAME (its value in the launcher's environment) or NAME=value; no other variable reaches the job",
             ),
-            "job_setup": Field(Array(StringSource), is_required=False, default_value=[], description="shell lines the job runs first, e.g. `module load python/3.11`"),
-            "python": Field(StringSource, is_required=False, default_value="", description="the Python on the nodes with this project installed; empty: the code location's own"),
+            "job_setup": Field(
+                Array(StringSource),
+                is_required=False,
+                default_value=[],
+                description="shell lines the job runs first, e.g. `module load python/3.11`",
+            ),
+            "python": Field(
+                StringSource,
+                is_required=False,
+                default_value="",
+                description="the Python on the nodes with this project installed; empty: the code location's own",
+            ),
             "scratch_dir": Field(
-                StringSource, is_required=False, default_value="",
+                StringSource,
+                is_required=False,
+                default_value="",
                 description="node-local folder under which each job makes and removes its scratch dir (%n: the node's name); empty: $TMPDIR, else /tmp",
             ),
-            "output": Field(StringSource, is_required=False, default_value="", description="sbatch --output (%j: the job id); empty: Slurm's slurm-%j.out in /tmp"),
+            "output": Field(
+                StringSource,
+                is_required=False,
+                default_value="",
+                description="sbatch --output (%j: the job id); empty: Slurm's slurm-%j.out in /tmp",
+            ),
         }
 
     @classmethod
@@ -136,20 +184,41 @@ class SlurmRunLauncher(RunLauncher, ConfigurableClass):
         """The batch job of `run`: named and commented with its run id (and job, and partitions)."""
         resources = self.resources.with_tags(run.tags)
         start, end = run.tags.get(ASSET_PARTITION_RANGE_START_TAG), run.tags.get(ASSET_PARTITION_RANGE_END_TAG)
-        partitions = f" {start}..{end}" if start else (f" {run.tags[PARTITION_NAME_TAG]}" if PARTITION_NAME_TAG in run.tags else "")
+        partitions = (
+            f" {start}..{end}"
+            if start
+            else (f" {run.tags[PARTITION_NAME_TAG]}" if PARTITION_NAME_TAG in run.tags else "")
+        )
         return JobRequest(
             name=f"{run.job_name}-{run.run_id}",
             comment=f"dagster run {run.run_id}: {run.job_name}{partitions}",
-            partition=resources.partition, cpus_per_task=resources.cpus_per_task, mem=resources.mem,
-            time_limit=resources.time_limit, output=self.output, extra_args=resources.sbatch_args, export=self.export,
+            partition=resources.partition,
+            cpus_per_task=resources.cpus_per_task,
+            mem=resources.mem,
+            time_limit=resources.time_limit,
+            output=self.output,
+            extra_args=resources.sbatch_args,
+            export=self.export,
         )
 
     def script_for(self, run: DagsterRun) -> str:
         """The batch script: `<python> -m dagster api execute_run <args>` in the job's scratch dir."""
         origin = check.not_none(run.job_code_origin, "a run launched on Slurm needs its code origin")
-        args = ExecuteRunArgs(job_origin=origin, run_id=run.run_id, instance_ref=self._instance.get_ref(), set_exit_code_on_failure=True)
-        command = [self.python or origin.executable_path, "-m", "dagster", *args.get_command_args()[-3:]]  # api execute_run <json>
-        return batch_script(command, self.job_setup, self.scratch_dir, banner=f"Dagster run {run.run_id} ({run.job_name}), launched by shard_assets.launchers.slurm")
+        args = ExecuteRunArgs(
+            job_origin=origin, run_id=run.run_id, instance_ref=self._instance.get_ref(), set_exit_code_on_failure=True
+        )
+        command = [
+            self.python or origin.executable_path,
+            "-m",
+            "dagster",
+            *args.get_command_args()[-3:],
+        ]  # api execute_run <json>
+        return batch_script(
+            command,
+            self.job_setup,
+            self.scratch_dir,
+            banner=f"Dagster run {run.run_id} ({run.job_name}), launched by shard_assets.launchers.slurm",
+        )
 
     def launch_run(self, context: LaunchRunContext) -> None:
         run = context.dagster_run
@@ -159,11 +228,17 @@ class SlurmRunLauncher(RunLauncher, ConfigurableClass):
         self._instance.report_engine_event(
             f"Submitted Slurm job {job_id}",
             run,
-            EngineEventData({
-                "Slurm job id": job_id, "job name": request.name, "partition": request.partition or "(default)",
-                "cpus per task": str(request.cpus_per_task), "memory": request.mem or "(default)",
-                "time limit": request.time_limit or "(default)", "output": request.output or "slurm-%j.out in /tmp",
-            }),
+            EngineEventData(
+                {
+                    "Slurm job id": job_id,
+                    "job name": request.name,
+                    "partition": request.partition or "(default)",
+                    "cpus per task": str(request.cpus_per_task),
+                    "memory": request.mem or "(default)",
+                    "time limit": request.time_limit or "(default)",
+                    "output": request.output or "slurm-%j.out in /tmp",
+                }
+            ),
             cls=self.__class__,
         )
 
@@ -184,10 +259,14 @@ class SlurmRunLauncher(RunLauncher, ConfigurableClass):
         forgot it; a Slurm command that fails raises, so the monitoring daemon retries instead of failing runs."""
         job_id = run.tags.get(JOB_ID_TAG)
         if not job_id:
-            return CheckRunHealthResult(WorkerStatus.UNKNOWN, f"run {run.run_id} has no {JOB_ID_TAG} tag: its job was never submitted")
+            return CheckRunHealthResult(
+                WorkerStatus.UNKNOWN, f"run {run.run_id} has no {JOB_ID_TAG} tag: its job was never submitted"
+            )
         state = self._state(job_id)
         if state is None:
-            return CheckRunHealthResult(WorkerStatus.FAILED, f"Slurm no longer knows job {job_id} (ended over MinJobAge ago, and no accounting)")
+            return CheckRunHealthResult(
+                WorkerStatus.FAILED, f"Slurm no longer knows job {job_id} (ended over MinJobAge ago, and no accounting)"
+            )
         if state.alive:
             return CheckRunHealthResult(WorkerStatus.RUNNING)
         if state.state == "COMPLETED" and run.status not in (DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING):
@@ -210,7 +289,11 @@ class SlurmRunLauncher(RunLauncher, ConfigurableClass):
         try:
             cancel(run.tags[JOB_ID_TAG])
         except SlurmError as exc:
-            self._instance.report_engine_event(f"Could not cancel Slurm job {run.tags[JOB_ID_TAG]}: {exc}", run, cls=self.__class__)
+            self._instance.report_engine_event(
+                f"Could not cancel Slurm job {run.tags[JOB_ID_TAG]}: {exc}", run, cls=self.__class__
+            )
             return False
-        self._instance.report_engine_event(f"Cancelled Slurm job {run.tags[JOB_ID_TAG]} (scancel)", run, cls=self.__class__)
+        self._instance.report_engine_event(
+            f"Cancelled Slurm job {run.tags[JOB_ID_TAG]} (scancel)", run, cls=self.__class__
+        )
         return True

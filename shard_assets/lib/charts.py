@@ -23,7 +23,9 @@ def bar_chart_svg(labels: list[str], values: list[int], title: str, unit: str) -
     for i, (label, value) in enumerate(zip(labels, values)):
         h = BAR_AREA * value / top
         x = 20 + i * step
-        parts.append(f'<rect x="{x + 2:.1f}" y="{20 + BAR_AREA - h:.1f}" width="{step - 4:.1f}" height="{h:.1f}" fill="#4f43dd"/>')
+        parts.append(
+            f'<rect x="{x + 2:.1f}" y="{20 + BAR_AREA - h:.1f}" width="{step - 4:.1f}" height="{h:.1f}" fill="#4f43dd"/>'
+        )
         parts.append(f'<text x="{x + step / 2:.1f}" y="{16 + BAR_AREA - h:.1f}" text-anchor="middle">{value:,}</text>')
         parts.append(f'<text x="{x + step / 2:.1f}" y="{34 + BAR_AREA}" text-anchor="middle">{escape(label)}</text>')
     parts.append(f'<text x="{WIDTH / 2}" y="{HEIGHT - 4}" text-anchor="middle" fill="#666">{escape(unit)}</text></svg>')
@@ -42,14 +44,22 @@ def grouped_bar_chart_svg(labels: list[str], series: dict[str, list[float]], tit
     ]
     for j, (name, values) in enumerate(series.items()):
         colour = COLOURS[j % len(COLOURS)]
-        parts.append(f'<rect x="{20 + 120 * j}" y="{HEIGHT - 13}" width="10" height="10" fill="{colour}"/><text x="{34 + 120 * j}" y="{HEIGHT - 4}">{escape(name)}</text>')
+        parts.append(
+            f'<rect x="{20 + 120 * j}" y="{HEIGHT - 13}" width="10" height="10" fill="{colour}"/><text x="{34 + 120 * j}" y="{HEIGHT - 4}">{escape(name)}</text>'
+        )
         for i, value in enumerate(values):
             h = BAR_AREA * value / top
             x = 24 + i * step + j * bar
-            parts.append(f'<rect x="{x:.1f}" y="{20 + BAR_AREA - h:.1f}" width="{bar - 2:.1f}" height="{h:.1f}" fill="{colour}"/>')
-            parts.append(f'<text x="{x + bar / 2:.1f}" y="{16 + BAR_AREA - h:.1f}" text-anchor="middle">{value:.3g}</text>')
+            parts.append(
+                f'<rect x="{x:.1f}" y="{20 + BAR_AREA - h:.1f}" width="{bar - 2:.1f}" height="{h:.1f}" fill="{colour}"/>'
+            )
+            parts.append(
+                f'<text x="{x + bar / 2:.1f}" y="{16 + BAR_AREA - h:.1f}" text-anchor="middle">{value:.3g}</text>'
+            )
     for i, label in enumerate(labels):
-        parts.append(f'<text x="{20 + i * step + step / 2:.1f}" y="{34 + BAR_AREA}" text-anchor="middle">{escape(label)}</text>')
+        parts.append(
+            f'<text x="{20 + i * step + step / 2:.1f}" y="{34 + BAR_AREA}" text-anchor="middle">{escape(label)}</text>'
+        )
     parts.append("</svg>")
     return "".join(parts)
 

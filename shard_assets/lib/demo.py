@@ -60,7 +60,9 @@ def write_demo(folder: str | Path, parts: int = 4) -> Path:
     folder = Path(folder)
     (folder / "corpus").mkdir(parents=True, exist_ok=True)
     for i in range(parts):
-        body = "".join(json.dumps({"text": d}, ensure_ascii=False) + "\n" for d in demo_documents(i, parts)).encode("utf-8", "surrogatepass")
+        body = "".join(json.dumps({"text": d}, ensure_ascii=False) + "\n" for d in demo_documents(i, parts)).encode(
+            "utf-8", "surrogatepass"
+        )
         path = folder / "corpus" / f"part-{i:03d}.jsonl"
         if not path.exists() or path.read_bytes() != body:
             path.write_bytes(body)

@@ -21,7 +21,9 @@ from .state import write_registration
 from .store import ObjectMissingError, ObjectStore
 
 CHUNK_FILES = 1000  # files registered between two saves of the source's index: the unit of resumable work
-REGISTRATION_THREADS = 16  # registrations written at once: each waits on the store (a PUT on S3/R2), not on this process
+REGISTRATION_THREADS = (
+    16  # registrations written at once: each waits on the store (a PUT on S3/R2), not on this process
+)
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,9 @@ def load_layout(store: ObjectStore, source: str) -> SourceLayout:
     except RecordError as exc:
         legacy = _legacy_index(source, body)
         if legacy is None:
-            raise RecordError(f"{exc}; not a discovery index: delete {key} to register source {source!r} afresh") from None
+            raise RecordError(
+                f"{exc}; not a discovery index: delete {key} to register source {source!r} afresh"
+            ) from None
         return SourceLayout(legacy)
 
 
@@ -93,8 +97,13 @@ def _legacy_index(source: str, body: bytes) -> DiscoveryIndex | None:
     read as one (the next save writes it as a record); None if `body` is not one."""
     try:
         data = json.loads(body)
-        pieces = {k: [{"uri": u, "fingerprint": f, "size": n, "row_groups": None if a is None else [a, b]} for u, f, n, a, b in rows]
-                  for k, rows in data["partitions"].items()}
+        pieces = {
+            k: [
+                {"uri": u, "fingerprint": f, "size": n, "row_groups": None if a is None else [a, b]}
+                for u, f, n, a, b in rows
+            ]
+            for k, rows in data["partitions"].items()
+        }
         index = {"source": source, "open": data["open"], "partitions": pieces}
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
@@ -128,7 +137,9 @@ def _commit(store: ObjectStore, layout: SourceLayout, touched: set[str], step: D
     save_layout(store, layout)
 
 
-def _register(layout: SourceLayout, files: list[SourceFile], policy: PartitionPolicy, row_groups: RowGroupSizes) -> tuple[set[str], int]:
+def _register(
+    layout: SourceLayout, files: list[SourceFile], policy: PartitionPolicy, row_groups: RowGroupSizes
+) -> tuple[set[str], int]:
     """Place the new and changed files among `files`; returns the partitions touched and how many files were."""
     touched: set[str] = set()
     count = 0
@@ -140,7 +151,13 @@ def _register(layout: SourceLayout, files: list[SourceFile], policy: PartitionPo
     return touched, count
 
 
-def discover(store: ObjectStore, spec: DatasetSpec, policy: PartitionPolicy, cursor: DiscoveryCursor = DiscoveryCursor(), budget: DiscoveryBudget = DiscoveryBudget()) -> DiscoveryStep:
+def discover(
+    store: ObjectStore,
+    spec: DatasetSpec,
+    policy: PartitionPolicy,
+    cursor: DiscoveryCursor = DiscoveryCursor(),
+    budget: DiscoveryBudget = DiscoveryBudget(),
+) -> DiscoveryStep:
     """One step of discovery from `cursor`: register files chunk by chunk until the budget is spent or the pass
     over every source is complete (vanished files are forgotten at the end of each source's pass)."""
     started = time.monotonic()

@@ -28,7 +28,11 @@ from .records import GuardResult
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 LLAMA3_PATTERN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 QWEN2_PATTERN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
-VERIFIED_PATTERNS = {"gpt2": GPT2_PATTERN, "llama3": LLAMA3_PATTERN, "qwen2": QWEN2_PATTERN}  # each is in tests/test_encoders.py
+VERIFIED_PATTERNS = {
+    "gpt2": GPT2_PATTERN,
+    "llama3": LLAMA3_PATTERN,
+    "qwen2": QWEN2_PATTERN,
+}  # each is in tests/test_encoders.py
 # Where each verified split regex always splits whatever precedes or follows (no match spans the position, none
 # before it reads past it), so the reference's ids of a document are its ids of the pieces between such cuts, joined
 # (tests/test_encoders.py proves it over adversarial text). GPT-2: a non-space then a space, tab or line break (no
@@ -75,7 +79,9 @@ class Encoded:
         inside = np.flatnonzero(self.ids == eod_id)
         if inside.size:
             doc = int(np.searchsorted(self.offsets, inside[0], side="right")) - 1
-            raise EncoderError(f"{where}: document {doc} of the batch encodes to the end-of-document id {eod_id} inside its text")
+            raise EncoderError(
+                f"{where}: document {doc} of the batch encodes to the end-of-document id {eod_id} inside its text"
+            )
 
     def with_eod(self, eod_id: int, dtype: str, where: str) -> tuple[np.ndarray, np.ndarray]:
         """Tokens with `eod_id` after each document, and lengths with it; EncoderError if a text produced `eod_id`."""
@@ -97,7 +103,9 @@ class Encoder(ABC):
             return self._encode(texts)
         except (TypeError, UnicodeError) as exc:
             bad = next((i for i, t in enumerate(texts) if not _is_valid_unicode(t)), None)
-            where = f"document {bad} of the batch is not valid Unicode (a lone surrogate)" if bad is not None else str(exc)
+            where = (
+                f"document {bad} of the batch is not valid Unicode (a lone surrogate)" if bad is not None else str(exc)
+            )
             raise EncoderError(f"{self.name}: {where}") from None
 
     @abstractmethod
@@ -134,7 +142,9 @@ class ReferenceEncoder(Encoder):
     def _encode(self, texts: list[str]) -> Encoded:
         encodings = self.tokenizer.encode_batch_fast(texts, add_special_tokens=False)
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
-        ids = np.fromiter(itertools.chain.from_iterable(e.ids for e in encodings), dtype=np.uint32, count=int(lengths.sum()))
+        ids = np.fromiter(
+            itertools.chain.from_iterable(e.ids for e in encodings), dtype=np.uint32, count=int(lengths.sum())
+        )
         return Encoded(ids, lengths)
 
 
@@ -159,7 +169,9 @@ def _pattern(pre_tokenizer: dict) -> str | None:
     """The split regex of a byte-level pre-tokenizer, or None when it is not a byte-level shape."""
     kind = pre_tokenizer.get("type")
     if kind == "ByteLevel":
-        return GPT2_PATTERN if pre_tokenizer.get("use_regex", True) and not pre_tokenizer.get("add_prefix_space") else None
+        return (
+            GPT2_PATTERN if pre_tokenizer.get("use_regex", True) and not pre_tokenizer.get("add_prefix_space") else None
+        )
     parts = pre_tokenizer.get("pretokenizers", []) if kind == "Sequence" else []
     if len(parts) != 2:
         return None
@@ -237,9 +249,13 @@ GUARD_DEPTH = 8  # sampled batches the guard's thread may lag behind the engine 
 GUARD_BUDGET = 0.02  # the reference's share of a partition's tokens, above GUARD_FLOOR_TOKENS
 GUARD_FLOOR_TOKENS = 1 << 13  # compared whatever the partition's size (a partition this small is compared whole)
 PIECE_CHARS = 1 << 15  # a longer document is compared in pieces of about this many characters (~8K tokens)
-MAX_PIECE_CHARS = 1 << 20  # text this long without a safe cut (one pre-token, a whitespace run) is not given to the reference
+MAX_PIECE_CHARS = (
+    1 << 20
+)  # text this long without a safe cut (one pre-token, a whitespace run) is not given to the reference
 ENGINE_GROUP_CHARS = 4 << 20  # the engine re-encodes a long document's pieces this much text at a time
-REFERENCE_GROUP_CHARS = 1 << 18  # the reference encodes at most this much text per call (~400 bytes a token while it does)
+REFERENCE_GROUP_CHARS = (
+    1 << 18
+)  # the reference encodes at most this much text per call (~400 bytes a token while it does)
 
 
 @dataclass(frozen=True)
@@ -271,7 +287,9 @@ class _Piece:
     def where(self) -> str:
         """'document N', and the characters when the piece is not the whole document."""
         n = len(self.sample.text)
-        return f"document {self.sample.index}" + (f", characters {self.start:,}-{self.stop:,} of {n:,}" if self.stop - self.start < n else "")
+        return f"document {self.sample.index}" + (
+            f", characters {self.start:,}-{self.stop:,} of {n:,}" if self.stop - self.start < n else ""
+        )
 
 
 def _runs(sizes: Sequence[int], limit: int) -> list[range]:
@@ -334,8 +352,12 @@ class ExactnessGuard:
 
     def __post_init__(self) -> None:
         if self.policy not in ON_MISMATCH:
-            raise BuildError(f"partition {self.partition}: on_mismatch policy {self.policy!r} is not one of {ON_MISMATCH}")
-        self.stride = max(1, min(math.floor(1 / self.fraction), self.total // self.minimum))  # ceil(total / stride) >= both bounds
+            raise BuildError(
+                f"partition {self.partition}: on_mismatch policy {self.policy!r} is not one of {ON_MISMATCH}"
+            )
+        self.stride = max(
+            1, min(math.floor(1 / self.fraction), self.total // self.minimum)
+        )  # ceil(total / stride) >= both bounds
         if self.checks:
             self._thread = Background(f"guard-{self.partition}", GUARD_DEPTH)
 
@@ -426,8 +448,13 @@ class ExactnessGuard:
             encoded = self.engine.encode([text[bounds[j] : bounds[j + 1]] for j in run])
             for k, j in enumerate(run):
                 piece = _Piece(sample, bounds[j], bounds[j + 1], ids[offset : offset + int(encoded.lengths[k])])
-                if not np.array_equal(piece.ids, encoded.document(k)) or (j == len(bounds) - 2 and offset + len(piece.ids) != len(ids)):
-                    return pieces, f"{piece.where}: the engine's ids of the whole document differ there from its ids of this piece alone"
+                if not np.array_equal(piece.ids, encoded.document(k)) or (
+                    j == len(bounds) - 2 and offset + len(piece.ids) != len(ids)
+                ):
+                    return (
+                        pieces,
+                        f"{piece.where}: the engine's ids of the whole document differ there from its ids of this piece alone",
+                    )
                 if j in chosen:
                     pieces.append(piece)
                 offset += len(piece.ids)
@@ -453,8 +480,17 @@ class ExactnessGuard:
     def result(self, reencoded: bool = False) -> GuardResult:
         """The guard's counts so far."""
         return GuardResult(
-            self.engine.name, self.engine.version, self.engine.reason, self.documents, self.tokens, self.sampled,
-            self.sampled_tokens, self.differing, self.first_differing, self.policy, reencoded,
+            self.engine.name,
+            self.engine.version,
+            self.engine.reason,
+            self.documents,
+            self.tokens,
+            self.sampled,
+            self.sampled_tokens,
+            self.differing,
+            self.first_differing,
+            self.policy,
+            reencoded,
         )
 
 

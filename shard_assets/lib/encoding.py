@@ -90,10 +90,15 @@ def _append(writers: dict[str, ShardWriter], encoded: Encoded, val: np.ndarray, 
     offsets = encoded.offsets
     for split, a, b in _split_runs(val):
         ids = encoded.ids[offsets[a] : offsets[b]]
-        writers[split].append(np.insert(ids.astype(writers[split].dtype), offsets[a + 1 : b + 1] - offsets[a], eod_id), encoded.lengths[a:b] + 1)
+        writers[split].append(
+            np.insert(ids.astype(writers[split].dtype), offsets[a + 1 : b + 1] - offsets[a], eod_id),
+            encoded.lengths[a:b] + 1,
+        )
 
 
-def _write_shards(pf, encoder: Encoder, guard: ExactnessGuard, settings: EncodeSettings, out_dir: Path, stem: str) -> dict[str, ShardWriter]:
+def _write_shards(
+    pf, encoder: Encoder, guard: ExactnessGuard, settings: EncodeSettings, out_dir: Path, stem: str
+) -> dict[str, ShardWriter]:
     """Encode every document of the raw ParquetFile into closed train/val writers; the guard's failure aborts them.
 
     Parquet decoding runs on a reader thread and the guard's reference on its own, beside the engine.
@@ -101,9 +106,13 @@ def _write_shards(pf, encoder: Encoder, guard: ExactnessGuard, settings: EncodeS
     writers = {}
     for split in SPLITS:
         (out_dir / split).mkdir(parents=True, exist_ok=True)
-        writers[split] = ShardWriter(out_dir / split / f"{stem}.npy", out_dir / split / f"{stem}.bin", settings.token_dtype)
+        writers[split] = ShardWriter(
+            out_dir / split / f"{stem}.npy", out_dir / split / f"{stem}.bin", settings.token_dtype
+        )
     try:
-        for texts, val in prefetched(_batches(pf, settings.val_fraction, settings.batch_documents), READ_AHEAD, f"read-{stem}"):
+        for texts, val in prefetched(
+            _batches(pf, settings.val_fraction, settings.batch_documents), READ_AHEAD, f"read-{stem}"
+        ):
             encoded = encoder.encode(texts)
             encoded.check_no_eod(settings.eod_id, f"partition {stem}")
             guard.check(texts, encoded)

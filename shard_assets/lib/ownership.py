@@ -14,7 +14,9 @@ from .layout import OWNER_KEY
 from .records import DatasetOwner, find_record, get_record, to_json
 from .store import ObjectMissingError, ObjectStore
 
-_CLAIMED: set[tuple[str, str]] = set()  # (store, dataset) pairs this process has checked: one read per run, not per call
+_CLAIMED: set[tuple[str, str]] = (
+    set()
+)  # (store, dataset) pairs this process has checked: one read per run, not per call
 
 
 def _published_name(store: ObjectStore) -> str | None:
@@ -49,5 +51,11 @@ def claim(store: ObjectStore, dataset: str, origin: str = "") -> None:
         store.put_bytes(OWNER_KEY, to_json(DatasetOwner(dataset, origin, now)), if_absent=True)
         owner = get_record(store, OWNER_KEY, DatasetOwner, "dataset owner")
     if owner.dataset != dataset:
-        raise _refuse(store, owner.dataset, dataset, origin, f"{OWNER_KEY}, claimed {owner.claimed_at} by {owner.spec or 'a build'}")
+        raise _refuse(
+            store,
+            owner.dataset,
+            dataset,
+            origin,
+            f"{OWNER_KEY}, claimed {owner.claimed_at} by {owner.spec or 'a build'}",
+        )
     _CLAIMED.add((store.describe(), dataset))

@@ -117,7 +117,9 @@ class SourceLayout:
         if sliced or len(keys) != 1:
             return self.remove(file.uri) | self.add(file, policy, row_groups)
         key = keys[0]
-        self._pieces[key] = [FilePiece(file.uri, file.fingerprint, file.size) if p.uri == file.uri else p for p in self._pieces[key]]
+        self._pieces[key] = [
+            FilePiece(file.uri, file.fingerprint, file.size) if p.uri == file.uri else p for p in self._pieces[key]
+        ]
         self._sizes[key] = sum(max(p.size, 0) for p in self._pieces[key])
         self._fingerprints[file.uri] = file.fingerprint
         return {key}
@@ -143,7 +145,13 @@ class SourceLayout:
         return {key}
 
 
-def contiguous_runs(selected: Iterable[str], order: Sequence[str], limit: int, sizes: Mapping[str, int] | None = None, max_bytes: int = 0) -> list[list[str]]:
+def contiguous_runs(
+    selected: Iterable[str],
+    order: Sequence[str],
+    limit: int,
+    sizes: Mapping[str, int] | None = None,
+    max_bytes: int = 0,
+) -> list[list[str]]:
     """`selected` partitions cut into runs of adjacent keys in `order` (Dagster's key order), so that each run
     is one partition range holding nothing unselected: at most `limit` keys, and with `sizes`, no more than
     `max_bytes` of source past a run's first partition (large partitions run alone, small ones together)."""

@@ -90,7 +90,9 @@ def _sample(source: SourceSpec, file: SourceFile, sample_documents: int) -> tupl
     for batch in iter_document_batches(source, file, sample_documents):
         docs += batch
         if len(docs) >= sample_documents:
-            return docs[:sample_documents], False  # stopped early (a file of exactly this many documents is counted estimated, to be safe)
+            return docs[
+                :sample_documents
+            ], False  # stopped early (a file of exactly this many documents is counted estimated, to be safe)
     return docs, True
 
 
@@ -132,7 +134,9 @@ def format_plan(plan: Plan) -> str:
     lines = [f"{'partition':<40} {'documents':>13} {'tokens':>17} {'text MB':>11}"]
     for f in plan.files:
         mark = " " if f.exact else "~"
-        lines.append(f"{f.file.partition_key:<40} {mark}{f.documents:>12,} {mark}{f.tokens:>16,} {mark}{f.text_bytes / 1e6:>10.1f}")
+        lines.append(
+            f"{f.file.partition_key:<40} {mark}{f.documents:>12,} {mark}{f.tokens:>16,} {mark}{f.text_bytes / 1e6:>10.1f}"
+        )
     hours = plan.seconds / 3600
     lines += [
         "",

@@ -71,7 +71,9 @@ def content_version(dataset: str, tokenizer: TokenizerInfo, dtype: str, splits: 
     tables = {}
     for s, info in splits.items():
         if info.table is None:
-            raise PublishError(f"split {s!r} has no shard table: a version is named by its splits' tables (build them with SplitInfo.of)")
+            raise PublishError(
+                f"split {s!r} has no shard table: a version is named by its splits' tables (build them with SplitInfo.of)"
+            )
         tables[s] = asdict(info.table)
     body = json.dumps(
         {"dataset": dataset, "dtype": dtype, "tokenizer": asdict(tokenizer.file), "tables": tables},
@@ -81,7 +83,11 @@ def content_version(dataset: str, tokenizer: TokenizerInfo, dtype: str, splits: 
 
 
 def build_manifest(
-    dataset: str, tokenizer: TokenizerRecord, tokenizer_file: FileRef, parts: dict[str, PartRecord], lineage: dict[str, Any],
+    dataset: str,
+    tokenizer: TokenizerRecord,
+    tokenizer_file: FileRef,
+    parts: dict[str, PartRecord],
+    lineage: dict[str, Any],
     lineage_detail: dict[str, Any],
 ) -> Manifest:
     """The manifest of every partition's shards (shards with no document are left out); `lineage` is published
@@ -90,7 +96,11 @@ def build_manifest(
     for split in SPLITS:
         splits[split] = SplitInfo.of([p.shards[split] for _, p in sorted(parts.items()) if p.shards[split].documents])
     info = TokenizerInfo(
-        name=tokenizer.name, fingerprint=tokenizer.fingerprint, vocab_size=tokenizer.vocab_size, eod_id=tokenizer.eod_id, file=tokenizer_file
+        name=tokenizer.name,
+        fingerprint=tokenizer.fingerprint,
+        vocab_size=tokenizer.vocab_size,
+        eod_id=tokenizer.eod_id,
+        file=tokenizer_file,
     )
     return Manifest(
         dataset=dataset,
@@ -117,7 +127,9 @@ def write_version(store: ObjectStore, manifest: Manifest) -> tuple[str, bool, Ma
     created = store.put_bytes(key, manifest.dumps(), if_absent=True)
     written = read_published(store, key)
     if written.version != manifest.version or _content(written) != _content(manifest):
-        raise PublishError(f"{key}: {store.describe()} already holds a different manifest under this version; refusing to replace it")
+        raise PublishError(
+            f"{key}: {store.describe()} already holds a different manifest under this version; refusing to replace it"
+        )
     return key, created, written
 
 
@@ -146,7 +158,12 @@ def _audit_files_present(store: ObjectStore, m: Manifest) -> Audit:
             problems.append(f"{ref.key}: missing")
         elif size != ref.size:
             problems.append(f"{ref.key}: {size} bytes, manifest says {ref.size}")
-    return Audit("files_present", not problems, f"{len(files)} files, {len(problems)} missing or of another size", tuple(problems))
+    return Audit(
+        "files_present",
+        not problems,
+        f"{len(files)} files, {len(problems)} missing or of another size",
+        tuple(problems),
+    )
 
 
 def _audit_counts(m: Manifest, parts: dict[str, PartRecord]) -> Audit:
@@ -159,27 +176,47 @@ def _audit_counts(m: Manifest, parts: dict[str, PartRecord]) -> Audit:
         tokens = sum(p.shards[name].tokens for p in parts.values())
         documents = sum(p.shards[name].documents for p in parts.values())
         if (tokens, documents) != (split.tokens, split.documents):
-            problems.append(f"{name}: shards hold {tokens} tokens / {documents} documents, manifest says {split.tokens} / {split.documents}")
-    return Audit("counts_agree", not problems, "documents agree between raw and tokenized; tokens between shards and manifest", tuple(problems))
+            problems.append(
+                f"{name}: shards hold {tokens} tokens / {documents} documents, manifest says {split.tokens} / {split.documents}"
+            )
+    return Audit(
+        "counts_agree",
+        not problems,
+        "documents agree between raw and tokenized; tokens between shards and manifest",
+        tuple(problems),
+    )
 
 
 def _audit_vocab(m: Manifest, parts: dict[str, PartRecord]) -> Audit:
     worst = max((p.max_token_id for p in parts.values()), default=-1)
-    bad = tuple(f"{k}: max token id {p.max_token_id}" for k, p in parts.items() if p.max_token_id >= m.tokenizer.vocab_size)
-    return Audit("token_ids_below_vocab", not bad, f"max token id {worst} (recorded at write time), vocab size {m.tokenizer.vocab_size}", bad)
+    bad = tuple(
+        f"{k}: max token id {p.max_token_id}" for k, p in parts.items() if p.max_token_id >= m.tokenizer.vocab_size
+    )
+    return Audit(
+        "token_ids_below_vocab",
+        not bad,
+        f"max token id {worst} (recorded at write time), vocab size {m.tokenizer.vocab_size}",
+        bad,
+    )
 
 
 def _audit_not_empty(m: Manifest, val_fraction: float) -> Audit:
     wanted = ["train"] + (["val"] if val_fraction > 0 else [])
     empty = tuple(f"{s}: 0 documents (val_fraction {val_fraction})" for s in wanted if m.splits[s].documents == 0)
-    return Audit("splits_not_empty", not empty, ", ".join(f"{s}: {m.splits[s].documents:,} documents" for s in wanted), empty)
+    return Audit(
+        "splits_not_empty", not empty, ", ".join(f"{s}: {m.splits[s].documents:,} documents" for s in wanted), empty
+    )
 
 
 def sampled_shards(m: Manifest) -> list[ShardEntry]:
     """First, last and evenly between, over the shards of every split in order."""
     tables = [s.shards for s in m.splits.values()]
     total = sum(len(t) for t in tables)
-    picks = range(total) if total <= SAMPLED_SHARDS else sorted({round(i * (total - 1) / (SAMPLED_SHARDS - 1)) for i in range(SAMPLED_SHARDS)})
+    picks = (
+        range(total)
+        if total <= SAMPLED_SHARDS
+        else sorted({round(i * (total - 1) / (SAMPLED_SHARDS - 1)) for i in range(SAMPLED_SHARDS)})
+    )
     out = []
     for i in picks:
         for t in tables:
@@ -203,7 +240,12 @@ def _audit_readable(store: ObjectStore, m: Manifest) -> Audit:
                 open_shard(e, verified_local(store, e.npy, folder), verified_local(store, e.bin, folder), m.token_dtype)
         except (ShardLoaderError, ObjectStoreError, OSError) as exc:
             problems.append(str(exc))
-    return Audit("reads_with_shard_loader", not problems, f"tokenizer and {len(sample)} sampled shards verified and opened", tuple(problems))
+    return Audit(
+        "reads_with_shard_loader",
+        not problems,
+        f"tokenizer and {len(sample)} sampled shards verified and opened",
+        tuple(problems),
+    )
 
 
 def audit(store: ObjectStore, m: Manifest, parts: dict[str, PartRecord], val_fraction: float) -> tuple[Audit, ...]:

@@ -9,6 +9,7 @@ from .store import ObjectStore
 
 def with_sidecars(store: ObjectStore, manifest: Manifest, lineage: bool = False) -> Manifest:
     """`manifest` with every split's shard table, and with `lineage` its per-partition lineage, read from `store`."""
+
     def read(ref: FileRef) -> bytes:
         return store.get_bytes(ref.key)
 

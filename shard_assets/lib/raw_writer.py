@@ -86,7 +86,9 @@ def write_raw_partition(spec: DatasetSpec, files: SourceFile | PartitionRecord, 
                 content.update(arr.tobytes())
                 stats.documents_out += len(texts)
                 stats.bytes_out += sum(len(t.encode("utf-8")) for t in texts)
-                writer.write_table(pa.table({"text": pa.array(texts, pa.large_string()), "doc_hash": arr}, schema=schema), ROW_GROUP)
+                writer.write_table(
+                    pa.table({"text": pa.array(texts, pa.large_string()), "doc_hash": arr}, schema=schema), ROW_GROUP
+                )
     if stats.documents_in == 0:
         where = pieces[0].uri if len(pieces) == 1 else f"{pieces[0].uri} and {len(pieces) - 1} more files"
         raise SourceError(f"{where}: source {files.source!r} file has no documents (empty source)")
@@ -108,7 +110,9 @@ def current_raws(store: ObjectStore, spec: DatasetSpec) -> list[RawRecord]:
     return [r for p, r in zip(present, raws) if keep_stale or current[p].built_from(r.source_file)]
 
 
-def build_raw(store: ObjectStore, spec: DatasetSpec, partition: str, registered: PartitionRecord, workdir: Path, run_id: str) -> tuple[RawRecord, RawStats]:
+def build_raw(
+    store: ObjectStore, spec: DatasetSpec, partition: str, registered: PartitionRecord, workdir: Path, run_id: str
+) -> tuple[RawRecord, RawStats]:
     """Write one partition's raw parquet under a content-hashed key and record it; reads exactly the registered
     pieces (checked against the spec's source first), no listing of the source. Bad input (a SourceError naming the
     file and the problem) is recorded as the partition's IngestFailure, which the next version's lineage names."""
@@ -119,15 +123,26 @@ def build_raw(store: ObjectStore, spec: DatasetSpec, partition: str, registered:
     try:
         stats = write_raw_partition(spec, registered, out)
     except SourceError as exc:
-        put_record(store, ingest_failure_key(partition), IngestFailure(partition, f"{type(exc).__name__}: {exc}", run_id, registered.lineage()))
+        put_record(
+            store,
+            ingest_failure_key(partition),
+            IngestFailure(partition, f"{type(exc).__name__}: {exc}", run_id, registered.lineage()),
+        )
         raise
     with open(out, "rb") as f:
         sha = hashlib.file_digest(f, "sha256").hexdigest()
     key = raw_key(partition, sha[:16])
     store.put_immutable(key, out, FileRef(key=key, size=out.stat().st_size, sha256=sha))
     record = RawRecord(
-        partition=partition, source=source, source_file=registered.lineage(), key=key, sha256=sha,
-        documents=stats.documents_out, data_version=stats.content_hash[:16], run_id=run_id, source_files=registered.files(),
+        partition=partition,
+        source=source,
+        source_file=registered.lineage(),
+        key=key,
+        sha256=sha,
+        documents=stats.documents_out,
+        data_version=stats.content_hash[:16],
+        run_id=run_id,
+        source_files=registered.files(),
     )
     put_record(store, raw_record_key(partition), record)
     store.delete(ingest_failure_key(partition))

@@ -21,19 +21,27 @@ def check_registration(spec: DatasetSpec, partition: str, record: PartitionRecor
     partition its name (`<source>.<part>`, or `.rg<n>`/`.<n>` after it for slices and later files)."""
     where = partition_record_key(partition)
     source_name = partition.split(".", 1)[0]
-    redo = (f"the registration was edited or written by another dataset: delete {discovery_index_key(source_name)} and run "
-            f"discovery again (shard-assets discover, or the sensor) to register the source's files afresh")
+    redo = (
+        f"the registration was edited or written by another dataset: delete {discovery_index_key(source_name)} and run "
+        f"discovery again (shard-assets discover, or the sensor) to register the source's files afresh"
+    )
     if record.source != source_name:
-        raise StateMismatchError(f"{where}: names source {record.source!r}, but partition {partition} is of source {source_name!r}; {redo}")
+        raise StateMismatchError(
+            f"{where}: names source {record.source!r}, but partition {partition} is of source {source_name!r}; {redo}"
+        )
     source = spec.source(source_name)
     keys = []
     for piece in record.pieces:
         part = part_of(source, piece.uri)
         if part is None:
-            raise StateMismatchError(f"{where}: names {piece.uri}, which is not a file of source {source_name!r} ({source.uri}); {redo}")
+            raise StateMismatchError(
+                f"{where}: names {piece.uri}, which is not a file of source {source_name!r} ({source.uri}); {redo}"
+            )
         keys.append(partition_key(source_name, part))
     if not any(partition == k or partition.startswith(f"{k}.") for k in keys):
-        raise StateMismatchError(f"{where}: names {', '.join(p.uri for p in record.pieces)}, none of which is partition {partition}'s file; {redo}")
+        raise StateMismatchError(
+            f"{where}: names {', '.join(p.uri for p in record.pieces)}, none of which is partition {partition}'s file; {redo}"
+        )
 
 
 def check_part_record(part: PartRecord, partition: str, fingerprint: str) -> None:
@@ -43,9 +51,13 @@ def check_part_record(part: PartRecord, partition: str, fingerprint: str) -> Non
     where = part_record_key(fingerprint, partition)
     redo = f"the record was edited or written by another build: materialise tokenized_shards for {partition} again"
     if part.partition != partition or part.tokenizer_fingerprint != fingerprint:
-        raise StateMismatchError(f"{where}: describes partition {part.partition} with tokenizer {part.tokenizer_fingerprint}; {redo}")
+        raise StateMismatchError(
+            f"{where}: describes partition {part.partition} with tokenizer {part.tokenizer_fingerprint}; {redo}"
+        )
     if part.raw.partition != partition or part.raw.key != raw_key(partition, part.raw.sha256[:16]):
-        raise StateMismatchError(f"{where}: raw.key {part.raw.key} is not the key of raw sha256 {part.raw.sha256} for {partition}; {redo}")
+        raise StateMismatchError(
+            f"{where}: raw.key {part.raw.key} is not the key of raw sha256 {part.raw.sha256} for {partition}; {redo}"
+        )
     for split in SPLITS:
         entry = part.shards.get(split)
         if entry is None:

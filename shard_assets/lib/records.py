@@ -56,7 +56,9 @@ class FilePiece:
     row_groups: tuple[int, int] | None = None
 
     def describe(self) -> str:
-        return self.uri if self.row_groups is None else f"{self.uri}#row_groups={self.row_groups[0]}-{self.row_groups[1]}"
+        return (
+            self.uri if self.row_groups is None else f"{self.uri}#row_groups={self.row_groups[0]}-{self.row_groups[1]}"
+        )
 
 
 @dataclass(frozen=True)
@@ -171,7 +173,9 @@ class PartRecord:
     run_id: str
     code_version: str
     encoder: GuardResult | None = None  # which engine encoded it, and what the exactness guard compared
-    split_proof: SplitProof | None = None  # none in records written before it existed: proven from the raw parquet instead
+    split_proof: SplitProof | None = (
+        None  # none in records written before it existed: proven from the raw parquet instead
+    )
 
 
 @dataclass(frozen=True)
@@ -224,7 +228,9 @@ class SplitsRecord:
     totals: dict[str, SplitTotals]
     overlap: int
     left_out: dict[str, str] = field(default_factory=dict)
-    stale: dict[str, str] = field(default_factory=dict)  # kept with their last good build (stale_partitions = "keep_last_good"), and why
+    stale: dict[str, str] = field(
+        default_factory=dict
+    )  # kept with their last good build (stale_partitions = "keep_last_good"), and why
 
 
 # -- the codec: one decoder per type, built once; a failure names the path to the field --
@@ -422,7 +428,9 @@ def get_record(store: ObjectStore, key: str, cls: type[R], needed_by: str) -> R:
     try:
         body = store.get_bytes(key)
     except ObjectMissingError as exc:
-        raise RecordMissingError(f"{needed_by}: {key} is missing from {store.describe()}; materialise its asset first") from exc
+        raise RecordMissingError(
+            f"{needed_by}: {key} is missing from {store.describe()}; materialise its asset first"
+        ) from exc
     return decode(cls, body, key)
 
 

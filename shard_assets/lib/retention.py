@@ -62,7 +62,9 @@ class Policy:
         if self.keep < 1:
             raise BuildError(f"retention keep must be at least 1 (the live version is always kept), got {self.keep}")
         if self.max_age_s < 0 or self.grace_s < 0:
-            raise BuildError(f"retention max_age and grace must not be negative, got {self.max_age_s} s and {self.grace_s} s")
+            raise BuildError(
+                f"retention max_age and grace must not be negative, got {self.max_age_s} s and {self.grace_s} s"
+            )
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,11 @@ def kept_versions(versions: list[Version], live: str | None, policy: Policy, now
     kept = {live} if live else set()
     for i, v in enumerate(versions):
         superseded = versions[i - 1].written_at if i else None
-        if i < policy.keep or now - v.written_at < policy.max_age_s or (superseded is not None and now - superseded < policy.grace_s):
+        if (
+            i < policy.keep
+            or now - v.written_at < policy.max_age_s
+            or (superseded is not None and now - superseded < policy.grace_s)
+        ):
             kept.add(v.manifest.version)
     return kept
 
@@ -207,7 +213,9 @@ def plan_collection(store: ObjectStore, policy: Policy, now: float | None = None
         if m.version in kept:
             m = with_sidecars(store, m, lineage=True)
             needed |= {ref.key for ref in m.files()}
-            needed |= {f["raw_key"] for s in m.full_lineage.get("sources", []) for f in s.get("files", []) if "raw_key" in f}
+            needed |= {
+                f["raw_key"] for s in m.full_lineage.get("sources", []) for f in s.get("files", []) if "raw_key" in f
+            }
             in_use.add(m.tokenizer.fingerprint)
     dropped = {versioned_key(v.manifest.version) for v in versions if v.manifest.version not in kept}
     listing = [(key, size) for prefix in (*COLLECTED_PREFIXES, TOKENIZERS_PREFIX) for key, size in store.list(prefix)]
@@ -219,7 +227,12 @@ def plan_collection(store: ObjectStore, policy: Policy, now: float | None = None
         gone_tokenizer = _fingerprint_of(key) in abandoned
         if key.startswith(TOKENIZERS_PREFIX) and not gone_tokenizer:
             continue  # a tokenizer's file and record stay while it is in use (or young)
-        if key.endswith(".json") and key not in dropped and not key.startswith(f"{LINEAGE_DIR}/") and not gone_tokenizer:
+        if (
+            key.endswith(".json")
+            and key not in dropped
+            and not key.startswith(f"{LINEAGE_DIR}/")
+            and not gone_tokenizer
+        ):
             continue  # records and kept versions: small, and the store's own description
         if key in needed or now - modified(key) < policy.grace_s:
             continue
@@ -240,7 +253,10 @@ def collect(store: ObjectStore, collection: Collection) -> int:
     leased meanwhile is kept: the plan is made again), then data files, then the versions' manifests, then the marks.
     A mark left by an interrupted collection of a version now kept is removed. Returns bytes freed."""
     for key, _ in store.list(f"{READERS_DIR}/"):
-        if key.endswith(COLLECTING_SUFFIX) and key[len(READERS_DIR) + 1 : -len(COLLECTING_SUFFIX)] in collection.kept_versions:
+        if (
+            key.endswith(COLLECTING_SUFFIX)
+            and key[len(READERS_DIR) + 1 : -len(COLLECTING_SUFFIX)] in collection.kept_versions
+        ):
             store.delete(key)
     for version in collection.dropped_versions:
         store.put_bytes(collecting_key(version), b"gc is deleting this version: readers refuse to open it\n")

@@ -66,7 +66,9 @@ class TokenizeJob:
         claim(store, spec.name, spec.origin)
         record = current_tokenizer(store)
         engine, reference = encoders_for(store.get_bytes(tokenizer_key(record.fingerprint)).decode())
-        settings = EncodeSettings(record.eod_id, record.token_dtype, spec.val_fraction, spec.batch_documents, spec.on_mismatch)
+        settings = EncodeSettings(
+            record.eod_id, record.token_dtype, spec.val_fraction, spec.batch_documents, spec.on_mismatch
+        )
         return cls(store, record, engine, reference, settings, run_id, code_version)
 
 
@@ -108,10 +110,14 @@ def build_partition_shards(job: TokenizeJob, raw: RawRecord, workdir: Path) -> B
     if local_raw is None:
         local_raw = workdir / "raw.parquet"
         job.store.get_file(raw.key, local_raw)
-    writers, stats = tokenize_partition(local_raw, workdir / "out", raw.partition, job.engine, job.reference, job.settings)
+    writers, stats = tokenize_partition(
+        local_raw, workdir / "out", raw.partition, job.engine, job.reference, job.settings
+    )
     fingerprint = job.tokenizer.fingerprint
     shards = {split: _entry(w, fingerprint, split, raw.partition) for split, w in writers.items()}
-    data_version = hashlib.sha256("".join(shards[s].npy.sha256 + shards[s].bin.sha256 for s in sorted(shards)).encode()).hexdigest()[:16]
+    data_version = hashlib.sha256(
+        "".join(shards[s].npy.sha256 + shards[s].bin.sha256 for s in sorted(shards)).encode()
+    ).hexdigest()[:16]
     record = PartRecord(
         partition=raw.partition,
         tokenizer_fingerprint=fingerprint,
@@ -123,18 +129,24 @@ def build_partition_shards(job: TokenizeJob, raw: RawRecord, workdir: Path) -> B
         run_id=job.run_id,
         code_version=job.code_version,
         encoder=stats.guard,
-        split_proof=prove_split(local_raw, job.settings.val_fraction, stats.documents),  # every document in the split its hash names
+        split_proof=prove_split(
+            local_raw, job.settings.val_fraction, stats.documents
+        ),  # every document in the split its hash names
     )
     return BuiltPartition(record=record, stats=stats, writers=writers)
 
 
-def decoded_samples(reference: ReferenceEncoder, writer: ShardWriter, count: int = SAMPLE_DOCUMENTS, chars: int = SAMPLE_CHARS) -> tuple[str, ...]:
+def decoded_samples(
+    reference: ReferenceEncoder, writer: ShardWriter, count: int = SAMPLE_DOCUMENTS, chars: int = SAMPLE_CHARS
+) -> tuple[str, ...]:
     """The first documents of a closed shard decoded back to text on one line each, cut to `chars`."""
     tokens = np.load(writer.npy_path, mmap_mode="r")
     offsets = np.fromfile(writer.bin_path, dtype="<i8", count=count + 1)
     samples = []
     for a, b in zip(offsets.tolist(), offsets[1:].tolist()):
-        end = min(b - 1, a + 4 * chars + 1)  # a token is at least a byte, a character at most 4: enough for `chars`, not a whole long document
+        end = min(
+            b - 1, a + 4 * chars + 1
+        )  # a token is at least a byte, a character at most 4: enough for `chars`, not a whole long document
         text = reference.tokenizer.decode(tokens[a:end].tolist()).replace("\n", " ")
         samples.append(text[:chars] + ("…" if len(text) > chars or end < b - 1 else ""))
     return tuple(samples)
@@ -227,7 +239,13 @@ def tokenize_partitions(job: TokenizeJob, partitions: Sequence[str], log: Log = 
         for partition in uploads.stored:
             job.store.delete(quarantine_key(fingerprint, partition))
         for partition, exc in failed.items():
-            error = f"{sources[partition]}: {type(exc).__name__}: {exc}" if partition in sources else f"{type(exc).__name__}: {exc}"
-            put_record(job.store, quarantine_key(fingerprint, partition), Quarantine(partition, fingerprint, error, job.run_id))
+            error = (
+                f"{sources[partition]}: {type(exc).__name__}: {exc}"
+                if partition in sources
+                else f"{type(exc).__name__}: {exc}"
+            )
+            put_record(
+                job.store, quarantine_key(fingerprint, partition), Quarantine(partition, fingerprint, error, job.run_id)
+            )
     stored = tuple(built[p] for p in partitions if p in built and p not in failed)
     return TokenizeOutcome(stored=stored, failed={p: failed[p] for p in partitions if p in failed})

@@ -82,7 +82,9 @@ class DatasetSpec:
     # a partition whose file changed (or turned unreadable) and is not rebuilt: left out of the next version, or its
     # last good build kept and named in lineage as stale
     stale_partitions: str = "leave_out"
-    partition_bytes: int = 0  # source bytes per partition ("2GB" in TOML); 0: one partition per file. SHARD_PARTITION_BYTES overrides it
+    partition_bytes: int = (
+        0  # source bytes per partition ("2GB" in TOML); 0: one partition per file. SHARD_PARTITION_BYTES overrides it
+    )
     on_mismatch: str = "fail"  # the exactness guard finds a fast engine differing: "fail" the partition or re-encode it with the "reference"
     origin: str = "<spec>"
 
@@ -117,7 +119,9 @@ def parse_byte_count(text: str, where: str) -> int:
     """A byte count such as `268435456`, `256MB` or `2GiB`; `where` names the field or variable in the error."""
     match = _BYTES.match(text.strip().upper())
     if not match:
-        raise SpecError(f"{where}: {text!r} is not a byte count (e.g. 268435456, 256MB, 2GiB); 0 means one partition per file")
+        raise SpecError(
+            f"{where}: {text!r} is not a byte count (e.g. 268435456, 256MB, 2GiB); 0 means one partition per file"
+        )
     return int(match[1]) * _UNITS[match[2]]
 
 
@@ -170,7 +174,12 @@ def _source(data: dict[str, Any], where: str, base: Path | None) -> SourceSpec:
         if preset not in PRESETS:
             raise SpecError(f"{where}.preset: unknown preset {preset!r}; presets are {sorted(PRESETS)}")
         p = PRESETS[preset]
-        base = {"uri": p.uri, "format": p.format, "text_column": p.text_column, "document_separator": p.document_separator}
+        base = {
+            "uri": p.uri,
+            "format": p.format,
+            "text_column": p.text_column,
+            "document_separator": p.document_separator,
+        }
         data = {**base, "name": preset, **data}
     uri = data.get("uri")
     if base is not None and isinstance(uri, str) and uri and uri_scheme(uri) == "" and not uri.startswith(("/", "~")):
@@ -200,9 +209,13 @@ def _tokenizer(data: dict[str, Any], origin: str, base: Path | None) -> Tokenize
     if tok.kind == "pretrained" and not tok.name:
         raise SpecError(f"{origin}: [tokenizer].name is needed for a pretrained tokenizer (Hub id or local path)")
     if tok.kind == "file" and not tok.path:
-        raise SpecError(f'{origin}: [tokenizer].path is needed for kind = "file" (a tokenizer.json, relative to the spec\'s folder)')
+        raise SpecError(
+            f'{origin}: [tokenizer].path is needed for kind = "file" (a tokenizer.json, relative to the spec\'s folder)'
+        )
     if tok.kind != "file" and tok.path:
-        raise SpecError(f'{origin}: [tokenizer].path is read only with kind = "file", not {tok.kind!r}; remove it or set kind = "file"')
+        raise SpecError(
+            f'{origin}: [tokenizer].path is read only with kind = "file", not {tok.kind!r}; remove it or set kind = "file"'
+        )
     return tok
 
 
@@ -223,7 +236,9 @@ def parse_spec(data: dict[str, Any], origin: str, base: Path | None = None) -> D
     if not 0.0 <= spec.val_fraction < 1.0:
         raise SpecError(f"{origin}: val_fraction must be in [0, 1), got {spec.val_fraction}")
     if spec.on_partition_failure not in FAILURE_POLICIES:
-        raise SpecError(f"{origin}: on_partition_failure must be one of {FAILURE_POLICIES}, got {spec.on_partition_failure!r}")
+        raise SpecError(
+            f"{origin}: on_partition_failure must be one of {FAILURE_POLICIES}, got {spec.on_partition_failure!r}"
+        )
     check_choice("on_mismatch", spec.on_mismatch, ON_MISMATCH, origin)
     check_choice("stale_partitions", spec.stale_partitions, STALE_POLICIES, origin)
     if not SPEC_NAME.match(spec.name):
@@ -234,12 +249,18 @@ def parse_spec(data: dict[str, Any], origin: str, base: Path | None = None) -> D
 def load_spec(path: str | Path) -> DatasetSpec:
     """Read and validate a spec file."""
     if not path:
-        raise SpecError("no dataset spec given: pass --spec FILE or set SHARD_DATASET_SPEC (`shard-assets demo` writes one)")
+        raise SpecError(
+            "no dataset spec given: pass --spec FILE or set SHARD_DATASET_SPEC (`shard-assets demo` writes one)"
+        )
     path = Path(path)
     try:
         text = path.read_text()
     except FileNotFoundError:
-        hint = "run `shard-assets demo` to write the demo spec there" if path.name == "demo.toml" else "check --spec or SHARD_DATASET_SPEC"
+        hint = (
+            "run `shard-assets demo` to write the demo spec there"
+            if path.name == "demo.toml"
+            else "check --spec or SHARD_DATASET_SPEC"
+        )
         raise SpecError(f"{path}: dataset spec file not found; {hint}") from None
     return spec_from_text(text, path)
 

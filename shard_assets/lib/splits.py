@@ -24,10 +24,30 @@ from shard_loader.format import LATEST_KEY, SPLITS
 
 from .discovery import registered
 from .errors import BuildError, PublishError
-from .layout import INGEST_FAILURES_PREFIX, ingest_failure_key, part_record_key, parts_prefix, quarantine_key, quarantine_prefix
+from .layout import (
+    INGEST_FAILURES_PREFIX,
+    ingest_failure_key,
+    part_record_key,
+    parts_prefix,
+    quarantine_key,
+    quarantine_prefix,
+)
 from .ownership import claim
 from .record_checks import check_part_record
-from .records import READ_THREADS, IngestFailure, PartitionRecord, PartRecord, Quarantine, SourceFileRef, SplitProof, SplitsRecord, SplitTotals, find_record, get_records, put_record
+from .records import (
+    READ_THREADS,
+    IngestFailure,
+    PartitionRecord,
+    PartRecord,
+    Quarantine,
+    SourceFileRef,
+    SplitProof,
+    SplitsRecord,
+    SplitTotals,
+    find_record,
+    get_records,
+    put_record,
+)
 from .spec import DatasetSpec
 from .published import read_published
 from .store import ObjectMissingError, ObjectStore
@@ -49,7 +69,11 @@ R = TypeVar("R")
 
 def _listed(store: ObjectStore, folder: str) -> set[str]:
     """The partitions with a `<partition>.json` record directly in `folder`, from one listing (not a request each)."""
-    return {key[len(folder) : -len(".json")] for key, _ in store.list(folder) if key.endswith(".json") and "/" not in key[len(folder) :]}
+    return {
+        key[len(folder) : -len(".json")]
+        for key, _ in store.list(folder)
+        if key.endswith(".json") and "/" not in key[len(folder) :]
+    }
 
 
 def _read(store: ObjectStore, keys: dict[str, str], cls: type[R], needed_by: str) -> dict[str, R]:
@@ -61,15 +85,19 @@ def _describe(ref: SourceFileRef) -> str:
     return f"{ref.uri} (fingerprint {ref.fingerprint})"
 
 
-def _why_not_current(p: str, reg: PartitionRecord, part: PartRecord | None, failure: IngestFailure | None, fingerprint: str) -> str:
+def _why_not_current(
+    p: str, reg: PartitionRecord, part: PartRecord | None, failure: IngestFailure | None, fingerprint: str
+) -> str:
     """Why a registered partition has no part record built from its current files: its ingest failed on them, its
     files changed since it was tokenized and it is not rebuilt yet, or it was never tokenized with this tokenizer."""
     now = reg.lineage()
     if failure is not None and (failure.source_file is None or reg.built_from(failure.source_file)):
         return f"ingest failed in run {failure.run_id}: {failure.error}"
     if part is not None:
-        return (f"its source changed since it was tokenized (tokenized from {_describe(part.raw.source_file)}, registered now as "
-                f"{_describe(now)}) and it is not rebuilt")
+        return (
+            f"its source changed since it was tokenized (tokenized from {_describe(part.raw.source_file)}, registered now as "
+            f"{_describe(now)}) and it is not rebuilt"
+        )
     return f"not tokenized with tokenizer {fingerprint} (source {now.uri})"
 
 
@@ -80,10 +108,19 @@ def _vanished(store: ObjectStore, current: dict[str, PartitionRecord], sources: 
         live = read_published(store, LATEST_KEY)
     except ObjectMissingError:
         return {}
-    gone = sorted({p for s in live.splits.values() for p in s.shards.column("partition") if p not in current and p.split(".", 1)[0] in sources})
+    gone = sorted(
+        {
+            p
+            for s in live.splits.values()
+            for p in s.shards.column("partition")
+            if p not in current and p.split(".", 1)[0] in sources
+        }
+    )
     fingerprint = live.tokenizer.fingerprint
     with ThreadPoolExecutor(READ_THREADS) as pool:
-        parts = list(pool.map(lambda p: find_record(store, part_record_key(fingerprint, p), PartRecord, "splits"), gone))
+        parts = list(
+            pool.map(lambda p: find_record(store, part_record_key(fingerprint, p), PartRecord, "splits"), gone)
+        )
     named = {p: f" {_describe(part.raw.source_file)}" if part else "" for p, part in zip(gone, parts)}
     return {p: f"its source file{named[p]} vanished: discovery no longer lists it" for p in gone}
 
@@ -99,12 +136,32 @@ def select_partitions(store: ObjectStore, spec: DatasetSpec, fingerprint: str, p
     sources = {s.name for s in spec.sources}
     current = registered(store, spec)  # partition -> what it reads now, from each source's discovery index
     with_part = _listed(store, parts_prefix(fingerprint))
-    quarantined = {p: q for p, q in _read(store, {p: quarantine_key(fingerprint, p) for p in _listed(store, quarantine_prefix(fingerprint))},
-                                          Quarantine, "splits").items() if q.stage == "tokenize"}
-    failures = _read(store, {p: ingest_failure_key(p) for p in _listed(store, INGEST_FAILURES_PREFIX) if p in current}, IngestFailure, "splits")
-    parts = _read(store, {p: part_record_key(fingerprint, p) for p in sorted(with_part) if p in current}, PartRecord, "splits")
+    quarantined = {
+        p: q
+        for p, q in _read(
+            store,
+            {p: quarantine_key(fingerprint, p) for p in _listed(store, quarantine_prefix(fingerprint))},
+            Quarantine,
+            "splits",
+        ).items()
+        if q.stage == "tokenize"
+    }
+    failures = _read(
+        store,
+        {p: ingest_failure_key(p) for p in _listed(store, INGEST_FAILURES_PREFIX) if p in current},
+        IngestFailure,
+        "splits",
+    )
+    parts = _read(
+        store, {p: part_record_key(fingerprint, p) for p in sorted(with_part) if p in current}, PartRecord, "splits"
+    )
     vanished = _vanished(store, current, sources)
-    chosen, left_out, stale, failed = {}, {}, {}, []  # failed: left out because they failed or are stale (what "block" refuses)
+    chosen, left_out, stale, failed = (
+        {},
+        {},
+        {},
+        [],
+    )  # failed: left out because they failed or are stale (what "block" refuses)
     for p in sorted(set(partitions) | set(current) | set(vanished)):
         part = parts.get(p)
         if part is not None:
@@ -130,23 +187,34 @@ def select_partitions(store: ObjectStore, spec: DatasetSpec, fingerprint: str, p
     if failed and spec.on_partition_failure == "block":
         raise PublishError(
             f"{len(failed)} partitions cannot be published ({failed[:5]}{' ...' if len(failed) > 5 else ''}: {left_out[failed[0]]}); "
-            f"on_partition_failure = \"block\" in {spec.origin}: fix or remove them, or set it to \"skip\""
+            f'on_partition_failure = "block" in {spec.origin}: fix or remove them, or set it to "skip"'
         )
     if not chosen:
-        raise PublishError(f"no partition is tokenized with tokenizer {fingerprint} from its current files; materialise tokenized_shards first"
-                           + (f" ({next(iter(left_out))}: {next(iter(left_out.values()))})" if left_out else ""))
+        raise PublishError(
+            f"no partition is tokenized with tokenizer {fingerprint} from its current files; materialise tokenized_shards first"
+            + (f" ({next(iter(left_out))}: {next(iter(left_out.values()))})" if left_out else "")
+        )
     return Selection(parts=chosen, left_out=left_out, stale=stale)
 
 
 def record_left_out(store: ObjectStore, fingerprint: str, selection: Selection, run_id: str) -> None:
     """A quarantine record (stage "select") for every partition the selection left out, with its reason; a partition's
     tokenization quarantine is kept as it is (it is the cause), and a report no longer true is removed."""
-    reports = {p: Quarantine(p, fingerprint, why, run_id, "select") for p, why in selection.left_out.items() if not why.startswith("quarantined: ")}
+    reports = {
+        p: Quarantine(p, fingerprint, why, run_id, "select")
+        for p, why in selection.left_out.items()
+        if not why.startswith("quarantined: ")
+    }
     outdated = _listed(store, quarantine_prefix(fingerprint)) - set(selection.left_out)
     olds = _read(store, {p: quarantine_key(fingerprint, p) for p in sorted(outdated)}, Quarantine, "splits")
     with ThreadPoolExecutor(READ_THREADS) as pool:
         list(pool.map(lambda item: put_record(store, quarantine_key(fingerprint, item[0]), item[1]), reports.items()))
-        list(pool.map(lambda p: store.delete(quarantine_key(fingerprint, p)), [p for p, q in olds.items() if q.stage == "select"]))
+        list(
+            pool.map(
+                lambda p: store.delete(quarantine_key(fingerprint, p)),
+                [p for p, q in olds.items() if q.stage == "select"],
+            )
+        )
 
 
 # -- disjointness from records --
@@ -171,7 +239,9 @@ def prove_split(raw_path: Path, val_fraction: float, documents: dict[str, int] |
             least = int(bits[~val].min())
             low = least if low is None else min(low, least)
     if documents is not None and documents != counts:
-        raise BuildError(f"{raw_path}: the writer put {documents} documents in each split, but their hashes send {counts}; refusing the partition")
+        raise BuildError(
+            f"{raw_path}: the writer put {documents} documents in each split, but their hashes send {counts}; refusing the partition"
+        )
     return SplitProof(val_fraction, counts["train"], counts["val"], low, high)
 
 
@@ -229,7 +299,9 @@ def summarise(fingerprint: str, selection: Selection, overlap: int) -> SplitsRec
     parts = selection.parts
     fractions = {p.val_fraction for p in parts.values()}
     if len(fractions) > 1:
-        raise PublishError(f"partitions were tokenized with different val_fraction values {sorted(fractions)}; re-tokenize them")
+        raise PublishError(
+            f"partitions were tokenized with different val_fraction values {sorted(fractions)}; re-tokenize them"
+        )
     totals = {
         s: SplitTotals(
             tokens=sum(p.shards[s].tokens for p in parts.values()),
@@ -239,6 +311,11 @@ def summarise(fingerprint: str, selection: Selection, overlap: int) -> SplitsRec
         for s in SPLITS
     }
     return SplitsRecord(
-        tokenizer_fingerprint=fingerprint, val_fraction=fractions.pop(), partitions=tuple(sorted(parts)),
-        totals=totals, overlap=overlap, left_out=selection.left_out, stale=selection.stale,
+        tokenizer_fingerprint=fingerprint,
+        val_fraction=fractions.pop(),
+        partitions=tuple(sorted(parts)),
+        totals=totals,
+        overlap=overlap,
+        left_out=selection.left_out,
+        stale=selection.stale,
     )

@@ -4,7 +4,13 @@ files each partition was registered with. Any Dagster home can build into any st
 from __future__ import annotations
 
 from .errors import StateMismatchError, TokenizerError
-from .layout import CURRENT_TOKENIZER_KEY, PARTITIONS_PREFIX, partition_of_registration, partition_record_key, tokenizer_key
+from .layout import (
+    CURRENT_TOKENIZER_KEY,
+    PARTITIONS_PREFIX,
+    partition_of_registration,
+    partition_record_key,
+    tokenizer_key,
+)
 from .records import PartitionRecord, TokenizerRecord, find_record, get_record, put_record
 from .store import ObjectMissingError, ObjectStore
 from .tokenizer import check_tokenizer_record
@@ -18,7 +24,9 @@ def current_tokenizer(store: ObjectStore) -> TokenizerRecord:
     a pointer that disagrees stops the build (StateMismatchError) instead of tokenizing with a wrong EOD id."""
     record = find_record(store, CURRENT_TOKENIZER_KEY, TokenizerRecord, "current tokenizer")
     if record is None:
-        raise TokenizerError(f"{store.describe()} has no current tokenizer ({CURRENT_TOKENIZER_KEY}); materialise the tokenizer asset first")
+        raise TokenizerError(
+            f"{store.describe()} has no current tokenizer ({CURRENT_TOKENIZER_KEY}); materialise the tokenizer asset first"
+        )
     if (store.describe(), record) not in _CHECKED:
         try:
             text = store.get_bytes(tokenizer_key(record.fingerprint)).decode("utf-8", "replace")

@@ -92,7 +92,9 @@ def load_pretrained(name: str, eod_token: str):
     if eod is None:
         eod = hf.eos_token_id
     if eod is None:
-        raise TokenizerError(f"tokenizer {name!r} has neither the token {eod_token!r} nor an eos token; set [tokenizer].eod_token")
+        raise TokenizerError(
+            f"tokenizer {name!r} has neither the token {eod_token!r} nor an eos token; set [tokenizer].eod_token"
+        )
     return backend, int(eod)
 
 
@@ -103,7 +105,9 @@ def read_tokenizer_file(path: str, eod_token: str):
     try:
         text = Path(path).expanduser().read_bytes().decode("utf-8")
     except FileNotFoundError:
-        raise TokenizerError(f"{where}: no such file; give the path of a tokenizer.json (relative to the spec's folder)") from None
+        raise TokenizerError(
+            f"{where}: no such file; give the path of a tokenizer.json (relative to the spec's folder)"
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise TokenizerError(f"{where}: cannot be read as UTF-8 text ({' '.join(str(exc).split())[:200]})") from None
     try:
@@ -112,7 +116,9 @@ def read_tokenizer_file(path: str, eod_token: str):
         raise TokenizerError(f"{where}: not a tokenizers tokenizer.json ({' '.join(str(exc).split())[:200]})") from None
     eod = tok.token_to_id(eod_token)
     if eod is None:
-        raise TokenizerError(f"{where}: has no token {eod_token!r}; set [tokenizer].eod_token to its end-of-document token")
+        raise TokenizerError(
+            f"{where}: has no token {eod_token!r}; set [tokenizer].eod_token to its end-of-document token"
+        )
     return text, tok, eod
 
 
@@ -134,7 +140,9 @@ def check_tokenizer_record(tokenizer_json: str, record: TokenizerRecord, where: 
     file_key = tokenizer_key(record.fingerprint)
     redo = "the record was edited or written by another build: materialise the tokenizer asset again to rewrite it"
     if (found := fingerprint_of(tokenizer_json)) != record.fingerprint:
-        raise StateMismatchError(f"{where}: names tokenizer {record.fingerprint}, but {file_key} has fingerprint {found}; {redo}")
+        raise StateMismatchError(
+            f"{where}: names tokenizer {record.fingerprint}, but {file_key} has fingerprint {found}; {redo}"
+        )
     tok = load_tokenizer(tokenizer_json)
     vocab = tok.get_vocab_size(with_added_tokens=True)
     if record.vocab_size != vocab or record.token_dtype != token_dtype_for(vocab):
@@ -158,7 +166,9 @@ def build_tokenizer(spec: TokenizerSpec, texts: Iterator[str]) -> tuple[str, Tok
         tok = train_bpe(training_pieces(texts, spec.train_max_bytes), spec.vocab_size, spec.eod_token)
         eod, name, text = tok.token_to_id(spec.eod_token), f"bpe-{spec.vocab_size}", tok.to_str()
     if (problem := eod_problem(tok, eod)) is not None:
-        raise TokenizerError(f"[tokenizer].eod_token {spec.eod_token!r}: {problem}; name a special token, which no document text encodes to")
+        raise TokenizerError(
+            f"[tokenizer].eod_token {spec.eod_token!r}: {problem}; name a special token, which no document text encodes to"
+        )
     vocab = tok.get_vocab_size(with_added_tokens=True)
     record = TokenizerRecord(name, fingerprint_of(text), vocab, eod, token_dtype_for(vocab))
     return text, record

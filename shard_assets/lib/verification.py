@@ -65,7 +65,9 @@ def split_problems(store: ObjectStore, manifest: Manifest, folder: Path) -> list
                 continue
             found = {"train": proof.train_documents, "val": proof.val_documents}
             if found != held[partition]:
-                problems.append(f"{partition}: the hashes of {key} send {found['train']} documents to train and {found['val']} to val, its shards hold {held[partition]['train']} and {held[partition]['val']}")
+                problems.append(
+                    f"{partition}: the hashes of {key} send {found['train']} documents to train and {found['val']} to val, its shards hold {held[partition]['train']} and {held[partition]['val']}"
+                )
     return problems
 
 

@@ -20,7 +20,11 @@ def code_version() -> str:
         pkg = "0+unknown"
     try:
         commit = subprocess.run(
-            ["git", "rev-parse", "--short=12", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            cwd=Path(__file__).parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         commit = ""

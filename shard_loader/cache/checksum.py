@@ -51,7 +51,9 @@ def verify_file(path: str | Path | CachePath, ref: FileRef) -> os.stat_result:
     try:
         fd = open_regular(path)
     except FileNotFoundError:
-        raise MissingFileError(f"{ref.key}: no file at {path}; it was deleted (a version removed by gc?) or never copied") from None
+        raise MissingFileError(
+            f"{ref.key}: no file at {path}; it was deleted (a version removed by gc?) or never copied"
+        ) from None
     except OSError as exc:
         raise StoreError(f"{ref.key}: cannot read {path} ({exc.strerror})") from None
     try:

@@ -102,7 +102,9 @@ def _check_disk(ref: FileRef, folder: Path, needed: int) -> None:
         raise DiskBudgetError(f"{ref.key}: needs {needed:,} bytes in {folder}, only {free:,} are free")
 
 
-def _fetch_span(store: Store, key: str, fd: int, start: int, end: int, deadline: Deadline, stats: RequestStats, progress: _Progress) -> None:
+def _fetch_span(
+    store: Store, key: str, fd: int, start: int, end: int, deadline: Deadline, stats: RequestStats, progress: _Progress
+) -> None:
     """Stream bytes [start, end) of `key` into `fd` at their offset, checking the deadline after every chunk.
     `stats.bytes` counts a span once it is complete, so bytes of failed attempts are not counted twice."""
     offset = start
@@ -120,8 +122,17 @@ def _fetch_span(store: Store, key: str, fd: int, start: int, end: int, deadline:
     stats.add(bytes=end - start)
 
 
-def _fetch_parts(store: Store, ref: FileRef, fd: int, journal: CachePath, count: int, config: DownloadConfig, stats: RequestStats,
-                 deadline: Deadline, progress: _Progress) -> None:
+def _fetch_parts(
+    store: Store,
+    ref: FileRef,
+    fd: int,
+    journal: CachePath,
+    count: int,
+    config: DownloadConfig,
+    stats: RequestStats,
+    deadline: Deadline,
+    progress: _Progress,
+) -> None:
     """Parallel ranged GETs of the parts not yet in the journal; after the first failure no further part starts."""
     todo = [i for i in range(count) if i not in _done_parts(journal, count)]
     journal_lock, failed = threading.Lock(), threading.Event()
@@ -144,8 +155,17 @@ def _fetch_parts(store: Store, ref: FileRef, fd: int, journal: CachePath, count:
             future.result()
 
 
-def _fetch_whole(store: Store, ref: FileRef, fd: int, journal: CachePath, config: DownloadConfig, stats: RequestStats,
-                 deadline: Deadline, progress: _Progress, reason: RangeNotSupportedError) -> None:
+def _fetch_whole(
+    store: Store,
+    ref: FileRef,
+    fd: int,
+    journal: CachePath,
+    config: DownloadConfig,
+    stats: RequestStats,
+    deadline: Deadline,
+    progress: _Progress,
+    reason: RangeNotSupportedError,
+) -> None:
     """The fallback for a server without Range: one streamed GET of the whole file (verified by the caller's sha256)."""
     log.warning("%s; reading %s in one streamed GET instead of parallel ranges", reason, ref.key)
     stats.add(range_fallbacks=1)
@@ -154,7 +174,9 @@ def _fetch_whole(store: Store, ref: FileRef, fd: int, journal: CachePath, config
     with_retries(span, f"{ref.key} (whole file, no Range support)", config.retry, stats, deadline)
 
 
-def _fetch(store: Store, ref: FileRef, part: CachePath, journal: CachePath, config: DownloadConfig, stats: RequestStats) -> None:
+def _fetch(
+    store: Store, ref: FileRef, part: CachePath, journal: CachePath, config: DownloadConfig, stats: RequestStats
+) -> None:
     """Fill the part file with the key's bytes: parallel ranges, or one whole GET when the server ignores Range."""
     count = max(1, -(-ref.size // config.part_size))
     remaining = count - len(_done_parts(journal, count)) if part.stat() is not None else count
@@ -176,7 +198,13 @@ def _fetch(store: Store, ref: FileRef, part: CachePath, journal: CachePath, conf
         os.close(fd)
 
 
-def download_file(store: Store, ref: FileRef, dest: Path | CachePath, config: DownloadConfig = DEFAULT_CONFIG, stats: RequestStats = STATS) -> Path:
+def download_file(
+    store: Store,
+    ref: FileRef,
+    dest: Path | CachePath,
+    config: DownloadConfig = DEFAULT_CONFIG,
+    stats: RequestStats = STATS,
+) -> Path:
     """Bring `ref` to `dest`, verified. A file already at `dest` was verified before its rename and
     is reused (after a restart too); ranks sharing the cache wait on the lock for the one that downloads.
     A plain path is taken as a file in its folder, opened without following a link there."""
@@ -193,7 +221,9 @@ def download_file(store: Store, ref: FileRef, dest: Path | CachePath, config: Do
         if digest != ref.sha256:
             part.unlink()
             journal.unlink()
-            raise IntegrityError(f"{ref.key}: downloaded sha256 is {digest}, manifest says {ref.sha256}; discarded, not cached")
+            raise IntegrityError(
+                f"{ref.key}: downloaded sha256 is {digest}, manifest says {ref.sha256}; discarded, not cached"
+            )
         part.replace(target)
         journal.unlink()
     return target.path

@@ -24,7 +24,12 @@ from ..errors import CacheFileError, DiskBudgetError, UnsafeCacheFileError
 
 _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # O_NONBLOCK: a FIFO swapped in is refused, not awaited
-_NOT_FOLLOWED = (errno.ELOOP, errno.ENOTDIR, errno.EISDIR, errno.ENXIO)  # a link, or a non-file, where a file or folder belongs
+_NOT_FOLLOWED = (
+    errno.ELOOP,
+    errno.ENOTDIR,
+    errno.EISDIR,
+    errno.ENXIO,
+)  # a link, or a non-file, where a file or folder belongs
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
@@ -94,8 +99,12 @@ class CachePath:
                 kind = describe(os.stat(self.name, dir_fd=folder, follow_symlinks=False).st_mode)
             self.refuse(kind, wanted)
         if exc.errno in _FULL:
-            raise DiskBudgetError(f"{self.path}: the disk is full ({exc.strerror}); free space or choose another cache_dir") from None
-        raise CacheFileError(f"{self.path}: {exc.strerror}; the cache needs to read and write its own files here") from None
+            raise DiskBudgetError(
+                f"{self.path}: the disk is full ({exc.strerror}); free space or choose another cache_dir"
+            ) from None
+        raise CacheFileError(
+            f"{self.path}: {exc.strerror}; the cache needs to read and write its own files here"
+        ) from None
 
     @contextlib.contextmanager
     def _folder(self, create: bool) -> Iterator[int | None]:
@@ -103,7 +112,9 @@ class CachePath:
         `create`); None when a folder on the way does not exist."""
         if create:
             try:
-                self.root.mkdir(parents=True, exist_ok=True)  # the root is the caller's choice: followed if it is a link
+                self.root.mkdir(
+                    parents=True, exist_ok=True
+                )  # the root is the caller's choice: followed if it is a link
             except OSError as exc:
                 raise CacheFileError(f"{self.root}: cannot make the cache directory ({exc.strerror})") from None
         try:

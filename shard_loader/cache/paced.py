@@ -34,8 +34,19 @@ log = logging.getLogger(__name__)
 class PacedFiles:
     """Cached files fetched within the slowest consumer's horizon and evicted only to make room under `budget`."""
 
-    def __init__(self, store: Store, shards: ShardTable, cache_dir: Path, budget: int, plan: EpochPlan, layout: str, stats: RotationStats):
-        self.fetched = FetchedFiles(store, shards, cache_dir, keep_files=True)  # leased and fetched as there; evicted only here
+    def __init__(
+        self,
+        store: Store,
+        shards: ShardTable,
+        cache_dir: Path,
+        budget: int,
+        plan: EpochPlan,
+        layout: str,
+        stats: RotationStats,
+    ):
+        self.fetched = FetchedFiles(
+            store, shards, cache_dir, keep_files=True
+        )  # leased and fetched as there; evicted only here
         self.cache_dir, self.budget, self.layout, self.stats = cache_dir, budget, layout, stats
         self._orders = Orders(plan)
         self._room = budget - journal_bound(max(w.nbytes for w in plan.windows))  # bytes the horizon may fill
@@ -64,11 +75,21 @@ class PacedFiles:
         time.sleep(PACE_SECONDS)
         waited = time.perf_counter() - started
         if int(waited // 60) > int(before // 60):
-            log.warning("%s: the window at place %d has waited %.0f s for slower consumers (%s)", self.cache_dir, place, waited, why)
+            log.warning(
+                "%s: the window at place %d has waited %.0f s for slower consumers (%s)",
+                self.cache_dir,
+                place,
+                waited,
+                why,
+            )
 
     def _spare(self, kept: Horizon) -> set[CachePath]:
         windows = self._orders.plan.windows
-        return {cached_path(self.cache_dir, ref) for w in kept.windows for ref in shard_refs(self.fetched.shards, windows[w])}
+        return {
+            cached_path(self.cache_dir, ref)
+            for w in kept.windows
+            for ref in shard_refs(self.fetched.shards, windows[w])
+        }
 
     def _fetch(self, place: int, refs: list[FileRef]) -> None:
         """Fetch `refs` (of the window at `place`) once it is within the slowest consumer's horizon and there is room for it."""
@@ -78,19 +99,27 @@ class PacedFiles:
                 missing = [ref for ref in refs if not is_trusted(cached_path(self.cache_dir, ref), ref)]
                 if not missing:
                     break
-                kept = self._horizon(place)  # lists and probes every live consumer's record: only when something is missing
+                kept = self._horizon(
+                    place
+                )  # lists and probes every live consumer's record: only when something is missing
                 if place <= kept.end:
                     need = sum(ref.size for ref in missing) + max(journal_bound(ref.size) for ref in missing)
                     if make_room(self.cache_dir, self.budget, need, self._spare(kept)):
                         for ref in missing:
                             ensure_local(self.fetched.store, ref, self.cache_dir)
                         break
-            self._wait(started, place, "its place is past the horizon" if place > kept.end else "held files leave too little room")
+            self._wait(
+                started,
+                place,
+                "its place is past the horizon" if place > kept.end else "held files leave too little room",
+            )
         self.stats.paced_s += time.perf_counter() - started
 
     def files(self, segment: Segment) -> ShardFiles:
         started, place = time.perf_counter(), self._place(segment)
-        while place > self._horizon(place).end:  # lease nothing until within the horizon, so a leader never pins the slowest one's room
+        while (
+            place > self._horizon(place).end
+        ):  # lease nothing until within the horizon, so a leader never pins the slowest one's room
             self._wait(started, place, "its place is past the horizon")
         self.stats.paced_s += time.perf_counter() - started
         self._fetch(place, self.fetched.lease(segment.window))

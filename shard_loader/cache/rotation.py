@@ -40,7 +40,9 @@ class WindowCache:
 
     def __init__(self, files: WindowFiles, shards: ShardTable, token_dtype: str, stats: RotationStats):
         self.files, self.shards, self.token_dtype, self.stats = files, shards, token_dtype, stats
-        self._pool: ThreadPoolExecutor | None = None  # started by the first prefetch in each process (threads do not survive a fork)
+        self._pool: ThreadPoolExecutor | None = (
+            None  # started by the first prefetch in each process (threads do not survive a fork)
+        )
         self._pending: dict[int, Future[dict[int, Shard]]] = {}
 
     def follow(self, plan: EpochPlan) -> None:
@@ -49,7 +51,9 @@ class WindowCache:
 
     def _load(self, segment: Segment) -> dict[int, Shard]:
         paths = self.files.files(segment)
-        shards = {i: _plain(open_shard(self.shards[i], npy, bin_, self.token_dtype)) for i, (npy, bin_) in paths.items()}
+        shards = {
+            i: _plain(open_shard(self.shards[i], npy, bin_, self.token_dtype)) for i, (npy, bin_) in paths.items()
+        }
         self.stats.max_cache_bytes = max(self.stats.max_cache_bytes, self.files.disk_in_use())
         self.stats.windows_fetched += 1
         return shards
@@ -102,8 +106,14 @@ def _layout(opened: OpenedManifest, shards: ShardTable, plan: EpochPlan) -> str:
     return hashlib.sha256(json.dumps(layout).encode()).hexdigest()[:16]
 
 
-def window_cache(opened: OpenedManifest, shards: ShardTable, plan: EpochPlan, cache_dir: Path | None,
-                 disk_budget: int | None, keep_files: bool) -> WindowCache:
+def window_cache(
+    opened: OpenedManifest,
+    shards: ShardTable,
+    plan: EpochPlan,
+    cache_dir: Path | None,
+    disk_budget: int | None,
+    keep_files: bool,
+) -> WindowCache:
     """The window cache for a split's `shards`, laid out in windows as `plan` (any epoch of them) says: files of a local
     folder read in place; a remote store's cached in `cache_dir`, paced under `disk_budget` unless `keep_files`."""
     stats = RotationStats()

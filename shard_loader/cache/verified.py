@@ -88,6 +88,8 @@ def ensure_local(store: Store, ref: FileRef, cache_dir: str | Path | None) -> Pa
         download_file(store, ref, dest)  # verified before its rename into place
         st = dest.stat()
         if st is None:
-            raise MissingFileError(f"{ref.key}: {dest} was removed right after its download; is another program cleaning the cache?")
+            raise MissingFileError(
+                f"{ref.key}: {dest} was removed right after its download; is another program cleaning the cache?"
+            )
         _mark(dest, st, ref)
     return dest.path

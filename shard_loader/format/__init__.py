@@ -1,9 +1,30 @@
 """The published format, shared by the builder (which writes it) and the loader (which reads it):
 keys and constants, the manifest, the mixture file, and the shard files' reader and writer."""
 
-from .keys import LATEST_KEY, MIXTURES_DIR, SPLITS, VERSIONS_DIR, check_key, live_mixture_key, mixture_version_key, shard_base_key, tokenizer_key, versioned_key
+from .keys import (
+    LATEST_KEY,
+    MIXTURES_DIR,
+    SPLITS,
+    VERSIONS_DIR,
+    check_key,
+    live_mixture_key,
+    mixture_version_key,
+    shard_base_key,
+    tokenizer_key,
+    versioned_key,
+)
 from .entries import FileRef, ShardEntry
-from .manifest import FORMAT_NAME, FORMAT_VERSION, TOKEN_DTYPES, Manifest, SplitInfo, TokenizerInfo, parse_json, parse_manifest, token_dtype_for
+from .manifest import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    TOKEN_DTYPES,
+    Manifest,
+    SplitInfo,
+    TokenizerInfo,
+    parse_json,
+    parse_manifest,
+    token_dtype_for,
+)
 from .table import ShardTable
 from .shard import Shard, ShardWriter, open_shard
 from .mixture import MIXTURE_FORMAT, Component, MixtureFile, MixtureTokenizer, parse_mixture

@@ -21,7 +21,9 @@ def field(obj: Any, name: str, kind: type | tuple[type, ...], where: str) -> Any
     if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
         raise ManifestError(f"{where}.{name}: expected an integer, got {value!r}")
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-        raise ManifestError(f"{where}.{name}: expected {getattr(kind, '__name__', 'a number')}, got {type(value).__name__}")
+        raise ManifestError(
+            f"{where}.{name}: expected {getattr(kind, '__name__', 'a number')}, got {type(value).__name__}"
+        )
     return value
 
 

@@ -22,7 +22,9 @@ SPLITS = ("train", "val")
 MIXTURES_DIR = "mixtures"  # under a store root: mixtures/<name>.json (live) and mixtures/<name>/<version>.json
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # NUL, line breaks, escapes: no file system path or log line should carry them
+_CONTROL = re.compile(
+    r"[\x00-\x1f\x7f]"
+)  # NUL, line breaks, escapes: no file system path or log line should carry them
 
 
 def check_key(key: Any, where: str) -> str:
@@ -30,7 +32,9 @@ def check_key(key: Any, where: str) -> str:
     if not isinstance(key, str) or not key:
         raise ManifestError(f"{where}: key must be a non-empty string, got {key!r}")
     if _CONTROL.search(key):
-        raise ManifestError(f"{where}: key {key!r} holds a control character (a NUL, a line break); keys are plain paths")
+        raise ManifestError(
+            f"{where}: key {key!r} holds a control character (a NUL, a line break); keys are plain paths"
+        )
     if key.startswith("/") or key.startswith("\\") or _SCHEME.match(key):
         raise ManifestError(f"{where}: key {key!r} is absolute; keys must be relative to the dataset root")
     parts = key.replace("\\", "/").split("/")

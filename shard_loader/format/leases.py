@@ -58,9 +58,17 @@ class Lease:
             data = json.loads(raw)
             if data.get("format") != LEASE_FORMAT or data.get("kind") not in KINDS:
                 raise ValueError(f"format {data.get('format')!r}, kind {data.get('kind')!r}")
-            lease = cls(str(data["version"]), str(data["holder"]), str(data["kind"]), float(data["seconds"]), str(data.get("note", "")))
+            lease = cls(
+                str(data["version"]),
+                str(data["holder"]),
+                str(data["kind"]),
+                float(data["seconds"]),
+                str(data.get("note", "")),
+            )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ManifestError(f"{key}: not a reader lease ({exc})") from None
         if lease_key(lease.version, lease.holder) != key or lease.seconds < 0:
-            raise ManifestError(f"{key}: a lease of {lease.version}/{lease.holder} for {lease.seconds} s does not belong at this key")
+            raise ManifestError(
+                f"{key}: a lease of {lease.version}/{lease.holder} for {lease.seconds} s does not belong at this key"
+            )
         return lease

@@ -39,7 +39,9 @@ def token_dtype_for(vocab_size: int) -> str:
 def _verified(ref: FileRef, raw: bytes) -> bytes:
     sha = hashlib.sha256(raw).hexdigest()
     if len(raw) != ref.size or sha != ref.sha256:
-        raise IntegrityError(f"{ref.key}: {len(raw)} bytes with sha256 {sha}, manifest says {ref.size} bytes with sha256 {ref.sha256}")
+        raise IntegrityError(
+            f"{ref.key}: {len(raw)} bytes with sha256 {sha}, manifest says {ref.size} bytes with sha256 {ref.sha256}"
+        )
     return raw
 
 
@@ -66,8 +68,12 @@ class SplitInfo:
         """A split of these shards, with its table's content-addressed key."""
         table = ShardTable.of(entries)
         return cls(
-            tokens=int(table.tokens.sum()), documents=int(table.documents.sum()), shard_count=len(table),
-            nbytes=int(table.nbytes.sum()), table=_ref_of(TABLES_DIR, ".npy", table.to_bytes()), loaded=table,
+            tokens=int(table.tokens.sum()),
+            documents=int(table.documents.sum()),
+            shard_count=len(table),
+            nbytes=int(table.nbytes.sum()),
+            table=_ref_of(TABLES_DIR, ".npy", table.to_bytes()),
+            loaded=table,
         )
 
     @property
@@ -125,7 +131,9 @@ class Manifest:
 
     def split(self, name: str) -> SplitInfo:
         if name not in self.splits:
-            raise ManifestError(f"split {name!r} is not in {self.dataset} version {self.version}; its splits are {', '.join(sorted(self.splits))}")
+            raise ManifestError(
+                f"split {name!r} is not in {self.dataset} version {self.version}; its splits are {', '.join(sorted(self.splits))}"
+            )
         return self.splits[name]
 
     def sidecars(self) -> list[FileRef]:
@@ -143,14 +151,21 @@ class Manifest:
     @property
     def nbytes(self) -> int:
         """Bytes of every file `files()` names, from the totals alone (no table needs to be loaded)."""
-        return self.tokenizer.file.size + sum(r.size for r in self.sidecars()) + sum(s.nbytes for s in self.splits.values())
+        return (
+            self.tokenizer.file.size
+            + sum(r.size for r in self.sidecars())
+            + sum(s.nbytes for s in self.splits.values())
+        )
 
     def with_tables(self, read: Reader, splits: Sequence[str] | None = None) -> Manifest:
         """This manifest with the shard tables of `splits` (default all) read, verified and checked; a key listed by
         two of the loaded tables is refused (a shard belongs to one split)."""
         names = list(self.splits) if splits is None else [name for name in splits if self.split(name)]
         itemsize = TOKEN_DTYPES[self.token_dtype]
-        loaded = {n: (s.with_table(read(s.table), itemsize) if n in names and s.table and s.loaded is None else s) for n, s in self.splits.items()}
+        loaded = {
+            n: (s.with_table(read(s.table), itemsize) if n in names and s.table and s.loaded is None else s)
+            for n, s in self.splits.items()
+        }
         _check_splits_disjoint({n: s.loaded for n, s in loaded.items() if s.loaded is not None})
         return replace(self, splits=loaded)
 
@@ -182,8 +197,16 @@ class Manifest:
         splits = {}
         for name, s in self.splits.items():
             if s.table is None:
-                raise ManifestError(f"split {name!r} of {self.version} has no shard table: a format-1 manifest is read, not republished")
-            splits[name] = {"tokens": s.tokens, "documents": s.documents, "shard_count": s.shard_count, "bytes": s.nbytes, "table": asdict(s.table)}
+                raise ManifestError(
+                    f"split {name!r} of {self.version} has no shard table: a format-1 manifest is read, not republished"
+                )
+            splits[name] = {
+                "tokens": s.tokens,
+                "documents": s.documents,
+                "shard_count": s.shard_count,
+                "bytes": s.nbytes,
+                "table": asdict(s.table),
+            }
         doc = {
             "format": FORMAT_NAME,
             "format_version": FORMAT_VERSION,
@@ -224,14 +247,18 @@ def parse_json(raw: bytes | str, origin: str) -> Any:
     try:
         doc = json.loads(raw)
     except RecursionError:
-        raise ManifestError(f"{origin}: nests deeper than Python can parse; a manifest nests at most {MAX_DEPTH} levels") from None
+        raise ManifestError(
+            f"{origin}: nests deeper than Python can parse; a manifest nests at most {MAX_DEPTH} levels"
+        ) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise ManifestError(f"{origin}: not valid JSON ({exc})") from None
     stack: list[tuple[Any, int]] = [(doc, 1)]
     while stack:
         value, depth = stack.pop()
         if depth > MAX_DEPTH:
-            raise ManifestError(f"{origin}: nests deeper than {MAX_DEPTH} levels; a manifest or lineage file nests far less")
+            raise ManifestError(
+                f"{origin}: nests deeper than {MAX_DEPTH} levels; a manifest or lineage file nests far less"
+            )
         children = value.values() if isinstance(value, dict) else value
         stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
     return doc
@@ -270,7 +297,9 @@ def parse_manifest(raw: bytes | str, origin: str = "manifest") -> Manifest:
         raise ManifestError(f"{origin}: format is {doc['format']!r}, expected {FORMAT_NAME!r}")
     version = _get(doc, "format_version", int, origin)
     if version not in READABLE_VERSIONS:
-        raise ManifestError(f"{origin}: format_version {version} is not supported (this reader knows {list(READABLE_VERSIONS)}); upgrade shard_loader")
+        raise ManifestError(
+            f"{origin}: format_version {version} is not supported (this reader knows {list(READABLE_VERSIONS)}); upgrade shard_loader"
+        )
     dtype = _get(doc, "token_dtype", str, origin)
     if dtype not in TOKEN_DTYPES:
         raise ManifestError(f"{origin}.token_dtype: {dtype!r} is not one of {sorted(TOKEN_DTYPES)}")
@@ -283,7 +312,9 @@ def parse_manifest(raw: bytes | str, origin: str = "manifest") -> Manifest:
         file=_file(_get(tok, "file", dict, f"{origin}.tokenizer"), f"{origin}.tokenizer.file"),
     )
     if tokenizer.eod_id >= tokenizer.vocab_size:
-        raise ManifestError(f"{origin}.tokenizer.eod_id: {tokenizer.eod_id} is not below vocab_size {tokenizer.vocab_size}")
+        raise ManifestError(
+            f"{origin}.tokenizer.eod_id: {tokenizer.eod_id} is not below vocab_size {tokenizer.vocab_size}"
+        )
     if token_dtype_for(tokenizer.vocab_size) != dtype:
         problem = "cannot hold" if dtype == "uint16" else "is not the format's dtype for"
         raise ManifestError(
@@ -314,8 +345,10 @@ def _table_splits(body: dict[str, Any], origin: str) -> dict[str, SplitInfo]:
     for name, info in body.items():
         where = f"{origin}.splits.{name}"
         splits[name] = SplitInfo(
-            tokens=_count(info, "tokens", where), documents=_count(info, "documents", where),
-            shard_count=_count(info, "shard_count", where), nbytes=_count(info, "bytes", where),
+            tokens=_count(info, "tokens", where),
+            documents=_count(info, "documents", where),
+            shard_count=_count(info, "shard_count", where),
+            nbytes=_count(info, "bytes", where),
             table=_file(_get(info, "table", dict, where), f"{where}.table"),
         )
     return splits
@@ -330,7 +363,9 @@ def _inline_splits(body: dict[str, Any], origin: str, itemsize: int) -> dict[str
         shards = [_shard(s, f"{where}.shards[{i}]", itemsize) for i, s in enumerate(_get(info, "shards", list, where))]
         tokens, documents = _count(info, "tokens", where), _count(info, "documents", where)
         if tokens != sum(s.tokens for s in shards) or documents != sum(s.documents for s in shards):
-            raise ManifestError(f"{where}: totals ({tokens} tokens, {documents} documents) differ from the sum of its shards")
+            raise ManifestError(
+                f"{where}: totals ({tokens} tokens, {documents} documents) differ from the sum of its shards"
+            )
         for s in shards:
             for ref in (s.npy, s.bin):
                 if ref.key in seen_keys:

@@ -38,7 +38,9 @@ class Component:
 
     name: str
     weight: float  # share of training tokens; the weights of a mixture sum to 1
-    manifest: FileRef  # key: the pinned manifest's URL (`url` in the file), relative to the mixture's store root or absolute
+    manifest: (
+        FileRef  # key: the pinned manifest's URL (`url` in the file), relative to the mixture's store root or absolute
+    )
     dataset: str
     version: str
     tokens: dict[str, int]  # the component's own tokens per split, from its manifest
@@ -72,7 +74,9 @@ class MixtureFile:
     def epoch_tokens(self, split: str, origin: str) -> int:
         """Tokens one mixture epoch serves of `split`; refused naming the split when the file has none for it."""
         if split not in self.tokens_per_epoch:
-            raise ManifestError(f"{origin}: tokens_per_epoch has no split {split!r} (has {sorted(self.tokens_per_epoch)}); the mixture cannot serve it")
+            raise ManifestError(
+                f"{origin}: tokens_per_epoch has no split {split!r} (has {sorted(self.tokens_per_epoch)}); the mixture cannot serve it"
+            )
         return self.tokens_per_epoch[split]
 
     @property
@@ -110,8 +114,12 @@ def _component(obj: Any, where: str) -> Component:
     if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, (int, float)) or repeats <= 0):
         raise ManifestError(f"{where}.max_repeats: must be a positive number or null, got {repeats!r}")
     component = Component(
-        name=text(obj, "name", where), weight=float(weight), manifest=FileRef(url, count(pinned, "size", f"{where}.manifest"), sha),
-        dataset=text(obj, "dataset", where), version=text(obj, "version", where), tokens=counts(obj, "tokens", where),
+        name=text(obj, "name", where),
+        weight=float(weight),
+        manifest=FileRef(url, count(pinned, "size", f"{where}.manifest"), sha),
+        dataset=text(obj, "dataset", where),
+        version=text(obj, "version", where),
+        tokens=counts(obj, "tokens", where),
         max_repeats=None if repeats is None else float(repeats),
     )
     if component.relative:
@@ -126,15 +134,21 @@ def parse_mixture(raw: bytes | str, origin: str = "mixture") -> MixtureFile:
         raise ManifestError(f"{origin}: format is {doc['format']!r}, expected {MIXTURE_FORMAT!r}")
     version = get_field(doc, "format_version", int, origin)
     if version not in MIXTURE_VERSIONS:
-        raise ManifestError(f"{origin}: format_version {version} is not supported (this reader knows {list(MIXTURE_VERSIONS)}); upgrade shard_loader")
+        raise ManifestError(
+            f"{origin}: format_version {version} is not supported (this reader knows {list(MIXTURE_VERSIONS)}); upgrade shard_loader"
+        )
     mix = get_field(doc, "mixture", dict, origin)
     tok = get_field(doc, "tokenizer", dict, origin)
     tokenizer = MixtureTokenizer(
-        fingerprint=text(tok, "fingerprint", f"{origin}.tokenizer"), vocab_size=count(tok, "vocab_size", f"{origin}.tokenizer"),
-        eod_id=count(tok, "eod_id", f"{origin}.tokenizer"), token_dtype=text(tok, "token_dtype", f"{origin}.tokenizer"),
+        fingerprint=text(tok, "fingerprint", f"{origin}.tokenizer"),
+        vocab_size=count(tok, "vocab_size", f"{origin}.tokenizer"),
+        eod_id=count(tok, "eod_id", f"{origin}.tokenizer"),
+        token_dtype=text(tok, "token_dtype", f"{origin}.tokenizer"),
     )
     if tokenizer.token_dtype not in TOKEN_DTYPES:
-        raise ManifestError(f"{origin}.tokenizer.token_dtype: {tokenizer.token_dtype!r} is not one of {sorted(TOKEN_DTYPES)}")
+        raise ManifestError(
+            f"{origin}.tokenizer.token_dtype: {tokenizer.token_dtype!r} is not one of {sorted(TOKEN_DTYPES)}"
+        )
     entries = get_field(doc, "components", list, origin)
     if not entries:
         raise ManifestError(f"{origin}.components: a mixture needs at least one component")
@@ -142,16 +156,24 @@ def parse_mixture(raw: bytes | str, origin: str = "mixture") -> MixtureFile:
     seen: dict[str, int] = {}
     for i, c in enumerate(components):
         if c.name in seen:
-            raise ManifestError(f"{origin}.components[{i}].name: {c.name!r} is also components[{seen[c.name]}]; names must be unique")
+            raise ManifestError(
+                f"{origin}.components[{i}].name: {c.name!r} is also components[{seen[c.name]}]; names must be unique"
+            )
         seen[c.name] = i
     total = sum(c.weight for c in components)
     if abs(total - 1) > WEIGHT_TOLERANCE:
-        raise ManifestError(f"{origin}.components: weights sum to {total:.6g}, not 1 (the builder writes them normalised)")
+        raise ManifestError(
+            f"{origin}.components: weights sum to {total:.6g}, not 1 (the builder writes them normalised)"
+        )
     lineage = doc.get("lineage", {})
     if not isinstance(lineage, dict):
         raise ManifestError(f"{origin}.lineage: expected an object")
     return MixtureFile(
-        name=text(mix, "name", f"{origin}.mixture"), version=text(mix, "version", f"{origin}.mixture"),
-        created_at=get_field(doc, "created_at", str, origin), tokenizer=tokenizer,
-        tokens_per_epoch=counts(doc, "tokens_per_epoch", origin), components=components, lineage=lineage,
+        name=text(mix, "name", f"{origin}.mixture"),
+        version=text(mix, "version", f"{origin}.mixture"),
+        created_at=get_field(doc, "created_at", str, origin),
+        tokenizer=tokenizer,
+        tokens_per_epoch=counts(doc, "tokens_per_epoch", origin),
+        components=components,
+        lineage=lineage,
     )

@@ -62,12 +62,16 @@ def _open(path: str | Path, key: str) -> BinaryIO:
     try:
         return os.fdopen(open_regular(path), "rb")
     except FileNotFoundError:
-        raise MissingFileError(f"{key}: no file at {path}; it was deleted under this reader (a version removed by gc?) or never copied") from None
+        raise MissingFileError(
+            f"{key}: no file at {path}; it was deleted under this reader (a version removed by gc?) or never copied"
+        ) from None
     except OSError as exc:
         raise ShardFormatError(f"{key}: cannot read {path} ({exc.strerror})") from None
 
 
-_HEADER_LOCK = threading.Lock()  # numpy parses a header with ast.literal_eval, which CPython before 3.11.8 / 3.12.1 breaks
+_HEADER_LOCK = (
+    threading.Lock()
+)  # numpy parses a header with ast.literal_eval, which CPython before 3.11.8 / 3.12.1 breaks
 # when threads call it at once ("SystemError: AST constructor recursion depth mismatch", gh-106905): the prefetch threads
 # of several caches open shards at once, so headers are parsed one at a time (microseconds each)
 
@@ -92,16 +96,22 @@ def map_npy(path: str | Path, key: str, dtype: str) -> np.ndarray:
         except (ValueError, OSError, EOFError) as exc:
             raise ShardFormatError(f"{key}: not a readable .npy token array ({exc})") from None
         if found.hasobject:
-            raise ShardFormatError(f"{key}: not a readable .npy token array: it holds Python objects (a pickle), which are never loaded")
+            raise ShardFormatError(
+                f"{key}: not a readable .npy token array: it holds Python objects (a pickle), which are never loaded"
+            )
         if len(shape) != 1 or found != np.dtype(dtype) or (fortran and len(shape) > 1):
             raise ShardFormatError(f"{key}: expected a 1-D C-ordered {dtype} array, found {len(shape)}-D {found}")
         start, size = f.tell(), os.fstat(f.fileno()).st_size
         if start + shape[0] * found.itemsize > size:
-            raise ShardFormatError(f"{key}: its header says {shape[0]:,} tokens, but the file holds {size - start:,} bytes after the header")
+            raise ShardFormatError(
+                f"{key}: its header says {shape[0]:,} tokens, but the file holds {size - start:,} bytes after the header"
+            )
         return np.memmap(f, dtype=found, mode="r", offset=start, shape=shape)
 
 
-def open_shard(entry: ShardEntry, npy_path: str | Path, bin_path: str | Path, dtype: str, vocab_size: int | None = None) -> Shard:
+def open_shard(
+    entry: ShardEntry, npy_path: str | Path, bin_path: str | Path, dtype: str, vocab_size: int | None = None
+) -> Shard:
     """Memory-map a shard's files and check them against its manifest entry.
 
     Offsets must start at 0, never decrease and end at the token count. With
@@ -116,9 +126,13 @@ def open_shard(entry: ShardEntry, npy_path: str | Path, bin_path: str | Path, dt
     with _open(bin_path, bkey) as f:
         offsets = np.fromfile(f, dtype="<i8")
     if offsets.shape[0] != entry.documents + 1:
-        raise ShardFormatError(f"{bkey}: holds {offsets.shape[0]} offsets, expected documents + 1 = {entry.documents + 1}")
+        raise ShardFormatError(
+            f"{bkey}: holds {offsets.shape[0]} offsets, expected documents + 1 = {entry.documents + 1}"
+        )
     if offsets[0] != 0 or offsets[-1] != entry.tokens:
-        raise ShardFormatError(f"{bkey}: offsets must run from 0 to the token count {entry.tokens}, run from {offsets[0]} to {offsets[-1]}")
+        raise ShardFormatError(
+            f"{bkey}: offsets must run from 0 to the token count {entry.tokens}, run from {offsets[0]} to {offsets[-1]}"
+        )
     if np.any(offsets[1:] < offsets[:-1]):
         bad = int(np.argmax(offsets[1:] < offsets[:-1]))
         raise ShardFormatError(f"{bkey}: offsets decrease at document {bad} ({offsets[bad]} -> {offsets[bad + 1]})")
@@ -177,7 +191,9 @@ class ShardWriter:
         self._npy.close()
         self._bin.close()
         with open(self.npy_path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as pages:
-            self.npy_sha256 = hashlib.sha256(pages).hexdigest()  # releases the GIL: runs beside the guard's last comparison
+            self.npy_sha256 = hashlib.sha256(
+                pages
+            ).hexdigest()  # releases the GIL: runs beside the guard's last comparison
         self.bin_sha256 = self._bin_hash.hexdigest()
 
     @property

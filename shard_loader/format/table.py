@@ -48,8 +48,11 @@ class ShardTable(Sequence[ShardEntry]):
     def of(cls, entries: Sequence[ShardEntry]) -> ShardTable:
         if isinstance(entries, ShardTable):
             return entries
-        columns: dict[str, list[Any]] = {"partition": [e.partition.encode() for e in entries], "tokens": [e.tokens for e in entries],
-                   "documents": [e.documents for e in entries]}
+        columns: dict[str, list[Any]] = {
+            "partition": [e.partition.encode() for e in entries],
+            "tokens": [e.tokens for e in entries],
+            "documents": [e.documents for e in entries],
+        }
         for kind in ("npy", "bin"):
             refs = [getattr(e, kind) for e in entries]
             columns[f"{kind}_key"] = [r.key.encode() for r in refs]
@@ -85,8 +88,12 @@ class ShardTable(Sequence[ShardEntry]):
             partition=r["partition"].decode(),
             tokens=int(r["tokens"]),
             documents=int(r["documents"]),
-            npy=FileRef(check_key(r["npy_key"].decode(), f"{where}.npy_key"), int(r["npy_size"]), r["npy_sha256"].decode()),
-            bin=FileRef(check_key(r["bin_key"].decode(), f"{where}.bin_key"), int(r["bin_size"]), r["bin_sha256"].decode()),
+            npy=FileRef(
+                check_key(r["npy_key"].decode(), f"{where}.npy_key"), int(r["npy_size"]), r["npy_sha256"].decode()
+            ),
+            bin=FileRef(
+                check_key(r["bin_key"].decode(), f"{where}.bin_key"), int(r["bin_size"]), r["bin_sha256"].decode()
+            ),
         )
 
     def __iter__(self) -> Iterator[ShardEntry]:
@@ -141,7 +148,9 @@ class ShardTable(Sequence[ShardEntry]):
             kind = rows.dtype[name]
             wanted = "S" if name in _TEXT_FIELDS + _SHA_FIELDS else "i"
             if kind.kind != wanted or (wanted == "i" and kind.itemsize != 8):
-                raise ManifestError(f"{origin}: field {name!r} is {kind}, expected {'bytes' if wanted == 'S' else 'int64'}")
+                raise ManifestError(
+                    f"{origin}: field {name!r} is {kind}, expected {'bytes' if wanted == 'S' else 'int64'}"
+                )
         table = cls(rows)  # read-only over the bytes read: a table is never written
         table._check(origin, itemsize)
         return table
@@ -158,11 +167,15 @@ class ShardTable(Sequence[ShardEntry]):
         bad = np.flatnonzero(rows["bin_size"] != 8 * (rows["documents"] + 1))
         if bad.size:
             e = self[int(bad[0])]
-            raise ManifestError(f"{origin}[{bad[0]}]: {e.bin.key} is {e.bin.size} bytes but {e.documents} documents need {8 * (e.documents + 1)} bytes of int64 offsets")
+            raise ManifestError(
+                f"{origin}[{bad[0]}]: {e.bin.key} is {e.bin.size} bytes but {e.documents} documents need {8 * (e.documents + 1)} bytes of int64 offsets"
+            )
         bad = np.flatnonzero(rows["npy_size"] < rows["tokens"] * itemsize)
         if bad.size:
             e = self[int(bad[0])]
-            raise ManifestError(f"{origin}[{bad[0]}]: {e.npy.key} is {e.npy.size} bytes, too small for {e.tokens} tokens")
+            raise ManifestError(
+                f"{origin}[{bad[0]}]: {e.npy.key} is {e.npy.size} bytes, too small for {e.tokens} tokens"
+            )
         for name in _SHA_FIELDS:  # 64 lowercase hex digits, checked as bytes (a shorter value is padded with NUL)
             digits = np.ascontiguousarray(rows[name]).view(np.uint8).reshape(len(rows), rows.dtype[name].itemsize)
             hexadecimal = ((digits >= ord("0")) & (digits <= ord("9"))) | ((digits >= ord("a")) & (digits <= ord("f")))
@@ -183,7 +196,9 @@ def _rows(raw: bytes, origin: str) -> np.ndarray:
         raise ManifestError(f"{origin}: expected a 1-D table with fields {list(FIELDS)}, found {len(shape)}-D {dtype}")
     body = len(raw) - f.tell()
     if shape[0] * dtype.itemsize != body:
-        raise ManifestError(f"{origin}: its header says {shape[0]:,} rows of {dtype.itemsize} bytes, but it holds {body:,} bytes of rows")
+        raise ManifestError(
+            f"{origin}: its header says {shape[0]:,} rows of {dtype.itemsize} bytes, but it holds {body:,} bytes of rows"
+        )
     return np.frombuffer(raw, dtype=dtype, count=shape[0], offset=f.tell())
 
 
@@ -195,13 +210,19 @@ def _check_keys(rows: np.ndarray, origin: str) -> None:
     joined = b"\n".join(partitions)
     if partitions and (not _plain_text(joined) or joined.count(b"\n") != len(partitions) - 1):
         bad = next(i for i, p in enumerate(partitions) if not _plain_text(p) or b"\n" in p)
-        raise ManifestError(f"{origin}[{bad}].partition: {partitions[bad]!r} is not UTF-8 text without control characters")
+        raise ManifestError(
+            f"{origin}[{bad}].partition: {partitions[bad]!r} is not UTF-8 text without control characters"
+        )
     for name in ("npy_key", "bin_key"):
         listed = rows[name].tolist()
         blob = b"\n" + b"\n".join(listed) + b"\n"
         folders = {k.rpartition(b"/")[0] for k in listed} - {b""}
-        if (listed and (any(odd in blob for odd in _SUSPICIOUS) or blob.count(b"\n") != len(listed) + 1 or not _plain_text(blob))) \
-                or not all(map(_safe_folder, folders)):
+        if (
+            listed
+            and (
+                any(odd in blob for odd in _SUSPICIOUS) or blob.count(b"\n") != len(listed) + 1 or not _plain_text(blob)
+            )
+        ) or not all(map(_safe_folder, folders)):
             _check_each_key(listed, f"{origin}[{{}}].{name}")
     every = rows["npy_key"].tolist() + rows["bin_key"].tolist()
     if len(set(every)) != len(every):

@@ -18,7 +18,16 @@ from typing import Any
 import numpy as np
 
 from ..cache.download import journal_bound
-from ..arguments import ArgumentError, flag, integer, optional_integer, optional_mapping, optional_path, size_in_bytes, text
+from ..arguments import (
+    ArgumentError,
+    flag,
+    integer,
+    optional_integer,
+    optional_mapping,
+    optional_path,
+    size_in_bytes,
+    text,
+)
 from ..dataset import EmptyEpochError, TokenDataset
 from ..errors import DiskBudgetError, ShardLoaderError
 from ..format import MIXTURE_FORMAT, Shard
@@ -94,14 +103,18 @@ class MixtureDataset(TokenDataset, serves=MIXTURE_FORMAT):
                 f"({self.spec.step} tokens): an epoch would have 0 batches"
             )
         remote = sum(is_remote(split_manifest_url(u)[0]) for u in self.opened.component_urls)
-        if self.disk_budget and remote and not (window_shards or window_bytes):  # each remote component's two windows fit its part
+        if (
+            self.disk_budget and remote and not (window_shards or window_bytes)
+        ):  # each remote component's two windows fit its part
             part = self.disk_budget // remote
             window_bytes = max(1, (part - journal_bound(part)) // 2)
         self.components = [self._component(i, window_shards, window_bytes) for i in range(len(mix.components))]
         self._split_budget()
         counts = np.array([len(c.shards) for c in self.components], dtype=np.int64)
         self._shard_ends = np.cumsum(counts)
-        self.interleave = Interleave(units([c.weight for c in mix.components]), self.block_batches * self.batch_size * self.world.world_size)
+        self.interleave = Interleave(
+            units([c.weight for c in mix.components]), self.block_batches * self.batch_size * self.world.world_size
+        )
         self._walker = Walker(self.interleave)
         self.position = MixturePosition(0, 0, 0, 0, BlockState.origin(0, (0,) * len(self.components)))
 
@@ -110,11 +123,19 @@ class MixtureDataset(TokenDataset, serves=MIXTURE_FORMAT):
         c = self.mixture.components[i]
         try:
             component = ComponentDataset(
-                self.opened.component_urls[i], c.manifest, split=self.split, seq_len=self.spec.seq_len, seed=self.seed,
-                stride=self.spec.stride, label_shift=self.spec.label_shift,
+                self.opened.component_urls[i],
+                c.manifest,
+                split=self.split,
+                seq_len=self.spec.seq_len,
+                seed=self.seed,
+                stride=self.spec.stride,
+                label_shift=self.spec.label_shift,
                 cache_dir=component_cache_dir(self.cache_dir, c.name) if self.cache_dir else None,
-                window_shards=window_shards, window_bytes=window_bytes, keep_files=self.keep_files,
-                position_ids=self.position_ids, store_options=self.store_options,
+                window_shards=window_shards,
+                window_bytes=window_bytes,
+                keep_files=self.keep_files,
+                position_ids=self.position_ids,
+                store_options=self.store_options,
             )
         except ShardLoaderError as exc:
             raise type(exc)(f"{where(self.opened, i)}: {exc}") from None
@@ -128,7 +149,9 @@ class MixtureDataset(TokenDataset, serves=MIXTURE_FORMAT):
             return
         needs = [_room_needed(c) for c in remote]
         if self.disk_budget < sum(needs):
-            parts = ", ".join(f"{self.mixture.components[self.components.index(c)].name} {n:,}" for c, n in zip(remote, needs))
+            parts = ", ".join(
+                f"{self.mixture.components[self.components.index(c)].name} {n:,}" for c, n in zip(remote, needs)
+            )
             raise DiskBudgetError(
                 f"disk budget {self.disk_budget:,} bytes cannot hold the current and the next window of every component: "
                 f"the minimum is {sum(needs):,} bytes (two largest windows and a download journal each: {parts}); raise disk_budget or make windows smaller"
@@ -141,7 +164,9 @@ class MixtureDataset(TokenDataset, serves=MIXTURE_FORMAT):
         """Workers get the parsed mixture and its components, never open windows, threads or leases."""
         state = dict(self.__dict__)
         state.pop("_server", None)
-        state["_walker"] = Walker(self.interleave)  # a worker walks from the anchor it is given: the blocks met here stay here
+        state["_walker"] = Walker(
+            self.interleave
+        )  # a worker walks from the anchor it is given: the blocks met here stay here
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -157,11 +182,15 @@ class MixtureDataset(TokenDataset, serves=MIXTURE_FORMAT):
     def plan(self, position: MixturePosition | None = None) -> MixturePlan:
         """This rank's plan for the rest of the mixture epoch from `position` (default: where the stream stands)."""
         p = self._normal(self.position if position is None else position)
-        return MixturePlan(p, p.epoch_start + self.epoch_samples, self.batch_size, self.world.rank, self.world.world_size)
+        return MixturePlan(
+            p, p.epoch_start + self.epoch_samples, self.batch_size, self.world.rank, self.world.world_size
+        )
 
     def advanced(self, plan: MixturePlan, base: MixturePosition, served: int) -> MixturePosition:
         """The position once `served` batches of `plan` (which starts at `base`) are served."""
-        return MixturePosition(base.epoch, base.epoch_start, base.served + served * plan.global_batch, base.batches + served, base.block)
+        return MixturePosition(
+            base.epoch, base.epoch_start, base.served + served * plan.global_batch, base.batches + served, base.block
+        )
 
     def encode_position(self, position: MixturePosition) -> list[int]:
         return self._normal(position).to_list()
@@ -190,17 +219,31 @@ class MixtureDataset(TokenDataset, serves=MIXTURE_FORMAT):
         self.position = MixturePosition(epoch, start, start, 0, block)
 
     def next_window(self) -> None:
-        raise ArgumentError("next_window() moves a dataset to its next window; a mixture's components move through windows of their own")
+        raise ArgumentError(
+            "next_window() moves a dataset to its next window; a mixture's components move through windows of their own"
+        )
 
     def stream_key(self) -> StreamKey:
         names = tuple(c.name for c in self.mixture.components)
         return StreamKey(
-            self.mixture.name, self.split, self.spec.seq_len, self.batch_size, self.spec.step, self.spec.label_shift, self.seed,
-            names, tuple(c.version for c in self.mixture.components), tuple(c.stream_key().windows for c in self.components),
+            self.mixture.name,
+            self.split,
+            self.spec.seq_len,
+            self.batch_size,
+            self.spec.step,
+            self.spec.label_shift,
+            self.seed,
+            names,
+            tuple(c.version for c in self.mixture.components),
+            tuple(c.stream_key().windows for c in self.components),
         )
 
     def _weights(self) -> Weights:
-        return Weights(self.mixture.version, tuple(c.weight for c in self.mixture.components), self.mixture.tokens_per_epoch[self.split])
+        return Weights(
+            self.mixture.version,
+            tuple(c.weight for c in self.mixture.components),
+            self.mixture.tokens_per_epoch[self.split],
+        )
 
     def _consumed(self, position: MixturePosition) -> tuple[int, ...]:
         """Each component's samples consumed before `position.served`, over all its epochs."""
@@ -212,7 +255,9 @@ class MixtureDataset(TokenDataset, serves=MIXTURE_FORMAT):
         p = self._normal(self.position)
         consumed = self._consumed(p)
         epochs = tuple(k // c.samples for k, c in zip(consumed, self.components))
-        return MixtureState(self.stream_key(), self._weights(), self.interleave.block, self.world.world_size, p, consumed, epochs).to_dict()
+        return MixtureState(
+            self.stream_key(), self._weights(), self.interleave.block, self.world.world_size, p, consumed, epochs
+        ).to_dict()
 
     def load_state_dict(self, state: dict) -> None:
         """Continue from a saved state, at any world size. A state of another mixture version is refused naming what
@@ -229,19 +274,25 @@ class MixtureDataset(TokenDataset, serves=MIXTURE_FORMAT):
             )
         p = saved.position
         if not p.block.start <= p.served or not p.epoch_start <= p.served:
-            raise StateError(f"state_dict position (served {p.served}, epoch_start {p.epoch_start}, block {p.block.start}) is inconsistent")
+            raise StateError(
+                f"state_dict position (served {p.served}, epoch_start {p.epoch_start}, block {p.block.start}) is inconsistent"
+            )
         weights = units([c.weight for c in self.mixture.components])
         self.interleave = Interleave(weights, saved.block_samples)
         self._walker = Walker(self.interleave)
         if changed:
             p = replace(p, block=BlockState.origin(p.served, saved.consumed))
         elif self._consumed(p) != saved.consumed:
-            raise StateError("state_dict consumed does not match its block: the state was edited or belongs to another stream")
+            raise StateError(
+                "state_dict consumed does not match its block: the state was edited or belongs to another stream"
+            )
         self.position = p
 
     # --- serving ------------------------------------------------------------------------------------------------
 
-    def serve(self, plan: MixturePlan, consumer: Consumer = Consumer()) -> Iterator[tuple[int, dict[int, Shard], np.ndarray, np.ndarray]]:
+    def serve(
+        self, plan: MixturePlan, consumer: Consumer = Consumer()
+    ) -> Iterator[tuple[int, dict[int, Shard], np.ndarray, np.ndarray]]:
         """(first batch index from the plan's start, open shards by global id, shard ids, token starts) of each run of
         consecutive batches `consumer` serves; a run's rows are whole batches, in order. Served to its end, a plan
         leaves the components' windows open for the next one (the next epoch goes on from there); stopped, it closes them."""
@@ -249,7 +300,9 @@ class MixtureDataset(TokenDataset, serves=MIXTURE_FORMAT):
         if server is None or not server.follows(self.interleave, consumer, plan):
             if server is not None:
                 server.close()
-            server = self._server = Server(self.interleave, self.components, [self.shard_offset(i) for i in range(len(self.components))], consumer)
+            server = self._server = Server(
+                self.interleave, self.components, [self.shard_offset(i) for i in range(len(self.components))], consumer
+            )
         return server.serve(plan)
 
     def components_of(self, shard_ids: np.ndarray) -> np.ndarray:
@@ -270,4 +323,3 @@ class MixtureDataset(TokenDataset, serves=MIXTURE_FORMAT):
             server.close()
         for component in self.components:
             component.close()
-

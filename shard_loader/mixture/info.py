@@ -24,7 +24,16 @@ class ComponentSummary:
 def summaries(opened: OpenedMixture, split: str, tokens: list[int]) -> list[ComponentSummary]:
     total, per_epoch = sum(tokens), opened.file.tokens_per_epoch[split]
     return [
-        ComponentSummary(c.name, c.weight, n / total if total else 0.0, n, c.weight * per_epoch / n if n else float("inf"), c.dataset, c.version, c.max_repeats)
+        ComponentSummary(
+            c.name,
+            c.weight,
+            n / total if total else 0.0,
+            n,
+            c.weight * per_epoch / n if n else float("inf"),
+            c.dataset,
+            c.version,
+            c.max_repeats,
+        )
         for c, n in zip(opened.file.components, tokens)
     ]
 
@@ -43,11 +52,19 @@ def describe(opened: OpenedMixture, as_json: bool = False) -> str:
         rows = summaries(opened, split, [m.splits[split].tokens if split in m.splits else 0 for m in manifests])
         report[split] = [asdict(r) for r in rows]
         lines.append(f"{split:<11} {per_epoch:>15,} tokens per mixture epoch")
-        lines.append(f"  {'component':<16} {'weight':>7} {'natural':>8} {'tokens':>15} {'epochs/mixture epoch':>21}  version")
+        lines.append(
+            f"  {'component':<16} {'weight':>7} {'natural':>8} {'tokens':>15} {'epochs/mixture epoch':>21}  version"
+        )
         for r in rows:
             note = f"  repeats: {r.epochs:.2f} of its epochs per mixture epoch" if r.epochs > 1 else ""
             cap = f", max_repeats {r.max_repeats:g}" if r.max_repeats is not None else ""
-            lines.append(f"  {r.name:<16} {r.weight:>7.3f} {r.natural:>8.3f} {r.tokens:>15,} {r.epochs:>21.3f}  {r.version}{cap}{note}")
+            lines.append(
+                f"  {r.name:<16} {r.weight:>7.3f} {r.natural:>8.3f} {r.tokens:>15,} {r.epochs:>21.3f}  {r.version}{cap}{note}"
+            )
     if as_json:
-        lines.append(json.dumps({"mixture": mix.name, "version": mix.version, "splits": report, "lineage": mix.lineage}, indent=2))
+        lines.append(
+            json.dumps(
+                {"mixture": mix.name, "version": mix.version, "splits": report, "lineage": mix.lineage}, indent=2
+            )
+        )
     return "\n".join(lines)

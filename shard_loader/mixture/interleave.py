@@ -120,7 +120,9 @@ class Interleave:
         task, rank = self._layout
         owner = np.where(task == self.n, -1 - rank, task).astype(np.int32)
         places = np.flatnonzero(owner < 0).astype(np.int64)
-        before = np.stack([np.searchsorted(p, places) for p in self._base_places]) if self.n else np.zeros((0, 0), np.int64)
+        before = (
+            np.stack([np.searchsorted(p, places) for p in self._base_places]) if self.n else np.zeros((0, 0), np.int64)
+        )
         return owner, rank, places, before
 
     @cached_property
@@ -180,9 +182,11 @@ class Interleave:
         """The state at the start of the next block."""
         got = [1 if s >= 0 else 0 for s in picks.slots]
         return BlockState(
-            state.start + self.block, state.index + 1,
+            state.start + self.block,
+            state.index + 1,
             tuple(c + b + g for c, b, g in zip(state.consumed, self.base, got)),
-            tuple(e + g for e, g in zip(state.extras, got)), picks.slots,
+            tuple(e + g for e, g in zip(state.extras, got)),
+            picks.slots,
         )
 
     def consumed_at(self, state: BlockState, picks: Picks, offset: int) -> tuple[int, ...]:
@@ -191,7 +195,9 @@ class Interleave:
         out = []
         for c, base in enumerate(self._base_places):
             s = picks.slots[c]
-            out.append(state.consumed[c] + int(np.searchsorted(base, offset)) + (1 if s >= 0 and places[s] < offset else 0))
+            out.append(
+                state.consumed[c] + int(np.searchsorted(base, offset)) + (1 if s >= 0 and places[s] < offset else 0)
+            )
         return tuple(out)
 
     def origin(self, state: BlockState) -> BlockState:
@@ -201,9 +207,13 @@ class Interleave:
 
     def locate(self, state: BlockState, picks: Picks, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(component, component sample index over all epochs) of the samples at these offsets of the block."""
-        return self.locate_blocks([state], [picks], np.zeros(len(offsets), dtype=np.int64), np.asarray(offsets, dtype=np.int64))
+        return self.locate_blocks(
+            [state], [picks], np.zeros(len(offsets), dtype=np.int64), np.asarray(offsets, dtype=np.int64)
+        )
 
-    def locate_blocks(self, states: Sequence[BlockState], picks: Sequence[Picks], blocks: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def locate_blocks(
+        self, states: Sequence[BlockState], picks: Sequence[Picks], blocks: np.ndarray, offsets: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(component, component sample index over all epochs) of samples at `offsets` of the blocks `states[blocks]`
         (one vectorised pass over a run of blocks)."""
         owner, rank, places, before = self._template

@@ -86,7 +86,10 @@ def open_mixture(url: str, store_options: dict | None = None) -> OpenedMixture:
 def component_cache_dir(cache_dir: Path, name: str) -> Path:
     """A component's folder under a mixture's cache_dir (each has its own part of the disk budget): readable, and
     distinct for distinct names."""
-    return Path(cache_dir) / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', name)[:40]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+    return (
+        Path(cache_dir)
+        / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', name)[:40]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+    )
 
 
 def where(opened: OpenedMixture, i: int) -> str:
@@ -98,15 +101,24 @@ def check_component(opened: OpenedMixture, i: int, manifest: Manifest) -> None:
     """Refuse a component manifest that is not the one the mixture names, or has another tokenizer or token dtype."""
     mix, c = opened.file, opened.file.components[i]
     if manifest.tokenizer.fingerprint != mix.tokenizer.fingerprint:
-        raise ManifestError(f"{where(opened, i)}: tokenizer fingerprint {manifest.tokenizer.fingerprint!r} is not the mixture's {mix.tokenizer.fingerprint!r}")
+        raise ManifestError(
+            f"{where(opened, i)}: tokenizer fingerprint {manifest.tokenizer.fingerprint!r} is not the mixture's {mix.tokenizer.fingerprint!r}"
+        )
     if manifest.token_dtype != mix.tokenizer.token_dtype:
-        raise ManifestError(f"{where(opened, i)}: token_dtype {manifest.token_dtype} is not the mixture's {mix.tokenizer.token_dtype}")
+        raise ManifestError(
+            f"{where(opened, i)}: token_dtype {manifest.token_dtype} is not the mixture's {mix.tokenizer.token_dtype}"
+        )
     if (manifest.dataset, manifest.version) != (c.dataset, c.version):
-        raise ManifestError(f"{where(opened, i)}: the manifest is {manifest.dataset}@{manifest.version}, the mixture names {c.dataset}@{c.version}")
+        raise ManifestError(
+            f"{where(opened, i)}: the manifest is {manifest.dataset}@{manifest.version}, the mixture names {c.dataset}@{c.version}"
+        )
 
 
 def open_components(
-    opened: OpenedMixture, splits: Sequence[str] | None = None, cache_dir: str | Path | None = None, store_options: dict | None = None
+    opened: OpenedMixture,
+    splits: Sequence[str] | None = None,
+    cache_dir: str | Path | None = None,
+    store_options: dict | None = None,
 ) -> list[OpenedManifest]:
     """Each component's pinned manifest, its bytes checked against the mixture's size and sha256 and its tokenizer
     against the mixture's, with the shard tables of `splits` (default all) read."""
@@ -114,7 +126,9 @@ def open_components(
     for i, c in enumerate(opened.file.components):
         cache = component_cache_dir(cache_dir, c.name) if cache_dir is not None else None
         try:
-            manifest = open_manifest(opened.component_urls[i], splits, cache, pinned=c.manifest, **(store_options or {}))
+            manifest = open_manifest(
+                opened.component_urls[i], splits, cache, pinned=c.manifest, **(store_options or {})
+            )
         except ShardLoaderError as exc:
             raise type(exc)(f"{where(opened, i)}: {exc}") from None
         check_component(opened, i, manifest.manifest)

@@ -153,7 +153,13 @@ class Server:
     last one ended (the next mixture epoch) goes on with them, since each component's window runs on across epochs;
     a plan that stops early closes them."""
 
-    def __init__(self, interleave: Interleave, components: Sequence[ComponentDataset], first_shards: Sequence[int], consumer: Consumer):
+    def __init__(
+        self,
+        interleave: Interleave,
+        components: Sequence[ComponentDataset],
+        first_shards: Sequence[int],
+        consumer: Consumer,
+    ):
         self.components, self.consumer = components, consumer
         self.open: dict[int, Shard] = {}
         self.held = [HeldWindows(c, first, self.open) for c, first in zip(components, first_shards)]
@@ -163,7 +169,12 @@ class Server:
 
     def follows(self, interleave: Interleave, consumer: Consumer, plan: MixturePlan) -> bool:
         """Whether `plan` goes on where this consumer's last plan ended."""
-        return not self.closed and self.walker.interleave is interleave and self.consumer == consumer and self.end == plan.start.served
+        return (
+            not self.closed
+            and self.walker.interleave is interleave
+            and self.consumer == consumer
+            and self.end == plan.start.served
+        )
 
     def serve(self, plan: MixturePlan) -> Iterator[tuple[int, dict[int, Shard], np.ndarray, np.ndarray]]:
         """The consumer's runs of `plan` (see MixtureDataset.serve)."""
@@ -201,7 +212,9 @@ class Server:
         row = plan.rank * B + np.arange(B)
         for chunk in _chunks(self.consumer.runs(0, plan.total_batches), CHUNK_BATCHES):
             lengths = np.array([b - a for a, b in chunk])
-            batches = np.arange(lengths.sum()) + np.repeat(np.array([a for a, _ in chunk]) - (np.cumsum(lengths) - lengths), lengths)
+            batches = np.arange(lengths.sum()) + np.repeat(
+                np.array([a for a, _ in chunk]) - (np.cumsum(lengths) - lengths), lengths
+            )
             positions = (plan.start.served + batches[:, None] * G + row).reshape(-1)
             comp, k = _map(self.walker, plan, positions)
             order = np.argsort(comp, kind="stable")  # rows grouped by component, each group in stream order
@@ -216,7 +229,9 @@ class Server:
                     spans.append((c, lo, hi, int(places[lo]), int(places[hi - 1])))
             found_ids, found_starts = np.empty_like(k), np.empty_like(k)
             ids, starts = np.empty_like(k), np.empty_like(k)
-            if all(held[c].windows_between(first, last, 2) <= 2 for c, _, _, first, last in spans):  # at most two windows each: at once
+            if all(
+                held[c].windows_between(first, last, 2) <= 2 for c, _, _, first, last in spans
+            ):  # at most two windows each: at once
                 for c, lo, hi, first, last in spans:
                     held[c].need(first, last)
                     held[c].lookup(places[lo:hi], offsets[lo:hi], found_ids[lo:hi], found_starts[lo:hi])

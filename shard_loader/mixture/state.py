@@ -79,12 +79,19 @@ class MixtureState:
         """A flat dict of plain values and lists (JSON- and torch.save-friendly)."""
         p = self.position
         return {
-            "version": STATE_VERSION, "kind": STATE_KIND,
+            "version": STATE_VERSION,
+            "kind": STATE_KIND,
             **{f.name: _plain(getattr(self.key, f.name)) for f in fields(StreamKey)},
             **{f.name: _plain(getattr(self.weights, f.name)) for f in fields(Weights)},
-            "block_samples": self.block_samples, "world_size": self.world_size,
-            "epoch": p.epoch, "epoch_start": p.epoch_start, "served": p.served, "batches": p.batches,
-            "consumed": list(self.consumed), "component_epochs": list(self.component_epochs), "block": p.block.to_list(),
+            "block_samples": self.block_samples,
+            "world_size": self.world_size,
+            "epoch": p.epoch,
+            "epoch_start": p.epoch_start,
+            "served": p.served,
+            "batches": p.batches,
+            "consumed": list(self.consumed),
+            "component_epochs": list(self.component_epochs),
+            "block": p.block.to_list(),
         }
 
     @classmethod
@@ -95,8 +102,21 @@ class MixtureState:
             raise StateError("state_dict was saved by a dataset, not a mixture: it cannot be loaded into a mixture")
         if state.get("version") != STATE_VERSION:
             raise StateError(f"state_dict version {state.get('version')!r} is not {STATE_VERSION}")
-        names = [f.name for f in fields(StreamKey)] + [f.name for f in fields(Weights)] + [
-            "block_samples", "world_size", "epoch", "epoch_start", "served", "batches", "consumed", "component_epochs", "block"]
+        names = (
+            [f.name for f in fields(StreamKey)]
+            + [f.name for f in fields(Weights)]
+            + [
+                "block_samples",
+                "world_size",
+                "epoch",
+                "epoch_start",
+                "served",
+                "batches",
+                "consumed",
+                "component_epochs",
+                "block",
+            ]
+        )
         missing = [n for n in names if n not in state]
         if missing:
             raise StateError(f"state_dict lacks {', '.join(missing)}")
@@ -112,9 +132,25 @@ class MixtureState:
         if not isinstance(state["block"], (list, tuple)) or len(state["block"]) != 2 + 3 * n:
             raise StateError(f"state_dict block must hold {2 + 3 * n} integers")
         key = StreamKey(**{f.name: _tuple(state[f.name]) for f in fields(StreamKey)})
-        weights = Weights(state["mixture_version"], tuple(float(w) for w in state["weights"]), state["tokens_per_epoch"])
-        position = MixturePosition(state["epoch"], state["epoch_start"], state["served"], state["batches"], BlockState.from_list(state["block"], n))
-        return cls(key, weights, state["block_samples"], state["world_size"], position, tuple(state["consumed"]), tuple(state["component_epochs"]))
+        weights = Weights(
+            state["mixture_version"], tuple(float(w) for w in state["weights"]), state["tokens_per_epoch"]
+        )
+        position = MixturePosition(
+            state["epoch"],
+            state["epoch_start"],
+            state["served"],
+            state["batches"],
+            BlockState.from_list(state["block"], n),
+        )
+        return cls(
+            key,
+            weights,
+            state["block_samples"],
+            state["world_size"],
+            position,
+            tuple(state["consumed"]),
+            tuple(state["component_epochs"]),
+        )
 
     def check(self, key: StreamKey) -> None:
         """Refuse a state saved for another stream, naming the first field (or component) that differs."""
@@ -129,7 +165,9 @@ class MixtureState:
                     f"state_dict was saved with component {key.components[i]!r} (components[{i}]) at {what} {saved[i]!r}, "
                     f"this mixture has {mine[i]!r}; a component's position holds only for the same {what}"
                 )
-            raise StateError(f"state_dict was saved with {f.name} {_plain(saved)!r}, this mixture has {f.name} {_plain(mine)!r}")
+            raise StateError(
+                f"state_dict was saved with {f.name} {_plain(saved)!r}, this mixture has {f.name} {_plain(mine)!r}"
+            )
 
     def weight_change(self, weights: Weights, names: tuple[str, ...]) -> str | None:
         """The first field a weight change altered (e.g. `components[1].weight`), or None for the same mixture version."""

@@ -44,10 +44,18 @@ class HttpStore:
     def _open(self, key: str, headers: dict[str, str], method: str = "GET") -> Iterator[http.client.HTTPResponse]:
         url = self._url(key)
         try:
-            with urllib.request.urlopen(urllib.request.Request(url, headers=headers, method=method), timeout=self.timeout) as response:
+            with urllib.request.urlopen(
+                urllib.request.Request(url, headers=headers, method=method), timeout=self.timeout
+            ) as response:
                 yield response
         except urllib.error.HTTPError as exc:
-            error = TransientStoreError if exc.code in TRANSIENT_STATUS else NotFoundError if exc.code == 404 else StoreError
+            error = (
+                TransientStoreError
+                if exc.code in TRANSIENT_STATUS
+                else NotFoundError
+                if exc.code == 404
+                else StoreError
+            )
             hint = HINTS.get(exc.code, "")
             raise error(f"{url}: HTTP {exc.code} {exc.reason}{hint}") from None
         except NETWORK_ERRORS as exc:

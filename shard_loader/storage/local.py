@@ -25,14 +25,26 @@ class LocalStore:
         path = self.root / check_key(key, f"key under {self.root}")
         resolved = path.resolve()
         if not resolved.is_relative_to(self.root):
-            raise UnsafeFileError(f"{self.root}: key {key} resolves to {resolved}, outside the dataset root; refusing it")
+            raise UnsafeFileError(
+                f"{self.root}: key {key} resolves to {resolved}, outside the dataset root; refusing it"
+            )
         try:
             mode = os.lstat(path).st_mode
         except FileNotFoundError:
             return path
         if not stat.S_ISREG(mode):
-            kind = "symlink" if stat.S_ISLNK(mode) else "FIFO" if stat.S_ISFIFO(mode) else "device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "non-regular file"
-            raise UnsafeFileError(f"{self.root}: key {key} is a {kind}; a dataset holds regular files only, refusing it")
+            kind = (
+                "symlink"
+                if stat.S_ISLNK(mode)
+                else "FIFO"
+                if stat.S_ISFIFO(mode)
+                else "device"
+                if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "non-regular file"
+            )
+            raise UnsafeFileError(
+                f"{self.root}: key {key} is a {kind}; a dataset holds regular files only, refusing it"
+            )
         return path
 
     def _open(self, key: str) -> BufferedReader:
@@ -42,10 +54,16 @@ class LocalStore:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError:
             if not Path(self.root).is_dir():
-                raise NotFoundError(f"{self.root}: the folder does not exist, so it holds no dataset; check the path (or build one there)") from None
-            raise NotFoundError(f"{self.root}: no file for key {key}; check that a dataset is published there") from None
+                raise NotFoundError(
+                    f"{self.root}: the folder does not exist, so it holds no dataset; check the path (or build one there)"
+                ) from None
+            raise NotFoundError(
+                f"{self.root}: no file for key {key}; check that a dataset is published there"
+            ) from None
         except OSError as exc:
-            raise UnsafeFileError(f"{self.root}: key {key} cannot be opened as a regular file: {exc.strerror}") from None
+            raise UnsafeFileError(
+                f"{self.root}: key {key} cannot be opened as a regular file: {exc.strerror}"
+            ) from None
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
             raise UnsafeFileError(f"{self.root}: key {key} is not a regular file; refusing it")

@@ -29,7 +29,9 @@ from .local import LocalStore
 if TYPE_CHECKING:
     from .s3 import S3Store
 
-LEASE_SECONDS = 3600.0  # a reader's lease outlives its last renewal by this long (a killed trainer's lapses within the hour)
+LEASE_SECONDS = (
+    3600.0  # a reader's lease outlives its last renewal by this long (a killed trainer's lapses within the hour)
+)
 RENEW_SECONDS = 600.0
 log = logging.getLogger(__name__)
 
@@ -110,8 +112,16 @@ class ReaderLease:
     """A lease on one version, written at `acquire`, renewed every `renew` seconds from a daemon thread, removed at
     `release` (or when the holder is garbage-collected, or at exit). `refused` says why none could be written."""
 
-    def __init__(self, store: Store, version: str, seconds: float = LEASE_SECONDS, renew: float = RENEW_SECONDS, kind: str = "reader",
-                 holder: str | None = None, note: str = ""):
+    def __init__(
+        self,
+        store: Store,
+        version: str,
+        seconds: float = LEASE_SECONDS,
+        renew: float = RENEW_SECONDS,
+        kind: str = "reader",
+        holder: str | None = None,
+        note: str = "",
+    ):
         self.store, self.writer = store, writer_for(store)
         holder = holder or _holder()
         self.lease = Lease(version, holder, kind, seconds, note or f"{kind} {holder}")
@@ -139,7 +149,9 @@ class ReaderLease:
         """Renew the lease from a daemon thread until `release`."""
         if self.writer is None:
             raise StoreError(f"{self.store.url} cannot be written to: there is no lease {self.key} to renew")
-        self._thread = threading.Thread(target=self._renew_loop, args=(self.writer,), name=f"lease-{self.lease.version}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._renew_loop, args=(self.writer,), name=f"lease-{self.lease.version}", daemon=True
+        )
         self._thread.start()
 
     def _renew_loop(self, writer: LeaseWriter) -> None:
@@ -150,7 +162,13 @@ class ReaderLease:
                 failing = False
             except (StoreError, OSError) as exc:
                 if not failing:
-                    log.warning("%s: cannot renew the reader lease %s (%s); it lapses %.0f s after its last renewal", self.store.url, self.key, exc, self.lease.seconds)
+                    log.warning(
+                        "%s: cannot renew the reader lease %s (%s); it lapses %.0f s after its last renewal",
+                        self.store.url,
+                        self.key,
+                        exc,
+                        self.lease.seconds,
+                    )
                 failing = True
                 continue
             with self._renewed:
@@ -198,7 +216,13 @@ def hold_reader_lease(store: Store, version: str, opened_key: str) -> ReaderLeas
         log.warning(
             "%s: no reader lease on %s (%s): this version is protected only by gc's grace period after it is "
             "superseded (shard-assets gc --grace, 7 days by default) and by pins; for a longer run, pin it with write keys: "
-            "shard-loader pin %s/%s/%s.json --for 30d", store.url, version, lease.refused, store.url, VERSIONS_DIR, version,
+            "shard-loader pin %s/%s/%s.json --for 30d",
+            store.url,
+            version,
+            lease.refused,
+            store.url,
+            VERSIONS_DIR,
+            version,
         )
         return None
     if _being_collected(store, version, opened_key):
@@ -223,7 +247,9 @@ def pin(url: str, seconds: float, note: str = "", **store_options: Any) -> tuple
     root, key = split_manifest_url(url)
     scheme = urlparse(root).scheme
     if scheme in ("http", "https"):
-        raise StoreError(f"{url}: an https URL cannot be written to; pin the version where it is published (its s3://, r2:// or folder URL) with write keys")
+        raise StoreError(
+            f"{url}: an https URL cannot be written to; pin the version where it is published (its s3://, r2:// or folder URL) with write keys"
+        )
     store = open_store(root, **({"role": "write", **store_options} if is_remote(root) else {}))
     if is_remote(root):
         from .s3 import S3Store
@@ -232,7 +258,9 @@ def pin(url: str, seconds: float, note: str = "", **store_options: Any) -> tuple
             store.role = "write"  # errors name the write keys' variables
     version = parse_manifest(store.read_bytes(key), origin=f"{store.url}/{key}").version
     holder = f"pin-{secrets.token_hex(6)}"
-    lease = ReaderLease(store, version, seconds, kind="pin", holder=holder, note=note or f"pinned from {socket.gethostname()}")
+    lease = ReaderLease(
+        store, version, seconds, kind="pin", holder=holder, note=note or f"pinned from {socket.gethostname()}"
+    )
     if not lease.acquire():
         raise StoreError(f"{store.url}: cannot write the pin {lease.key}: {lease.refused}")
     lease.keep()  # it lapses after `seconds`, or is deleted by hand

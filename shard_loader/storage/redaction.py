@@ -33,7 +33,15 @@ def redact(text: str, extra: tuple[str, ...] = ()) -> str:
 
 
 # botocore logs whole requests at DEBUG, the Authorization header (with the access key id) included.
-CLIENT_LOGGERS = ("botocore.endpoint", "botocore.auth", "botocore.hooks", "botocore.httpsession", "botocore.parsers", "urllib3.connectionpool", "s3transfer")
+CLIENT_LOGGERS = (
+    "botocore.endpoint",
+    "botocore.auth",
+    "botocore.hooks",
+    "botocore.httpsession",
+    "botocore.parsers",
+    "urllib3.connectionpool",
+    "s3transfer",
+)
 
 
 class RedactingFilter(logging.Filter):

@@ -31,8 +31,13 @@ class RequestStats:
                 setattr(self, name, getattr(self, name) + n)
 
     def as_dict(self) -> dict[str, int]:
-        return {"requests": self.requests, "retries": self.retries, "failures": self.failures, "bytes": self.bytes,
-                "range_fallbacks": self.range_fallbacks}
+        return {
+            "requests": self.requests,
+            "retries": self.retries,
+            "failures": self.failures,
+            "bytes": self.bytes,
+            "range_fallbacks": self.range_fallbacks,
+        }
 
 
 @dataclass(frozen=True)
@@ -69,7 +74,9 @@ class Deadline:
             )
 
 
-def with_retries(call: Callable[[], T], what: str, policy: RetryPolicy, stats: RequestStats, deadline: Deadline | None = None) -> T:
+def with_retries(
+    call: Callable[[], T], what: str, policy: RetryPolicy, stats: RequestStats, deadline: Deadline | None = None
+) -> T:
     """Run `call`, retrying TransientStoreError up to `policy.attempts` times (and never past `deadline`); other errors pass through."""
     for attempt in range(policy.attempts):
         stats.add(requests=1)

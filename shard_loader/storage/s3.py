@@ -53,7 +53,9 @@ class S3Store:
             raise classify(exc, self._where(action, key), self.role) from None
 
     def _get(self, key: str, **extra: str) -> dict[str, Any]:
-        response: dict[str, Any] = self._call(key, lambda: self.client.get_object(Bucket=self.bucket, Key=self._key(key), **extra))
+        response: dict[str, Any] = self._call(
+            key, lambda: self.client.get_object(Bucket=self.bucket, Key=self._key(key), **extra)
+        )
         return response
 
     def read_bytes(self, key: str, limit: int = MAX_OBJECT_BYTES) -> bytes:
@@ -64,13 +66,19 @@ class S3Store:
             return collect(iter_body(raw.read1, response["ContentLength"], where, s3_errors()), where)
 
     def size(self, key: str) -> int:
-        return int(self._call(key, lambda: self.client.head_object(Bucket=self.bucket, Key=self._key(key))["ContentLength"], "head"))
+        return int(
+            self._call(
+                key, lambda: self.client.head_object(Bucket=self.bucket, Key=self._key(key))["ContentLength"], "head"
+            )
+        )
 
     def stream(self, key: str, start: int, end: int) -> Iterator[bytes]:
         response = self._get(key, Range=f"bytes={start}-{end - 1}")
         where = self._where("get", key)
         with response["Body"] as raw:
-            check_range_answer(where, response["ResponseMetadata"]["HTTPStatusCode"], response["ContentLength"], start, end)
+            check_range_answer(
+                where, response["ResponseMetadata"]["HTTPStatusCode"], response["ContentLength"], start, end
+            )
             yield from iter_body(raw.read1, end - start, where, s3_errors())
 
     def local_path(self, key: str) -> Path | None:

@@ -20,7 +20,18 @@ from .redaction import redact, redact_client_logs, register_secret
 Role = Literal["read", "write"]
 ENDPOINT_VARIABLE = "S3_ENDPOINT_URL"
 ACCOUNT_VARIABLE = "R2_DATASET_ACCOUNT_ID"
-TRANSIENT_CODES = {"500", "502", "503", "504", "429", "SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "Throttling"}
+TRANSIENT_CODES = {
+    "500",
+    "502",
+    "503",
+    "504",
+    "429",
+    "SlowDown",
+    "InternalError",
+    "ServiceUnavailable",
+    "RequestTimeout",
+    "Throttling",
+}
 WHERE = f"{ENDPOINT_VARIABLE}/{ACCOUNT_VARIABLE}"
 HINTS = {  # S3 error code -> what to do; {id} and {secret} are the role's key variables
     "AccessDenied": "the keys lack permission for this bucket, prefix or action; check {id}/{secret} (read-only keys cannot write)",
@@ -31,7 +42,7 @@ HINTS = {  # S3 error code -> what to do; {id} and {secret} are the role's key v
     "404": "no object at this key; check the URL and that the dataset is published there",
     "NotImplemented": "the endpoint does not support this request (R2 refuses checksum headers); make the client with shard_loader.s3_client.make_s3_client",
     "403": "the endpoint refuses these keys or this action; check {id}/{secret} (a wrong secret, or keys without access to "
-           "this bucket; read-only keys cannot write) and " + WHERE,
+    "this bucket; read-only keys cannot write) and " + WHERE,
 }
 MISSING_CODES = {"NoSuchKey", "NotFound", "404"}  # no object at the key (NoSuchBucket, also a 404, is a setting to fix)
 ACCOUNT_ID = re.compile(r"[0-9a-fA-F]{32}")  # a Cloudflare account id: 32 hexadecimal characters
@@ -103,7 +114,9 @@ def resolve_settings(
     secret = secret_access_key or os.environ.get(secret_var) or None
     if bool(key_id) != bool(secret):
         missing = secret_var if key_id else id_var
-        raise CredentialsError(f"{role} keys are incomplete: set {missing} (or pass the matching store option) for {endpoint or 'S3'}")
+        raise CredentialsError(
+            f"{role} keys are incomplete: set {missing} (or pass the matching store option) for {endpoint or 'S3'}"
+        )
     return S3Settings(endpoint_url=endpoint, access_key_id=key_id, secret_access_key=secret, region=region)
 
 
@@ -214,7 +227,10 @@ def describe_s3_error(exc: BaseException, where: str, role: Role = "read") -> S3
     if isinstance(exc, ClientError):
         code = str(exc.response.get("Error", {}).get("Code", ""))
         status = str(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
-        text, transient = f"{code or status} {exc.response.get('Error', {}).get('Message', '')}".strip(), code in TRANSIENT_CODES or status in TRANSIENT_CODES
+        text, transient = (
+            f"{code or status} {exc.response.get('Error', {}).get('Message', '')}".strip(),
+            code in TRANSIENT_CODES or status in TRANSIENT_CODES,
+        )
     else:  # a transfer error (S3UploadFailedError) carries its code only in its text: "An error occurred (AccessDenied) ..."
         found = re.search(r"An error occurred \((\w+)\)", str(exc))
         code, status, text = found.group(1) if found else "", "", f"{type(exc).__name__}: {exc}"

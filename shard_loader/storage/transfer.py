@@ -13,8 +13,13 @@ MAX_OBJECT_BYTES = 512 << 20  # read_bytes is for manifests and small records: a
 READ_BYTES_SECONDS = 300.0  # the deadline of one read_bytes
 
 
-def iter_body(read1: Callable[[int], bytes], length: int | None, where: str, errors: tuple[type[BaseException], ...],
-              limit: int | None = None) -> Iterator[bytes]:
+def iter_body(
+    read1: Callable[[int], bytes],
+    length: int | None,
+    where: str,
+    errors: tuple[type[BaseException], ...],
+    limit: int | None = None,
+) -> Iterator[bytes]:
     """Exactly `length` bytes from `read1` (one socket read per call) as chunks, or with `length` None all bytes up to
     end of stream, refused past `limit`; a body that ends short is a TransientStoreError."""
     received = 0
@@ -22,7 +27,9 @@ def iter_body(read1: Callable[[int], bytes], length: int | None, where: str, err
         try:
             chunk = read1(CHUNK if length is None else min(CHUNK, length - received))
         except errors as exc:
-            raise TransientStoreError(f"{where}: {type(exc).__name__} after {received:,} of {length or 'unsized'} bytes: {exc}") from None
+            raise TransientStoreError(
+                f"{where}: {type(exc).__name__} after {received:,} of {length or 'unsized'} bytes: {exc}"
+            ) from None
         if not chunk and length is None:
             return
         if not chunk:
@@ -52,9 +59,13 @@ def check_range_answer(where: str, status: int, length: int | None, start: int, 
             f"{start}-{end - 1}); it must be read in one streamed GET"
         )
     if status == 206 and length is not None and length < end - start:
-        raise IntegrityError(f"{where}: the object ends at byte {start + length:,}, before {end:,}: it is shorter than the manifest says")
+        raise IntegrityError(
+            f"{where}: the object ends at byte {start + length:,}, before {end:,}: it is shorter than the manifest says"
+        )
     if length is not None and length != end - start:
-        raise TransientStoreError(f"{where}: asked for {end - start:,} bytes at {start:,}, the server announced {length:,}")
+        raise TransientStoreError(
+            f"{where}: asked for {end - start:,} bytes at {start:,}, the server announced {length:,}"
+        )
 
 
 def check_size(where: str, size: int | None, limit: int) -> None:

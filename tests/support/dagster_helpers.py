@@ -10,7 +10,9 @@ import dagster as dg
 from shard_assets.definitions import ASSETS
 from shard_assets.defs.resources import DatasetResource, StoreResource
 
-WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau upsilon".split()
+WORDS = (
+    "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau upsilon".split()
+)
 
 
 def write_jsonl(path: Path, n: int, seed: int) -> None:

@@ -21,7 +21,9 @@ OPTIONS = dict(seq_len=16, batch_size=2, seed=4, window_shards=2, batches_per_tr
 def main(url: str, out: str, sizes: list[int], workers: int, method: str, every: int, kill_at: int) -> None:
     dist.init_process_group("gloo")
     rank = dist.get_rank()
-    loader = TokenDataLoader(TorchTokenDataset(url, **OPTIONS), num_workers=workers, multiprocessing_context=method if workers else None)
+    loader = TokenDataLoader(
+        TorchTokenDataset(url, **OPTIONS), num_workers=workers, multiprocessing_context=method if workers else None
+    )
     checkpoint, step = os.path.join(out, "checkpoint.json"), 0
     if os.path.exists(checkpoint):
         saved = json.load(open(checkpoint))

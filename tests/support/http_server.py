@@ -34,7 +34,12 @@ class Faults:
     def draw(self) -> str | None:
         with self._lock:
             x = self._rng.random()
-            for kind, rate in (("error", self.error_rate), ("reset", self.reset_rate), ("stall", self.stall_rate), ("truncate", self.truncate_rate)):
+            for kind, rate in (
+                ("error", self.error_rate),
+                ("reset", self.reset_rate),
+                ("stall", self.stall_rate),
+                ("truncate", self.truncate_rate),
+            ):
                 if x < rate:
                     self.injected[kind] += 1
                     return kind

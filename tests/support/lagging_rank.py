@@ -31,7 +31,9 @@ def main(url: str, cache: str, budget: int, out: str, sizes: list[int], reps: in
         if rank == 0:
             shutil.rmtree(cache, ignore_errors=True)  # a fresh node for every pass
         dist.barrier()
-        ds = TorchTokenDataset(url, seed=rep, cache_dir=cache, disk_budget=budget, store_options=store_options, **OPTIONS)
+        ds = TorchTokenDataset(
+            url, seed=rep, cache_dir=cache, disk_budget=budget, store_options=store_options, **OPTIONS
+        )
         batches = iter(TokenDataLoader(ds, num_workers=2))
         served = [samples_of(next(batches), sizes)]
         dist.barrier()

@@ -19,11 +19,15 @@ OPTIONS = dict(seq_len=16, batch_size=2, seed=7, window_shards=2, batches_per_tr
 EPOCHS = 2
 
 
-def main(url: str, out: str, sizes: dict[int, tuple[int, ...]], workers: int, method: str, every: int, kill_at: int) -> None:
+def main(
+    url: str, out: str, sizes: dict[int, tuple[int, ...]], workers: int, method: str, every: int, kill_at: int
+) -> None:
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     ds = TorchTokenDataset(url, **OPTIONS)
-    loader = TokenDataLoader(ds, num_workers=workers, multiprocessing_context=method if workers else None, persistent_workers=bool(workers))
+    loader = TokenDataLoader(
+        ds, num_workers=workers, multiprocessing_context=method if workers else None, persistent_workers=bool(workers)
+    )
     checkpoint, step, start_epoch = os.path.join(out, "checkpoint.json"), 0, 0
     if os.path.exists(checkpoint):
         saved = json.load(open(checkpoint))
@@ -54,4 +58,12 @@ def main(url: str, out: str, sizes: dict[int, tuple[int, ...]], workers: int, me
 
 if __name__ == "__main__":
     url, out, sizes, workers, method, every, kill_at = sys.argv[1:8]
-    main(url, out, {int(k): tuple(v) for k, v in json.loads(sizes).items()}, int(workers), method, int(every), int(kill_at))
+    main(
+        url,
+        out,
+        {int(k): tuple(v) for k, v in json.loads(sizes).items()},
+        int(workers),
+        method,
+        int(every),
+        int(kill_at),
+    )

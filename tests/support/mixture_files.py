@@ -14,7 +14,9 @@ import numpy as np
 from shard_loader.format import versioned_key
 from tests.support.synthetic import write_dataset
 
-STRIDE = 10_000  # token at position p of shard s of component c is (c * 100 + s) * STRIDE + p + 1; one document per shard
+STRIDE = (
+    10_000  # token at position p of shard s of component c is (c * 100 + s) * STRIDE + p + 1; one document per shard
+)
 VOCAB = 1 << 23
 
 
@@ -32,34 +34,61 @@ def write_component(root: str | Path, part: Part, version: str = "v1") -> str:
     """Publish one positional dataset under root/<name>; returns its pinned manifest key (relative to root)."""
     assert max(part.sizes) < STRIDE and len(part.sizes) < 100
     shards = [[(part.index * 100 + s) * STRIDE + 1 + np.arange(n)] for s, n in enumerate(part.sizes)]
-    manifest = write_dataset(Path(root) / part.name, {"train": shards}, vocab_size=VOCAB, version=f"{part.name}-{version}", name=part.name)
+    manifest = write_dataset(
+        Path(root) / part.name, {"train": shards}, vocab_size=VOCAB, version=f"{part.name}-{version}", name=part.name
+    )
     return f"{part.name}/{versioned_key(manifest.version)}"
 
 
-def write_mixture(root: str | Path, name: str, parts: list[Part], tokens_per_epoch: int, pinned: dict[str, str] | None = None, edit=None) -> str:
+def write_mixture(
+    root: str | Path,
+    name: str,
+    parts: list[Part],
+    tokens_per_epoch: int,
+    pinned: dict[str, str] | None = None,
+    edit=None,
+) -> str:
     """Publish a mixture of `parts` (folders under `root`, pinned to `pinned[name]` keys, else their current manifests)
     as mixtures/<name>/<version>.json and the live mixtures/<name>.json; returns the live URL. The tokenizer is the
     first component's; `edit(doc)` may alter the document before it is written."""
     root = Path(root)
     components, tokenizer = [], None
     for part in parts:
-        key = (pinned or {}).get(part.name) or f"{part.name}/{versioned_key(json.loads((root / part.name / 'manifest.json').read_text())['dataset']['version'])}"
+        key = (
+            (pinned or {}).get(part.name)
+            or f"{part.name}/{versioned_key(json.loads((root / part.name / 'manifest.json').read_text())['dataset']['version'])}"
+        )
         raw = (root / key).read_bytes()
         doc = json.loads(raw)
-        tokenizer = tokenizer or {**{k: doc["tokenizer"][k] for k in ("fingerprint", "vocab_size", "eod_id")}, "token_dtype": doc["token_dtype"]}
-        components.append({
-            "name": part.name, "weight": part.weight,
-            "manifest": {"url": key, "size": len(raw), "sha256": hashlib.sha256(raw).hexdigest()},
-            "dataset": doc["dataset"]["name"], "version": doc["dataset"]["version"],
-            "tokens": {s: v["tokens"] for s, v in doc["splits"].items()}, "max_repeats": None,
-        })
-    digest = hashlib.sha256(json.dumps([name, tokens_per_epoch, [[c["name"], c["weight"], c["manifest"]["sha256"]] for c in components]]).encode())
+        tokenizer = tokenizer or {
+            **{k: doc["tokenizer"][k] for k in ("fingerprint", "vocab_size", "eod_id")},
+            "token_dtype": doc["token_dtype"],
+        }
+        components.append(
+            {
+                "name": part.name,
+                "weight": part.weight,
+                "manifest": {"url": key, "size": len(raw), "sha256": hashlib.sha256(raw).hexdigest()},
+                "dataset": doc["dataset"]["name"],
+                "version": doc["dataset"]["version"],
+                "tokens": {s: v["tokens"] for s, v in doc["splits"].items()},
+                "max_repeats": None,
+            }
+        )
+    digest = hashlib.sha256(
+        json.dumps(
+            [name, tokens_per_epoch, [[c["name"], c["weight"], c["manifest"]["sha256"]] for c in components]]
+        ).encode()
+    )
     version = f"{name}-{digest.hexdigest()[:16]}"
     doc = {
-        "format": "shard-mixture", "format_version": 1, "mixture": {"name": name, "version": version},
+        "format": "shard-mixture",
+        "format_version": 1,
+        "mixture": {"name": name, "version": version},
         "created_at": "2026-11-23T12:00:00Z",
         "tokenizer": tokenizer,
-        "tokens_per_epoch": {"train": tokens_per_epoch}, "components": components,
+        "tokens_per_epoch": {"train": tokens_per_epoch},
+        "components": components,
         "lineage": {"spec": "test", "resolved_from": {c["name"]: f"{c['name']}/manifest.json" for c in components}},
     }
     if edit is not None:
@@ -77,7 +106,9 @@ def sample_of(row, sizes: dict[int, tuple[int, ...]]) -> tuple[int, int, int]:
     ident, start = divmod(int(row[0]) - 1, STRIDE)
     comp, shard = divmod(ident, 100)
     expected = np.append((comp * 100 + shard) * STRIDE + 1 + np.arange(sizes[comp][shard]), 0)[start : start + len(row)]
-    assert np.array_equal(row, expected), f"row starting at component {comp} shard {shard} token {start} is not the shard's tokens"
+    assert np.array_equal(row, expected), (
+        f"row starting at component {comp} shard {shard} token {start} is not the shard's tokens"
+    )
     return comp, shard, start
 
 

@@ -24,7 +24,10 @@ TOKENIZER_BLOCK = '[tokenizer]\nkind = "file"\npath = "../tokenizers/tokenizer.j
 
 
 def code_documents(n: int, seed: int) -> list[str]:
-    return [f"def f_{seed}_{i}(x, y):\n    total = x * {i} + y * {seed + 3}\n    return [total, {i % 7}, '{WORDS[i % len(WORDS)]}']\n" for i in range(n)]
+    return [
+        f"def f_{seed}_{i}(x, y):\n    total = x * {i} + y * {seed + 3}\n    return [total, {i % 7}, '{WORDS[i % len(WORDS)]}']\n"
+        for i in range(n)
+    ]
 
 
 def math_documents(n: int) -> list[str]:
@@ -57,11 +60,15 @@ def write_sources(root: Path) -> None:
     pq.write_table(pa.table({"text": math_documents(6)}), root / "sources/math/lemmas.parquet")
 
 
-def write_dataset_spec(root: Path, name: str, source: str | None = None, tokenizer_block: str = TOKENIZER_BLOCK) -> Path:
+def write_dataset_spec(
+    root: Path, name: str, source: str | None = None, tokenizer_block: str = TOKENIZER_BLOCK
+) -> Path:
     """specs/<name>.toml over SOURCES[source or name]; its tokenizer path is relative to the specs folder."""
     spec = root / "specs" / f"{name}.toml"
     spec.parent.mkdir(parents=True, exist_ok=True)
-    spec.write_text(f'name = "{name}"\nval_fraction = 0.25\nmin_chars = 10\n\n{tokenizer_block}\n{SOURCES[source or name]}')
+    spec.write_text(
+        f'name = "{name}"\nval_fraction = 0.25\nmin_chars = 10\n\n{tokenizer_block}\n{SOURCES[source or name]}'
+    )
     return spec
 
 
@@ -75,7 +82,9 @@ def build(root: Path, name: str, store: Path | None = None) -> Path:
     return store
 
 
-def build_corpus(root: Path, names: tuple[str, ...] = ("web", "code", "math", "other"), tokenizer_block: str = TOKENIZER_BLOCK) -> dict[str, Path]:
+def build_corpus(
+    root: Path, names: tuple[str, ...] = ("web", "code", "math", "other"), tokenizer_block: str = TOKENIZER_BLOCK
+) -> dict[str, Path]:
     """web, code and math with the shared tokenizer file (tokenizers/tokenizer.json, named by `tokenizer_block`), and
     `other` (web's sources) with another tokenizer file; each built into store/<name>."""
     write_tokenizer(root / "tokenizers" / "tokenizer.json")
@@ -99,7 +108,16 @@ def dagster_home(tmp: Path) -> Path:
     return home
 
 
-def shard_assets(args: list[str], cwd: Path, home: Path, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+def shard_assets(
+    args: list[str], cwd: Path, home: Path, timeout: float = 300, env: dict | None = None
+) -> subprocess.CompletedProcess:
     """The `shard-assets` command in a subprocess, as a user runs it (with `env` added to this environment)."""
     env = {**os.environ, "DAGSTER_HOME": str(home), "HF_HUB_OFFLINE": "1", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "shard_assets.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "shard_assets.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

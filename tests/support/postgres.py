@@ -27,7 +27,10 @@ START_SECONDS = 120
 
 def server_binaries() -> Path | None:
     """The newest installed Postgres server's bin folder (Debian: /usr/lib/postgresql/<major>/bin)."""
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"), key=lambda p: int(Path(p).parts[-3]) if Path(p).parts[-3].isdigit() else 0)
+    found = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"),
+        key=lambda p: int(Path(p).parts[-3]) if Path(p).parts[-3].isdigit() else 0,
+    )
     if found:
         return Path(found[-1]).parent
     beside = shutil.which("pg_ctl")
@@ -57,26 +60,63 @@ class Postgres:
         pwfile.write_text(PASSWORD)
         if os.geteuid() == 0:
             shutil.chown(pwfile, "postgres", "postgres")
-        done = self._as_owner([str(bins / "initdb"), "-D", str(data), "-U", USER, f"--pwfile={pwfile}", "--auth=scram-sha-256", "-E", "UTF8", "--no-sync"])
+        done = self._as_owner(
+            [
+                str(bins / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                USER,
+                f"--pwfile={pwfile}",
+                "--auth=scram-sha-256",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ]
+        )
         if done.returncode != 0:
             raise RuntimeError(f"initdb failed: {done.stderr[-2000:]}")
         options = f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
-        done = self._as_owner([str(bins / "pg_ctl"), "-D", str(data), "-l", str(self.folder / "server.log"), "-o", options, "-w", "-t", str(START_SECONDS), "start"])
+        done = self._as_owner(
+            [
+                str(bins / "pg_ctl"),
+                "-D",
+                str(data),
+                "-l",
+                str(self.folder / "server.log"),
+                "-o",
+                options,
+                "-w",
+                "-t",
+                str(START_SECONDS),
+                "start",
+            ]
+        )
         if done.returncode != 0:
             raise RuntimeError(f"pg_ctl start failed: {done.stderr[-1000:]} {self.log_tail()}")
         self.create_database(DATABASE)
         return self
 
     def create_database(self, name: str) -> None:
-        done = subprocess.run([str(server_binaries() / "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", USER, name],
-                              capture_output=True, text=True, timeout=60, env={**os.environ, "PGPASSWORD": PASSWORD})
+        done = subprocess.run(
+            [str(server_binaries() / "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", USER, name],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PGPASSWORD": PASSWORD},
+        )
         if done.returncode != 0:
             raise RuntimeError(f"createdb {name} failed: {done.stderr}")
 
     def env(self, database: str = DATABASE) -> dict[str, str]:
         """The DAGSTER_PG_* variables of deploy/*/dagster.yaml for this server."""
-        return {"DAGSTER_PG_HOST": "127.0.0.1", "DAGSTER_PG_PORT": str(self.port), "DAGSTER_PG_USER": USER,
-                "DAGSTER_PG_PASSWORD": PASSWORD, "DAGSTER_PG_DB": database}
+        return {
+            "DAGSTER_PG_HOST": "127.0.0.1",
+            "DAGSTER_PG_PORT": str(self.port),
+            "DAGSTER_PG_USER": USER,
+            "DAGSTER_PG_PASSWORD": PASSWORD,
+            "DAGSTER_PG_DB": database,
+        }
 
     def log_tail(self, n: int = 2000) -> str:
         path = self.folder / "server.log"
@@ -93,7 +133,9 @@ def postgres() -> Iterator[Postgres]:
     """One Postgres server for the session; skips with the reason when the server binaries are not installed."""
     if server_binaries() is None:
         pytest.skip("Postgres is not installed: apt-get install postgresql (scripts/setup does with SETUP_APT=1)")
-    folder = Path(tempfile.mkdtemp(prefix="shard-pg-"))  # not under pytest's root-only tmp: the postgres user must reach it
+    folder = Path(
+        tempfile.mkdtemp(prefix="shard-pg-")
+    )  # not under pytest's root-only tmp: the postgres user must reach it
     folder.chmod(0o700)
     server = Postgres(folder).start()
     try:

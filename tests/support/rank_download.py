@@ -13,4 +13,6 @@ from tests.support.s3_proxy import ACCESS_KEY, SECRET_KEY
 def rank_download(url: str, bucket: str, refs: list[dict], cache: str) -> None:
     store = S3Store(f"s3://{bucket}", endpoint_url=url, access_key_id=ACCESS_KEY, secret_access_key=SECRET_KEY)
     for ref in refs:
-        download_file(store, FileRef(**ref), Path(cache) / ref["key"], DownloadConfig(part_size=128 << 10, concurrency=4))
+        download_file(
+            store, FileRef(**ref), Path(cache) / ref["key"], DownloadConfig(part_size=128 << 10, concurrency=4)
+        )

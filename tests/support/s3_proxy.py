@@ -53,7 +53,9 @@ class S3Proxy:
         self.rejected: Counter = Counter()
         self.multipart_uploads = 0
         self.fail_after: dict[str, int] = {}  # key -> GETs allowed before answering 403 for good
-        self.conditional = "honour"  # or "ignore" (drop If-None-Match), "501" or "400" (answer that to a request carrying it)
+        self.conditional = (
+            "honour"  # or "ignore" (drop If-None-Match), "501" or "400" (answer that to a request carrying it)
+        )
         self.cut_gets = ""  # GETs of paths containing this send half their body, then close: a body cut mid-read
         self.cuts = 0
         self.hold_puts: threading.Event | None = None  # while set to an unset Event, PUTs wait for it
@@ -77,19 +79,35 @@ class S3Proxy:
             def _forward(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
-                headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}  # Host is signed: kept for servers that check SigV4
-                if any(k.lower().startswith("x-amz-checksum-") or k.lower() == "x-amz-sdk-checksum-algorithm" for k in headers) or "aws-chunked" in (
-                    self.headers.get("Content-Encoding", "") + self.headers.get("x-amz-content-sha256", "")
-                ).lower():
+                headers = {
+                    k: v for k, v in self.headers.items() if k.lower() != "connection"
+                }  # Host is signed: kept for servers that check SigV4
+                if (
+                    any(
+                        k.lower().startswith("x-amz-checksum-") or k.lower() == "x-amz-sdk-checksum-algorithm"
+                        for k in headers
+                    )
+                    or "aws-chunked"
+                    in (self.headers.get("Content-Encoding", "") + self.headers.get("x-amz-content-sha256", "")).lower()
+                ):
                     proxy.rejected[self.command] += 1
-                    self._reply(501, b"<Error><Code>NotImplemented</Code><Message>Header 'x-amz-checksum-crc32' with value is not implemented</Message></Error>")
+                    self._reply(
+                        501,
+                        b"<Error><Code>NotImplemented</Code><Message>Header 'x-amz-checksum-crc32' with value is not implemented</Message></Error>",
+                    )
                     return
                 conditional = next((k for k in headers if k.lower() == "if-none-match"), None)
                 if conditional and proxy.conditional == "501":
-                    self._reply(501, b"<Error><Code>NotImplemented</Code><Message>A header you provided implies functionality that is not implemented</Message></Error>")
+                    self._reply(
+                        501,
+                        b"<Error><Code>NotImplemented</Code><Message>A header you provided implies functionality that is not implemented</Message></Error>",
+                    )
                     return
                 if conditional and proxy.conditional == "400":
-                    self._reply(400, b"<Error><Code>InvalidArgument</Code><Message>Invalid header If-None-Match</Message></Error>")
+                    self._reply(
+                        400,
+                        b"<Error><Code>InvalidArgument</Code><Message>Invalid header If-None-Match</Message></Error>",
+                    )
                     return
                 if conditional and proxy.conditional == "ignore":
                     del headers[conditional]
@@ -98,7 +116,9 @@ class S3Proxy:
                     if proxy.hold_puts is not None:
                         proxy.hold_puts.wait(HUNG)  # until the test lets it go, however slow the machine
                     if proxy.gate is not None and proxy.gate.holds(path, self.client_address):
-                        self._reply(503, b"<Error><Code>SlowDown</Code><Message>held by a test, then refused</Message></Error>")
+                        self._reply(
+                            503, b"<Error><Code>SlowDown</Code><Message>held by a test, then refused</Message></Error>"
+                        )
                         return
                     if proxy.fail_puts and proxy.fail_puts in path:
                         self._reply(500, b"<Error><Code>InternalError</Code><Message>injected</Message></Error>")
@@ -114,7 +134,11 @@ class S3Proxy:
                         return
                     fault = proxy.faults.draw()
                     if proxy.cut_gets and proxy.cut_gets in path:
-                        proxy.cut_gets, proxy.cuts, fault = "", proxy.cuts + 1, "truncate"  # once: the retry reads it whole
+                        proxy.cut_gets, proxy.cuts, fault = (
+                            "",
+                            proxy.cuts + 1,
+                            "truncate",
+                        )  # once: the retry reads it whole
                     if fault == "error":
                         self._reply(503, b"<Error><Code>SlowDown</Code></Error>")
                         return
@@ -180,8 +204,11 @@ class LoopbackS3:
         from botocore.config import Config
 
         return boto3.client(
-            "s3", endpoint_url=self.url if via_proxy else self.moto_url, region_name="auto",
-            aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY,
+            "s3",
+            endpoint_url=self.url if via_proxy else self.moto_url,
+            region_name="auto",
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY,
             config=Config(s3={"addressing_style": "path"}, **config),
         )
 
@@ -193,10 +220,14 @@ class LoopbackS3:
         from shard_loader.storage.s3_client import make_s3_client
 
         client = make_s3_client(self.url, ACCESS_KEY, SECRET_KEY, role="write", retries=1)
-        return S3ObjectStore(client, bucket, prefix, self.url, retry=RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.05))
+        return S3ObjectStore(
+            client, bucket, prefix, self.url, retry=RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.05)
+        )
 
     def create_bucket(self, name: str) -> None:
-        self.client(via_proxy=False).create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": "auto"})
+        self.client(via_proxy=False).create_bucket(
+            Bucket=name, CreateBucketConfiguration={"LocationConstraint": "auto"}
+        )
 
     def close(self) -> None:
         self.proxy.close()

@@ -61,8 +61,16 @@ class SeaweedS3:
 
     def _config(self) -> Path:
         identities = [
-            {"name": "writer", "credentials": [{"accessKey": WRITER[0], "secretKey": WRITER[1]}], "actions": ["Admin", "Read", "Write", "List"]},
-            {"name": "reader", "credentials": [{"accessKey": READER[0], "secretKey": READER[1]}], "actions": ["Read", "List"]},
+            {
+                "name": "writer",
+                "credentials": [{"accessKey": WRITER[0], "secretKey": WRITER[1]}],
+                "actions": ["Admin", "Read", "Write", "List"],
+            },
+            {
+                "name": "reader",
+                "credentials": [{"accessKey": READER[0], "secretKey": READER[1]}],
+                "actions": ["Read", "List"],
+            },
         ]
         path = self.workdir / "s3.json"
         path.write_text(json.dumps({"identities": identities}))
@@ -77,11 +85,26 @@ class SeaweedS3:
         master, volume, filer, s3, *grpc = _free_ports(8)
         self.url = f"http://127.0.0.1:{s3}"
         args = [
-            binary, "server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={data}",
-            f"-master.port={master}", f"-master.port.grpc={grpc[0]}", "-master.volumeSizeLimitMB=64",
-            f"-volume.port={volume}", f"-volume.port.grpc={grpc[1]}", "-volume.max=128",  # each bucket grows its own volumes (about 7 at a time): room for every test bucket
-            "-filer", f"-filer.port={filer}", f"-filer.port.grpc={grpc[2]}",
-            "-s3", f"-s3.port={s3}", f"-s3.port.grpc={grpc[3]}", f"-s3.config={self._config()}", "-s3.port.iceberg=0", "-s3.port.lance=0",  # two servers at once (other test runs) would both bind the fixed Lance port 9101
+            binary,
+            "server",
+            "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1",
+            f"-dir={data}",
+            f"-master.port={master}",
+            f"-master.port.grpc={grpc[0]}",
+            "-master.volumeSizeLimitMB=64",
+            f"-volume.port={volume}",
+            f"-volume.port.grpc={grpc[1]}",
+            "-volume.max=128",  # each bucket grows its own volumes (about 7 at a time): room for every test bucket
+            "-filer",
+            f"-filer.port={filer}",
+            f"-filer.port.grpc={grpc[2]}",
+            "-s3",
+            f"-s3.port={s3}",
+            f"-s3.port.grpc={grpc[3]}",
+            f"-s3.config={self._config()}",
+            "-s3.port.iceberg=0",
+            "-s3.port.lance=0",  # two servers at once (other test runs) would both bind the fixed Lance port 9101
         ]
         log = open(self.workdir / "weed.log", "wb")
         self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -108,7 +131,9 @@ class SeaweedS3:
                 last = exc
             time.sleep(0.25)  # readiness polling of an external process, bounded by START_SECONDS
         self.stop()
-        raise RuntimeError(f"SeaweedFS S3 at {self.url} not ready after {START_SECONDS:.0f} s ({last}): {self.log_tail()}")
+        raise RuntimeError(
+            f"SeaweedFS S3 at {self.url} not ready after {START_SECONDS:.0f} s ({last}): {self.log_tail()}"
+        )
 
     def client(self, keys: tuple[str, str], **options):
         """A client for this server made by the project's own factory, as the loader and the builder make theirs."""

@@ -33,7 +33,11 @@ SLURMD_TIMEOUT = 30  # a node silent this long is DOWN and its jobs NODE_FAIL
 
 def installed() -> str | None:
     """None when every daemon and client this fixture needs is on PATH, else what is missing."""
-    missing = [c for c in ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol", "sacct", "srun") if shutil.which(c) is None]
+    missing = [
+        c
+        for c in ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol", "sacct", "srun")
+        if shutil.which(c) is None
+    ]
     return ", ".join(missing) or None
 
 
@@ -52,7 +56,9 @@ class SlurmCluster:
 
     def run(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
         """A Slurm client command against this cluster."""
-        done = subprocess.run(list(args), capture_output=True, text=True, timeout=timeout, env={**os.environ, **self.env()})
+        done = subprocess.run(
+            list(args), capture_output=True, text=True, timeout=timeout, env={**os.environ, **self.env()}
+        )
         if check and done.returncode != 0:
             raise RuntimeError(f"{' '.join(args)} failed ({done.returncode}): {done.stderr.strip()}")
         return done
@@ -64,9 +70,17 @@ class SlurmCluster:
         key.write_bytes(os.urandom(1024))
         key.chmod(0o400)
         subprocess.run(
-            ["munged", f"--key-file={key}", f"--socket={munge / 'munge.sock'}", f"--pid-file={munge / 'munged.pid'}",
-             f"--log-file={munge / 'munged.log'}", f"--seed-file={munge / 'munged.seed'}"],
-            check=True, capture_output=True, timeout=60,
+            [
+                "munged",
+                f"--key-file={key}",
+                f"--socket={munge / 'munge.sock'}",
+                f"--pid-file={munge / 'munged.pid'}",
+                f"--log-file={munge / 'munged.log'}",
+                f"--seed-file={munge / 'munged.seed'}",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
         )
 
     def _write_conf(self) -> None:
@@ -107,7 +121,7 @@ MessageTimeout=30
 MinJobAge=3600
 KillWait=5
 {nodes}
-PartitionName={self.partition} Nodes={','.join(NODES)} Default=YES MaxTime=INFINITE State=UP LLN=YES
+PartitionName={self.partition} Nodes={",".join(NODES)} Default=YES MaxTime=INFINITE State=UP LLN=YES
 """)
 
     def start(self) -> SlurmCluster:
@@ -122,7 +136,13 @@ PartitionName={self.partition} Nodes={','.join(NODES)} Default=YES MaxTime=INFIN
         return self
 
     def start_node(self, node: str) -> None:
-        subprocess.run(["slurmd", "-f", str(self.conf), "-N", node], check=True, capture_output=True, timeout=60, env={**os.environ, **self.env()})
+        subprocess.run(
+            ["slurmd", "-f", str(self.conf), "-N", node],
+            check=True,
+            capture_output=True,
+            timeout=60,
+            env={**os.environ, **self.env()},
+        )
 
     def node_states(self) -> dict[str, str]:
         out = self.run("sinfo", "--noheader", "--Node", "--format=%N %T").stdout
@@ -150,7 +170,9 @@ PartitionName={self.partition} Nodes={','.join(NODES)} Default=YES MaxTime=INFIN
 
     def completed(self) -> list[dict[str, str]]:
         """`sacct -c`: the job completion records (id, name, nodes, state) of every finished job."""
-        out = self.run("sacct", "--completion", "--noheader", "--parsable2", "--format=JobID,JobName,NodeList,State").stdout
+        out = self.run(
+            "sacct", "--completion", "--noheader", "--parsable2", "--format=JobID,JobName,NodeList,State"
+        ).stdout
         keys = ("id", "name", "nodes", "state")
         return [dict(zip(keys, line.split("|"))) for line in out.splitlines() if line.strip()]
 
@@ -164,7 +186,9 @@ PartitionName={self.partition} Nodes={','.join(NODES)} Default=YES MaxTime=INFIN
         killed = []
         for proc in psutil.process_iter(["pid", "cmdline"]):
             try:
-                stepd = any(f"[{job_id}." in part for part in proc.info["cmdline"] or []) and "slurmstepd" in " ".join(proc.info["cmdline"])
+                stepd = any(f"[{job_id}." in part for part in proc.info["cmdline"] or []) and "slurmstepd" in " ".join(
+                    proc.info["cmdline"]
+                )
                 if stepd or proc.environ().get("SLURM_JOB_ID") == job_id:
                     proc.kill()
                     killed.append(proc.info["pid"])
@@ -179,7 +203,11 @@ PartitionName={self.partition} Nodes={','.join(NODES)} Default=YES MaxTime=INFIN
     def stop(self) -> None:
         """`scontrol shutdown` (controller and nodes), then SIGKILL to any daemon still alive, then munged."""
         subprocess.run(["scontrol", "shutdown"], capture_output=True, timeout=60, env={**os.environ, **self.env()})
-        pids = [self.folder / "slurmctld.pid", *(self.folder / f"slurmd-{n}.pid" for n in NODES), self.folder / "munge" / "munged.pid"]
+        pids = [
+            self.folder / "slurmctld.pid",
+            *(self.folder / f"slurmd-{n}.pid" for n in NODES),
+            self.folder / "munge" / "munged.pid",
+        ]
         deadline = time.monotonic() + 30
         for path in pids:
             pid = _pid(path)
@@ -219,10 +247,14 @@ def slurm() -> Iterator[SlurmCluster]:
     """A two-node Slurm cluster for the session; skips with the reason when Slurm or munge is missing or this is not root
     (slurmd must run as root to start jobs)."""
     if missing := installed():
-        pytest.skip(f"Slurm is not installed ({missing} missing): apt-get install slurm-wlm munge (scripts/setup does with SETUP_APT=1)")
+        pytest.skip(
+            f"Slurm is not installed ({missing} missing): apt-get install slurm-wlm munge (scripts/setup does with SETUP_APT=1)"
+        )
     if os.geteuid() != 0:
         pytest.skip("a Slurm cluster on this host needs root (slurmd starts jobs as their user)")
-    folder = Path(tempfile.mkdtemp(prefix="shard-slurm-"))  # munged wants every folder above its socket searchable by all
+    folder = Path(
+        tempfile.mkdtemp(prefix="shard-slurm-")
+    )  # munged wants every folder above its socket searchable by all
     folder.chmod(0o755)
     cluster = SlurmCluster(folder)
     try:

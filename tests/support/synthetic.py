@@ -71,7 +71,9 @@ def write_dataset(
         dataset=name,
         version=version,
         created_at="2026-01-01T00:00:00Z",
-        tokenizer=TokenizerInfo(name="synthetic", fingerprint="synthetic", vocab_size=vocab_size, eod_id=eod_id, file=tok_ref),
+        tokenizer=TokenizerInfo(
+            name="synthetic", fingerprint="synthetic", vocab_size=vocab_size, eod_id=eod_id, file=tok_ref
+        ),
         token_dtype=dtype,
         splits=infos,
         lineage={"code_version": "test"},
@@ -90,7 +92,9 @@ def publish_manifest(root: str | Path, manifest: Manifest) -> None:
     (root / LATEST_KEY).write_bytes(manifest.dumps())
 
 
-def random_docs(rng: np.random.Generator, n_docs: int, vocab_size: int = 50_000, mean_len: int = 300) -> list[np.ndarray]:
+def random_docs(
+    rng: np.random.Generator, n_docs: int, vocab_size: int = 50_000, mean_len: int = 300
+) -> list[np.ndarray]:
     """Documents of random token ids in [1, vocab_size): id 0 is reserved for EOD."""
     lengths = rng.integers(1, 2 * mean_len, size=n_docs)
     return [rng.integers(1, vocab_size, size=n) for n in lengths]
@@ -112,7 +116,9 @@ def tamper_json(root: str | Path, edit) -> None:
     edit(doc)
     for split in doc.get("splits", {}).values():
         if isinstance(split, dict) and "table" in split and "shards" in split:
-            entries = [ShardEntry(**{**e, "npy": FileRef(**e["npy"]), "bin": FileRef(**e["bin"])}) for e in split.pop("shards")]
+            entries = [
+                ShardEntry(**{**e, "npy": FileRef(**e["npy"]), "bin": FileRef(**e["bin"])}) for e in split.pop("shards")
+            ]
             data = ShardTable.of(entries).to_bytes()
             key = f"manifests/tables/tampered-{hashlib.sha256(data).hexdigest()[:16]}.npy"
             (root / key).write_bytes(data)

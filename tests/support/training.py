@@ -76,17 +76,42 @@ def snippet(doc: str, name: str) -> str:
     return re.search(rf"<!-- {name}:start -->\n```python\n(.*?)```\n<!-- {name}:end -->", text, re.S).group(1)
 
 
-def train(code: str, url: str, sizes: list[int], tmp: Path, name: str, kill_at: int = 0, kill_rank: int = 0,
-          world: int = 0, init: bool = True, every: int = 7, log: str | None = None) -> subprocess.CompletedProcess:
+def train(
+    code: str,
+    url: str,
+    sizes: list[int],
+    tmp: Path,
+    name: str,
+    kill_at: int = 0,
+    kill_rank: int = 0,
+    world: int = 0,
+    init: bool = True,
+    every: int = 7,
+    log: str | None = None,
+) -> subprocess.CompletedProcess:
     """Run PRELUDE + code with checkpoint `tmp/name.ckpt` and logs `tmp/<log or name>-<rank>.log`: in one process, or
     under torchrun with `world` ranks (which start a gloo process group first when `init`)."""
-    args = [url, str(tmp / f"{name}.ckpt"), str(tmp / f"{log or name}-{{rank}}.log"), str(every), str(kill_at), str(kill_rank),
-            json.dumps(sizes), "1" if init and world else "0"]
+    args = [
+        url,
+        str(tmp / f"{name}.ckpt"),
+        str(tmp / f"{log or name}-{{rank}}.log"),
+        str(every),
+        str(kill_at),
+        str(kill_rank),
+        json.dumps(sizes),
+        "1" if init and world else "0",
+    ]
     script = tmp / f"{name}.py"
     script.write_text(PRELUDE + code)
-    launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world}"] if world else [sys.executable]
+    launch = (
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world}"]
+        if world
+        else [sys.executable]
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([*launch, str(script), *args], cwd=ROOT, env=env, timeout=HUNG, capture_output=True, text=True)
+    return subprocess.run(
+        [*launch, str(script), *args], cwd=ROOT, env=env, timeout=HUNG, capture_output=True, text=True
+    )
 
 
 def read_log(tmp: Path, name: str, rank: int = 0) -> list:

@@ -73,7 +73,13 @@ def check_component(c: Component, store_root: str, client: Any = None) -> Compon
         store, key = open_manifest_store(url, client)
         raw = store.read_bytes(key)
         if len(raw) != c.manifest.size or hashlib.sha256(raw).hexdigest() != c.manifest.sha256:
-            return ComponentCheck(c, None, (f"{url}: {len(raw)} bytes, the mixture pinned {c.manifest.size} bytes with sha256 {c.manifest.sha256}",))
+            return ComponentCheck(
+                c,
+                None,
+                (
+                    f"{url}: {len(raw)} bytes, the mixture pinned {c.manifest.size} bytes with sha256 {c.manifest.sha256}",
+                ),
+            )
         manifest = parse_manifest(raw, origin=url).with_tables(lambda ref: store.read_bytes(ref.key))
     except ShardLoaderError as exc:
         return ComponentCheck(c, None, (f"{url}: {' '.join(str(exc).split())}",))
@@ -102,16 +108,24 @@ def _one_tokenizer(m: MixtureFile, checks: list[ComponentCheck]) -> Audit:
         for name, fp in found.items()
         if fp != m.tokenizer.fingerprint
     )
-    summary = ", ".join(f"{name}: {fp}" for name, fp in found.items()) + (f"; {len(checks) - len(found)} unread" if len(found) < len(checks) else "")
+    summary = ", ".join(f"{name}: {fp}" for name, fp in found.items()) + (
+        f"; {len(checks) - len(found)} unread" if len(found) < len(checks) else ""
+    )
     return Audit("one_tokenizer", not problems, summary, problems)
 
 
 def _weights_positive(m: MixtureFile) -> Audit:
-    problems = [f"{c.name}: weight {c.weight!r} is not a positive number" for c in m.components if not (math.isfinite(c.weight) and c.weight > 0)]
+    problems = [
+        f"{c.name}: weight {c.weight!r} is not a positive number"
+        for c in m.components
+        if not (math.isfinite(c.weight) and c.weight > 0)
+    ]
     total = sum(c.weight for c in m.components)
     if not math.isclose(total, 1.0, rel_tol=1e-9):
         problems.append(f"weights sum to {total!r}, not 1")
-    return Audit("weights_positive", not problems, ", ".join(f"{c.name}: {c.weight:.4g}" for c in m.components), tuple(problems))
+    return Audit(
+        "weights_positive", not problems, ", ".join(f"{c.name}: {c.weight:.4g}" for c in m.components), tuple(problems)
+    )
 
 
 def _repeats_within_caps(m: MixtureFile) -> Audit:
@@ -121,7 +135,9 @@ def _repeats_within_caps(m: MixtureFile) -> Audit:
             passes = c.repeats(split, tokens)
             shown.append(f"{c.name} {split} {passes:.3g}")
             if c.max_repeats is not None and passes > c.max_repeats:
-                problems.append(f"{c.name}: {passes:.3g} passes over its {split} split per mixture epoch ({tokens:,} tokens x weight {c.weight:.4g} / {c.tokens.get(split, 0):,}), max_repeats is {c.max_repeats:g}")
+                problems.append(
+                    f"{c.name}: {passes:.3g} passes over its {split} split per mixture epoch ({tokens:,} tokens x weight {c.weight:.4g} / {c.tokens.get(split, 0):,}), max_repeats is {c.max_repeats:g}"
+                )
     return Audit("repeats_within_caps", not problems, "passes per mixture epoch: " + ", ".join(shown), tuple(problems))
 
 

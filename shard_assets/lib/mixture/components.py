@@ -15,7 +15,18 @@ from typing import Any
 from urllib.parse import urlparse
 
 from shard_loader.errors import ShardLoaderError
-from shard_loader.format import LATEST_KEY, SPLITS, VERSIONS_DIR, Component, FileRef, Manifest, MixtureFile, MixtureTokenizer, parse_manifest, versioned_key
+from shard_loader.format import (
+    LATEST_KEY,
+    SPLITS,
+    VERSIONS_DIR,
+    Component,
+    FileRef,
+    Manifest,
+    MixtureFile,
+    MixtureTokenizer,
+    parse_manifest,
+    versioned_key,
+)
 from shard_loader.format.manifest import CREATED_AT_FORMAT
 from shard_loader.storage import Store, is_remote, open_store, split_manifest_url
 
@@ -58,10 +69,14 @@ def pin_component(url: str, client: Any = None) -> PinnedComponent:
         raw = store.read_bytes(key)
         pinned = parse_manifest(raw, origin=f"{store.url}/{key}")
         if pinned.version != manifest.version:
-            raise MixtureError(f"{store.url}/{key}: holds version {pinned.version}, but {LATEST_KEY} names {manifest.version}")
+            raise MixtureError(
+                f"{store.url}/{key}: holds version {pinned.version}, but {LATEST_KEY} names {manifest.version}"
+            )
         manifest = pinned
     elif posixpath.dirname(key) != VERSIONS_DIR:
-        raise MixtureError(f"{url}: neither a live {LATEST_KEY} (or its folder) nor a pinned {VERSIONS_DIR}/<version>.json")
+        raise MixtureError(
+            f"{url}: neither a live {LATEST_KEY} (or its folder) nor a pinned {VERSIONS_DIR}/<version>.json"
+        )
     return PinnedComponent(url, join_url(store.url, key), manifest, len(raw), hashlib.sha256(raw).hexdigest())
 
 
@@ -73,7 +88,9 @@ def url_in_mixture(url: str, store_root: str) -> str:
         if path.is_relative_to(Path(store_root).resolve()):
             return path.relative_to(Path(store_root).resolve()).as_posix()
         return str(path)
-    same_scheme = url.replace("r2://", "s3://", 1)  # r2://bucket/... and s3://bucket/... on R2's endpoint are one object
+    same_scheme = url.replace(
+        "r2://", "s3://", 1
+    )  # r2://bucket/... and s3://bucket/... on R2's endpoint are one object
     prefix = store_root.rstrip("/").replace("r2://", "s3://", 1) + "/"
     return same_scheme[len(prefix) :] if same_scheme.startswith(prefix) else url
 
@@ -98,7 +115,9 @@ def mixture_version(name: str, tokens_per_epoch: dict[str, int], components: tup
     return f"{name}-{hashlib.sha256(body.encode()).hexdigest()[:16]}"
 
 
-def epoch_tokens(spec: MixtureSpec, names: list[str], weights: list[float], held: list[dict[str, int]]) -> tuple[dict[str, int], dict[str, str]]:
+def epoch_tokens(
+    spec: MixtureSpec, names: list[str], weights: list[float], held: list[dict[str, int]]
+) -> tuple[dict[str, int], dict[str, str]]:
     """Tokens one mixture epoch serves per split (the spec's budget, else its stop rule), and how each split got them.
 
     A split some component holds no tokens of cannot be mixed: with a budget or for train that is an error, for
@@ -109,7 +128,9 @@ def epoch_tokens(spec: MixtureSpec, names: list[str], weights: list[float], held
         budget = spec.tokens_per_epoch.get(split)
         if empty and (budget is not None or split == "train"):
             field = f"tokens_per_epoch.{split}" if budget is not None else "components"
-            raise MixtureError(f"{spec.origin}: {field}: components {empty} hold no {split} tokens, so no {split} mixture can be served")
+            raise MixtureError(
+                f"{spec.origin}: {field}: components {empty} hold no {split} tokens, so no {split} mixture can be served"
+            )
         if empty:
             how[split] = f"left out: components {empty} hold no {split} tokens"
         elif budget is not None:
@@ -125,7 +146,9 @@ def _pin(spec: MixtureSpec, i: int, c: ComponentSpec, client: Any) -> PinnedComp
     try:
         return pin_component(c.manifest, client)
     except (ShardLoaderError, MixtureError) as exc:
-        raise MixtureError(f"{spec.origin}: components[{i}].manifest {c.manifest}: {' '.join(str(exc).split())}") from None
+        raise MixtureError(
+            f"{spec.origin}: components[{i}].manifest {c.manifest}: {' '.join(str(exc).split())}"
+        ) from None
 
 
 def resolve_mixture(spec: MixtureSpec, store: ObjectStore, lineage: dict[str, Any]) -> MixtureFile:
@@ -135,7 +158,9 @@ def resolve_mixture(spec: MixtureSpec, store: ObjectStore, lineage: dict[str, An
     pinned = [_pin(spec, i, c, client) for i, c in enumerate(spec.components)]
     names = [c.name or p.manifest.dataset for c, p in zip(spec.components, pinned)]
     if len(set(names)) != len(names):
-        raise MixtureError(f"{spec.origin}: components[].name: two components are named alike ({names}); give each a unique name")
+        raise MixtureError(
+            f"{spec.origin}: components[].name: two components are named alike ({names}); give each a unique name"
+        )
     total = math.fsum(c.weight for c in spec.components)  # 0.6 + 0.3 + 0.1 is 1, not 1.0000000000000002
     weights = [c.weight / total for c in spec.components]
     held = [{s: info.tokens for s, info in p.manifest.splits.items()} for p in pinned]
@@ -143,8 +168,13 @@ def resolve_mixture(spec: MixtureSpec, store: ObjectStore, lineage: dict[str, An
     root = store.loader_url()
     components = tuple(
         Component(
-            name=name, weight=weight, manifest=FileRef(url_in_mixture(p.url, root), p.size, p.sha256),
-            dataset=p.manifest.dataset, version=p.manifest.version, tokens=h, max_repeats=c.max_repeats,
+            name=name,
+            weight=weight,
+            manifest=FileRef(url_in_mixture(p.url, root), p.size, p.sha256),
+            dataset=p.manifest.dataset,
+            version=p.manifest.version,
+            tokens=h,
+            max_repeats=c.max_repeats,
         )
         for name, weight, p, h, c in zip(names, weights, pinned, held, spec.components)
     )
@@ -156,7 +186,13 @@ def resolve_mixture(spec: MixtureSpec, store: ObjectStore, lineage: dict[str, An
         tokenizer=MixtureTokenizer(first.fingerprint, first.vocab_size, first.eod_id, pinned[0].manifest.token_dtype),
         tokens_per_epoch=tokens,
         components=components,
-        lineage={**lineage, "spec": spec.origin, "stop": spec.stop, "tokens_per_epoch_from": how, "resolved_from": {n: p.given for n, p in zip(names, pinned)}},
+        lineage={
+            **lineage,
+            "spec": spec.origin,
+            "stop": spec.stop,
+            "tokens_per_epoch_from": how,
+            "resolved_from": {n: p.given for n, p in zip(names, pinned)},
+        },
     )
 
 
@@ -168,5 +204,7 @@ def current_versions(spec: MixtureSpec, client: Any = None) -> dict[str, str]:
             store, key = open_manifest_store(c.manifest, client)
             versions[c.manifest] = parse_manifest(store.read_bytes(key), origin=f"{store.url}/{key}").version
         except ShardLoaderError as exc:
-            raise MixtureError(f"{spec.origin}: components[{i}].manifest {c.manifest}: {' '.join(str(exc).split())}") from None
+            raise MixtureError(
+                f"{spec.origin}: components[{i}].manifest {c.manifest}: {' '.join(str(exc).split())}"
+            ) from None
     return versions

@@ -51,7 +51,9 @@ def write_mixture_version(store: ObjectStore, mixture: MixtureFile) -> tuple[str
     created = store.put_bytes(key, mixture.dumps(), if_absent=True)
     written = read_mixture(store, key)
     if written.identity != mixture.identity:
-        raise PublishError(f"{key}: {store.describe()} already holds a different mixture under this version; refusing to replace it")
+        raise PublishError(
+            f"{key}: {store.describe()} already holds a different mixture under this version; refusing to replace it"
+        )
     return key, created, written
 
 

@@ -49,7 +49,13 @@ def _positive(value: float, where: str) -> None:
 
 def _manifest_url(value: Any, where: str, base: Path | None) -> Any:
     """A relative local path is read relative to the spec's folder, as a dataset source's uri is."""
-    if base is not None and isinstance(value, str) and value and uri_scheme(value) == "" and not value.startswith(("/", "~")):
+    if (
+        base is not None
+        and isinstance(value, str)
+        and value
+        and uri_scheme(value) == ""
+        and not value.startswith(("/", "~"))
+    ):
         return str(base / value)
     return value
 
@@ -59,15 +65,21 @@ def _component(data: Any, where: str, base: Path | None) -> ComponentSpec:
         raise SpecError(f"{where}: expected a table ([[components]]), got {data!r}")
     if "manifest" not in data or "weight" not in data:
         missing = [k for k in ("manifest", "weight") if k not in data]
-        raise SpecError(f"{where}: missing {' and '.join(repr(k) for k in missing)}; a component is a dataset URL (manifest) and a weight")
+        raise SpecError(
+            f"{where}: missing {' and '.join(repr(k) for k in missing)}; a component is a dataset URL (manifest) and a weight"
+        )
     data = {**data, "manifest": _manifest_url(data["manifest"], where, base)}
     c = spec_record(ComponentSpec, data, where)
     if not c.manifest:
-        raise SpecError(f"{where}.manifest: a dataset URL is needed (a manifest.json, its folder, or manifests/<version>.json)")
+        raise SpecError(
+            f"{where}.manifest: a dataset URL is needed (a manifest.json, its folder, or manifests/<version>.json)"
+        )
     _positive(c.weight, f"{where}.weight")
     if c.max_repeats is not None:
         _positive(c.max_repeats, f"{where}.max_repeats")
-    c = replace(c, weight=float(c.weight), max_repeats=None if c.max_repeats is None else float(c.max_repeats))  # 2 and 2.0: one version
+    c = replace(
+        c, weight=float(c.weight), max_repeats=None if c.max_repeats is None else float(c.max_repeats)
+    )  # 2 and 2.0: one version
     if c.name is not None and not SPEC_NAME.match(c.name):
         raise SpecError(f"{where}.name: {c.name!r} must be lowercase letters, digits, '-' or '_'")
     return c
@@ -92,12 +104,18 @@ def parse_mixture_spec(data: dict[str, Any], origin: str, base: Path | None = No
     data = dict(data)
     components = data.pop("components", None)
     if not isinstance(components, list) or not components:
-        raise SpecError(f"{origin}: at least one [[components]] entry is needed (manifest = dataset URL, weight = share)")
+        raise SpecError(
+            f"{origin}: at least one [[components]] entry is needed (manifest = dataset URL, weight = share)"
+        )
     parsed = tuple(_component(c, f"{origin}: components[{i}]", base) for i, c in enumerate(components))
-    budgets = _budgets(data.pop("tokens_per_epoch"), f"{origin}: tokens_per_epoch") if "tokens_per_epoch" in data else {}
+    budgets = (
+        _budgets(data.pop("tokens_per_epoch"), f"{origin}: tokens_per_epoch") if "tokens_per_epoch" in data else {}
+    )
     if "name" not in data:
         raise SpecError(f"{origin}: missing 'name' (the mixture's name: mixtures/<name>.json)")
-    spec = spec_record(MixtureSpec, {**data, "components": parsed, "tokens_per_epoch": budgets, "origin": origin}, origin)
+    spec = spec_record(
+        MixtureSpec, {**data, "components": parsed, "tokens_per_epoch": budgets, "origin": origin}, origin
+    )
     if not SPEC_NAME.match(spec.name):
         raise SpecError(f"{origin}: name {spec.name!r} must be lowercase letters, digits, '-' or '_'")
     check_choice("stop", spec.stop, STOP_RULES, origin)
@@ -113,7 +131,9 @@ def load_mixture_spec(path: str | Path) -> MixtureSpec:
     try:
         data = tomllib.loads(path.read_text())
     except FileNotFoundError:
-        raise SpecError(f"{path}: mixture spec file not found; check --spec or the folder SHARD_MIXTURE_SPECS") from None
+        raise SpecError(
+            f"{path}: mixture spec file not found; check --spec or the folder SHARD_MIXTURE_SPECS"
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"{path}: cannot read the mixture spec ({exc})") from None
     except tomllib.TOMLDecodeError as exc:

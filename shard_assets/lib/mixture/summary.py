@@ -26,7 +26,16 @@ def component_rows(m: MixtureFile, split: str = SPLIT) -> list[ComponentRow]:
     held = sum(c.tokens.get(split, 0) for c in m.components) or 1
     budget = m.tokens_per_epoch.get(split, 0)
     return [
-        ComponentRow(c.name, c.version, c.weight, c.tokens.get(split, 0) / held, c.tokens.get(split, 0), round(c.weight * budget), c.repeats(split, budget), c.max_repeats)
+        ComponentRow(
+            c.name,
+            c.version,
+            c.weight,
+            c.tokens.get(split, 0) / held,
+            c.tokens.get(split, 0),
+            round(c.weight * budget),
+            c.repeats(split, budget),
+            c.max_repeats,
+        )
         for c in m.components
     ]
 
@@ -40,7 +49,10 @@ def markdown_table(rows: list[ComponentRow], split: str = SPLIT) -> str:
         f"| component | pinned version | weight | natural share | {split} tokens | per mixture epoch | implied epochs | max_repeats |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    lines += [f"| {r.name} | `{r.version}` | {r.weight:.3f} | {r.natural:.3f} | {r.tokens:,} | {r.per_epoch:,} | {r.epochs:.3g} | {_cap(r.max_repeats)} |" for r in rows]
+    lines += [
+        f"| {r.name} | `{r.version}` | {r.weight:.3f} | {r.natural:.3f} | {r.tokens:,} | {r.per_epoch:,} | {r.epochs:.3g} | {_cap(r.max_repeats)} |"
+        for r in rows
+    ]
     return "\n".join(lines)
 
 

@@ -62,13 +62,19 @@ def fingerprint_from_info(info: dict[str, Any]) -> str:
     or blob id, else size and modification time (local files). Listing never reads a file's bytes."""
     size = info.get("size")
     lfs = info.get("lfs") or {}
-    for name, value in (("etag", info.get("ETag") or info.get("etag")), ("sha256", lfs.get("sha256") or info.get("sha256")), ("blob", info.get("blob_id") or info.get("oid"))):
+    for name, value in (
+        ("etag", info.get("ETag") or info.get("etag")),
+        ("sha256", lfs.get("sha256") or info.get("sha256")),
+        ("blob", info.get("blob_id") or info.get("oid")),
+    ):
         if value:
             return f"{name}:{str(value).strip(chr(34))}:{size}"
     mtime = info.get("mtime") or info.get("LastModified") or info.get("last_modified")
     if mtime is not None:
         return f"mtime:{mtime}:{size}"
-    raise SourceError(f"{info.get('name')}: the file system reports neither an ETag, a sha256 nor a modification time; cannot fingerprint it without reading it")
+    raise SourceError(
+        f"{info.get('name')}: the file system reports neither an ETag, a sha256 nor a modification time; cannot fingerprint it without reading it"
+    )
 
 
 def _listing(fs: AbstractFileSystem, path: str) -> tuple[dict[str, dict[str, Any]], bool]:
@@ -94,12 +100,25 @@ def list_source_files(source: SourceSpec) -> list[SourceFile]:
     if source.max_files is not None:
         paths = paths[: source.max_files]
     if not paths:
-        if source.uri.startswith("hf://") and os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
-            raise SourceError(f"source {source.name!r}: HF_HUB_OFFLINE is set, so {source.uri} cannot be listed from the Hub; unset HF_HUB_OFFLINE, or copy the files and point uri at them")
+        if source.uri.startswith("hf://") and os.environ.get("HF_HUB_OFFLINE", "").lower() in (
+            "1",
+            "true",
+            "yes",
+            "on",
+        ):
+            raise SourceError(
+                f"source {source.name!r}: HF_HUB_OFFLINE is set, so {source.uri} cannot be listed from the Hub; unset HF_HUB_OFFLINE, or copy the files and point uri at them"
+            )
         raise SourceError(f"source {source.name!r}: no files match {source.uri}")
     base = _glob_base(path, is_dir)
     files = [
-        SourceFile(source.name, _part_name(p, base), fs.unstrip_protocol(p), fingerprint_from_info({"name": p, **infos[p]}), int(infos[p].get("size") or -1))
+        SourceFile(
+            source.name,
+            _part_name(p, base),
+            fs.unstrip_protocol(p),
+            fingerprint_from_info({"name": p, **infos[p]}),
+            int(infos[p].get("size") or -1),
+        )
         for p in paths
     ]
     parts = [f.part for f in files]

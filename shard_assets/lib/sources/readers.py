@@ -49,10 +49,15 @@ def parquet_row_group_bytes(source: SourceSpec, file: SourceFile) -> list[int]:
     """The compressed bytes of each row group of a parquet file, from its footer alone (no column data is read)."""
     with _open(source, file.uri) as f:
         meta = _parquet_file(f, file.uri).metadata
-        return [sum(rg.column(c).total_compressed_size for c in range(rg.num_columns)) for rg in (meta.row_group(i) for i in range(meta.num_row_groups))]
+        return [
+            sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
+            for rg in (meta.row_group(i) for i in range(meta.num_row_groups))
+        ]
 
 
-def _parquet_batches(source: SourceSpec, uri: str, size: int, row_groups: tuple[int, int] | None) -> Iterator[list[str]]:
+def _parquet_batches(
+    source: SourceSpec, uri: str, size: int, row_groups: tuple[int, int] | None
+) -> Iterator[list[str]]:
     import pyarrow as pa
 
     col = source.text_column
@@ -62,11 +67,18 @@ def _parquet_batches(source: SourceSpec, uri: str, size: int, row_groups: tuple[
         if col not in names:
             raise SourceError(f"{uri}: no column {col!r} (text_column of source {source.name!r}); columns are {names}")
         kind = pf.schema_arrow.field(col).type
-        if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind) or pa.types.is_large_binary(kind)):
+        if not (
+            pa.types.is_string(kind)
+            or pa.types.is_large_string(kind)
+            or pa.types.is_binary(kind)
+            or pa.types.is_large_binary(kind)
+        ):
             raise SourceError(f"{uri}: column {col!r} has type {kind}, expected a string column")
         groups = range(*row_groups) if row_groups else range(pf.num_row_groups)
         if groups.stop > pf.num_row_groups:
-            raise SourceError(f"{uri}: has {pf.num_row_groups} row groups, the partition reads {groups.start}-{groups.stop}; the file changed since it was registered, discover again")
+            raise SourceError(
+                f"{uri}: has {pf.num_row_groups} row groups, the partition reads {groups.start}-{groups.stop}; the file changed since it was registered, discover again"
+            )
         row = sum(pf.metadata.row_group(i).num_rows for i in range(groups.start))
         try:
             for batch in pf.iter_batches(batch_size=size, columns=[col], row_groups=list(groups)):
@@ -120,10 +132,14 @@ def _text_documents(source: SourceSpec, uri: str) -> Iterator[str]:
         yield pending
 
 
-def iter_document_batches(source: SourceSpec, file: SourceFile | FilePiece, batch_documents: int) -> Iterator[list[str]]:
+def iter_document_batches(
+    source: SourceSpec, file: SourceFile | FilePiece, batch_documents: int
+) -> Iterator[list[str]]:
     """Batches of raw document texts from one file (or its registered row groups), stopping after `max_documents`."""
     if source.format == "parquet":
-        batches = _parquet_batches(source, file.uri, batch_documents, file.row_groups if isinstance(file, FilePiece) else None)
+        batches = _parquet_batches(
+            source, file.uri, batch_documents, file.row_groups if isinstance(file, FilePiece) else None
+        )
     elif source.format == "jsonl":
         batches = _batched(_jsonl_documents(source, file.uri), batch_documents)
     else:

@@ -5,4 +5,11 @@ from ..errors import ConditionalWriteError, ObjectMissingError, ObjectStoreError
 from .base import ObjectInfo, ObjectStore
 from .local import LocalFolderStore
 
-__all__ = ["ConditionalWriteError", "LocalFolderStore", "ObjectInfo", "ObjectMissingError", "ObjectStore", "ObjectStoreError"]
+__all__ = [
+    "ConditionalWriteError",
+    "LocalFolderStore",
+    "ObjectInfo",
+    "ObjectMissingError",
+    "ObjectStore",
+    "ObjectStoreError",
+]

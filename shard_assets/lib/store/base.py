@@ -23,7 +23,9 @@ from ..layout import probe_key
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
-STORE_RETRY = RetryPolicy()  # a transient error (5xx, reset, a body cut mid-read) is tried 8 times, backing off up to 10 s
+STORE_RETRY = (
+    RetryPolicy()
+)  # a transient error (5xx, reset, a body cut mid-read) is tried 8 times, backing off up to 10 s
 _PROBED: set[str] = set()  # stores (by description) whose writes and conditional puts this process has proven
 
 
@@ -149,10 +151,20 @@ class ObjectStore(ABC):
         warning, and never left for a new version to publish again.
         """
         info = self.info(key)
-        if info is not None and info.size == ref.size and self._do("check", key, lambda: self._holds(key, info, path, ref)):
+        if (
+            info is not None
+            and info.size == ref.size
+            and self._do("check", key, lambda: self._holds(key, info, path, ref))
+        ):
             return False
         if info is not None:
-            log.warning("%s: %s holds %s bytes that differ from its content (sha256 %s); replacing them", self.describe(), key, f"{info.size:,}", ref.sha256)
+            log.warning(
+                "%s: %s holds %s bytes that differ from its content (sha256 %s); replacing them",
+                self.describe(),
+                key,
+                f"{info.size:,}",
+                ref.sha256,
+            )
         self.put_file(key, path)
         return True
 

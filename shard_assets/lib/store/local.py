@@ -137,14 +137,20 @@ class LocalFolderStore(LocalStore, ObjectStore):
             return []
         found, pending = [], [(folder, folder.relative_to(self.root).as_posix())]
         with self._os_errors("list", prefix):
-            while pending:  # scandir, not rglob: one stat per entry, reused (a folder of 30,000 shards is listed per publish)
+            while (
+                pending
+            ):  # scandir, not rglob: one stat per entry, reused (a folder of 30,000 shards is listed per publish)
                 path, rel = pending.pop()
                 with os.scandir(path) as entries:
                     for entry in entries:
                         key = f"{rel}/{entry.name}" if rel != "." else entry.name
                         if entry.is_dir(follow_symlinks=False):
                             pending.append((Path(entry.path), key))
-                        elif entry.is_file(follow_symlinks=False) and not entry.name.startswith(".") and key.startswith(prefix):
+                        elif (
+                            entry.is_file(follow_symlinks=False)
+                            and not entry.name.startswith(".")
+                            and key.startswith(prefix)
+                        ):
                             found.append((key, entry.stat(follow_symlinks=False).st_size))
         return sorted(found)
 

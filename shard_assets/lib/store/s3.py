@@ -45,7 +45,9 @@ def multipart_etag(path: Path, threshold: int, chunk: int) -> str:
 class S3ObjectStore(S3Store, ObjectStore):
     role = "write"
 
-    def __init__(self, client: Any, bucket: str, prefix: str = "", endpoint: str = "", retry: RetryPolicy = STORE_RETRY):
+    def __init__(
+        self, client: Any, bucket: str, prefix: str = "", endpoint: str = "", retry: RetryPolicy = STORE_RETRY
+    ):
         super().__init__(f"s3://{bucket}/{prefix.strip('/')}", client=client)
         self.endpoint, self.retry, self.stats = endpoint, retry, RequestStats()
 
@@ -78,8 +80,12 @@ class S3ObjectStore(S3Store, ObjectStore):
     def _write_file(self, key: str, path: Path) -> None:
         from boto3.s3.transfer import TransferConfig
 
-        config = TransferConfig(multipart_threshold=MULTIPART_THRESHOLD, multipart_chunksize=MULTIPART_CHUNK, max_concurrency=8)
-        self._call(key, lambda: self.client.upload_file(str(path), self.bucket, self._key(key), Config=config), "upload")
+        config = TransferConfig(
+            multipart_threshold=MULTIPART_THRESHOLD, multipart_chunksize=MULTIPART_CHUNK, max_concurrency=8
+        )
+        self._call(
+            key, lambda: self.client.upload_file(str(path), self.bucket, self._key(key), Config=config), "upload"
+        )
 
     def _write(self, key: str, data: bytes) -> None:
         self._call(key, lambda: self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data), "put")
@@ -107,7 +113,9 @@ class S3ObjectStore(S3Store, ObjectStore):
 
     def _info(self, key: str) -> ObjectInfo:
         head = self._call(key, lambda: self.client.head_object(Bucket=self.bucket, Key=self._key(key)), "head")
-        return ObjectInfo(head["ContentLength"], head["LastModified"].timestamp(), str(head.get("ETag", "")).strip('"') or None)
+        return ObjectInfo(
+            head["ContentLength"], head["LastModified"].timestamp(), str(head.get("ETag", "")).strip('"') or None
+        )
 
     def _listing(self, prefix: str) -> list[tuple[str, int]]:
         full = f"{self.prefix}/{prefix}" if self.prefix else prefix
