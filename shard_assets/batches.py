@@ -10,7 +10,8 @@ from typing import Protocol
 
 @dataclass(frozen=True)
 class RunBatch:
-    """One run to execute: a job over adjacent partitions (none for an unpartitioned job), optionally some of its assets."""
+    """One run to execute: a job over adjacent partitions (none for an unpartitioned job), optionally some of its
+    assets."""
 
     job: str
     partitions: tuple[str, ...] = ()

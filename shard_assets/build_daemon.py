@@ -71,7 +71,8 @@ class BuildDaemon:
         if self.process.poll() is not None:
             tail = self.log_path.read_text(errors="replace")[-1500:]
             raise DaemonError(
-                f"the dagster-daemon this build started exited with {self.process.returncode}; its log ends: {' '.join(tail.split())}"
+                f"the dagster-daemon this build started exited with {self.process.returncode}; its log ends: "
+                f"{' '.join(tail.split())}"
             )
 
     def stop(self) -> None:

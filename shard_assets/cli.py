@@ -205,7 +205,8 @@ def cmd_dev(args) -> int:
     os.environ[PROJECT_ROOT_VARIABLE] = str(project)
     home = prepare_home(project)
     print(
-        f"Dagster UI on http://{args.host}:{args.port}: spec {settings.spec_path}, store {settings.store_root}, Dagster home {home}",
+        f"Dagster UI on http://{args.host}:{args.port}: spec {settings.spec_path}, store {settings.store_root}, "
+        f"Dagster home {home}",
         flush=True,
     )
     os.chdir(home)  # dagster.yaml sits beside DAGSTER_HOME's config here, so Dagster warns about no other copy
@@ -240,11 +241,13 @@ def cmd_gc(args) -> int:
     print(f"versions dropped  {len(plan.dropped_versions)}: {', '.join(plan.dropped_versions) or '-'}")
     for hold in plan.held:  # versions the policy alone would drop, kept because a reader (or a pin) holds a live lease
         print(
-            f"  kept for a {hold.kind}  {hold.version}  ({hold.note}; {hold.key} live until {time.strftime('%Y-%m-%d %H:%M:%SZ', time.gmtime(hold.until))})"
+            f"  kept for a {hold.kind}  {hold.version}  ({hold.note}; {hold.key} live until "
+            f"{time.strftime('%Y-%m-%d %H:%M:%SZ', time.gmtime(hold.until))})"
         )
     if plan.abandoned_tokenizers:
         print(
-            f"tokenizers abandoned {len(plan.abandoned_tokenizers)}: {', '.join(plan.abandoned_tokenizers)} (neither current nor used by a kept version)"
+            f"tokenizers abandoned {len(plan.abandoned_tokenizers)}: {', '.join(plan.abandoned_tokenizers)} (neither "
+            "current nor used by a kept version)"
         )
     for key, size in plan.deletions:
         print(f"  {'delete' if args.delete else 'would delete'}  {key}  ({size:,} bytes)")
@@ -252,7 +255,8 @@ def cmd_gc(args) -> int:
         print(f"freed             {collect(store, plan):,} bytes in {len(plan.deletions)} files")
     else:
         print(
-            f"would free        {plan.bytes_freed:,} bytes in {len(plan.deletions)} files (dry run; pass --delete to delete)"
+            f"would free        {plan.bytes_freed:,} bytes in {len(plan.deletions)} files (dry run; pass --delete to "
+            "delete)"
         )
     return 0
 
@@ -270,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     common.add_argument(
         "--store",
         default=None,
-        help="dataset root: a folder or s3://bucket/prefix (default: DATASET_STORE and DATASET_STORE_ROOT, else data/store)",
+        help="dataset root: a folder or s3://bucket/prefix (default: DATASET_STORE and DATASET_STORE_ROOT, else "
+        "data/store)",
     )
     d = sub.add_parser(
         "demo", help="write the demo corpus (JSONL from the Python standard library's text) and its spec"
@@ -304,7 +309,8 @@ def main(argv: list[str] | None = None) -> int:
     x.add_argument(
         "--store",
         default=None,
-        help="where mixtures/<name>.json goes: a folder or s3://bucket/prefix (default: from the environment, else data/store)",
+        help="where mixtures/<name>.json goes: a folder or s3://bucket/prefix (default: from the environment, else "
+        "data/store)",
     )
     x.set_defaults(func=cmd_mix)
     sub.add_parser("presets", help="list the named corpus presets").set_defaults(func=cmd_presets)

@@ -31,7 +31,8 @@ def build_definitions(resources: dict | None = None) -> dg.Definitions:
         jobs=[*JOBS, gc_job, verify_job, *mixtures.jobs],
         schedules=[retokenize_schedule(), gc_schedule],
         sensors=[raw_files_sensor, *mixtures.sensors],
-        executor=dg.in_process_executor,  # steps are light or one-per-partition; concurrency comes from runs (dagster.yaml)
+        # steps are light or one-per-partition; concurrency comes from runs (dagster.yaml)
+        executor=dg.in_process_executor,
         resources={**resources, "mixtures": specs},
     )
 

@@ -24,7 +24,8 @@ def prepare_home(project_dir: str | Path = ".") -> Path:
 
 
 def local_instance(project_dir: str | Path = ".") -> dg.DagsterInstance:
-    """The instance under DAGSTER_HOME if set (a relative one taken in the project), else the project's `.dagster_home`."""
+    """The instance under DAGSTER_HOME if set (a relative one taken in the project), else the project's
+    `.dagster_home`."""
     home = os.environ.get("DAGSTER_HOME")
     if not home:
         prepare_home(project_dir)

@@ -46,7 +46,8 @@ def publish_mixture_spec(instance: dg.DagsterInstance, spec: Path, resources: di
     materialized = result.asset_materializations_for_node("mixture")
     if not materialized:
         raise RunFailed(
-            f"mixture_job [{spec.stem}] failed (run {result.run_id}): {failure_message(result) or 'see the run in the Dagster UI'}"
+            f"mixture_job [{spec.stem}] failed (run {result.run_id}): "
+            f"{failure_message(result) or 'see the run in the Dagster UI'}"
         )
     report, store = publish_report(materialized[0].metadata), resources["store"].store()
     mixture = read_mixture(store, report.key)
@@ -60,5 +61,6 @@ def refusal(result: MixResult) -> PublishError:
     failed = [a for a in result.report.audits if not a.passed]
     reasons = "; ".join(f"{a.name}: {'; '.join(a.problems[:3]) or a.summary}" for a in failed)
     return PublishError(
-        f"mixture {result.mixture.version} failed its audits ({reasons}); {result.report.key} written, {result.url} unchanged"
+        f"mixture {result.mixture.version} failed its audits ({reasons}); {result.report.key} written, {result.url} "
+        "unchanged"
     )

@@ -64,7 +64,8 @@ def portable_config(resources: dict[str, dg.ConfigurableResource]) -> dict:
                 value = {"env": value.env_var_name}
             elif key in SECRET_FIELDS and value:
                 raise BuildError(
-                    f"resource {name!r}: {key} must be a dg.EnvVar for runs on a cluster; a plain value would be stored in each run's config"
+                    f"resource {name!r}: {key} must be a dg.EnvVar for runs on a cluster; a plain value would be "
+                    "stored in each run's config"
                 )
             elif key == "root" and isinstance(value, str) and value and "://" not in value:
                 value = str(Path(value).resolve())
@@ -113,7 +114,8 @@ class RunQueue:
             yield None
             return
         run_config = portable_config(resources)
-        origin = InProcessCodeLocationOrigin(  # DAGSTER_CURRENT_IMAGE: the image Kubernetes and ECS launchers run it in, as for a code server
+        # DAGSTER_CURRENT_IMAGE: the image Kubernetes and ECS launchers run it in, as for a code server
+        origin = InProcessCodeLocationOrigin(
             LoadableTargetOrigin(
                 executable_path=sys.executable, module_name="shard_assets.definitions", attribute="defs"
             ),
@@ -201,7 +203,8 @@ class RunQueue:
                     continue
                 if run.tags.get(WILL_RETRY_TAG) == "true" and (retry := run.tags.get(AUTO_RETRY_RUN_ID_TAG)):
                     print(
-                        f"{q.where()} failed (run {q.run_id}): {self.message(q.run_id)}; Dagster retries it as run {retry}",
+                        f"{q.where()} failed (run {q.run_id}): {self.message(q.run_id)}; Dagster retries it as run "
+                        f"{retry}",
                         file=sys.stderr,
                         flush=True,
                     )
@@ -213,7 +216,8 @@ class RunQueue:
                 yield (
                     q,
                     False,
-                    f"{q.where()} failed (run {q.run_id}): {self.message(q.run_id) or f'the run was {run.status.value.lower()}'}",
+                    f"{q.where()} failed (run {q.run_id}): "
+                    f"{self.message(q.run_id) or f'the run was {run.status.value.lower()}'}",
                 )
             if pending:
                 time.sleep(POLL_SECONDS)  # polling the instance's run records; runs take seconds to hours

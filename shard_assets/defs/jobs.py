@@ -38,7 +38,8 @@ publish_job = dg.define_asset_job(
     "publish_job",
     selection=[splits, manifest],
     executor_def=dg.in_process_executor,
-    description="Choose the partitions, write a manifest version, audit it, and make it live if every blocking check passes.",
+    description="Choose the partitions, write a manifest version, audit it, and make it live if every blocking check "
+    "passes.",
 )
 
 JOBS = [ingest_job, tokenizer_job, tokenize_job, publish_job]
@@ -51,5 +52,6 @@ def retokenize_schedule() -> dg.ScheduleDefinition:
         job=tokenizer_job,
         cron_schedule=os.environ.get("SHARD_RETOKENIZE_CRON", DEFAULT_CRON),
         default_status=dg.DefaultScheduleStatus.STOPPED,
-        description="Re-materialise the tokenizer (SHARD_RETOKENIZE_CRON, default Sundays 03:00 UTC); a changed tokenizer re-tokenizes downstream by automation.",
+        description="Re-materialise the tokenizer (SHARD_RETOKENIZE_CRON, default Sundays 03:00 UTC); a changed "
+        "tokenizer re-tokenizes downstream by automation.",
     )

@@ -24,10 +24,12 @@ from .tokenizer import tokenizer
 
 AUDITS = {
     "files_present": "Every file the version names is in the store with its recorded size.",
-    "counts_agree": "Documents agree between raw and tokenized partitions; tokens and documents between shards and the manifest.",
+    "counts_agree": "Documents agree between raw and tokenized partitions; tokens and documents between shards and the "
+    "manifest.",
     "token_ids_below_vocab": "Every token id is below the vocab size (maxima recorded while writing).",
     "splits_not_empty": "Train, and val when val_fraction > 0, hold at least one document.",
-    "reads_with_shard_loader": "The tokenizer and a sample of shards verify (sha256) and open with shard_loader's reader.",
+    "reads_with_shard_loader": "The tokenizer and a sample of shards verify (sha256) and open with shard_loader's "
+    "reader.",
 }
 
 
@@ -101,11 +103,13 @@ def manifest(context: dg.AssetExecutionContext, dataset: DatasetResource, store:
     url = f"{root}/{LATEST_KEY}"
     if published.live:
         context.log.info(
-            f"{published.version} is live: {url} ({len(summary.partitions)} partitions, {len(summary.left_out)} left out)"
+            f"{published.version} is live: {url} ({len(summary.partitions)} partitions, {len(summary.left_out)} left "
+            "out)"
         )
     else:
         context.log.error(
-            f"blocking checks failed ({', '.join(published.failed)}): {published.key} written, {LATEST_KEY} left unchanged at the previous version"
+            f"blocking checks failed ({', '.join(published.failed)}): {published.key} written, {LATEST_KEY} left "
+            "unchanged at the previous version"
         )
     return dg.MaterializeResult(
         data_version=dg.DataVersion(published.version),

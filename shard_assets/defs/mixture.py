@@ -129,8 +129,8 @@ def mixture_definitions(specs: MixtureSpecsResource) -> MixtureDefinitions:
             "observe_on_cron"
         ),
         group_name=MIXTURE_ASSET["group_name"],
-        description="The version each mixture spec's component URLs name now (a live manifest.json moves on); observed on "
-        "SHARD_MIXTURE_FOLLOW_CRON only while the mixture_follow_live sensor runs.",
+        description="The version each mixture spec's component URLs name now (a live manifest.json moves on); observed "
+        "on SHARD_MIXTURE_FOLLOW_CRON only while the mixture_follow_live sensor runs.",
     )
     def mixture_components(context, mixtures: MixtureSpecsResource, store: StoreResource) -> dg.DataVersionsByPartition:
         client = getattr(store.store(), "client", None)
@@ -153,7 +153,8 @@ def mixture_definitions(specs: MixtureSpecsResource) -> MixtureDefinitions:
         check_specs=audit_check_specs("mixture", AUDITS),
         description=(
             "Published datasets blended by weight: `mixtures/NAME/VERSION.json` (immutable, each component pinned to a "
-            "manifest version by sha256) is written, audited by the blocking checks, and only then copied to `mixtures/NAME.json`."
+            "manifest version by sha256) is written, audited by the blocking checks, and only then copied to "
+            "`mixtures/NAME.json`."
         ),
     )
     def mixture(
@@ -177,12 +178,14 @@ def mixture_definitions(specs: MixtureSpecsResource) -> MixtureDefinitions:
         "mixture_job",
         selection=[mixture],
         executor_def=dg.in_process_executor,
-        description="Resolve one mixture spec, write its version, audit it, and make it live if every blocking check passes.",
+        description="Resolve one mixture spec, write its version, audit it, and make it live if every blocking check "
+        "passes.",
     )
     follow = dg.AutomationConditionSensorDefinition(
         "mixture_follow_live",
         target=dg.AssetSelection.assets(mixture.key, mixture_components.key),
         default_status=dg.DefaultSensorStatus.STOPPED,
-        description="Opt in to following live component manifests: observe them on SHARD_MIXTURE_FOLLOW_CRON and republish a mixture whose components moved.",
+        description="Opt in to following live component manifests: observe them on SHARD_MIXTURE_FOLLOW_CRON and "
+        "republish a mixture whose components moved.",
     )
     return MixtureDefinitions([mixture_components, mixture], [job], [follow])

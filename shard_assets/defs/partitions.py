@@ -24,7 +24,9 @@ T = TypeVar("T")
 RAW_FILES = "raw_files"  # the dynamic partitions set: one key per registered source file (or piece)
 raw_files = dg.DynamicPartitionsDefinition(name=RAW_FILES)
 PARTITION_BYTES_ENV = "SHARD_PARTITION_BYTES"
-PARTITIONS_PER_RUN = 32  # per backfill, sensor or build run: the fixed cost of a run (~2 s here, a pod start on a cluster) spread over many partitions
+# per backfill, sensor or build run: the fixed cost of a run (~2 s here, a pod start on a cluster) spread over many
+# partitions
+PARTITIONS_PER_RUN = 32
 RUN_BYTES = (
     1 << 30
 )  # source bytes per sensor or build run past its first partition: work-sized partitions get a run (a pod) each
@@ -88,7 +90,8 @@ def run_target(partitions: list[str]) -> RunTarget:
 def mirror(
     instance: dg.DagsterInstance, store: ObjectStore, spec: DatasetSpec, removed: list[str]
 ) -> dict[str, PartitionRecord]:
-    """Make Dagster's partition set the registered one: add what it lacks, delete the removed; returns every partition."""
+    """Make Dagster's partition set the registered one: add what it lacks, delete the removed; returns every
+    partition."""
     keys = registered(store, spec)
     known = set(instance.get_dynamic_partitions(RAW_FILES))
     if new := [k for k in keys if k not in known]:
@@ -164,5 +167,6 @@ def raise_failures(context: dg.AssetExecutionContext, failures: dict[str, BuildE
         raise next(iter(failures.values()))
     lines = "\n".join(f"{k}: {type(e).__name__}: {e}" for k, e in failures.items())
     raise PartitionsFailed(
-        f"{len(failures)} of {len(keys)} partitions failed (the others are stored; fix or remove these, then rerun the range):\n{lines}"
+        f"{len(failures)} of {len(keys)} partitions failed (the others are stored; fix or remove these, then rerun the "
+        f"range):\n{lines}"
     )

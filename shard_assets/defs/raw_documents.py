@@ -63,7 +63,10 @@ def partition_metadata(done: Ingested) -> dict:
 def _summary(done: Ingested) -> str:
     stats = done.stats
     drops = ", ".join(f"{reason} {stats.dropped[reason]:,}" for reason in ("empty", "too_short", "duplicate"))
-    return f"{done.record.partition}: {stats.documents_out:,} of {stats.documents_in:,} documents kept (dropped: {drops}), {done.seconds:.1f} s"
+    return (
+        f"{done.record.partition}: {stats.documents_out:,} of {stats.documents_in:,} documents kept (dropped: "
+        f"{drops}), {done.seconds:.1f} s"
+    )
 
 
 @dg.asset(
@@ -73,7 +76,8 @@ def _summary(done: Ingested) -> str:
     **DATASET_ASSET,
     kinds={"parquet"},
     tags={"stage": "ingest"},
-    description="Documents of one partition's source files (or row-group range): NFC, control characters stripped, short and duplicate documents dropped.",
+    description="Documents of one partition's source files (or row-group range): NFC, control characters stripped, "
+    "short and duplicate documents dropped.",
 )
 def raw_documents(
     context: dg.AssetExecutionContext, dataset: DatasetResource, store: StoreResource

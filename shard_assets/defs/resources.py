@@ -32,7 +32,10 @@ STORE_VARIABLE = "DATASET_STORE"
 STORE_ROOT_VARIABLE = "DATASET_STORE_ROOT"
 STORE_KINDS = ("local", "s3", "r2")
 REMOTE_SCHEMES = ("s3://", "r2://")
-RELATIVE = "a relative path is resolved against the project root (SHARD_PROJECT_ROOT, set by `shard-assets dev`; else the current directory)"
+RELATIVE = (
+    "a relative path is resolved against the project root (SHARD_PROJECT_ROOT, set by `shard-assets dev`; else "
+    "the current directory)"
+)
 _ACCOUNT = re.compile(r"^[0-9a-fA-F]{32}$")
 
 
@@ -149,17 +152,20 @@ def _endpoint(environ: Mapping[str, str]) -> str:
     if url := environ.get(ENDPOINT_VARIABLE, ""):
         if not url.startswith(("http://", "https://")):
             raise SettingsError(
-                f"{ENDPOINT_VARIABLE}={url!r} has no scheme; write it as https://host[:port] (or http:// for a local server)"
+                f"{ENDPOINT_VARIABLE}={url!r} has no scheme; write it as https://host[:port] (or http:// for a local "
+                "server)"
             )
         return url
     account = _required(
         environ,
         ACCOUNT_VARIABLE,
-        f"DATASET_STORE=r2 needs the Cloudflare account id (32 hex digits), or {ENDPOINT_VARIABLE} for another S3-compatible server",
+        f"DATASET_STORE=r2 needs the Cloudflare account id (32 hex digits), or {ENDPOINT_VARIABLE} for another "
+        "S3-compatible server",
     )
     if not _ACCOUNT.match(account):
         raise SettingsError(
-            f"{ACCOUNT_VARIABLE} is not a Cloudflare account id (32 hex digits, from the R2 dashboard's URL); got {len(account)} characters"
+            f"{ACCOUNT_VARIABLE} is not a Cloudflare account id (32 hex digits, from the R2 dashboard's URL); got "
+            f"{len(account)} characters"
         )
     return r2_endpoint(account)
 
@@ -177,7 +183,8 @@ def settings_from_env(
     kind = environ.get(STORE_VARIABLE) or "local"
     if kind not in STORE_KINDS:
         raise SettingsError(
-            f"{STORE_VARIABLE}={kind!r} is not one of {', '.join(STORE_KINDS)}; unset it for the local folder {DEFAULT_LOCAL_ROOT}"
+            f"{STORE_VARIABLE}={kind!r} is not one of {', '.join(STORE_KINDS)}; unset it for the local folder "
+            f"{DEFAULT_LOCAL_ROOT}"
         )
     spec_path = resolve_path(spec or environ.get(SPEC_VARIABLE) or DEFAULT_SPEC, environ)
     root = store or environ.get(STORE_ROOT_VARIABLE) or ""

@@ -14,7 +14,8 @@ class RetentionConfig(dg.Config):
 
 
 @dg.op(
-    description="Delete files no kept manifest version (newest `keep`, younger than `max_age`, superseded within `grace`) needs."
+    description="Delete files no kept manifest version (newest `keep`, younger than `max_age`, superseded within "
+    "`grace`) needs."
 )
 def collect_garbage(context: dg.OpExecutionContext, config: RetentionConfig, store: StoreResource) -> None:
     objects = store.store()
@@ -28,7 +29,8 @@ def collect_garbage(context: dg.OpExecutionContext, config: RetentionConfig, sto
     context.log.info(
         f"{'dry run: would free' if config.dry_run else 'freed'} {freed:,} bytes in {len(plan.deletions)} files; "
         f"kept {len(plan.kept_versions)} versions ({len({h.version for h in plan.held})} for readers: "
-        f"{', '.join(sorted({f'{h.version} ({h.note})' for h in plan.held})) or 'none'}), dropped {len(plan.dropped_versions)}; "
+        f"{', '.join(sorted({f'{h.version} ({h.note})' for h in plan.held})) or 'none'}), dropped "
+        f"{len(plan.dropped_versions)}; "
         f"abandoned tokenizers: {', '.join(plan.abandoned_tokenizers) or 'none'}"
     )
 

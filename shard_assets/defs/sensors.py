@@ -45,6 +45,7 @@ def raw_files_sensor(
         for run in contiguous_runs(step.changed, order, PARTITIONS_PER_RUN, sizes, RUN_BYTES)
     ]
     context.log.info(
-        f"{step.files} files handled, {len(step.changed)} partitions new or changed, {len(step.removed)} removed; resume at {step.cursor}"
+        f"{step.files} files handled, {len(step.changed)} partitions new or changed, {len(step.removed)} removed; "
+        f"resume at {step.cursor}"
     )
     return dg.SensorResult(run_requests=requests, cursor=step.cursor.to_json())

@@ -33,7 +33,8 @@ TINY_SPLIT = 100  # documents; a smaller split gets a warning in the metadata (a
             description="No document (by hash of its normalised text) is in both train and val.",
         )
     ],
-    description="Token and document totals per split over the tokenized partitions; failed or removed partitions left out with a reason.",
+    description="Token and document totals per split over the tokenized partitions; failed or removed partitions left "
+    "out with a reason.",
 )
 def splits(context: dg.AssetExecutionContext, dataset: DatasetResource, store: StoreResource) -> dg.MaterializeResult:
     spec, objects = dataset.spec(), store.store()

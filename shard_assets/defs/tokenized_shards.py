@@ -16,7 +16,8 @@ from .tokenizer import tokenizer
 
 
 def partition_metadata(done: TokenizedPartition) -> dict:
-    """What the UI shows for one partition: its documents and tokens per split, sizes, speed, the engine and its guard."""
+    """What the UI shows for one partition: its documents and tokens per split, sizes, speed, the engine and its
+    guard."""
     stats, record, guard = done.stats, done.record, done.stats.guard
     return {
         "dagster/row_count": sum(stats.documents.values()),
@@ -45,7 +46,8 @@ def partition_metadata(done: TokenizedPartition) -> dict:
     kinds={"numpy"},
     tags={"stage": "tokenize"},
     pool="tokenize",
-    description="Token ids of one raw partition, each document followed by the end-of-document id, split train/val by document hash.",
+    description="Token ids of one raw partition, each document followed by the end-of-document id, split train/val by "
+    "document hash.",
 )
 def tokenized_shards(
     context: dg.AssetExecutionContext, dataset: DatasetResource, store: StoreResource
@@ -58,7 +60,8 @@ def tokenized_shards(
     if len(outcome.stored) > 1:
         tokens = sum(sum(d.stats.tokens.values()) for d in outcome.stored)
         context.log.info(
-            f"{len(outcome.stored)} partitions: {tokens:,} tokens in {sum(d.stats.seconds for d in outcome.stored):.1f} s"
+            f"{len(outcome.stored)} partitions: {tokens:,} tokens in "
+            f"{sum(d.stats.seconds for d in outcome.stored):.1f} s"
         )
     return dg.MaterializeResult(
         data_version=dg.DataVersion(run_data_version(d.record.data_version for d in outcome.stored)),

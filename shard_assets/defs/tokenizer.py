@@ -35,7 +35,8 @@ def tokenizer(
     if spec.tokenizer.kind == "train_bpe" and not raws:
         partitions = registered_partitions(objects)
         why = (
-            f"none of the {len(partitions)} registered partitions has raw documents (their ingest failed: see the ingest runs' errors)"
+            f"none of the {len(partitions)} registered partitions has raw documents (their ingest failed: see the "
+            "ingest runs' errors)"
             if partitions
             else "no partition is registered (run `shard-assets discover` or turn on raw_files_sensor)"
         )
@@ -43,7 +44,8 @@ def tokenizer(
     text, record = build_tokenizer(spec.tokenizer, training_texts(objects, [r.key for r in raws]))
     store_tokenizer(objects, text, record)
     context.log.info(
-        f"tokenizer {record.name} ({record.fingerprint}, {record.vocab_size:,} ids) made current, trained on {len(raws)} partitions"
+        f"tokenizer {record.name} ({record.fingerprint}, {record.vocab_size:,} ids) made current, trained on "
+        f"{len(raws)} partitions"
         if spec.tokenizer.kind == "train_bpe"
         else f"tokenizer {record.name} ({record.fingerprint}) made current"
     )

@@ -20,7 +20,8 @@ def verify_live(context: dg.OpExecutionContext, store: StoreResource) -> None:
 
 
 @dg.job(
-    description="Full verification of the live version (reads every byte; the publish audits read only records and a sample)."
+    description="Full verification of the live version (reads every byte; the publish audits read only records and a "
+    "sample)."
 )
 def verify_job() -> None:
     verify_live()

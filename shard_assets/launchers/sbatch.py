@@ -64,8 +64,10 @@ class JobRequest:
             "--nodes=1",
             "--ntasks=1",
             f"--cpus-per-task={self.cpus_per_task}",
-            "--no-requeue",  # a lost job fails its run and Dagster's run retries relaunch it: Slurm must not run it twice
-            "--chdir=/tmp",  # the submitting process's folder may not exist on the node; the script moves to its scratch dir
+            # a lost job fails its run and Dagster's run retries relaunch it: Slurm must not run it twice
+            "--no-requeue",
+            # the submitting process's folder may not exist on the node; the script moves to its scratch dir
+            "--chdir=/tmp",
             f"--export={','.join(self.export) or 'NONE'}",
         ]
         optional = {
@@ -136,7 +138,8 @@ def _run(
         )
     except FileNotFoundError:
         raise SlurmError(
-            f"`{args[0]}` is not on PATH: run the Dagster daemon on a machine with the Slurm client commands (sbatch, squeue, scancel)"
+            f"`{args[0]}` is not on PATH: run the Dagster daemon on a machine with the Slurm client commands (sbatch, "
+            "squeue, scancel)"
         ) from None
     except subprocess.TimeoutExpired:
         raise SlurmError(

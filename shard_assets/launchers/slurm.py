@@ -144,7 +144,8 @@ class SlurmRunLauncher(RunLauncher, ConfigurableClass):
                 Array(StringSource),
                 is_required=False,
                 default_value=[],
-                description="variables the job gets: NAME (its value in the launcher's environment) or NAME=value; no other variable reaches the job",
+                description="variables the job gets: NAME (its value in the launcher's environment) or NAME=value; no "
+                "other variable reaches the job",
             ),
             "job_setup": Field(
                 Array(StringSource),
@@ -162,7 +163,8 @@ class SlurmRunLauncher(RunLauncher, ConfigurableClass):
                 StringSource,
                 is_required=False,
                 default_value="",
-                description="node-local folder under which each job makes and removes its scratch dir (%n: the node's name); empty: $TMPDIR, else /tmp",
+                description="node-local folder under which each job makes and removes its scratch dir (%n: the node's "
+                "name); empty: $TMPDIR, else /tmp",
             ),
             "output": Field(
                 StringSource,
@@ -279,7 +281,10 @@ class SlurmRunLauncher(RunLauncher, ConfigurableClass):
             return None
         state = self._state(job_id)
         output = (self.output or "/tmp/slurm-%j.out").replace("%j", job_id)
-        return f"{state.describe() if state else f'Slurm job {job_id}: unknown to squeue and sacct'}; its output: {output} on the node; `scontrol show job {job_id}` says more"
+        return (
+            f"{state.describe() if state else f'Slurm job {job_id}: unknown to squeue and sacct'}; its output: "
+            f"{output} on the node; `scontrol show job {job_id}` says more"
+        )
 
     def terminate(self, run_id: str) -> bool:
         run = self._instance.get_run_by_id(run_id)

@@ -17,14 +17,16 @@ def bar_chart_svg(labels: list[str], values: list[int], title: str, unit: str) -
     top = max(values, default=0) or 1
     step = (WIDTH - 40) / max(len(values), 1)
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" font-family="sans-serif" font-size="10">',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" font-family="sans-serif" '
+        'font-size="10">',
         f'<text x="{WIDTH / 2}" y="14" text-anchor="middle" font-size="12">{escape(title)}</text>',
     ]
     for i, (label, value) in enumerate(zip(labels, values)):
         h = BAR_AREA * value / top
         x = 20 + i * step
         parts.append(
-            f'<rect x="{x + 2:.1f}" y="{20 + BAR_AREA - h:.1f}" width="{step - 4:.1f}" height="{h:.1f}" fill="#4f43dd"/>'
+            f'<rect x="{x + 2:.1f}" y="{20 + BAR_AREA - h:.1f}" width="{step - 4:.1f}" height="{h:.1f}" '
+            'fill="#4f43dd"/>'
         )
         parts.append(f'<text x="{x + step / 2:.1f}" y="{16 + BAR_AREA - h:.1f}" text-anchor="middle">{value:,}</text>')
         parts.append(f'<text x="{x + step / 2:.1f}" y="{34 + BAR_AREA}" text-anchor="middle">{escape(label)}</text>')
@@ -39,19 +41,22 @@ def grouped_bar_chart_svg(labels: list[str], series: dict[str, list[float]], tit
     step = (WIDTH - 40) / max(len(labels), 1)
     bar = (step - 8) / max(len(series), 1)
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" font-family="sans-serif" font-size="10">',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" font-family="sans-serif" '
+        'font-size="10">',
         f'<text x="{WIDTH / 2}" y="14" text-anchor="middle" font-size="12">{escape(title)}</text>',
     ]
     for j, (name, values) in enumerate(series.items()):
         colour = COLOURS[j % len(COLOURS)]
         parts.append(
-            f'<rect x="{20 + 120 * j}" y="{HEIGHT - 13}" width="10" height="10" fill="{colour}"/><text x="{34 + 120 * j}" y="{HEIGHT - 4}">{escape(name)}</text>'
+            f'<rect x="{20 + 120 * j}" y="{HEIGHT - 13}" width="10" height="10" fill="{colour}"/><text '
+            f'x="{34 + 120 * j}" y="{HEIGHT - 4}">{escape(name)}</text>'
         )
         for i, value in enumerate(values):
             h = BAR_AREA * value / top
             x = 24 + i * step + j * bar
             parts.append(
-                f'<rect x="{x:.1f}" y="{20 + BAR_AREA - h:.1f}" width="{bar - 2:.1f}" height="{h:.1f}" fill="{colour}"/>'
+                f'<rect x="{x:.1f}" y="{20 + BAR_AREA - h:.1f}" width="{bar - 2:.1f}" height="{h:.1f}" '
+                f'fill="{colour}"/>'
             )
             parts.append(
                 f'<text x="{x + bar / 2:.1f}" y="{16 + BAR_AREA - h:.1f}" text-anchor="middle">{value:.3g}</text>'

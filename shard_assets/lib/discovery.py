@@ -93,7 +93,8 @@ def load_layout(store: ObjectStore, source: str) -> SourceLayout:
 
 
 def _legacy_index(source: str, body: bytes) -> DiscoveryIndex | None:
-    """An index written before it was a record (`{"open", "partitions": {key: [[uri, fingerprint, size, start, stop]]}}`),
+    """An index written before it was a record
+    (`{"open", "partitions": {key: [[uri, fingerprint, size, start, stop]]}}`),
     read as one (the next save writes it as a record); None if `body` is not one."""
     try:
         data = json.loads(body)

@@ -26,8 +26,14 @@ from .errors import BuildError
 from .records import GuardResult
 
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-LLAMA3_PATTERN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
-QWEN2_PATTERN = r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+LLAMA3_PATTERN = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"""
+    r""" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+QWEN2_PATTERN = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"""
+    r""" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
 VERIFIED_PATTERNS = {
     "gpt2": GPT2_PATTERN,
     "llama3": LLAMA3_PATTERN,
@@ -261,7 +267,8 @@ REFERENCE_GROUP_CHARS = (
 @dataclass(frozen=True)
 class _Sample:
     """A document queued for comparison: its place in the partition, its text, the engine's ids, how many of its pieces
-    the reference compares, and whether it counts as a sampled document (not when the strided sample holds it already)."""
+    the reference compares, and whether it counts as a sampled document (not when the strided sample holds it
+    already)."""
 
     index: int
     text: str
@@ -272,7 +279,8 @@ class _Sample:
 
 @dataclass(frozen=True)
 class _Piece:
-    """Characters `start`-`stop` of a sampled document, and the engine's ids of them within its ids of the whole document."""
+    """Characters `start`-`stop` of a sampled document, and the engine's ids of them within its ids of the whole
+    document."""
 
     sample: _Sample
     start: int
@@ -372,7 +380,8 @@ class ExactnessGuard:
         return GUARD_FLOOR_TOKENS + self.budget * self.tokens
 
     def check(self, texts: Sequence[str], encoded: Encoded) -> None:
-        """Queue the sampled documents of this batch (the next ones of the partition) for comparison; ExactnessError for an earlier difference."""
+        """Queue the sampled documents of this batch (the next ones of the partition) for comparison; ExactnessError for
+        an earlier difference."""
         first, n = self.documents, len(texts)
         self.documents += n
         self.tokens += int(encoded.lengths.sum())
@@ -393,7 +402,8 @@ class ExactnessGuard:
             self._longest = (int(chars[longest]), first + longest, texts[longest], encoded.document(longest).copy())
 
     def end(self) -> None:
-        """No more documents: queue the partition's longest one (what the budget leaves of it, at least a piece) without waiting."""
+        """No more documents: queue the partition's longest one (what the budget leaves of it, at least a piece) without
+        waiting."""
         if self._thread is None or self._longest is None:
             return
         chars, at, text, ids = self._longest
@@ -406,7 +416,8 @@ class ExactnessGuard:
         self._thread.submit(self._compare, [_Sample(at, text, ids, pieces, counted=at not in self._queued)])
 
     def _compare(self, samples: list[_Sample]) -> None:
-        """On the guard's thread: the reference's ids of the samples' pieces against the engine's; ExactnessError at the first call that differs."""
+        """On the guard's thread: the reference's ids of the samples' pieces against the engine's; ExactnessError at the
+        first call that differs."""
         if self.differing:  # the partition is failed or redone anyway: compare no more
             return
         pieces, differs = [], {}
@@ -453,7 +464,8 @@ class ExactnessGuard:
                 ):
                     return (
                         pieces,
-                        f"{piece.where}: the engine's ids of the whole document differ there from its ids of this piece alone",
+                        f"{piece.where}: the engine's ids of the whole document differ there from its ids of this "
+                        "piece alone",
                     )
                 if j in chosen:
                     pieces.append(piece)

@@ -64,12 +64,14 @@ def by_size(texts: list[str]) -> list[slice]:
 
 
 def encode_documents(tokenizer: Tokenizer, texts: list[str], eod_id: int, dtype: str) -> tuple[np.ndarray, np.ndarray]:
-    """For estimates: the selected engine's tokens for a `tokenizers.Tokenizer`, EOD after each document, and lengths."""
+    """For estimates: the selected engine's tokens for a `tokenizers.Tokenizer`, EOD after each document, and
+    lengths."""
     return select_encoder(tokenizer.to_str()).encode(texts).with_eod(eod_id, dtype, "estimate")
 
 
 def _batches(pf, val_fraction: float, batch_documents: int):
-    """(texts, is-val mask) of a raw ParquetFile's documents, reading only the two columns, bounded by MAX_BATCH_CHARS."""
+    """(texts, is-val mask) of a raw ParquetFile's documents, reading only the two columns, bounded by
+    MAX_BATCH_CHARS."""
     for batch in pf.iter_batches(batch_size=batch_documents, columns=["text", "doc_hash"]):
         texts, val = batch.column(0).to_pylist(), is_val(batch.column(1).to_numpy(), val_fraction)
         for chunk in by_size(texts):

@@ -29,7 +29,8 @@ def _published_name(store: ObjectStore) -> str | None:
 
 def _refuse(store: ObjectStore, owner: str, dataset: str, origin: str, where: str) -> PrefixOwnedError:
     return PrefixOwnedError(
-        f"{store.describe()} holds dataset {owner!r} ({where}); refusing to build {dataset!r}{f' ({origin})' if origin else ''} into it: "
+        f"{store.describe()} holds dataset {owner!r} ({where}); refusing to build "
+        f"{dataset!r}{f' ({origin})' if origin else ''} into it: "
         f"give {dataset!r} its own prefix (--store, DATASET_STORE_ROOT or DATASET_BINS_PATH), "
         f"or if {owner!r} was renamed to {dataset!r}, delete {OWNER_KEY} there first"
     )

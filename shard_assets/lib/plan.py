@@ -135,15 +135,18 @@ def format_plan(plan: Plan) -> str:
     for f in plan.files:
         mark = " " if f.exact else "~"
         lines.append(
-            f"{f.file.partition_key:<40} {mark}{f.documents:>12,} {mark}{f.tokens:>16,} {mark}{f.text_bytes / 1e6:>10.1f}"
+            f"{f.file.partition_key:<40} {mark}{f.documents:>12,} {mark}{f.tokens:>16,} "
+            f"{mark}{f.text_bytes / 1e6:>10.1f}"
         )
     hours = plan.seconds / 3600
     lines += [
         "",
         f"total          {plan.documents:,} documents, {plan.tokens:,} tokens in {len(plan.files)} partitions",
-        f"output         {human_bytes(plan.output_bytes)} of shards ({plan.token_dtype}; uint16 {human_bytes(plan.output_bytes_as('uint16'))}, uint32 {human_bytes(plan.output_bytes_as('uint32'))})",
+        f"output         {human_bytes(plan.output_bytes)} of shards ({plan.token_dtype}; uint16 "
+        f"{human_bytes(plan.output_bytes_as('uint16'))}, uint32 {human_bytes(plan.output_bytes_as('uint32'))})",
         f"local disk     {human_bytes(plan.local_disk_bytes)} scratch for {plan.cores} partitions at once",
-        f"time           {plan.seconds:,.0f} s ({hours:,.2f} h) on {plan.cores} cores at {plan.tokens_per_second_per_core / 1e6:.2f}M tokens/s per core (measured on the sample)",
+        f"time           {plan.seconds:,.0f} s ({hours:,.2f} h) on {plan.cores} cores at "
+        f"{plan.tokens_per_second_per_core / 1e6:.2f}M tokens/s per core (measured on the sample)",
         f"core-hours     {hours * plan.cores:,.3f}",
         "",
         "~ marks estimates extrapolated from a sample; unmarked rows were read whole and are exact",

@@ -72,7 +72,8 @@ def content_version(dataset: str, tokenizer: TokenizerInfo, dtype: str, splits: 
     for s, info in splits.items():
         if info.table is None:
             raise PublishError(
-                f"split {s!r} has no shard table: a version is named by its splits' tables (build them with SplitInfo.of)"
+                f"split {s!r} has no shard table: a version is named by its splits' tables (build them with "
+                "SplitInfo.of)"
             )
         tables[s] = asdict(info.table)
     body = json.dumps(
@@ -177,7 +178,8 @@ def _audit_counts(m: Manifest, parts: dict[str, PartRecord]) -> Audit:
         documents = sum(p.shards[name].documents for p in parts.values())
         if (tokens, documents) != (split.tokens, split.documents):
             problems.append(
-                f"{name}: shards hold {tokens} tokens / {documents} documents, manifest says {split.tokens} / {split.documents}"
+                f"{name}: shards hold {tokens} tokens / {documents} documents, manifest says {split.tokens} / "
+                f"{split.documents}"
             )
     return Audit(
         "counts_agree",

@@ -40,7 +40,8 @@ def check_registration(spec: DatasetSpec, partition: str, record: PartitionRecor
         keys.append(partition_key(source_name, part))
     if not any(partition == k or partition.startswith(f"{k}.") for k in keys):
         raise StateMismatchError(
-            f"{where}: names {', '.join(p.uri for p in record.pieces)}, none of which is partition {partition}'s file; {redo}"
+            f"{where}: names {', '.join(p.uri for p in record.pieces)}, none of which is partition {partition}'s file; "
+            f"{redo}"
         )
 
 
@@ -65,5 +66,6 @@ def check_part_record(part: PartRecord, partition: str, fingerprint: str) -> Non
         base = shard_base_key(fingerprint, split, partition, shard_content_hash(entry.npy.sha256, entry.bin.sha256))
         if (entry.partition, entry.npy.key, entry.bin.key) != (partition, f"{base}.npy", f"{base}.bin"):
             raise StateMismatchError(
-                f"{where}: shards.{split} names {entry.npy.key} and {entry.bin.key}, but the sha256s it records give {base}.npy|.bin; {redo}"
+                f"{where}: shards.{split} names {entry.npy.key} and {entry.bin.key}, but the sha256s it records give "
+                f"{base}.npy|.bin; {redo}"
             )

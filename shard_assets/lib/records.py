@@ -28,7 +28,8 @@ R = TypeVar("R")
 
 @dataclass(frozen=True)
 class TokenizerRecord:
-    """A tokenizer as the builder records it (`tokenizers/<fp>/info.json`, and `state/tokenizer.json` for the current one)."""
+    """A tokenizer as the builder records it (`tokenizers/<fp>/info.json`, and `state/tokenizer.json` for the current
+    one)."""
 
     name: str
     fingerprint: str

@@ -90,7 +90,8 @@ class TokenizedPartition:
 
 @dataclass(frozen=True)
 class TokenizeOutcome:
-    """What a run's tokenize step did: the partitions stored, in order, and the failed ones (quarantined) with their error."""
+    """What a run's tokenize step did: the partitions stored, in order, and the failed ones (quarantined) with their
+    error."""
 
     stored: tuple[TokenizedPartition, ...]
     failed: dict[str, BuildError]
@@ -104,7 +105,8 @@ def _entry(w: ShardWriter, fingerprint: str, split: str, partition: str) -> Shar
 
 
 def build_partition_shards(job: TokenizeJob, raw: RawRecord, workdir: Path) -> BuiltPartition:
-    """Tokenize the raw partition into a train and a val shard in `workdir` (the engine behind the exactness guard) and describe them in its record."""
+    """Tokenize the raw partition into a train and a val shard in `workdir` (the engine behind the exactness guard) and
+    describe them in its record."""
     workdir.mkdir(parents=True, exist_ok=True)
     local_raw = job.store.local_path(raw.key)
     if local_raw is None:
@@ -153,7 +155,8 @@ def decoded_samples(
 
 
 def upload_partition(store: ObjectStore, built: BuiltPartition) -> None:
-    """Put the partition's shard files under their content-hashed keys, then its record: a record names only files in the store."""
+    """Put the partition's shard files under their content-hashed keys, then its record: a record names only files in
+    the store."""
     record = built.record
     for split, w in built.writers.items():
         for ref, path in ((record.shards[split].npy, w.npy_path), (record.shards[split].bin, w.bin_path)):
@@ -165,7 +168,8 @@ class PartitionUploads:
     """Finished partitions uploaded (`upload_partition`) on a background thread while the next one encodes.
 
     `submit` waits while UPLOAD_DEPTH partitions are queued; each partition's work folder is removed
-    once its upload ends, whatever the outcome. `stored` names the partitions whose files and record are up; `wait` returns the failures by partition.
+    once its upload ends, whatever the outcome. `stored` names the partitions whose files and record are up; `wait`
+    returns the failures by partition.
     """
 
     def __init__(self, store: ObjectStore, depth: int = UPLOAD_DEPTH):
@@ -196,8 +200,9 @@ class PartitionUploads:
 def _describe(done: TokenizedPartition) -> str:
     tokens, guard = done.stats.tokens, done.stats.guard
     return (
-        f"{done.record.partition}: {sum(done.stats.documents.values()):,} documents, {tokens['train']:,} train and {tokens['val']:,} val tokens "
-        f"in {done.stats.seconds:.1f} s ({guard.engine}; {guard.sampled:,} documents re-encoded by the guard, {guard.differing} differing)"
+        f"{done.record.partition}: {sum(done.stats.documents.values()):,} documents, {tokens['train']:,} train and "
+        f"{tokens['val']:,} val tokens in {done.stats.seconds:.1f} s ({guard.engine}; {guard.sampled:,} documents "
+        f"re-encoded by the guard, {guard.differing} differing)"
     )
 
 

@@ -85,7 +85,8 @@ class DatasetSpec:
     partition_bytes: int = (
         0  # source bytes per partition ("2GB" in TOML); 0: one partition per file. SHARD_PARTITION_BYTES overrides it
     )
-    on_mismatch: str = "fail"  # the exactness guard finds a fast engine differing: "fail" the partition or re-encode it with the "reference"
+    # the exactness guard finds a fast engine differing: "fail" the partition or re-encode it with the "reference"
+    on_mismatch: str = "fail"
     origin: str = "<spec>"
 
     def source(self, name: str) -> SourceSpec:
@@ -214,7 +215,8 @@ def _tokenizer(data: dict[str, Any], origin: str, base: Path | None) -> Tokenize
         )
     if tok.kind != "file" and tok.path:
         raise SpecError(
-            f'{origin}: [tokenizer].path is read only with kind = "file", not {tok.kind!r}; remove it or set kind = "file"'
+            f'{origin}: [tokenizer].path is read only with kind = "file", not {tok.kind!r}; remove it or set kind = '
+            '"file"'
         )
     return tok
 

@@ -95,8 +95,8 @@ def _why_not_current(
         return f"ingest failed in run {failure.run_id}: {failure.error}"
     if part is not None:
         return (
-            f"its source changed since it was tokenized (tokenized from {_describe(part.raw.source_file)}, registered now as "
-            f"{_describe(now)}) and it is not rebuilt"
+            f"its source changed since it was tokenized (tokenized from {_describe(part.raw.source_file)}, registered "
+            f"now as {_describe(now)}) and it is not rebuilt"
         )
     return f"not tokenized with tokenizer {fingerprint} (source {now.uri})"
 
@@ -186,12 +186,14 @@ def select_partitions(store: ObjectStore, spec: DatasetSpec, fingerprint: str, p
                 failed.append(p)
     if failed and spec.on_partition_failure == "block":
         raise PublishError(
-            f"{len(failed)} partitions cannot be published ({failed[:5]}{' ...' if len(failed) > 5 else ''}: {left_out[failed[0]]}); "
+            f"{len(failed)} partitions cannot be published ({failed[:5]}{' ...' if len(failed) > 5 else ''}: "
+            f"{left_out[failed[0]]}); "
             f'on_partition_failure = "block" in {spec.origin}: fix or remove them, or set it to "skip"'
         )
     if not chosen:
         raise PublishError(
-            f"no partition is tokenized with tokenizer {fingerprint} from its current files; materialise tokenized_shards first"
+            f"no partition is tokenized with tokenizer {fingerprint} from its current files; materialise "
+            "tokenized_shards first"
             + (f" ({next(iter(left_out))}: {next(iter(left_out.values()))})" if left_out else "")
         )
     return Selection(parts=chosen, left_out=left_out, stale=stale)
@@ -240,7 +242,8 @@ def prove_split(raw_path: Path, val_fraction: float, documents: dict[str, int] |
             low = least if low is None else min(low, least)
     if documents is not None and documents != counts:
         raise BuildError(
-            f"{raw_path}: the writer put {documents} documents in each split, but their hashes send {counts}; refusing the partition"
+            f"{raw_path}: the writer put {documents} documents in each split, but their hashes send {counts}; refusing "
+            "the partition"
         )
     return SplitProof(val_fraction, counts["train"], counts["val"], low, high)
 
@@ -252,7 +255,10 @@ def proof_problem(part: PartRecord, proof: SplitProof) -> str | None:
         return f"proof of rule {proof.rule} at val_fraction {proof.val_fraction}, the partition's is {RULE} at {vf}"
     shards = (part.shards["train"].documents, part.shards["val"].documents)
     if (proof.train_documents, proof.val_documents) != shards:
-        return f"proof counts {proof.train_documents} train and {proof.val_documents} val documents, its shards hold {shards[0]} and {shards[1]}"
+        return (
+            f"proof counts {proof.train_documents} train and {proof.val_documents} val documents, its shards hold "
+            f"{shards[0]} and {shards[1]}"
+        )
     if proof.val_max_bits is not None and not proof.val_max_bits * CUT_SCALE < vf:
         return f"a val document's hash reads {proof.val_max_bits * CUT_SCALE}, not below val_fraction {vf}"
     if proof.train_min_bits is not None and proof.train_min_bits * CUT_SCALE < vf:

@@ -25,7 +25,8 @@ def current_tokenizer(store: ObjectStore) -> TokenizerRecord:
     record = find_record(store, CURRENT_TOKENIZER_KEY, TokenizerRecord, "current tokenizer")
     if record is None:
         raise TokenizerError(
-            f"{store.describe()} has no current tokenizer ({CURRENT_TOKENIZER_KEY}); materialise the tokenizer asset first"
+            f"{store.describe()} has no current tokenizer ({CURRENT_TOKENIZER_KEY}); materialise the tokenizer asset "
+            "first"
         )
     if (store.describe(), record) not in _CHECKED:
         try:
@@ -58,5 +59,6 @@ def write_registration(store: ObjectStore, partition: str, record: PartitionReco
 
 
 def registered_partition(store: ObjectStore, partition: str) -> PartitionRecord:
-    """The files (or row-group range) a partition was registered with: runs read them here instead of listing the source."""
+    """The files (or row-group range) a partition was registered with: runs read them here instead of listing the
+    source."""
     return get_record(store, partition_record_key(partition), PartitionRecord, f"partition {partition}")

@@ -19,7 +19,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def normalise(text: str) -> str:
-    """NFC, CRLF and lone CR become LF (line breaks survive), C0/C1 controls removed (tab kept), lone surrogates become U+FFFD, outer whitespace stripped."""
+    """NFC, CRLF and lone CR become LF (line breaks survive), C0/C1 controls removed (tab kept), lone surrogates become
+    U+FFFD, outer whitespace stripped."""
     text = _LINE_BREAK.sub("\n", _SURROGATE.sub("\ufffd", text))
     return _CONTROL.sub("", unicodedata.normalize("NFC", text)).strip()
 

@@ -28,7 +28,8 @@ TRAIN_PIECE_CHARS = 1 << 16  # the trainer holds every pre-tokenized word of a t
 
 
 def training_pieces(texts: Iterable[str], max_chars: int, piece_chars: int = TRAIN_PIECE_CHARS) -> Iterator[str]:
-    """`texts` cut into pieces of at most `piece_chars`, stopping after `max_chars` in all, so training memory is bounded.
+    """`texts` cut into pieces of at most `piece_chars`, stopping after `max_chars` in all, so training memory is
+    bounded.
 
     Cuts only move a few merge counts at the cut points; they never touch how documents are encoded.
     """
@@ -72,7 +73,10 @@ def _load_failure(name: str, exc: Exception) -> str:
             f"tokenizer {name!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set; "
             "check the name, download it once without HF_HUB_OFFLINE, or give [tokenizer].name as a local folder"
         )
-    return f"cannot load tokenizer {name!r} from the Hugging Face Hub: check the name and the network ({' '.join(str(exc).split())[:200]})"
+    return (
+        f"cannot load tokenizer {name!r} from the Hugging Face Hub: check the name and the network "
+        f"({' '.join(str(exc).split())[:200]})"
+    )
 
 
 def load_pretrained(name: str, eod_token: str):
@@ -147,7 +151,8 @@ def check_tokenizer_record(tokenizer_json: str, record: TokenizerRecord, where: 
     vocab = tok.get_vocab_size(with_added_tokens=True)
     if record.vocab_size != vocab or record.token_dtype != token_dtype_for(vocab):
         raise StateMismatchError(
-            f"{where}: says vocab_size {record.vocab_size} ({record.token_dtype}), but {file_key} has {vocab} ids ({token_dtype_for(vocab)}); {redo}"
+            f"{where}: says vocab_size {record.vocab_size} ({record.token_dtype}), but {file_key} has {vocab} ids "
+            f"({token_dtype_for(vocab)}); {redo}"
         )
     if (problem := eod_problem(tok, record.eod_id)) is not None:
         raise StateMismatchError(f"{where}: says eod_id {record.eod_id}, but in {file_key} {problem}; {redo}")
@@ -167,7 +172,8 @@ def build_tokenizer(spec: TokenizerSpec, texts: Iterator[str]) -> tuple[str, Tok
         eod, name, text = tok.token_to_id(spec.eod_token), f"bpe-{spec.vocab_size}", tok.to_str()
     if (problem := eod_problem(tok, eod)) is not None:
         raise TokenizerError(
-            f"[tokenizer].eod_token {spec.eod_token!r}: {problem}; name a special token, which no document text encodes to"
+            f"[tokenizer].eod_token {spec.eod_token!r}: {problem}; name a special token, which no document text "
+            "encodes to"
         )
     vocab = tok.get_vocab_size(with_added_tokens=True)
     record = TokenizerRecord(name, fingerprint_of(text), vocab, eod, token_dtype_for(vocab))

@@ -66,7 +66,8 @@ def split_problems(store: ObjectStore, manifest: Manifest, folder: Path) -> list
             found = {"train": proof.train_documents, "val": proof.val_documents}
             if found != held[partition]:
                 problems.append(
-                    f"{partition}: the hashes of {key} send {found['train']} documents to train and {found['val']} to val, its shards hold {held[partition]['train']} and {held[partition]['val']}"
+                    f"{partition}: the hashes of {key} send {found['train']} documents to train and {found['val']} to "
+                    f"val, its shards hold {held[partition]['train']} and {held[partition]['val']}"
                 )
     return problems
 

@@ -21,8 +21,9 @@ from .components import absolute_url, open_manifest_store
 
 SIZE_THREADS = 16  # a remote file's size is one HEAD: waiting on the store, not on this process
 AUDITS = {
-    "components_verified": "Every component's pinned manifest has its recorded size and sha256, its shard tables verify, every file it "
-    "names is present with its size, and its tokenizer and a sample of shards verify (sha256) and open with shard_loader's reader.",
+    "components_verified": "Every component's pinned manifest has its recorded size and sha256, its shard tables "
+    "verify, every file it names is present with its size, and its tokenizer and a sample of shards verify (sha256) "
+    "and open with shard_loader's reader.",
     "one_tokenizer": "Every component was tokenized with the mixture's tokenizer (one fingerprint).",
     "weights_positive": "Every weight is positive and the weights sum to 1.",
     "repeats_within_caps": "No component is read more times per mixture epoch than its max_repeats allows.",
@@ -77,7 +78,8 @@ def check_component(c: Component, store_root: str, client: Any = None) -> Compon
                 c,
                 None,
                 (
-                    f"{url}: {len(raw)} bytes, the mixture pinned {c.manifest.size} bytes with sha256 {c.manifest.sha256}",
+                    f"{url}: {len(raw)} bytes, the mixture pinned {c.manifest.size} bytes with sha256 "
+                    f"{c.manifest.sha256}",
                 ),
             )
         manifest = parse_manifest(raw, origin=url).with_tables(lambda ref: store.read_bytes(ref.key))
@@ -104,7 +106,8 @@ def _components_verified(checks: list[ComponentCheck]) -> Audit:
 def _one_tokenizer(m: MixtureFile, checks: list[ComponentCheck]) -> Audit:
     found = {k.component.name: k.manifest.tokenizer.fingerprint for k in checks if k.manifest}
     problems = tuple(
-        f"{name}: tokenizer {fp}, but {m.components[0].name}: tokenizer {m.tokenizer.fingerprint}; a mixture needs one tokenizer"
+        f"{name}: tokenizer {fp}, but {m.components[0].name}: tokenizer {m.tokenizer.fingerprint}; a mixture needs one "
+        "tokenizer"
         for name, fp in found.items()
         if fp != m.tokenizer.fingerprint
     )
@@ -136,7 +139,8 @@ def _repeats_within_caps(m: MixtureFile) -> Audit:
             shown.append(f"{c.name} {split} {passes:.3g}")
             if c.max_repeats is not None and passes > c.max_repeats:
                 problems.append(
-                    f"{c.name}: {passes:.3g} passes over its {split} split per mixture epoch ({tokens:,} tokens x weight {c.weight:.4g} / {c.tokens.get(split, 0):,}), max_repeats is {c.max_repeats:g}"
+                    f"{c.name}: {passes:.3g} passes over its {split} split per mixture epoch ({tokens:,} tokens x "
+                    f"weight {c.weight:.4g} / {c.tokens.get(split, 0):,}), max_repeats is {c.max_repeats:g}"
                 )
     return Audit("repeats_within_caps", not problems, "passes per mixture epoch: " + ", ".join(shown), tuple(problems))
 

@@ -129,7 +129,8 @@ def epoch_tokens(
         if empty and (budget is not None or split == "train"):
             field = f"tokens_per_epoch.{split}" if budget is not None else "components"
             raise MixtureError(
-                f"{spec.origin}: {field}: components {empty} hold no {split} tokens, so no {split} mixture can be served"
+                f"{spec.origin}: {field}: components {empty} hold no {split} tokens, so no {split} mixture can be "
+                "served"
             )
         if empty:
             how[split] = f"left out: components {empty} hold no {split} tokens"

@@ -66,7 +66,8 @@ def _component(data: Any, where: str, base: Path | None) -> ComponentSpec:
     if "manifest" not in data or "weight" not in data:
         missing = [k for k in ("manifest", "weight") if k not in data]
         raise SpecError(
-            f"{where}: missing {' and '.join(repr(k) for k in missing)}; a component is a dataset URL (manifest) and a weight"
+            f"{where}: missing {' and '.join(repr(k) for k in missing)}; a component is a dataset URL (manifest) and a "
+            "weight"
         )
     data = {**data, "manifest": _manifest_url(data["manifest"], where, base)}
     c = spec_record(ComponentSpec, data, where)

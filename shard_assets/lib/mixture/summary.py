@@ -46,11 +46,13 @@ def _cap(value: float | None) -> str:
 
 def markdown_table(rows: list[ComponentRow], split: str = SPLIT) -> str:
     lines = [
-        f"| component | pinned version | weight | natural share | {split} tokens | per mixture epoch | implied epochs | max_repeats |",
+        f"| component | pinned version | weight | natural share | {split} tokens | per mixture epoch | implied epochs "
+        "| max_repeats |",
         "|---|---|---|---|---|---|---|---|",
     ]
     lines += [
-        f"| {r.name} | `{r.version}` | {r.weight:.3f} | {r.natural:.3f} | {r.tokens:,} | {r.per_epoch:,} | {r.epochs:.3g} | {_cap(r.max_repeats)} |"
+        f"| {r.name} | `{r.version}` | {r.weight:.3f} | {r.natural:.3f} | {r.tokens:,} | {r.per_epoch:,} | "
+        f"{r.epochs:.3g} | {_cap(r.max_repeats)} |"
         for r in rows
     ]
     return "\n".join(lines)
@@ -58,9 +60,13 @@ def markdown_table(rows: list[ComponentRow], split: str = SPLIT) -> str:
 
 def text_table(rows: list[ComponentRow], split: str = SPLIT) -> str:
     width = max(9, *(len(r.name) for r in rows))
-    head = f"{'component':<{width}}  {'weight':>6}  {'natural':>7}  {split + ' tokens':>14}  {'per epoch':>12}  {'epochs':>7}  {'cap':>5}  version"
+    head = (
+        f"{'component':<{width}}  {'weight':>6}  {'natural':>7}  {split + ' tokens':>14}  {'per epoch':>12}  "
+        f"{'epochs':>7}  {'cap':>5}  version"
+    )
     body = [
-        f"{r.name:<{width}}  {r.weight:>6.3f}  {r.natural:>7.3f}  {r.tokens:>14,}  {r.per_epoch:>12,}  {r.epochs:>7.3g}  {_cap(r.max_repeats):>5}  {r.version}"
+        f"{r.name:<{width}}  {r.weight:>6.3f}  {r.natural:>7.3f}  {r.tokens:>14,}  {r.per_epoch:>12,}  "
+        f"{r.epochs:>7.3g}  {_cap(r.max_repeats):>5}  {r.version}"
         for r in rows
     ]
     return "\n".join([head, *body])

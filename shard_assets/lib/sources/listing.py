@@ -73,7 +73,8 @@ def fingerprint_from_info(info: dict[str, Any]) -> str:
     if mtime is not None:
         return f"mtime:{mtime}:{size}"
     raise SourceError(
-        f"{info.get('name')}: the file system reports neither an ETag, a sha256 nor a modification time; cannot fingerprint it without reading it"
+        f"{info.get('name')}: the file system reports neither an ETag, a sha256 nor a modification time; cannot "
+        "fingerprint it without reading it"
     )
 
 
@@ -107,7 +108,8 @@ def list_source_files(source: SourceSpec) -> list[SourceFile]:
             "on",
         ):
             raise SourceError(
-                f"source {source.name!r}: HF_HUB_OFFLINE is set, so {source.uri} cannot be listed from the Hub; unset HF_HUB_OFFLINE, or copy the files and point uri at them"
+                f"source {source.name!r}: HF_HUB_OFFLINE is set, so {source.uri} cannot be listed from the Hub; unset "
+                "HF_HUB_OFFLINE, or copy the files and point uri at them"
             )
         raise SourceError(f"source {source.name!r}: no files match {source.uri}")
     base = _glob_base(path, is_dir)

@@ -77,7 +77,8 @@ def _parquet_batches(
         groups = range(*row_groups) if row_groups else range(pf.num_row_groups)
         if groups.stop > pf.num_row_groups:
             raise SourceError(
-                f"{uri}: has {pf.num_row_groups} row groups, the partition reads {groups.start}-{groups.stop}; the file changed since it was registered, discover again"
+                f"{uri}: has {pf.num_row_groups} row groups, the partition reads {groups.start}-{groups.stop}; the "
+                "file changed since it was registered, discover again"
             )
         row = sum(pf.metadata.row_group(i).num_rows for i in range(groups.start))
         try:
