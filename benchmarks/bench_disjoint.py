@@ -168,14 +168,19 @@ def run(size, work: Path) -> dict:
         r = results[str(documents)]
         summary.append(
             {
-                "figure": f"splits_are_disjoint at {documents / 1e6:.0f}M documents, 1,000 partitions: hashes (before) / records (after) / records without proofs, s",
+                "figure": (
+                    f"splits_are_disjoint at {documents / 1e6:.0f}M documents, 1,000 partitions: hashes (before) / "
+                    "records (after) / records without proofs, s"
+                ),
                 "value": " / ".join(f"{r[v]['seconds']:.1f}" for v in order) + f" ({r['hashes_over_records']:.0f}x)",
                 "target": "the records' cost, not the data's",
             }
         )
         summary.append(
             {
-                "figure": f"its peak RSS at {documents / 1e6:.0f}M documents: hashes / records / records without proofs, MiB",
+                "figure": (
+                    f"its peak RSS at {documents / 1e6:.0f}M documents: hashes / records / records without proofs, MiB"
+                ),
                 "value": " / ".join(f"{r[v]['peak_rss_mib']:.0f}" for v in order),
                 "target": "",
             }

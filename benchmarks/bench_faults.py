@@ -275,8 +275,13 @@ def _bad_inputs(work: Path, published_store: Path) -> dict:
                 "target": f"{n_bad} of {n_bad}",
             },
             {
-                "figure": "good files beside them built / full build: a new version, bad files left out of it, good files in it, bytes lost",
-                "value": f"{good} of {n_good} / {published}, {len(left_out)} of {n_bad}, {len(kept)} of {n_good}, {lost}",
+                "figure": (
+                    "good files beside them built / full build: a new version, bad files left out of it, good files "
+                    "in it, bytes lost"
+                ),
+                "value": (
+                    f"{good} of {n_good} / {published}, {len(left_out)} of {n_bad}, {len(kept)} of {n_good}, {lost}"
+                ),
                 "target": f"{n_good} of {n_good} / True, {n_bad} of {n_bad}, {n_good} of {n_good}, 0",
             },
         ],

@@ -1,7 +1,8 @@
 """Loader throughput, side by side in one run: shard_loader's numpy and torch paths against a
 ceiling (each batch's random 2049-token rows of an in-RAM array gathered in one call and widened
-into a fresh int64 array), a plain row-by-row copy the ceiling must beat, and a naive memmap loader, interleaved over REPS repetitions and reported as medians of per-repetition
-ratios with their min-max spread; the trainer's main-process CPU per batch on the torch path;
+into a fresh int64 array), a plain row-by-row copy the ceiling must beat, and a naive memmap
+loader, interleaved over REPS repetitions and reported as medians of per-repetition ratios
+with their min-max spread; the trainer's main-process CPU per batch on the torch path;
 LitData; peak RSS at 1x and 10x the window; a DataLoader worker's peak unique memory (USS) with 10
 and 30,000 shards (fork and spawn); time to first batch with 10 and 30,000 shards; waits at window
 swaps over a throttled link."""
@@ -331,8 +332,13 @@ def run(size: Size | str | int, work: Path) -> dict:
 
     result["summary"] = [
         {
-            "figure": f"ceiling / naive, tokens/s (medians of {t['reps']} interleaved reps of {t['batches_per_rep']} batches)",
-            "value": f"{t['ceiling'] / 1e6:.0f}M ({t['ceiling_min'] / 1e6:.0f}-{t['ceiling_max'] / 1e6:.0f}M) / {t['naive'] / 1e6:.0f}M",
+            "figure": (
+                f"ceiling / naive, tokens/s (medians of {t['reps']} interleaved reps of {t['batches_per_rep']} batches)"
+            ),
+            "value": (
+                f"{t['ceiling'] / 1e6:.0f}M ({t['ceiling_min'] / 1e6:.0f}-{t['ceiling_max'] / 1e6:.0f}M) / "
+                f"{t['naive'] / 1e6:.0f}M"
+            ),
         },
         {"figure": "plain row-by-row copy, tokens/s; median (min-max) ratios", "value": ratio("row_copy")},
         {
@@ -357,7 +363,10 @@ def run(size: Size | str | int, work: Path) -> dict:
         },
         {
             "figure": "main process CPU per batch, all threads (torch, 2 workers)",
-            "value": f"{t['main_cpu_us_per_batch_2_workers']:.1f} us ({t['main_cpu_us_per_batch_2_workers_min']:.1f}-{t['main_cpu_us_per_batch_2_workers_max']:.1f})",
+            "value": (
+                f"{t['main_cpu_us_per_batch_2_workers']:.1f} us "
+                f"({t['main_cpu_us_per_batch_2_workers_min']:.1f}-{t['main_cpu_us_per_batch_2_workers_max']:.1f})"
+            ),
         },
         {
             "figure": "LitData StreamingDataset + TokensLoader, tokens/s",
@@ -366,23 +375,34 @@ def run(size: Size | str | int, work: Path) -> dict:
         },
         {
             "figure": "peak RSS, dataset 1x / 10x the window",
-            "value": f"{result['peak_rss_dataset_1x_window_bytes'] / 2**20:.0f} MiB / {result['peak_rss_dataset_10x_window_bytes'] / 2**20:.0f} MiB",
+            "value": (
+                f"{result['peak_rss_dataset_1x_window_bytes'] / 2**20:.0f} MiB / "
+                f"{result['peak_rss_dataset_10x_window_bytes'] / 2**20:.0f} MiB"
+            ),
         },
         *(
             {
                 "figure": f"DataLoader worker peak unique memory (USS, {m}), 10 / {MANY_SHARDS:,} shards",
-                "value": f"{result[f'worker_uss_10_shards_{m}_bytes'] / 2**20:.0f} MiB / {result[f'worker_uss_{MANY_SHARDS}_shards_{m}_bytes'] / 2**20:.0f} MiB",
+                "value": (
+                    f"{result[f'worker_uss_10_shards_{m}_bytes'] / 2**20:.0f} MiB / "
+                    f"{result[f'worker_uss_{MANY_SHARDS}_shards_{m}_bytes'] / 2**20:.0f} MiB"
+                ),
                 "target": f"< 50 MB at {MANY_SHARDS:,}",
             }
             for m in ("fork", "spawn")
         ),
         {
             "figure": f"first batch, 10 / {MANY_SHARDS:,} local shards",
-            "value": f"{result['first_batch_10_shards_s']:.2f} s / {result[f'first_batch_{MANY_SHARDS}_shards_s']:.2f} s",
+            "value": (
+                f"{result['first_batch_10_shards_s']:.2f} s / {result[f'first_batch_{MANY_SHARDS}_shards_s']:.2f} s"
+            ),
         },
         {
             "figure": "wait at swaps after the first window (slow consumer)",
-            "value": f"max {result['swap_waits']['max_wait_after_first_s'] * 1000:.1f} ms over {result['swap_waits']['windows']} windows (first {result['swap_waits']['first_wait_s']:.2f} s)",
+            "value": (
+                f"max {result['swap_waits']['max_wait_after_first_s'] * 1000:.1f} ms over "
+                f"{result['swap_waits']['windows']} windows (first {result['swap_waits']['first_wait_s']:.2f} s)"
+            ),
             "target": "0",
         },
     ]

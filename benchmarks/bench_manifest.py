@@ -53,7 +53,8 @@ if mode == 'open':
     r, w = os.pipe()
     if os.fork() == 0:
         next(iter(ds))
-        private = sum(int(l.split()[1]) for l in open('/proc/self/smaps_rollup') if l.startswith(('Private_Clean', 'Private_Dirty')))
+        private = sum(int(l.split()[1]) for l in open('/proc/self/smaps_rollup')
+                      if l.startswith(('Private_Clean', 'Private_Dirty')))
         os.write(w, str(private * 1024).encode()); os._exit(0)
     os.close(w)
     out['fork_uss'] = int(os.read(r, 64)); os.wait()
@@ -174,10 +175,15 @@ def run(size, work: Path) -> dict:
         new, old = figures[f"{n} format 2"], figures[f"{n} format 1"]
         summary.append(
             {
-                "figure": f"loader start-up at {n:,} shards: format 2 (format 1), s / MiB grown / spawn worker MiB / fork worker unique MiB",
+                "figure": (
+                    f"loader start-up at {n:,} shards: format 2 (format 1), s / MiB grown / spawn worker MiB / fork "
+                    "worker unique MiB"
+                ),
                 "value": (
-                    f"{new['seconds']:.3f} ({old['seconds']:.3f}) / {new['growth'] / mib:.1f} ({old['growth'] / mib:.1f}) / "
-                    f"{new['spawn_growth'] / mib:.1f} ({old['spawn_growth'] / mib:.1f}) / {new['fork_uss'] / mib:.1f} ({old['fork_uss'] / mib:.1f}); "
+                    f"{new['seconds']:.3f} ({old['seconds']:.3f}) / {new['growth'] / mib:.1f} "
+                    f"({old['growth'] / mib:.1f}) / "
+                    f"{new['spawn_growth'] / mib:.1f} ({old['spawn_growth'] / mib:.1f}) / {new['fork_uss'] / mib:.1f} "
+                    f"({old['fork_uss'] / mib:.1f}); "
                     f"format 1 / format 2 time {ratios[n]:.1f}x"
                 ),
                 "target": f"< {TARGET_S} s and < {TARGET_MIB} MB at 30,000" if n == 30_000 else "",
@@ -186,7 +192,10 @@ def run(size, work: Path) -> dict:
     big = sizes[COUNTS[-1]]
     summary.append(
         {
-            "figure": f"manifest bytes at {COUNTS[-1]:,} shards: format 2 JSON + train table (+ lineage file) vs format 1 JSON",
+            "figure": (
+                f"manifest bytes at {COUNTS[-1]:,} shards: format 2 JSON + train table (+ lineage file) vs format 1 "
+                "JSON"
+            ),
             "value": f"{big['json']:,} + {big['table']:,} (+ {big['lineage']:,}) vs {big['json_format_1']:,}",
             "target": "",
         }

@@ -23,7 +23,9 @@ from .sizes import Size, get_size
 
 B, S = 8, 2048
 REPS = 9
-EPOCHS_PER_REP = 4  # each variant serves this many epochs per repetition (about a second at medium): long enough to ride out a busy machine's bursts
+# Each variant serves this many epochs per repetition (about a second at medium): long enough to ride out a busy
+# machine's bursts.
+EPOCHS_PER_REP = 4
 OPTIONS = dict(seq_len=S, batch_size=B, window_shards=2)
 WEIGHTS = (0.6, 0.3, 0.1)
 
@@ -127,24 +129,39 @@ def run(size: Size | str, work: Path, reps: int = REPS) -> dict:
     result = {"tokens": size.loader_tokens, "batch": f"{B} x {S}", "weights": WEIGHTS, "throughput": t}
     result["summary"] = [
         {
-            "figure": f"3-component mixture / single dataset, numpy path (median (min-max) of {t['reps']} interleaved reps)",
-            "value": f"{_spread(t['numpy_ratio'])}; {t['numpy_mixture'] / 1e6:.0f}M vs {t['numpy_single'] / 1e6:.0f}M tokens/s",
+            "figure": (
+                f"3-component mixture / single dataset, numpy path (median (min-max) of {t['reps']} interleaved reps)"
+            ),
+            "value": (
+                f"{_spread(t['numpy_ratio'])}; {t['numpy_mixture'] / 1e6:.0f}M vs {t['numpy_single'] / 1e6:.0f}M "
+                "tokens/s"
+            ),
             "target": ">= 0.9",
         },
         {
             "figure": "3-component mixture / single dataset, torch DataLoader (2 workers)",
-            "value": f"{_spread(t['torch_ratio'])}; {t['torch_mixture'] / 1e6:.0f}M vs {t['torch_single'] / 1e6:.0f}M tokens/s",
+            "value": (
+                f"{_spread(t['torch_ratio'])}; {t['torch_mixture'] / 1e6:.0f}M vs {t['torch_single'] / 1e6:.0f}M "
+                "tokens/s"
+            ),
             "target": ">= 0.9",
         },
         {
             "figure": "main process CPU per batch, mixture vs single (torch, 2 workers)",
-            "value": f"{_spread(t['torch_cpu_us_mixture'], '{:.1f}')} us vs {_spread(t['torch_cpu_us_single'], '{:.1f}')} us; ratio {_spread(t['torch_cpu_us_ratio'])}",
+            "value": (
+                f"{_spread(t['torch_cpu_us_mixture'], '{:.1f}')} us vs {_spread(t['torch_cpu_us_single'], '{:.1f}')} "
+                f"us; ratio {_spread(t['torch_cpu_us_ratio'])}"
+            ),
             "target": "<= 1 (single's)",
         },
         {
             "figure": "CPU per batch, mixture / single: numpy path (all threads); torch workers (both)",
-            "value": f"{_spread(t['numpy_cpu_us_ratio'])} ({t['numpy_cpu_us_mixture'][0]:.1f} vs {t['numpy_cpu_us_single'][0]:.1f} us); "
-            f"{_spread(t['torch_workers_cpu_us_ratio'])} ({t['torch_workers_cpu_us_mixture'][0]:.1f} vs {t['torch_workers_cpu_us_single'][0]:.1f} us)",
+            "value": (
+                f"{_spread(t['numpy_cpu_us_ratio'])} ({t['numpy_cpu_us_mixture'][0]:.1f} vs "
+                f"{t['numpy_cpu_us_single'][0]:.1f} us); "
+                f"{_spread(t['torch_workers_cpu_us_ratio'])} ({t['torch_workers_cpu_us_mixture'][0]:.1f} vs "
+                f"{t['torch_workers_cpu_us_single'][0]:.1f} us)"
+            ),
         },
     ]
     return result

@@ -65,8 +65,13 @@ def run(size: Size | str, work: Path) -> dict:
         )
     result["summary"] = [
         {
-            "figure": f"{v.replace('_', ' ')}, tokens/s; of TokenDataLoader (median, min-max of {REPS} interleaved reps)",
-            "value": f"{result[v] / 1e6:.1f}M; {result[f'{v}_of_token']:.3f} ({result[f'{v}_of_token_min']:.3f}-{result[f'{v}_of_token_max']:.3f})",
+            "figure": (
+                f"{v.replace('_', ' ')}, tokens/s; of TokenDataLoader (median, min-max of {REPS} interleaved reps)"
+            ),
+            "value": (
+                f"{result[v] / 1e6:.1f}M; {result[f'{v}_of_token']:.3f} "
+                f"({result[f'{v}_of_token_min']:.3f}-{result[f'{v}_of_token_max']:.3f})"
+            ),
         }
         for v in VARIANTS
     ]

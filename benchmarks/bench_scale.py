@@ -1,7 +1,8 @@
 """Scale of discovery and orchestration on synthetic corpora of N = 1,000, 10,000 and 30,000 tiny files:
 bytes read by listing (from /proc/self/io rchar: every read() the process makes, page cache or not), the
 discovery sensor's first and steady tick times and its ticks per pass, partitions and runs per 10,000
-files (one partition per file, and grouped to a byte budget), the fixed seconds a Dagster run costs, the bytes read cutting large parquet files into row-group ranges,
+files (one partition per file, and grouped to a byte budget), the fixed seconds a Dagster run costs, the
+bytes read cutting large parquet files into row-group ranges,
 publish_job's time and peak RSS on stores of 1,000 / 10,000 / 30,000 partitions cloned from a real build, and
 discovery's listing of 10,000 objects over s3:// on a real S3 server (SeaweedFS), counting object GETs.
 Variants interleaved, medians over the repetitions."""
@@ -449,12 +450,18 @@ def run(size, work: Path) -> dict:
     summary = [
         {
             "figure": "bytes read listing 30,000 tiny files / 20 x 200 MB files",
-            "value": f"{results['listing']['30000']['bytes_read']:,} / {big['bytes_read']:,} (content {big['content_bytes']:,}; the ~125 B are the read of /proc/self/io itself)",
+            "value": (
+                f"{results['listing']['30000']['bytes_read']:,} / {big['bytes_read']:,} (content "
+                f"{big['content_bytes']:,}; the ~125 B are the read of /proc/self/io itself)"
+            ),
             "target": "0 of content",
         },
         {
             "figure": "bytes read registering 2 parquet files cut into 4 MiB row-group ranges",
-            "value": f"{cut['bytes_read']:,} of {cut['files_bytes']:,} (footers {cut['footer_bytes']:,}; {cut['partitions']} partitions)",
+            "value": (
+                f"{cut['bytes_read']:,} of {cut['files_bytes']:,} (footers {cut['footer_bytes']:,}; "
+                f"{cut['partitions']} partitions)"
+            ),
             "target": "",
         },
     ]
@@ -463,7 +470,11 @@ def run(size, work: Path) -> dict:
         summary.append(
             {
                 "figure": f"sensor at {n:,} files: first tick / longest tick / ticks per pass / steady tick, s",
-                "value": f"{d['first_tick_s']:.1f} / {d['max_tick_s']:.1f} / {d['ticks']:.0f} / {d['steady_tick_s']:.2f} (grouped {GROUPED}: {g['first_tick_s']:.1f} / {g['ticks']:.0f} / {g['steady_tick_s']:.2f}); cursor {d['cursor_bytes']:.0f} B; {d['repetitions']} reps",
+                "value": (
+                    f"{d['first_tick_s']:.1f} / {d['max_tick_s']:.1f} / {d['ticks']:.0f} / {d['steady_tick_s']:.2f} "
+                    f"(grouped {GROUPED}: {g['first_tick_s']:.1f} / {g['ticks']:.0f} / {g['steady_tick_s']:.2f}); "
+                    f"cursor {d['cursor_bytes']:.0f} B; {d['repetitions']} reps"
+                ),
                 "target": "each tick < 60 s (30 s)",
             }
         )
@@ -472,7 +483,9 @@ def run(size, work: Path) -> dict:
     summary.append(
         {
             "figure": "partitions / runs per 10,000 files (one per file; grouped)",
-            "value": f"{ten['partitions']:.0f} / {ten['runs']:.0f}; {grouped['partitions']:.0f} / {grouped['runs']:.0f}",
+            "value": (
+                f"{ten['partitions']:.0f} / {ten['runs']:.0f}; {grouped['partitions']:.0f} / {grouped['runs']:.0f}"
+            ),
             "target": "",
         }
     )
@@ -495,7 +508,10 @@ def run(size, work: Path) -> dict:
         {
             "figure": "publish_job (splits + manifest + 6 blocking checks) at 1,000 / 10,000 / 30,000 partitions, s",
             "value": " / ".join(f"{pub[str(n)]['seconds']:.1f}" for n in SIZES)
-            + f" (30,000: splits {pub['30000']['steps_s']['splits']:.1f} s, manifest {pub['30000']['steps_s']['manifest']:.1f} s; {pub['30000']['repetitions']} reps)",
+            + (
+                f" (30,000: splits {pub['30000']['steps_s']['splits']:.1f} s, "
+                f"manifest {pub['30000']['steps_s']['manifest']:.1f} s; {pub['30000']['repetitions']} reps)"
+            ),
             "target": "< 60 s at 30,000",
         }
     )
@@ -503,8 +519,15 @@ def run(size, work: Path) -> dict:
     if "skipped" not in s3:
         summary.append(
             {
-                "figure": f"s3:// discovery listing, {s3['objects']:,} objects on SeaweedFS ({s3['large_objects']} of {s3['large_bytes'] >> 20} MiB): s / object GETs / ETag fingerprints",
-                "value": f"{s3['listing_s']:.2f} s ({s3['listing_s_min_max'][0]:.2f}-{s3['listing_s_min_max'][1]:.2f}; via the counting proxy {s3['listing_via_proxy_s']:.2f} s) / {s3['object_gets']} in {s3['listings']} listings / {s3['etag_fingerprints']:,} of {s3['objects']:,}",
+                "figure": (
+                    f"s3:// discovery listing, {s3['objects']:,} objects on SeaweedFS ({s3['large_objects']} of "
+                    f"{s3['large_bytes'] >> 20} MiB): s / object GETs / ETag fingerprints"
+                ),
+                "value": (
+                    f"{s3['listing_s']:.2f} s ({s3['listing_s_min_max'][0]:.2f}-{s3['listing_s_min_max'][1]:.2f}; via "
+                    f"the counting proxy {s3['listing_via_proxy_s']:.2f} s) / {s3['object_gets']} in {s3['listings']} "
+                    f"listings / {s3['etag_fingerprints']:,} of {s3['objects']:,}"
+                ),
                 "target": "0 object GETs",
             }
         )

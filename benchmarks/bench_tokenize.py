@@ -80,8 +80,9 @@ def _long_documents(web: Path) -> None:
 
 
 def _mb_documents(out: Path) -> None:
-    """`out/part*.jsonl`: MB_DOCUMENTS distinct whole Python source files (2,000 characters to 1 MB) and MB_LONG documents
-    of 1.0-1.6 MB joined from other source files, spread evenly, cut into files of about MB_PARTITION_CHARS."""
+    """`out/part*.jsonl`: MB_DOCUMENTS distinct whole Python source files (2,000 characters to 1 MB) and MB_LONG
+    documents of 1.0-1.6 MB joined from other source files, spread evenly, cut into files of about
+    MB_PARTITION_CHARS."""
     from .corpus import source_files
 
     if (out / "done").exists():
@@ -170,8 +171,8 @@ def _record(tok_json: str):
 
 
 def _tiktoken(tok_json: str):
-    """tiktoken with ranks converted from the byte-level vocab (GPT-2's bytes_to_unicode): measured, not used by the build
-    (it aborts the process on ~1M consecutive spaces and is slower than fastokens)."""
+    """tiktoken with ranks converted from the byte-level vocab (GPT-2's bytes_to_unicode): measured, not used by the
+    build (it aborts the process on ~1M consecutive spaces and is slower than fastokens)."""
     from importlib.metadata import version as package_version
 
     import tiktoken
@@ -226,7 +227,8 @@ def _spread(values: list[float]) -> dict:
 
 def _publish(store_root: Path, key: str, engine, reference, record, keep: bool = False) -> tuple[dict, object]:
     """The asset's work on one raw partition into a fresh store (raw hard-linked in), so every repetition uploads:
-    encode behind the guard, then upload and record. With `keep`, the shards are copied into `store_root` to be checked."""
+    encode behind the guard, then upload and record. With `keep`, the shards are copied into `store_root` to be
+    checked."""
     import shutil
 
     from shard_assets.lib.encoding import EncodeSettings
@@ -267,7 +269,8 @@ def _publish(store_root: Path, key: str, engine, reference, record, keep: bool =
 
 
 def _hash_npy(path: Path, repetitions: int) -> dict:
-    """Seconds to take a closed shard's sha256: re-reading the file (before) against mmap of the page cache (ShardWriter.close), interleaved."""
+    """Seconds to take a closed shard's sha256: re-reading the file (before) against mmap of the page cache
+    (ShardWriter.close), interleaved."""
     import hashlib
     import mmap
 
@@ -289,7 +292,8 @@ def _hash_npy(path: Path, repetitions: int) -> dict:
 
 
 def _interleaved(variants: dict, repetitions: int) -> dict[str, list[float]]:
-    """Tokens per second of each variant (a call returning its tokens), every one once per repetition, the order rotating."""
+    """Tokens per second of each variant (a call returning its tokens), every one once per repetition, the order
+    rotating."""
     names, rates = list(variants), {name: [] for name in variants}
     for rep in range(repetitions):
         for name in names[rep % len(names) :] + names[: rep % len(names)]:
@@ -476,13 +480,21 @@ def mb_summary(result: dict, repetitions: int, rss: int) -> list[dict]:
         {
             "figure": "MB-document corpus",
             "value": (
-                f"{sum(p['documents'] for p in parts):,} documents ({sum(p['over_1mb'] for p in parts)} over 1 MB, longest {max(p['longest_chars'] for p in parts) / 1e6:.1f}M characters), "
-                f"{sum(p['tokens'] for p in parts):,} tokens in {len(parts)} partitions of {min(p['tokens'] for p in parts) / 1e6:.1f}-{max(p['tokens'] for p in parts) / 1e6:.1f}M tokens"
+                f"{sum(p['documents'] for p in parts):,} documents ({sum(p['over_1mb'] for p in parts)} over 1 MB, "
+                f"longest {max(p['longest_chars'] for p in parts) / 1e6:.1f}M characters), "
+                f"{sum(p['tokens'] for p in parts):,} tokens in {len(parts)} partitions of "
+                f"{min(p['tokens'] for p in parts) / 1e6:.1f}-{max(p['tokens'] for p in parts) / 1e6:.1f}M tokens"
             ),
         },
         {
-            "figure": "MB-document corpus: tokens the guard re-encodes with the reference, all partitions (per partition min-max)",
-            "value": f"{result['share']:.1%} ({min(shares):.1%}-{max(shares):.1%}); the whole-document sample before pieces and budget: {result['share_before']:.1%}",
+            "figure": (
+                "MB-document corpus: tokens the guard re-encodes with the reference, all partitions (per partition "
+                "min-max)"
+            ),
+            "value": (
+                f"{result['share']:.1%} ({min(shares):.1%}-{max(shares):.1%}); the whole-document sample before pieces "
+                f"and budget: {result['share_before']:.1%}"
+            ),
             "target": "a few percent",
         },
     ]
@@ -503,7 +515,10 @@ def mb_summary(result: dict, repetitions: int, rss: int) -> list[dict]:
     differing = result["engine_differing"] + sum(p["differing"] for p in parts)
     rows += [
         {
-            "figure": "MB-document corpus: documents differing from the whole-document reference (engine alone, published shards)",
+            "figure": (
+                "MB-document corpus: documents differing from the whole-document reference (engine alone, published "
+                "shards)"
+            ),
             "value": str(differing),
             "target": "0",
         },
@@ -640,7 +655,10 @@ def _ratio_target(name: str) -> dict:
         return {"target": ">= 0.8"}
     if name.startswith("asset") and name.endswith("reference"):
         return {
-            "target": f">= {20 * TODAY_OF_REFERENCE:.0f} (20x today's asset, which ran at {TODAY_OF_REFERENCE:.2f} of the reference)"
+            "target": (
+                f">= {20 * TODAY_OF_REFERENCE:.0f} (20x today's asset, which ran at {TODAY_OF_REFERENCE:.2f} of the "
+                "reference)"
+            )
         }
     return {}
 
@@ -693,8 +711,14 @@ def run(size, work: Path) -> dict:
     ratio = [m / r for m, r in zip(h["seconds"]["mmap"], h["seconds"]["re-read"])]
     summary.append(
         {
-            "figure": f"sha256 of the 10x partition's train .npy ({h['bytes'] / 2**20:.0f} MiB): mmap of the page cache (used) / re-read (before) (median of per-repetition ratios, min-max)",
-            "value": f"{statistics.median(ratio):.2f} ({min(ratio):.2f}-{max(ratio):.2f}); {statistics.median(h['seconds']['mmap']):.3f} s vs {statistics.median(h['seconds']['re-read']):.3f} s",
+            "figure": (
+                f"sha256 of the 10x partition's train .npy ({h['bytes'] / 2**20:.0f} MiB): mmap of the page cache "
+                "(used) / re-read (before) (median of per-repetition ratios, min-max)"
+            ),
+            "value": (
+                f"{statistics.median(ratio):.2f} ({min(ratio):.2f}-{max(ratio):.2f}); "
+                f"{statistics.median(h['seconds']['mmap']):.3f} s vs {statistics.median(h['seconds']['re-read']):.3f} s"
+            ),
         }
     )
     n = cores["cores"]
@@ -703,13 +727,18 @@ def run(size, work: Path) -> dict:
         summary.append(
             {
                 "figure": f"{name}, tokens/s on {n} cores in all (median of {REPETITIONS}, min-max)",
-                "value": f"{rate / 1e6:.2f}M ({min(r) / 1e6:.2f}-{max(r) / 1e6:.2f}M) = {rate / n / 1e6:.2f}M per core; 2T tokens = {_core_hours(rate / n)} core-hours",
+                "value": (
+                    f"{rate / 1e6:.2f}M ({min(r) / 1e6:.2f}-{max(r) / 1e6:.2f}M) = {rate / n / 1e6:.2f}M per core; 2T "
+                    f"tokens = {_core_hours(rate / n)} core-hours"
+                ),
             }
         )
     per_rep = [a / e for a, e in zip(cores["rates"][ASSET_ALL], cores["rates"][ENGINE_ALL])]
     summary.append(
         {
-            "figure": f"asset 10x / engine alone, one process per core ({n}) (median of per-repetition ratios, min-max)",
+            "figure": (
+                f"asset 10x / engine alone, one process per core ({n}) (median of per-repetition ratios, min-max)"
+            ),
             "value": f"{statistics.median(per_rep):.2f} ({min(per_rep):.2f}-{max(per_rep):.2f})",
             "target": ">= 0.8",
         }
@@ -724,7 +753,10 @@ def run(size, work: Path) -> dict:
     ]
     summary += [
         {
-            "figure": f"{name}: tokens the guard re-encodes with the reference (1% of documents and the longest, within 2% of the tokens + 8K)",
+            "figure": (
+                f"{name}: tokens the guard re-encodes with the reference (1% of documents and the longest, within 2% "
+                "of the tokens + 8K)"
+            ),
             "value": f"{g['sampled_tokens'] / g['tokens']:.1%} ({g['sampled']:,} of {g['documents']:,} documents)",
         }
         for name, g in result["guard"].items()
@@ -737,11 +769,17 @@ def run(size, work: Path) -> dict:
         },
         {
             "figure": "corpus (one partition)",
-            "value": f"{result['documents']:,} documents, {result['tokens']:,} tokens, longest {result['longest_document_chars'] / 1e6:.1f}M characters; vocab {VOCAB:,}",
+            "value": (
+                f"{result['documents']:,} documents, {result['tokens']:,} tokens, longest "
+                f"{result['longest_document_chars'] / 1e6:.1f}M characters; vocab {VOCAB:,}"
+            ),
         },
         {
             "figure": "engine",
-            "value": f"{result['engine']['engine']} {result['engine']['engine_version']} (tokenizers {version('tokenizers')})",
+            "value": (
+                f"{result['engine']['engine']} {result['engine']['engine_version']} (tokenizers "
+                f"{version('tokenizers')})"
+            ),
         },
         {
             "figure": "peak RSS of the asset (encode, guard, write, upload), 1x / 10x a partition",
@@ -763,7 +801,8 @@ def run(size, work: Path) -> dict:
 
 
 def _mb_corpus(work: Path, tok_json: str) -> tuple[dict, int]:
-    """The MB-document corpus's raw partitions, measured in a fresh process; and the asset's peak RSS on the partition holding the longest document."""
+    """The MB-document corpus's raw partitions, measured in a fresh process; and the asset's peak RSS on the partition
+    holding the longest document."""
     from shard_assets.lib.store import LocalFolderStore
 
     _mb_documents(work / "mb")

@@ -25,7 +25,10 @@ def discover() -> list[str]:
 def markdown(results: dict) -> str:
     m = results["machine"]
     lines = [
-        f"Measured {m['date']} on {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, Python {m['python']} (size `{results['size']}`).",
+        (
+            f"Measured {m['date']} on {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, Python {m['python']} "
+            f"(size `{results['size']}`)."
+        ),
         "",
         "| benchmark | figure | value | target |",
         "|---|---|---|---|",
