@@ -60,12 +60,14 @@ def cmd_info(args: argparse.Namespace) -> int:
     m = opened.manifest
     print(f"dataset     {m.dataset}  version {m.version}  created {m.created_at}")
     print(
-        f"tokenizer   {m.tokenizer.name} ({m.tokenizer.fingerprint}), vocab {m.tokenizer.vocab_size:,}, eod {m.tokenizer.eod_id}, {m.token_dtype}"
+        f"tokenizer   {m.tokenizer.name} ({m.tokenizer.fingerprint}), vocab {m.tokenizer.vocab_size:,}, eod "
+        f"{m.tokenizer.eod_id}, {m.token_dtype}"
     )
     for name in _splits(opened, args):
         split = m.splits[name]
         print(
-            f"{name:<11} {split.tokens:>15,} tokens {split.documents:>12,} documents {split.shard_count:>7,} shards {split.nbytes / 1e9:>9.3f} GB"
+            f"{name:<11} {split.tokens:>15,} tokens {split.documents:>12,} documents {split.shard_count:>7,} shards "
+            f"{split.nbytes / 1e9:>9.3f} GB"
         )
     if args.json:
         print(json.dumps(opened.lineage(), indent=2))
@@ -87,7 +89,8 @@ def cmd_fetch(args: argparse.Namespace) -> int:
             ensure_local(opened.store, ref, cache)
         seconds = time.perf_counter() - started
         print(
-            f"{label}{len(refs)} files, {total / 1e9:.3f} GB verified in {cache or opened.store.url} in {seconds:.1f} s ({total / 1e6 / max(seconds, 1e-6):,.1f} MB/s)"
+            f"{label}{len(refs)} files, {total / 1e9:.3f} GB verified in {cache or opened.store.url} in {seconds:.1f} "
+            f"s ({total / 1e6 / max(seconds, 1e-6):,.1f} MB/s)"
         )
     return 0
 
@@ -133,7 +136,8 @@ def _verify(args: argparse.Namespace, label: str, opened: OpenedManifest, cache:
     if missing and cache is not None:
         print(
             f"{label}{opened.store.url} is remote: its files are verified in the cache {cache}; "
-            f"run `shard-loader fetch {args.url}`{' --cache-dir ' + str(args.cache_dir) if args.cache_dir else ''} first"
+            f"run `shard-loader fetch {args.url}`{' --cache-dir ' + str(args.cache_dir) if args.cache_dir else ''} "
+            "first"
         )
     if sys.stderr.isatty():
         print(file=sys.stderr)
@@ -168,7 +172,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
             break
     seconds = time.perf_counter() - started - (first or 0)
     print(
-        f"first batch after {first:.3f} s; {tokens:,} tokens in {seconds:.3f} s = {tokens / max(seconds, 1e-9) / 1e6:,.1f}M tokens/s"
+        f"first batch after {first:.3f} s; {tokens:,} tokens in {seconds:.3f} s = "
+        f"{tokens / max(seconds, 1e-9) / 1e6:,.1f}M tokens/s"
     )
     return 0
 
@@ -198,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument(
             "--cache-dir",
             default=None,
-            help="where a remote dataset's files go (default: one folder per dataset under $XDG_CACHE_HOME/shard_loader or ~/.cache/shard_loader)",
+            help="where a remote dataset's files go (default: one folder per dataset under "
+            "$XDG_CACHE_HOME/shard_loader or ~/.cache/shard_loader)",
         )
         p.set_defaults(func=func)
         if name == "info":
@@ -209,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--batches", type=int, default=200)
     p = sub.add_parser(
         "pin",
-        help="keep a version from gc for a while (for readers that cannot write a lease of their own); needs write keys",
+        help="keep a version from gc for a while (for readers that cannot write a lease of their own); needs write "
+        "keys",
     )
     p.add_argument(
         "url", help="the version's manifest: manifests/<version>.json, or a folder or manifest.json for the live one"

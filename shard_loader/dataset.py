@@ -48,7 +48,8 @@ class TokenDataset:
     _document: tuple[Store, bytes]  # set by __new__ when it read the manifest; __init__ pops it
 
     def __init_subclass__(cls, serves: str | None = None, **kwargs: Any) -> None:
-        """A subclass declared with `serves="<format>"` is what `TokenDataset(url)` gives for a document of that format."""
+        """A subclass declared with `serves="<format>"` is what `TokenDataset(url)` gives for a document of that
+        format."""
         super().__init_subclass__(**kwargs)
         if serves is not None:
             TokenDataset._formats[serves] = cls
@@ -161,13 +162,14 @@ class TokenDataset:
         longest = int(self.shards.tokens.max())
         if longest < self.spec.span:
             raise EmptyEpochError(
-                f"seq_len {self.spec.seq_len} + label_shift {self.spec.label_shift} needs {self.spec.span} tokens per sample, "
-                f"but the longest shard of split {self.split!r} has {longest}: an epoch would have 0 batches"
+                f"seq_len {self.spec.seq_len} + label_shift {self.spec.label_shift} needs {self.spec.span} tokens per "
+                f"sample, but the longest shard of split {self.split!r} has {longest}: an epoch would have 0 batches"
             )
         most = max(plan.window_samples(w) for w in self.windows)
         raise EmptyEpochError(
             f"the largest window holds {most} samples, fewer than batch_size {self.batch_size} x world_size "
-            f"{self.world.world_size}: an epoch would have 0 batches; use larger windows (window_shards/window_bytes) or a smaller batch_size"
+            f"{self.world.world_size}: an epoch would have 0 batches; use larger windows (window_shards/window_bytes) "
+            "or a smaller batch_size"
         )
 
     @property
@@ -249,7 +251,8 @@ class TokenDataset:
             inside = c.sample <= plan.window_samples(self.windows[plan.order[c.window]])
         if not inside:
             raise StateError(
-                f"state_dict position (window {c.window}, sample {c.sample}, batches {position.batches}) is outside the epoch"
+                f"state_dict position (window {c.window}, sample {c.sample}, batches {position.batches}) is outside "
+                "the epoch"
             )
 
     def advanced(self, plan: EpochPlan, base: Position, served: int) -> Position:

@@ -55,7 +55,8 @@ class UnsafeFileError(StoreError):
 
 
 class TooLargeError(StoreError):
-    """An object is larger than the cap for its kind (a manifest, a file beyond free disk); refused before allocation."""
+    """An object is larger than the cap for its kind (a manifest, a file beyond free disk); refused before
+    allocation."""
 
 
 class MissingFileError(ShardLoaderError):
@@ -63,7 +64,8 @@ class MissingFileError(ShardLoaderError):
 
 
 class CacheFileError(ShardLoaderError):
-    """A file or folder in the cache directory cannot be used (permissions, a read-only file system); the message names it."""
+    """A file or folder in the cache directory cannot be used (permissions, a read-only file system); the message names
+    it."""
 
 
 class UnsafeCacheFileError(CacheFileError):

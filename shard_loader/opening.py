@@ -33,7 +33,8 @@ class OpenedManifest:
     key: str
 
     def cache_dir(self, cache_dir: str | Path | None = None) -> Path | None:
-        """The cache for this dataset's files: `cache_dir` if given, the default one for a remote store, None for a local folder."""
+        """The cache for this dataset's files: `cache_dir` if given, the default one for a remote store, None for a
+        local folder."""
         if cache_dir is not None:
             return Path(cache_dir)
         return default_cache_dir(self.store.url) if is_remote(self.store.url) else None
@@ -49,14 +50,15 @@ def _store_of(url: str, store_options: dict[str, Any]) -> tuple[Store, str]:
     root, key = split_manifest_url(url)
     if not is_remote(root) and Path(root).exists() and not Path(root).is_dir():
         raise ManifestError(
-            f"{url} is a file, not a manifest: pass the dataset's folder (the one holding {LATEST_KEY}) or a manifest's "
-            f"path or URL ending in .json"
+            f"{url} is a file, not a manifest: pass the dataset's folder (the one holding {LATEST_KEY}) or a "
+            f"manifest's path or URL ending in .json"
         )
     return open_store(root, **store_options), key
 
 
 def read_document(url: str, store_options: dict[str, Any] | None = None) -> tuple[Store, bytes]:
-    """The store of the published JSON document at a path or URL (a dataset manifest or a mixture file), and its bytes."""
+    """The store of the published JSON document at a path or URL (a dataset manifest or a mixture file), and its
+    bytes."""
     store, key = _store_of(url, store_options or {})
     return store, store.read_bytes(key)
 

@@ -48,7 +48,10 @@ class StreamKey:
             if self.disk_budget and self.window_bytes == self.disk_budget // 2
             else ""
         )
-        return f"window_shards={self.window_shards}, window_bytes={'None' if self.window_bytes is None else f'{self.window_bytes:_}'}{budget}"
+        return (
+            f"window_shards={self.window_shards}, "
+            f"window_bytes={'None' if self.window_bytes is None else f'{self.window_bytes:_}'}{budget}"
+        )
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,10 @@ class LoaderState:
             made = f"other windows ({saved.window_options()})"
             options = [f"window_shards={saved.window_shards}"] if saved.window_shards else []
             options += [f"window_bytes={saved.window_bytes}"] if saved.window_bytes else []
-            fix = f"pass {' and '.join(options) or 'neither window_shards, window_bytes nor disk_budget'} to make the saved windows again"
+            fix = (
+                f"pass {' and '.join(options) or 'neither window_shards, window_bytes nor disk_budget'} "
+                "to make the saved windows again"
+            )
         return (
             f"state_dict was saved with {made}; this dataset makes windows with {key.window_options()}: "
             f"{fix} (without window_bytes, windows are half the disk_budget)"

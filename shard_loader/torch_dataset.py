@@ -55,7 +55,8 @@ _MAX_WORKERS = 1024  # slots of the shared table of which pass each worker serve
 @dataclass(frozen=True)
 class WorkerState:
     """One DataLoader worker's place in a pass: the pass's anchor (a loader state), which worker of how many, and
-    the next batch (counted from the anchor) it serves. A StatefulDataLoader snapshots it and restores the same worker."""
+    the next batch (counted from the anchor) it serves. A StatefulDataLoader snapshots it and restores the same
+    worker."""
 
     anchor: dict[str, Any]
     worker: int
@@ -173,7 +174,8 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
 
     @property
     def moves(self) -> int:
-        """How often the stream was moved from outside a loop (set_epoch, load_state_dict): a running loop compares it."""
+        """How often the stream was moved from outside a loop (set_epoch, load_state_dict): a running loop compares
+        it."""
         return int(self._shared[_MOVES])
 
     def watch_moves(self) -> Callable[[], bool]:
@@ -285,7 +287,8 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
                 buf, comps, pos, filled, sent = None, None, [], 0, sent + 1
 
     def _begin_pass(self) -> _Pass:
-        """Start a pass outside TokenDataLoader, at once (a StatefulDataLoader asks the worker's state before the first batch)."""
+        """Start a pass outside TokenDataLoader, at once (a StatefulDataLoader asks the worker's state before the first
+        batch)."""
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
         refusal: ShardLoaderError | None = (
@@ -307,7 +310,8 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
                 before is not None and before.moves == self.moves and before.served
             ):
                 refusal = refusal or StateError(
-                    "this DataLoader's workers already served batches from this position and cannot know where the last "
+                    "this DataLoader's workers already served batches from this position and cannot know where the "
+                    "last "
                     "loop stopped: call dataset.set_epoch(epoch) before each loop, restore a StatefulDataLoader state, "
                     "or use TokenDataLoader (which continues where a loop stopped)"
                 )
@@ -375,14 +379,17 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         saved = WorkerState.from_dict(state)
         if saved is None:
             raise StateError(
-                "a DataLoader worker was given a state that is not a worker's place: load it into the dataset in the trainer's process"
+                "a DataLoader worker was given a state that is not a worker's place: load it into the dataset in the "
+                "trainer's process"
             )
         world = self.data.world_size
         saved_world = LoaderState.from_dict(saved.anchor).world_size
         if (saved.num_workers, saved_world) != (info.num_workers, world) or saved.worker != info.id:
             raise StateError(
-                f"this StatefulDataLoader state was saved with num_workers={saved.num_workers} and world_size={saved_world}; "
-                f"this loader has num_workers={info.num_workers} and world_size={world}, and a StatefulDataLoader restores "
+                f"this StatefulDataLoader state was saved with num_workers={saved.num_workers} and "
+                f"world_size={saved_world}; "
+                f"this loader has num_workers={info.num_workers} and world_size={world}, and a StatefulDataLoader "
+                "restores "
                 f"each worker only from its own saved place: call dataset.load_state_dict(state) instead (exact at any "
                 f"num_workers and world size) and iterate a StatefulDataLoader that loaded nothing"
             )
@@ -414,7 +421,8 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         total, nexts = plan.total_batches, [w.next_batch for w in workers]
         if min(at, total) != min(min(nexts), total):  # the workers' places are those of the snapshot
             raise StateError(
-                f"StatefulDataLoader state_dict is inconsistent: snapshot at step {at}, its workers' next batches {nexts}"
+                f"StatefulDataLoader state_dict is inconsistent: snapshot at step {at}, its workers' next batches "
+                f"{nexts}"
             )
         position = self.data.advanced(plan, saved.position, min(at + since, total))
         return replace(saved, position=position).to_dict()

@@ -23,7 +23,8 @@ _COUNTER = itertools.count()
 
 @dataclass(frozen=True)
 class Place:
-    """A live consumer's layout and the global place (epoch * windows + position) of the earliest window it still needs."""
+    """A live consumer's layout and the global place (epoch * windows + position) of the earliest window it still
+    needs."""
 
     layout: str
     place: int

@@ -48,7 +48,8 @@ log = logging.getLogger(__name__)
 
 
 def journal_bound(size: int, config: DownloadConfig = DEFAULT_CONFIG) -> int:
-    """The most bytes the journal of a download of `size` bytes holds (a line per part): disk it needs besides the file."""
+    """The most bytes the journal of a download of `size` bytes holds (a line per part): disk it needs besides the
+    file."""
     return 21 * max(1, -(-size // config.part_size))
 
 

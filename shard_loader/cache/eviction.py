@@ -28,7 +28,8 @@ def verified_files(cache_dir: Path) -> list[CachePath]:
 
 
 def make_room(cache_dir: Path, budget: int, need: int, spare: Collection[CachePath] = frozenset()) -> bool:
-    """Evict unheld files outside `spare` until `need` more bytes fit in `budget`; False if the rest leave too little room."""
+    """Evict unheld files outside `spare` until `need` more bytes fit in `budget`; False if the rest leave too little
+    room."""
     usage = cache_usage(cache_dir)
     if usage + need > budget:
         usage -= discard_abandoned(cache_dir)

@@ -85,14 +85,15 @@ class CachePath:
 
     def refuse(self, kind: str, wanted: str = "a regular file") -> NoReturn:
         raise UnsafeCacheFileError(
-            f"{self.path} is {kind} where the cache keeps {wanted} of its own; it never follows or uses what it did not make: "
-            "remove it (and check who else writes to this cache directory)"
+            f"{self.path} is {kind} where the cache keeps {wanted} of its own; it never follows or uses what it did "
+            "not make: remove it (and check who else writes to this cache directory)"
         )
 
     def _fail(self, exc: OSError, folder: int | None, wanted: str = "a regular file") -> NoReturn:
-        """Raise the loader's error for an OSError on this path. Callers let FileNotFoundError through themselves, with a
-        bare `raise`: re-raising it from here would keep this frame, which holds it, in its traceback, a reference cycle
-        that keeps every caller's frame (and a window's memory maps) alive until the cyclic garbage collector runs."""
+        """Raise the loader's error for an OSError on this path. Callers let FileNotFoundError through themselves, with
+        a bare `raise`: re-raising it from here would keep this frame, which holds it, in its traceback, a reference
+        cycle that keeps every caller's frame (and a window's memory maps) alive until the cyclic garbage collector
+        runs."""
         if exc.errno in _NOT_FOLLOWED:
             kind = "something else"
             with contextlib.suppress(OSError):
@@ -140,7 +141,8 @@ class CachePath:
                 os.close(fd)
 
     def open(self, flags: int, mode: int = 0o644) -> int:
-        """A descriptor of this regular file, made with its folders under O_CREAT; FileNotFoundError when it is absent."""
+        """A descriptor of this regular file, made with its folders under O_CREAT; FileNotFoundError when it is
+        absent."""
         with self._folder(create=bool(flags & os.O_CREAT)) as folder:
             if folder is None:
                 raise FileNotFoundError(errno.ENOENT, "no such file", str(self.path))
@@ -172,7 +174,8 @@ class CachePath:
         return st
 
     def holds(self, fd: int) -> bool:
-        """Whether `fd` is the file now at this path (another process may have removed or replaced it since it was opened)."""
+        """Whether `fd` is the file now at this path (another process may have removed or replaced it since it was
+        opened)."""
         st, mine = self.stat(), os.fstat(fd)
         return st is not None and (st.st_ino, st.st_dev) == (mine.st_ino, mine.st_dev)
 

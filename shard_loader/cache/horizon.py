@@ -39,7 +39,8 @@ class Orders:
 
 
 def horizon(orders: Orders, start: int, budget: int) -> Horizon:
-    """The places from `start` whose windows fit in `budget` bytes together (at least the first; a window met twice counts once)."""
+    """The places from `start` whose windows fit in `budget` bytes together (at least the first; a window met twice
+    counts once)."""
     total = len(orders.plan.windows)
     seen: set[int] = set()
     used, place = 0, start

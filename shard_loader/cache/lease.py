@@ -43,7 +43,8 @@ class Lease:
                 if lease.holds(self.fd):
                     lease.unlink()
         except CacheFileError:
-            pass  # something planted where the file or its lease belongs is not a release's to tidy: its next use refuses it
+            # something planted where the file or its lease belongs is not a release's to tidy: its next use refuses it
+            pass
         finally:
             os.close(self.fd)
 

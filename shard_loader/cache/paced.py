@@ -92,7 +92,8 @@ class PacedFiles:
         }
 
     def _fetch(self, place: int, refs: list[FileRef]) -> None:
-        """Fetch `refs` (of the window at `place`) once it is within the slowest consumer's horizon and there is room for it."""
+        """Fetch `refs` (of the window at `place`) once it is within the slowest consumer's horizon and there is room
+        for it."""
         started = time.perf_counter()
         while True:
             with file_lock(CachePath(self.cache_dir, ".room.lock")):  # one consumer at a time makes room and fetches

@@ -31,7 +31,8 @@ from .window_files import RotationStats, WindowFiles
 
 
 def _plain(shard: Shard) -> Shard:
-    """The shard with its memmap seen as a plain array (same mapping): slicing a np.memmap costs about 8x more per row."""
+    """The shard with its memmap seen as a plain array (same mapping): slicing a np.memmap costs about 8x more per
+    row."""
     return replace(shard, tokens=shard.tokens.view(np.ndarray))
 
 

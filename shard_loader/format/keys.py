@@ -28,7 +28,8 @@ _CONTROL = re.compile(
 
 
 def check_key(key: Any, where: str) -> str:
-    """Refuse a key that could escape the dataset root (absolute, `..`, a URL, odd parts) or that no path can hold (a NUL)."""
+    """Refuse a key that could escape the dataset root (absolute, `..`, a URL, odd parts) or that no path can hold (a
+    NUL)."""
     if not isinstance(key, str) or not key:
         raise ManifestError(f"{where}: key must be a non-empty string, got {key!r}")
     if _CONTROL.search(key):

@@ -91,8 +91,8 @@ class SplitInfo:
         found = (int(table.tokens.sum()), int(table.documents.sum()), len(table), int(table.nbytes.sum()))
         if found != (self.tokens, self.documents, self.shard_count, self.nbytes):
             raise ManifestError(
-                f"{self.table.key}: holds {found[0]} tokens, {found[1]} documents, {found[2]} shards, {found[3]} bytes; "
-                f"the manifest says {self.tokens}, {self.documents}, {self.shard_count}, {self.nbytes}"
+                f"{self.table.key}: holds {found[0]} tokens, {found[1]} documents, {found[2]} shards, {found[3]} "
+                f"bytes; the manifest says {self.tokens}, {self.documents}, {self.shard_count}, {self.nbytes}"
             )
         return replace(self, loaded=table)
 
@@ -132,7 +132,8 @@ class Manifest:
     def split(self, name: str) -> SplitInfo:
         if name not in self.splits:
             raise ManifestError(
-                f"split {name!r} is not in {self.dataset} version {self.version}; its splits are {', '.join(sorted(self.splits))}"
+                f"split {name!r} is not in {self.dataset} version {self.version}; its splits are "
+                f"{', '.join(sorted(self.splits))}"
             )
         return self.splits[name]
 
@@ -243,7 +244,8 @@ def _check_splits_disjoint(tables: dict[str, ShardTable]) -> None:
 
 
 def parse_json(raw: bytes | str, origin: str) -> Any:
-    """Parse a JSON document no deeper than MAX_DEPTH (deeper nesting exhausts Python's recursion when it is printed)."""
+    """Parse a JSON document no deeper than MAX_DEPTH (deeper nesting exhausts Python's recursion when it is
+    printed)."""
     try:
         doc = json.loads(raw)
     except RecursionError:
@@ -298,7 +300,8 @@ def parse_manifest(raw: bytes | str, origin: str = "manifest") -> Manifest:
     version = _get(doc, "format_version", int, origin)
     if version not in READABLE_VERSIONS:
         raise ManifestError(
-            f"{origin}: format_version {version} is not supported (this reader knows {list(READABLE_VERSIONS)}); upgrade shard_loader"
+            f"{origin}: format_version {version} is not supported (this reader knows {list(READABLE_VERSIONS)}); "
+            "upgrade shard_loader"
         )
     dtype = _get(doc, "token_dtype", str, origin)
     if dtype not in TOKEN_DTYPES:

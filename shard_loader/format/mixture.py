@@ -75,7 +75,8 @@ class MixtureFile:
         """Tokens one mixture epoch serves of `split`; refused naming the split when the file has none for it."""
         if split not in self.tokens_per_epoch:
             raise ManifestError(
-                f"{origin}: tokens_per_epoch has no split {split!r} (has {sorted(self.tokens_per_epoch)}); the mixture cannot serve it"
+                f"{origin}: tokens_per_epoch has no split {split!r} (has {sorted(self.tokens_per_epoch)}); the mixture "
+                "cannot serve it"
             )
         return self.tokens_per_epoch[split]
 
@@ -135,7 +136,8 @@ def parse_mixture(raw: bytes | str, origin: str = "mixture") -> MixtureFile:
     version = get_field(doc, "format_version", int, origin)
     if version not in MIXTURE_VERSIONS:
         raise ManifestError(
-            f"{origin}: format_version {version} is not supported (this reader knows {list(MIXTURE_VERSIONS)}); upgrade shard_loader"
+            f"{origin}: format_version {version} is not supported (this reader knows {list(MIXTURE_VERSIONS)}); "
+            "upgrade shard_loader"
         )
     mix = get_field(doc, "mixture", dict, origin)
     tok = get_field(doc, "tokenizer", dict, origin)

@@ -72,12 +72,13 @@ def _open(path: str | Path, key: str) -> BinaryIO:
 _HEADER_LOCK = (
     threading.Lock()
 )  # numpy parses a header with ast.literal_eval, which CPython before 3.11.8 / 3.12.1 breaks
-# when threads call it at once ("SystemError: AST constructor recursion depth mismatch", gh-106905): the prefetch threads
-# of several caches open shards at once, so headers are parsed one at a time (microseconds each)
+# when threads call it at once ("SystemError: AST constructor recursion depth mismatch", gh-106905): the prefetch
+# threads of several caches open shards at once, so headers are parsed one at a time (microseconds each)
 
 
 def read_npy_header(f: BinaryIO) -> tuple[tuple[int, ...], bool, np.dtype[Any]]:
-    """(shape, fortran order, dtype) from a `.npy` header at `f`'s position (format 1.0 or 2.0), one thread at a time."""
+    """(shape, fortran order, dtype) from a `.npy` header at `f`'s position (format 1.0 or 2.0), one thread at a
+    time."""
     with _HEADER_LOCK:
         version = np.lib.format.read_magic(f)
         if version == (1, 0):
@@ -104,7 +105,8 @@ def map_npy(path: str | Path, key: str, dtype: str) -> np.ndarray:
         start, size = f.tell(), os.fstat(f.fileno()).st_size
         if start + shape[0] * found.itemsize > size:
             raise ShardFormatError(
-                f"{key}: its header says {shape[0]:,} tokens, but the file holds {size - start:,} bytes after the header"
+                f"{key}: its header says {shape[0]:,} tokens, but the file holds {size - start:,} bytes after the "
+                "header"
             )
         return np.memmap(f, dtype=found, mode="r", offset=start, shape=shape)
 

@@ -128,7 +128,8 @@ class ShardTable(Sequence[ShardEntry]):
         return [v.decode() for v in values] if name in _TEXT_FIELDS + _SHA_FIELDS else values
 
     def files(self) -> Iterator[FileRef]:
-        """Each shard's .npy then .bin, in order, straight from the columns (keys were checked when the table was read or made)."""
+        """Each shard's .npy then .bin, in order, straight from the columns (keys were checked when the table was read
+        or made)."""
         columns = [self.column(f) for f in ("npy_key", "npy_size", "npy_sha256", "bin_key", "bin_size", "bin_sha256")]
         for nk, ns, nh, bk, bs, bh in zip(*columns):
             yield FileRef(nk, ns, nh)
@@ -168,7 +169,8 @@ class ShardTable(Sequence[ShardEntry]):
         if bad.size:
             e = self[int(bad[0])]
             raise ManifestError(
-                f"{origin}[{bad[0]}]: {e.bin.key} is {e.bin.size} bytes but {e.documents} documents need {8 * (e.documents + 1)} bytes of int64 offsets"
+                f"{origin}[{bad[0]}]: {e.bin.key} is {e.bin.size} bytes but {e.documents} documents need "
+                f"{8 * (e.documents + 1)} bytes of int64 offsets"
             )
         bad = np.flatnonzero(rows["npy_size"] < rows["tokens"] * itemsize)
         if bad.size:
@@ -197,7 +199,8 @@ def _rows(raw: bytes, origin: str) -> np.ndarray:
     body = len(raw) - f.tell()
     if shape[0] * dtype.itemsize != body:
         raise ManifestError(
-            f"{origin}: its header says {shape[0]:,} rows of {dtype.itemsize} bytes, but it holds {body:,} bytes of rows"
+            f"{origin}: its header says {shape[0]:,} rows of {dtype.itemsize} bytes, but it holds {body:,} bytes of "
+            "rows"
         )
     return np.frombuffer(raw, dtype=dtype, count=shape[0], offset=f.tell())
 

@@ -23,7 +23,8 @@ from ..state import Position
 
 
 class ComponentDataset(TokenDataset):
-    """A TokenDataset of one component (batches of one sample, one rank), whose manifest bytes must be the pinned ones."""
+    """A TokenDataset of one component (batches of one sample, one rank), whose manifest bytes must be the pinned
+    ones."""
 
     def __init__(self, url: str, pinned: FileRef, **options: Any):
         self.pinned = pinned

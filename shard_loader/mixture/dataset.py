@@ -99,8 +99,8 @@ class MixtureDataset(TokenDataset, serves=MIXTURE_FORMAT):
         self.epoch_samples = mix.epoch_tokens(self.split, self.url) // self.spec.step
         if self.epoch_samples == 0:
             raise EmptyEpochError(
-                f"{self.url}: tokens_per_epoch[{self.split!r}] = {mix.tokens_per_epoch[self.split]} is less than one sample "
-                f"({self.spec.step} tokens): an epoch would have 0 batches"
+                f"{self.url}: tokens_per_epoch[{self.split!r}] = {mix.tokens_per_epoch[self.split]} is less than one "
+                f"sample ({self.spec.step} tokens): an epoch would have 0 batches"
             )
         remote = sum(is_remote(split_manifest_url(u)[0]) for u in self.opened.component_urls)
         if (
@@ -153,8 +153,10 @@ class MixtureDataset(TokenDataset, serves=MIXTURE_FORMAT):
                 f"{self.mixture.components[self.components.index(c)].name} {n:,}" for c, n in zip(remote, needs)
             )
             raise DiskBudgetError(
-                f"disk budget {self.disk_budget:,} bytes cannot hold the current and the next window of every component: "
-                f"the minimum is {sum(needs):,} bytes (two largest windows and a download journal each: {parts}); raise disk_budget or make windows smaller"
+                f"disk budget {self.disk_budget:,} bytes cannot hold the current and the next window of every "
+                "component: "
+                f"the minimum is {sum(needs):,} bytes (two largest windows and a download journal each: {parts}); "
+                "raise disk_budget or make windows smaller"
             )
         for c, need in zip(remote, needs):
             c.disk_budget = self.disk_budget * need // sum(needs)
@@ -212,8 +214,8 @@ class MixtureDataset(TokenDataset, serves=MIXTURE_FORMAT):
         origin = self.interleave.origin(p.block)
         if start < origin.start:
             raise ArgumentError(
-                f"epoch {epoch} would start at sample {start:,} of the stream, before sample {origin.start:,} where the "
-                f"current weights took over (a weight change); set_epoch cannot go back past it"
+                f"epoch {epoch} would start at sample {start:,} of the stream, before sample {origin.start:,} where "
+                f"the current weights took over (a weight change); set_epoch cannot go back past it"
             )
         block, _ = self._walker.at(origin if start < p.block.start else p.block, start)
         self.position = MixturePosition(epoch, start, start, 0, block)
@@ -270,12 +272,14 @@ class MixtureDataset(TokenDataset, serves=MIXTURE_FORMAT):
         if changed and not self.allow_weight_change:
             raise StateError(
                 f"state_dict was saved for mixture version {saved.weights.mixture_version!r} with {changed} "
-                f"(version {self.mixture.version!r}); pass allow_weight_change=True to continue each component from its own position"
+                f"(version {self.mixture.version!r}); pass allow_weight_change=True to continue each component from "
+                "its own position"
             )
         p = saved.position
         if not p.block.start <= p.served or not p.epoch_start <= p.served:
             raise StateError(
-                f"state_dict position (served {p.served}, epoch_start {p.epoch_start}, block {p.block.start}) is inconsistent"
+                f"state_dict position (served {p.served}, epoch_start {p.epoch_start}, block {p.block.start}) is "
+                "inconsistent"
             )
         weights = units([c.weight for c in self.mixture.components])
         self.interleave = Interleave(weights, saved.block_samples)
@@ -295,7 +299,8 @@ class MixtureDataset(TokenDataset, serves=MIXTURE_FORMAT):
     ) -> Iterator[tuple[int, dict[int, Shard], np.ndarray, np.ndarray]]:
         """(first batch index from the plan's start, open shards by global id, shard ids, token starts) of each run of
         consecutive batches `consumer` serves; a run's rows are whole batches, in order. Served to its end, a plan
-        leaves the components' windows open for the next one (the next epoch goes on from there); stopped, it closes them."""
+        leaves the components' windows open for the next one (the next epoch goes on from there); stopped, it closes
+        them."""
         server = self.__dict__.get("_server")
         if server is None or not server.follows(self.interleave, consumer, plan):
             if server is not None:

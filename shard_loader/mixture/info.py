@@ -1,5 +1,6 @@
 """What `shard-loader info` says about a mixture: per split, each component's weight against its natural share, its
-tokens, and the epochs of it one mixture epoch implies (a component that repeats says so), from its verified manifest."""
+tokens, and the epochs of it one mixture epoch implies (a component that repeats says so), from its verified
+manifest."""
 
 from __future__ import annotations
 
@@ -59,7 +60,8 @@ def describe(opened: OpenedMixture, as_json: bool = False) -> str:
             note = f"  repeats: {r.epochs:.2f} of its epochs per mixture epoch" if r.epochs > 1 else ""
             cap = f", max_repeats {r.max_repeats:g}" if r.max_repeats is not None else ""
             lines.append(
-                f"  {r.name:<16} {r.weight:>7.3f} {r.natural:>8.3f} {r.tokens:>15,} {r.epochs:>21.3f}  {r.version}{cap}{note}"
+                f"  {r.name:<16} {r.weight:>7.3f} {r.natural:>8.3f} {r.tokens:>15,} {r.epochs:>21.3f}  "
+                f"{r.version}{cap}{note}"
             )
     if as_json:
         lines.append(

@@ -55,8 +55,8 @@ def component_url(url: str, mixture: MixtureFile, component: Component, where: s
     root = store_root(url, mixture.name)
     if root is None:
         raise ManifestError(
-            f"{where}.manifest.url: {component.manifest.key!r} is relative to the mixture's store root, but {url} is not "
-            f"at <root>/{MIXTURES_DIR}/{mixture.name}.json or <root>/{MIXTURES_DIR}/{mixture.name}/<version>.json"
+            f"{where}.manifest.url: {component.manifest.key!r} is relative to the mixture's store root, but {url} is "
+            f"not at <root>/{MIXTURES_DIR}/{mixture.name}.json or <root>/{MIXTURES_DIR}/{mixture.name}/<version>.json"
         )
     if not root:
         return component.manifest.key
@@ -102,7 +102,8 @@ def check_component(opened: OpenedMixture, i: int, manifest: Manifest) -> None:
     mix, c = opened.file, opened.file.components[i]
     if manifest.tokenizer.fingerprint != mix.tokenizer.fingerprint:
         raise ManifestError(
-            f"{where(opened, i)}: tokenizer fingerprint {manifest.tokenizer.fingerprint!r} is not the mixture's {mix.tokenizer.fingerprint!r}"
+            f"{where(opened, i)}: tokenizer fingerprint {manifest.tokenizer.fingerprint!r} is not the mixture's "
+            f"{mix.tokenizer.fingerprint!r}"
         )
     if manifest.token_dtype != mix.tokenizer.token_dtype:
         raise ManifestError(
@@ -110,7 +111,8 @@ def check_component(opened: OpenedMixture, i: int, manifest: Manifest) -> None:
         )
     if (manifest.dataset, manifest.version) != (c.dataset, c.version):
         raise ManifestError(
-            f"{where(opened, i)}: the manifest is {manifest.dataset}@{manifest.version}, the mixture names {c.dataset}@{c.version}"
+            f"{where(opened, i)}: the manifest is {manifest.dataset}@{manifest.version}, the mixture names "
+            f"{c.dataset}@{c.version}"
         )
 
 

@@ -42,7 +42,8 @@ class MixturePosition:
 
 @dataclass(frozen=True)
 class StreamKey:
-    """What shapes a mixture's stream besides the world size and the weights: a state restores only onto an equal key."""
+    """What shapes a mixture's stream besides the world size and the weights: a state restores only onto an equal
+    key."""
 
     mixture: str
     split: str
@@ -162,7 +163,8 @@ class MixtureState:
                 i = next(i for i, (a, b) in enumerate(zip(saved, mine)) if a != b)
                 what = "dataset version" if f.name == "datasets" else "window layout"
                 raise StateError(
-                    f"state_dict was saved with component {key.components[i]!r} (components[{i}]) at {what} {saved[i]!r}, "
+                    f"state_dict was saved with component {key.components[i]!r} (components[{i}]) at {what} "
+                    f"{saved[i]!r}, "
                     f"this mixture has {mine[i]!r}; a component's position holds only for the same {what}"
                 )
             raise StateError(
@@ -170,7 +172,8 @@ class MixtureState:
             )
 
     def weight_change(self, weights: Weights, names: tuple[str, ...]) -> str | None:
-        """The first field a weight change altered (e.g. `components[1].weight`), or None for the same mixture version."""
+        """The first field a weight change altered (e.g. `components[1].weight`), or None for the same mixture
+        version."""
         if self.weights.mixture_version == weights.mixture_version:
             return None
         for i, (saved, mine) in enumerate(zip(self.weights.weights, weights.weights)):

@@ -21,7 +21,8 @@ class LocalStore:
         self.url = str(self.root)
 
     def local_path(self, key: str) -> Path:
-        """The key's path, refused if it resolves outside the root or names anything but a regular file (or nothing yet)."""
+        """The key's path, refused if it resolves outside the root or names anything but a regular file (or nothing
+        yet)."""
         path = self.root / check_key(key, f"key under {self.root}")
         resolved = path.resolve()
         if not resolved.is_relative_to(self.root):
@@ -48,14 +49,16 @@ class LocalStore:
         return path
 
     def _open(self, key: str) -> BufferedReader:
-        """The key's regular file, opened without following a symlink or blocking on a FIFO swapped in since the check."""
+        """The key's regular file, opened without following a symlink or blocking on a FIFO swapped in since the
+        check."""
         path = self.local_path(key)
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except FileNotFoundError:
             if not Path(self.root).is_dir():
                 raise NotFoundError(
-                    f"{self.root}: the folder does not exist, so it holds no dataset; check the path (or build one there)"
+                    f"{self.root}: the folder does not exist, so it holds no dataset; check the path (or build one "
+                    "there)"
                 ) from None
             raise NotFoundError(
                 f"{self.root}: no file for key {key}; check that a dataset is published there"

@@ -215,8 +215,8 @@ def hold_reader_lease(store: Store, version: str, opened_key: str) -> ReaderLeas
     if not lease.acquire():
         log.warning(
             "%s: no reader lease on %s (%s): this version is protected only by gc's grace period after it is "
-            "superseded (shard-assets gc --grace, 7 days by default) and by pins; for a longer run, pin it with write keys: "
-            "shard-loader pin %s/%s/%s.json --for 30d",
+            "superseded (shard-assets gc --grace, 7 days by default) and by pins; for a longer run, pin it with write "
+            "keys: shard-loader pin %s/%s/%s.json --for 30d",
             store.url,
             version,
             lease.refused,
@@ -248,7 +248,8 @@ def pin(url: str, seconds: float, note: str = "", **store_options: Any) -> tuple
     scheme = urlparse(root).scheme
     if scheme in ("http", "https"):
         raise StoreError(
-            f"{url}: an https URL cannot be written to; pin the version where it is published (its s3://, r2:// or folder URL) with write keys"
+            f"{url}: an https URL cannot be written to; pin the version where it is published (its s3://, r2:// or "
+            "folder URL) with write keys"
         )
     store = open_store(root, **({"role": "write", **store_options} if is_remote(root) else {}))
     if is_remote(root):

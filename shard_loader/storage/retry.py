@@ -70,14 +70,16 @@ class Deadline:
         """Raise DeadlineError once the time is up."""
         if self.left() <= 0:
             raise DeadlineError(
-                f"{self.what}: not complete after {self.seconds:,.0f} s, its deadline; the server stalls or sends too slowly: {self.remedy}"
+                f"{self.what}: not complete after {self.seconds:,.0f} s, its deadline; the server stalls or sends too "
+                f"slowly: {self.remedy}"
             )
 
 
 def with_retries(
     call: Callable[[], T], what: str, policy: RetryPolicy, stats: RequestStats, deadline: Deadline | None = None
 ) -> T:
-    """Run `call`, retrying TransientStoreError up to `policy.attempts` times (and never past `deadline`); other errors pass through."""
+    """Run `call`, retrying TransientStoreError up to `policy.attempts` times (and never past `deadline`); other errors
+    pass through."""
     for attempt in range(policy.attempts):
         stats.add(requests=1)
         try:

@@ -34,15 +34,17 @@ TRANSIENT_CODES = {
 }
 WHERE = f"{ENDPOINT_VARIABLE}/{ACCOUNT_VARIABLE}"
 HINTS = {  # S3 error code -> what to do; {id} and {secret} are the role's key variables
-    "AccessDenied": "the keys lack permission for this bucket, prefix or action; check {id}/{secret} (read-only keys cannot write)",
+    "AccessDenied": "the keys lack permission for this bucket, prefix or action; check {id}/{secret} (read-only keys "
+    "cannot write)",
     "InvalidAccessKeyId": "the access key id is unknown to this endpoint; check {id} and " + WHERE,
     "SignatureDoesNotMatch": "the secret does not match the access key id; check {secret}",
     "NoSuchBucket": "no such bucket at this endpoint; check the URL and " + WHERE,
     "NoSuchKey": "no object at this key; check the URL and that the dataset is published there",
     "404": "no object at this key; check the URL and that the dataset is published there",
-    "NotImplemented": "the endpoint does not support this request (R2 refuses checksum headers); make the client with shard_loader.s3_client.make_s3_client",
-    "403": "the endpoint refuses these keys or this action; check {id}/{secret} (a wrong secret, or keys without access to "
-    "this bucket; read-only keys cannot write) and " + WHERE,
+    "NotImplemented": "the endpoint does not support this request (R2 refuses checksum headers); make the client with "
+    "shard_loader.s3_client.make_s3_client",
+    "403": "the endpoint refuses these keys or this action; check {id}/{secret} (a wrong secret, or keys without "
+    "access to this bucket; read-only keys cannot write) and " + WHERE,
 }
 MISSING_CODES = {"NoSuchKey", "NotFound", "404"}  # no object at the key (NoSuchBucket, also a 404, is a setting to fix)
 ACCOUNT_ID = re.compile(r"[0-9a-fA-F]{32}")  # a Cloudflare account id: 32 hexadecimal characters
@@ -52,8 +54,8 @@ def r2_endpoint(account_id: str | None) -> str:
     """Cloudflare R2's S3 endpoint for an account; a missing or malformed id is a SettingsError naming the variable."""
     if not account_id:
         raise SettingsError(
-            f"{ACCOUNT_VARIABLE} is not set: R2 needs your Cloudflare account id (32 hexadecimal characters, shown on the "
-            f"dashboard's R2 page) to find its endpoint, or set {ENDPOINT_VARIABLE} to the endpoint URL"
+            f"{ACCOUNT_VARIABLE} is not set: R2 needs your Cloudflare account id (32 hexadecimal characters, shown on "
+            f"the dashboard's R2 page) to find its endpoint, or set {ENDPOINT_VARIABLE} to the endpoint URL"
         )
     if not ACCOUNT_ID.fullmatch(account_id):
         raise SettingsError(
@@ -64,7 +66,8 @@ def r2_endpoint(account_id: str | None) -> str:
 
 
 def check_endpoint(url: str) -> str:
-    """`url` if it is an http(s) endpoint with a host; else a SettingsError naming S3_ENDPOINT_URL and the allowed forms."""
+    """`url` if it is an http(s) endpoint with a host; else a SettingsError naming S3_ENDPOINT_URL and the allowed
+    forms."""
     parsed = urlparse(url)
     if parsed.scheme not in ("http", "https") or not parsed.netloc:
         raise SettingsError(
@@ -121,7 +124,8 @@ def resolve_settings(
 
 
 def _check_default_chain(settings: S3Settings, role: Role) -> None:
-    """Without explicit keys, boto3's chain (AWS_* variables, ~/.aws, instance roles) must find some; else say what to set."""
+    """Without explicit keys, boto3's chain (AWS_* variables, ~/.aws, instance roles) must find some; else say what to
+    set."""
     import boto3
 
     if boto3.Session().get_credentials() is None:
@@ -148,8 +152,9 @@ def make_s3_client(
 ) -> Any:
     """A boto3 S3 client that R2 accepts: checksums only when required, path addressing, bounded timeouts.
 
-    `r2` (an `r2://` URL) requires an endpoint; `timeout` is the connect and per-read stall timeout; `retries` is botocore's attempt count (the
-    loader retries itself, so 1 there); `config_options` go to botocore's Config unchanged.
+    `r2` (an `r2://` URL) requires an endpoint; `timeout` is the connect and per-read stall timeout; `retries` is
+    botocore's attempt count (the loader retries itself, so 1 there); `config_options` go to botocore's Config
+    unchanged.
     """
     try:
         import boto3
@@ -200,7 +205,8 @@ def fsspec_options(settings: S3Settings) -> dict[str, Any]:
 
 
 def s3_errors() -> tuple[type[BaseException], ...]:
-    """What a boto3 call, a transfer or reading a body can raise: botocore's, boto3's, urllib3's and the socket's errors."""
+    """What a boto3 call, a transfer or reading a body can raise: botocore's, boto3's, urllib3's and the socket's
+    errors."""
     from boto3.exceptions import Boto3Error
     from botocore.exceptions import BotoCoreError, ClientError
     from urllib3.exceptions import HTTPError
@@ -231,7 +237,9 @@ def describe_s3_error(exc: BaseException, where: str, role: Role = "read") -> S3
             f"{code or status} {exc.response.get('Error', {}).get('Message', '')}".strip(),
             code in TRANSIENT_CODES or status in TRANSIENT_CODES,
         )
-    else:  # a transfer error (S3UploadFailedError) carries its code only in its text: "An error occurred (AccessDenied) ..."
+    else:
+        # a transfer error (S3UploadFailedError) carries its code only in its text:
+        # "An error occurred (AccessDenied) ..."
         found = re.search(r"An error occurred \((\w+)\)", str(exc))
         code, status, text = found.group(1) if found else "", "", f"{type(exc).__name__}: {exc}"
         transient = code in TRANSIENT_CODES or not found
