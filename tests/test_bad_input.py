@@ -41,7 +41,8 @@ def published(tmp_path_factory):
     write_jsonl(tmp / "good" / "a.jsonl", 80, seed=1)
     good_spec = tmp / "good.toml"
     good_spec.write_text(
-        f'name = "bad"\nmin_chars = 10\nval_fraction = 0.2\n[tokenizer]\nvocab_size = 300\n[[sources]]\nname = "js"\nuri = "{tmp}/good/*.jsonl"\nformat = "jsonl"\n'
+        'name = "bad"\nmin_chars = 10\nval_fraction = 0.2\n[tokenizer]\nvocab_size = 300\n'
+        f'[[sources]]\nname = "js"\nuri = "{tmp}/good/*.jsonl"\nformat = "jsonl"\n'
     )
     result = build_dataset(
         inst,

@@ -164,7 +164,8 @@ import json, sys, time
 from shard_loader import TokenDataset
 from tests.support.positional import samples_of
 url, cache, budget, rank, slow, sizes = sys.argv[1:7]
-ds = TokenDataset(url, seq_len=16, batch_size=2, seed=3, window_shards=1, rank=int(rank), world_size=2, cache_dir=cache, disk_budget=int(budget))
+ds = TokenDataset(url, seq_len=16, batch_size=2, seed=3, window_shards=1, rank=int(rank), world_size=2, \
+cache_dir=cache, disk_budget=int(budget))
 out, said = [], False
 for batch in ds:
     out.append(samples_of(batch, json.loads(sizes)))

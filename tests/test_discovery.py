@@ -83,7 +83,10 @@ def test_a_broken_index_is_named_with_what_to_do(tmp_path):
     store.put_bytes(discovery_index_key("web"), b'{"open": null, "partitions": {"web.x": [["only-a-uri"]]}}')
     with pytest.raises(
         RecordError,
-        match=r"state/discovery/web.json.*not a discovery index: delete state/discovery/web.json to register source 'web' afresh",
+        match=(
+            r"state/discovery/web.json.*not a discovery index: "
+            r"delete state/discovery/web.json to register source 'web' afresh"
+        ),
     ):
         load_layout(store, "web")
     store.put_bytes(

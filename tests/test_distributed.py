@@ -96,7 +96,8 @@ def test_every_sample_once_over_ranks_workers_and_start_methods(url, tmp_path, w
 
 def test_sigkilled_runs_restore_with_other_worker_counts_and_world_sizes(url, tmp_path):
     boundary = int(TokenDataset(url, rank=0, world_size=2, **NUMPY_OPTIONS).plan().batches_per_window[0])
-    plan = [  # (world, workers, method, checkpoint every, kill at step): at a window boundary, mid-window, at the epoch's end
+    # (world, workers, method, checkpoint every, kill at step): at a window boundary, mid-window, at the epoch's end
+    plan = [
         (2, 2, "fork", 1, boundary),
         (3, 1, "spawn", 4, boundary + 7),
         (2, 0, "fork", 1, -1),

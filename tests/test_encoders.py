@@ -1,4 +1,5 @@
-"""The encoder layer: the chosen engine gives exactly the reference's ids on every supported shape, the guard fails a partition that differs, other shapes fall back."""
+"""The encoder layer: the chosen engine gives exactly the reference's ids on every supported shape, the guard fails a
+partition that differs, other shapes fall back."""
 
 import json
 import os
@@ -68,7 +69,8 @@ WORDS = [
 
 
 def _adversarial() -> list[str]:
-    """Long whitespace runs, mixed scripts, emoji, combining marks, literal special tokens, CR/LF, and a 3 MB document."""
+    """Long whitespace runs, mixed scripts, emoji, combining marks, literal special tokens, CR/LF, and a 3 MB
+    document."""
     rng = np.random.default_rng(7)
     mixed = [" ".join(rng.choice(WORDS, size=int(n))) for n in rng.integers(1, 300, size=150)]
     return mixed + [
@@ -503,7 +505,10 @@ def test_a_difference_inside_a_long_document_fails_the_partition_naming_where(gp
     guard = ExactnessGuard(engine, reference, "p", len(docs), budget=0.02 if inconsistent else 1.0)
     with pytest.raises(
         ExactnessError,
-        match=r"partition p: fastokens .* differs from the reference on 1 of \d+ sampled documents \(first: document 150, characters ([\d,]+)-([\d,]+) of ([\d,]+)",
+        match=(
+            r"partition p: fastokens .* differs from the reference on 1 of \d+ sampled documents "
+            r"\(first: document 150, characters ([\d,]+)-([\d,]+) of ([\d,]+)"
+        ),
     ) as failed:
         _guarded(guard, docs)
     a, b, n = (
@@ -565,7 +570,8 @@ def test_the_guard_s_share_of_tokens_stays_within_its_budget_with_mb_sized_docum
 
 
 def test_text_without_a_safe_cut_is_never_given_to_the_reference_whole(gpt2_json):
-    """A document whose first 1.2M characters hold no safe cut: the reference compares its other pieces, never that one."""
+    """A document whose first 1.2M characters hold no safe cut: the reference compares its other pieces, never that
+    one."""
     docs = [f"document {i} the quick brown fox" for i in range(100)] + [
         "a1" * 600_000 + " " + _long_document(4 * PIECE_CHARS)
     ]
@@ -605,8 +611,9 @@ sys.exit(code)
 
 @pytest.mark.system  # a whole build, ~1 min here
 def test_a_build_over_one_20_mib_document_peaks_under_1_gib(tmp_path):
-    """`shard-assets build` of a source holding one 20 MiB document (the Python standard library's sources joined) and a few
-    small ones, in its own process: its peak RSS (VmHWM) stays under 1 GiB, because the guard compares pieces of it."""
+    """`shard-assets build` of a source holding one 20 MiB document (the Python standard library's sources joined)
+    and a few small ones, in its own process: its peak RSS (VmHWM) stays under 1 GiB, because the guard compares
+    pieces of it."""
     import subprocess
     import sys
     import sysconfig

@@ -117,8 +117,8 @@ def test_a_registration_naming_another_file_is_refused_before_that_file_is_read(
     message = failure_message(run)
     assert message.startswith("StateMismatchError: ") and "\n" not in message
     assert (
-        f"{partition_record_key('web.part1')}: names file://{tmp}/elsewhere/secret.jsonl, which is not a file of source 'web'"
-        in message
+        f"{partition_record_key('web.part1')}: names file://{tmp}/elsewhere/secret.jsonl, "
+        "which is not a file of source 'web'" in message
     )
     assert sorted(p.name for p in (store / "raw" / "web").iterdir()) == raw_before
     record["pieces"][0]["uri"] = f"file://{tmp}/src/part0.jsonl"  # a file of the source, but another partition's

@@ -148,7 +148,9 @@ def test_a_wrong_text_column_ends_the_build_naming_the_field_file_and_line(tmp_p
     assert out.returncode == 2, out.stderr[-2000:]
     last = out.stderr.strip().splitlines()[-1]
     assert re.match(
-        rf"error: every partition failed in ingest_job \(2 of 2\); the first: ingest_job \[web.part0\] failed \(run [0-9a-f-]+\): SourceError: (file://)?{tmp_path}/src/part0.jsonl:1: field 'body' is missing",
+        r"error: every partition failed in ingest_job \(2 of 2\); "
+        r"the first: ingest_job \[web.part0\] failed \(run [0-9a-f-]+\): "
+        rf"SourceError: (file://)?{tmp_path}/src/part0.jsonl:1: field 'body' is missing",
         last,
     ), last
     assert "ingest_job: 2/2 partitions (2 failed)" in out.stderr
@@ -167,7 +169,10 @@ def test_one_dagster_home_holds_one_datasets_partitions(tmp_path):
     )  # the same dataset in another store: its keys
     with pytest.raises(
         HomeHoldsAnotherDataset,
-        match=rf"holds the partitions of dataset 'tiny' \(spec {spec}\), not 'other' \(spec {other}\): give each dataset its own Dagster home",
+        match=(
+            rf"holds the partitions of dataset 'tiny' \(spec {spec}\), not 'other' \(spec {other}\): "
+            r"give each dataset its own Dagster home"
+        ),
     ):
         sync_partitions(inst, LocalFolderStore(tmp_path / "b" / "store"), load_spec(other))
     assert inst.get_dynamic_partitions("raw_files") == ["web.part0"]

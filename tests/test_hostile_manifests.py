@@ -64,7 +64,8 @@ def test_broken_manifests_are_refused_before_any_file_is_read(published, edit, m
     root, _ = published
     tamper_json(root, edit)
     for path in [*(root / "tokenized").rglob("*.npy"), *(root / "tokenized").rglob("*.bin")]:
-        path.unlink()  # refused from the manifest and its shard table alone: had any shard been touched first, the error would differ
+        # refused from the manifest and its shard table alone: had any shard been touched first, the error would differ
+        path.unlink()
     with pytest.raises(ManifestError, match=message):
         TokenDataset(str(root))
 

@@ -26,7 +26,10 @@ def test_components_share_one_budget_and_it_holds_while_all_rotate(tmp_path):
         remote = f"{server.url}/mixtures/blend.json"
         with pytest.raises(
             DiskBudgetError,
-            match=r"the minimum is 82,355 bytes \(two largest windows and a download journal each: web 48,613, code 32,613, math 1,129\)",
+            match=(
+                r"the minimum is 82,355 bytes \(two largest windows and a download journal each: "
+                r"web 48,613, code 32,613, math 1,129\)"
+            ),
         ):
             TokenDataset(remote, cache_dir=tmp_path / "cache", disk_budget=60_000, **OPTS)
         budget = 90_000

@@ -42,7 +42,8 @@ def url(store):
 
 
 def _own_stream(store, part, samples, **options):
-    """The first `samples` samples of a component as a TokenDataset of it serves them (one sample per batch), epoch after epoch."""
+    """The first `samples` samples of a component as a TokenDataset of it serves them (one sample per batch), epoch
+    after epoch."""
     ds = TokenDataset(str(store / part.name), **{**OPTS, "batch_size": 1, **options})
     out, epoch = [], 0
     while len(out) < samples:
@@ -53,7 +54,8 @@ def _own_stream(store, part, samples, **options):
 
 
 def _stream(url, world, epochs=(0,), state=None, stop=None, **options):
-    """The global stream (component, shard, start) the ranks of `world` serve, in stream order, and the states saved at the end."""
+    """The global stream (component, shard, start) the ranks of `world` serve, in stream order, and the states saved
+    at the end."""
     per_rank, states = [], []
     for rank in range(world):
         ds = TokenDataset(url, rank=rank, world_size=world, **{**OPTS, **options})

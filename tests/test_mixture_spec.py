@@ -26,7 +26,10 @@ def _spec(tmp_path, body: str):
     return load_mixture_spec(path)
 
 
-COMPONENTS = '[[components]]\nmanifest = "web/manifest.json"\nweight = 3\n[[components]]\nmanifest = "/abs/code"\nweight = 1\nname = "code"\nmax_repeats = 2\n'
+COMPONENTS = (
+    '[[components]]\nmanifest = "web/manifest.json"\nweight = 3\n'
+    '[[components]]\nmanifest = "/abs/code"\nweight = 1\nname = "code"\nmax_repeats = 2\n'
+)
 
 
 def test_a_mixture_spec_reads_its_components_relative_to_its_folder(tmp_path):
@@ -70,7 +73,8 @@ def test_a_mixture_spec_reads_its_components_relative_to_its_folder(tmp_path):
         ),
         (
             'name = "blend"\nstop = "first_exhaustd"\n' + COMPONENTS,
-            r"blend.toml.stop: 'first_exhaustd' is not one of \('first_exhausted', 'all_exhausted'\); did you mean 'first_exhausted'\?",
+            r"blend.toml.stop: 'first_exhaustd' is not one of \('first_exhausted', 'all_exhausted'\); "
+            r"did you mean 'first_exhausted'\?",
         ),
         (
             'name = "blend"\ntokens_per_epoch = -5\n' + COMPONENTS,
@@ -305,7 +309,8 @@ def test_a_tokenizer_file_is_used_byte_for_byte_and_shared_across_specs(tmp_path
         ),
         (
             'kind = "fil"\npath = "t.json"\n',
-            r"spec.toml: \[tokenizer\].kind: 'fil' is not one of \('train_bpe', 'pretrained', 'file'\); did you mean 'file'\?",
+            r"spec.toml: \[tokenizer\].kind: 'fil' is not one of \('train_bpe', 'pretrained', 'file'\); "
+            r"did you mean 'file'\?",
         ),
         ('kind = "file"\npath = 3\n', r"spec.toml: \[tokenizer\].path: expected str, got 3"),
     ],

@@ -149,7 +149,8 @@ def test_shard_assets_mix_publishes_the_file_of_the_contract(root):
     repeats = math["weight"] * budget / math["tokens"]["train"]
     assert repeats > 10
     assert re.search(
-        rf"^math\s+0\.100\s+0\.00\d\s+{math['tokens']['train']:,}\s+{round(0.1 * budget):,}\s+{repeats:.3g}\s+1000\s+{math['version']}$",
+        rf"^math\s+0\.100\s+0\.00\d\s+{math['tokens']['train']:,}\s+{round(0.1 * budget):,}\s+"
+        rf"{repeats:.3g}\s+1000\s+{math['version']}$",
         done.stdout,
         re.M,
     ), done.stdout
@@ -426,10 +427,12 @@ def test_a_bad_mixture_spec_or_tokenizer_file_is_one_line_before_any_run(tmp_pat
     ]
     assert not (tmp_path / "store").exists() and not list(home.glob("history/runs/*"))
     (tmp_path / "web.toml").write_text(
-        'name = "web"\n[tokenizer]\nkind = "file"\npath = "tok/tokenizer.json"\n[[sources]]\nname = "s"\nuri = "*.jsonl"\nformat = "jsonl"\n'
+        'name = "web"\n[tokenizer]\nkind = "file"\npath = "tok/tokenizer.json"\n'
+        '[[sources]]\nname = "s"\nuri = "*.jsonl"\nformat = "jsonl"\n'
     )
     (tmp_path / "a.jsonl").write_text('{"text": "a document long enough to keep around"}\n')
     out = shard_assets(["plan", "--spec", str(tmp_path / "web.toml")], cwd=tmp_path, home=home)
     assert out.returncode == 2 and out.stderr.strip().splitlines() == [
-        f"error: [tokenizer].path {tmp_path}/tok/tokenizer.json: no such file; give the path of a tokenizer.json (relative to the spec's folder)"
+        f"error: [tokenizer].path {tmp_path}/tok/tokenizer.json: no such file; "
+        "give the path of a tokenizer.json (relative to the spec's folder)"
     ]

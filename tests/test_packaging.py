@@ -28,7 +28,8 @@ def _uv() -> str:
 
 
 def _fresh_venv(path: Path, *requirements: str) -> Path:
-    """A new virtualenv at `path` with `requirements` installed (rebuilt from the working tree, never a cached wheel)."""
+    """A new virtualenv at `path` with `requirements` installed (rebuilt from the working tree, never a cached
+    wheel)."""
     uv = _uv()
     subprocess.run([uv, "venv", "-q", str(path), "-p", sys.executable], check=True, timeout=HUNG)
     refresh = ["--refresh-package", "shard-loader", "--refresh-package", "shard-assets"]
@@ -52,8 +53,10 @@ def _installed(bin_dir: Path, cwd: Path) -> dict:
         "    return sorted({str(f).split('/')[0] for f in m.files(d) if not str(f).startswith('..')})\n"
         "def have(d):\n"
         "    try:\n        return m.requires(d) or []\n    except m.PackageNotFoundError:\n        return None\n"
-        "print(json.dumps({'shard_loader': u.find_spec('shard_loader') is not None, 'shard_assets': u.find_spec('shard_assets') is not None,"
-        " 'loader_top': top('shard-loader'), 'loader_requires': have('shard-loader'), 'builder_requires': have('shard-assets')}))"
+        "print(json.dumps({'shard_loader': u.find_spec('shard_loader') is not None,"
+        " 'shard_assets': u.find_spec('shard_assets') is not None,"
+        " 'loader_top': top('shard-loader'), 'loader_requires': have('shard-loader'),"
+        " 'builder_requires': have('shard-assets')}))"
     )
     out = _run([str(bin_dir / "python"), "-c", code], cwd)
     assert out.returncode == 0, out.stderr
@@ -82,7 +85,8 @@ def test_the_loader_installs_alone_with_numpy_and_names_the_extra_a_missing_depe
     imported = _run([str(bin_dir / "python"), "-c", "import shard_loader.torch_dataset"], tmp_path)
     assert imported.returncode == 1
     assert imported.stderr.splitlines()[-1] == (
-        "shard_loader.errors.MissingExtraError: shard_loader.torch_dataset needs torch, which is not installed: pip install 'shard-loader[torch]'"
+        "shard_loader.errors.MissingExtraError: shard_loader.torch_dataset needs torch, which is not installed: "
+        "pip install 'shard-loader[torch]'"
     )
     caught = _run(
         [

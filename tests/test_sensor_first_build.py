@@ -1,5 +1,6 @@
 """From nothing to a requested dataset: the sensor asks for raw documents only while no tokenizer exists;
-once they are in, automation ticks request the tokenizer, then every tokenized partition, then splits, then the manifest."""
+once they are in, automation ticks request the tokenizer, then every tokenized partition, then splits, then the
+manifest."""
 
 import dagster as dg
 

@@ -309,13 +309,15 @@ def test_ranks_in_lockstep_fetch_each_file_once_per_node_within_the_disk_budget(
     assert disk.deleted_mapped == 0 and 0 < disk.peak <= budget, disk.deleted_paths
 
 
-# 20 repetitions in one torchrun: each is a whole pass into a fresh node cache, with new DataLoader workers and a new seed
-# (so another visiting order and other lags), while processes start and import torch once; small shards keep a pass short.
+# 20 repetitions in one torchrun: each is a whole pass into a fresh node cache, with new DataLoader workers and a new
+# seed (so another visiting order and other lags), while processes start and import torch once; small shards keep a
+# pass short.
 REPS, LAGGING = 20, [int(n) for n in np.random.default_rng(11).integers(300, 900, size=12)]
 
 
 def _lagging_passes(url, tmp_path, budget, store_options=None):
-    """20 passes of 2 ranks x 2 workers (torchrun, gloo) into one node cache, rank 1 slowed; the disk in use sampled throughout."""
+    """20 passes of 2 ranks x 2 workers (torchrun, gloo) into one node cache, rank 1 slowed; the disk in use sampled
+    throughout."""
     cmd = [
         sys.executable,
         "-m",
@@ -342,7 +344,8 @@ def _lagging_passes(url, tmp_path, budget, store_options=None):
 
 
 def _check_lagging(tmp_path, manifest, passes, disk, budget, gets):
-    """Every pass serves each rank its exact stream; the server sent each file once per pass; the disk never passed the budget."""
+    """Every pass serves each rank its exact stream; the server sent each file once per pass; the disk never passed the
+    budget."""
     opts = {k: v for k, v in OPTS.items() if k != "seed"}
     for rep in range(REPS):
         expected = [

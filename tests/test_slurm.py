@@ -49,7 +49,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 2  # jobs at once in the test's instance; the build asks for 4 runs per job, so the queue holds the rest
 PARTITIONS = 8
 BUCKET = "slurm-build"
-HELD = "/train/web.part1-"  # the upload held while its node is killed: partition 1's, after partition 0's of the same run are up
+# the upload held while its node is killed: partition 1's, after partition 0's of the same run are up
+HELD = "/train/web.part1-"
 BUILD_SECONDS = 1800
 STEP_SECONDS = 600
 IN_PROGRESS = {dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING}
@@ -309,7 +310,8 @@ def test_a_node_lost_mid_run_fails_the_run_which_is_retried_and_no_published_fil
     retry = cluster_build.instance.get_run_by_id(killed.tags[AUTO_RETRY_RUN_ID_TAG])
     assert retry.status == dg.DagsterRunStatus.SUCCESS and retry.tags["dagster/parent_run_id"] == killed.run_id
     assert re.search(
-        rf"tokenize_job \[web\.part0\.\.web\.part1\] failed \(run {killed.run_id}\): .*NODE_FAIL.*; Dagster retries it as run {retry.run_id}",
+        rf"tokenize_job \[web\.part0\.\.web\.part1\] failed \(run {killed.run_id}\): .*NODE_FAIL.*; "
+        rf"Dagster retries it as run {retry.run_id}",
         cluster_build.stderr,
     )
     manifest = shard_loader.open_manifest(
@@ -328,7 +330,8 @@ def test_the_instance_limit_holds_on_the_cluster(cluster_build):
     _succeeded(cluster_build)
     observed = cluster_build.observed
     print(
-        f"squeue samples {observed.samples}: at most {observed.live_max} jobs of unfinished runs running, {observed.running_max} jobs in all; "
+        f"squeue samples {observed.samples}: at most {observed.live_max} jobs of unfinished runs running, "
+        f"{observed.running_max} jobs in all; "
         f"a job ran on at most {observed.exiting_max:.1f} s after its run had ended"
     )
     assert observed.samples > 20
@@ -477,7 +480,10 @@ def test_a_run_whose_job_dies_before_the_run_starts_fails_at_once_and_the_build_
         timeout=STEP_SECONDS,
     )  # well inside the instance's 1 h start timeout
     assert done.returncode == 2, done.stderr[-3000:]
-    died = r"ingest_job \[web\.part0\] failed \(run [0-9a-f-]+\): its worker ended before the run started: Slurm job \d+ FAILED"
+    died = (
+        r"ingest_job \[web\.part0\] failed \(run [0-9a-f-]+\): "
+        r"its worker ended before the run started: Slurm job \d+ FAILED"
+    )
     assert re.search(rf"^warning: {died}", done.stderr, re.M), done.stderr[-3000:]  # as it fails
     assert re.search(
         rf"^error: every partition failed in ingest_job \(1 of 1\); the first: {died}", done.stderr, re.M
@@ -490,7 +496,8 @@ from shard_loader import TokenDataset
 url, out = sys.argv[1:3]
 ds = TokenDataset(url, seq_len=16, batch_size=4, seed=3, window_shards=2)
 with open(f"{out}/{ds.world.rank}.json", "w") as f:
-    json.dump({"world": [ds.world.rank, ds.world.world_size, ds.world.local_rank], "batches": [b["input_ids"].tolist() for b in ds]}, f)
+    json.dump({"world": [ds.world.rank, ds.world.world_size, ds.world.local_rank], \
+"batches": [b["input_ids"].tolist() for b in ds]}, f)
 """
 
 

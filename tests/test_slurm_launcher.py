@@ -177,7 +177,8 @@ def test_a_cluster_run_carries_the_spec_text_and_the_store_with_keys_only_by_nam
         config["store"]["config"]["access_key_id"] == {"env": "AWS_ACCESS_KEY_ID"}
         and config["store"]["config"]["root"] == "s3://bucket/prefix"
     )
-    spec.unlink()  # a node that cannot see the file reads the text it was given; relative uris stay anchored at the spec's folder
+    # a node that cannot see the file reads the text it was given; relative uris stay anchored at the spec's folder
+    spec.unlink()
     rebuilt = DatasetResource(**config["dataset"]["config"]).spec()
     assert rebuilt.sources[0].uri == str(tmp_path / "src/*.jsonl")
     local = portable_config({"store": StoreResource(root="data/store")})["resources"]["store"]["config"]
@@ -189,7 +190,8 @@ def test_a_cluster_run_carries_the_spec_text_and_the_store_with_keys_only_by_nam
 def test_only_the_default_launchers_run_the_build_in_process(tmp_path, monkeypatch):
     assert not launches_elsewhere(dg.DagsterInstance.ephemeral())
     (tmp_path / "dagster.yaml").write_text(
-        "run_launcher:\n  module: shard_assets.launchers.slurm\n  class: SlurmRunLauncher\n  config:\n    partition: cpu\n"
+        "run_launcher:\n  module: shard_assets.launchers.slurm\n  class: SlurmRunLauncher\n"
+        "  config:\n    partition: cpu\n"
     )
     with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
         assert launches_elsewhere(instance) and instance.run_launcher.resources.partition == "cpu"

@@ -130,9 +130,10 @@ def test_a_state_saved_under_another_disk_budget_names_the_window_options_that_m
     with pytest.raises(StateError) as refused:
         TokenDataset(root, disk_budget=8_000, **opts).load_state_dict(state)
     assert str(refused.value) == (
-        "state_dict was saved with other windows (window_shards=None, window_bytes=6_000 (from disk_budget=12_000)); this "
-        "dataset makes windows with window_shards=None, window_bytes=4_000 (from disk_budget=8_000): pass window_bytes=6000 "
-        "to make the saved windows again (without window_bytes, windows are half the disk_budget)"
+        "state_dict was saved with other windows (window_shards=None, window_bytes=6_000 (from disk_budget=12_000)); "
+        "this dataset makes windows with window_shards=None, window_bytes=4_000 (from disk_budget=8_000): "
+        "pass window_bytes=6000 to make the saved windows again "
+        "(without window_bytes, windows are half the disk_budget)"
     )
     kept = TokenDataset(root, disk_budget=8_000, window_bytes=6000, **opts)  # as the message says
     kept.load_state_dict(state)

@@ -217,7 +217,8 @@ def test_the_dataset_state_is_refused_in_the_trainer_while_workers_serve_it(root
 
 @pytest.mark.parametrize("workers", WORKERS)
 def test_loading_the_loader_inside_a_loop_applies_at_the_next_loop(root, full, workers):
-    """torchdata's own rule: load_state_dict() replaces the loader's iterator; the next `for` serves the loaded stream."""
+    """torchdata's own rule: load_state_dict() replaces the loader's iterator; the next `for` serves the loaded
+    stream."""
     loader = _loader(_dataset(root), workers)
     head, saved = [], None
     for n, batch in enumerate(loader):

@@ -1,8 +1,8 @@
 """The builder's S3 store against S3 servers behind a proxy that plays each way a server treats a conditional put:
 racing writers are never both told "written" (SeaweedFS, which honours If-None-Match atomically; moto behind a
-proxy that ignores the header, which SigV4 signs, or answers 501 or 400: refused before any write); a record read cut mid-body (moto) is retried and the
-build succeeds; a missing record and an unreadable one are different errors; upload errors are masked one-line
-ObjectStoreErrors naming the key and the variable to check."""
+proxy that ignores the header, which SigV4 signs, or answers 501 or 400: refused before any write); a record read
+cut mid-body (moto) is retried and the build succeeds; a missing record and an unreadable one are different errors;
+upload errors are masked one-line ObjectStoreErrors naming the key and the variable to check."""
 
 import threading
 from concurrent.futures import ThreadPoolExecutor

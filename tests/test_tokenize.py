@@ -29,7 +29,8 @@ VAL_FRACTION = 0.2
 
 
 def _documents() -> list[str]:
-    """Short documents, non-ASCII ones, long ones with and without spaces, CR line breaks, enough text for several batches."""
+    """Short documents, non-ASCII ones, long ones with and without spaces, CR line breaks, enough text for several
+    batches."""
     rng = np.random.default_rng(1)
     words = ["alpha", "béta", "γάμμα", "日本語", "tab\there", "line\nbreak", "emoji🙂", "x"]
     docs = [" ".join(rng.choice(words, size=int(n))) for n in rng.integers(1, 400, size=500)]

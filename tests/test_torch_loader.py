@@ -1,4 +1,5 @@
-"""The torch path: DataLoader workers, pinned memory, persistent workers, exactly once, resume with other worker counts."""
+"""The torch path: DataLoader workers, pinned memory, persistent workers, exactly once, resume with other worker
+counts."""
 
 import numpy as np
 import pytest

@@ -86,7 +86,8 @@ class Dagster:
 
     def sensor_status(self, name: str) -> str:
         query = """query($name: String!) { sensorOrError(sensorSelector: {repositoryLocationName: "shard_assets",
-                   repositoryName: "__repository__", sensorName: $name}) { ... on Sensor { sensorState { status } } } }"""
+                   repositoryName: "__repository__", sensorName: $name}) \
+{ ... on Sensor { sensorState { status } } } }"""
         return self.query(query, name=name)["sensorOrError"]["sensorState"]["status"]
 
 

@@ -39,7 +39,8 @@ def test_grouped_and_sliced_partitions_build_every_document_once(tmp_path, monke
     budget = (src / "a_big.parquet").stat().st_size // 3
     spec = tmp_path / "spec.toml"
     spec.write_text(
-        f'name = "work"\nval_fraction = 0.1\nmin_chars = 10\n[tokenizer]\nvocab_size = 300\n[[sources]]\nname = "web"\nuri = "{src}/*.parquet"\n'
+        'name = "work"\nval_fraction = 0.1\nmin_chars = 10\n[tokenizer]\nvocab_size = 300\n'
+        f'[[sources]]\nname = "web"\nuri = "{src}/*.parquet"\n'
     )
     monkeypatch.setenv("SHARD_PARTITION_BYTES", str(budget))
     resources = {"dataset": DatasetResource(spec_path=str(spec)), "store": StoreResource(root=str(tmp_path / "store"))}

@@ -26,7 +26,8 @@ def write_jsonl(path: Path, n: int, seed: int) -> None:
 
 def write_spec(path: Path, source_glob: str, vocab_size: int = 300, val_fraction: float = 0.2) -> Path:
     path.write_text(
-        f'name = "tiny"\nval_fraction = {val_fraction}\nmin_chars = 10\n\n[tokenizer]\nkind = "train_bpe"\nvocab_size = {vocab_size}\n\n'
+        f'name = "tiny"\nval_fraction = {val_fraction}\nmin_chars = 10\n\n'
+        f'[tokenizer]\nkind = "train_bpe"\nvocab_size = {vocab_size}\n\n'
         f'[[sources]]\nname = "web"\nuri = "{source_glob}"\nformat = "jsonl"\n'
     )
     return path

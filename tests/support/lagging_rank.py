@@ -1,9 +1,10 @@
-"""A torchrun entry point: REPS passes over a remote dataset, each into a fresh shared cache, by every rank through
+r"""A torchrun entry point: REPS passes over a remote dataset, each into a fresh shared cache, by every rank through
 TokenDataLoader with 2 workers; rank SLOW_RANK sleeps SLOW seconds per batch, so it lags the other by many windows.
 Ranks meet once after their first batch (as DDP's first all-reduce makes them) and between passes; each rank logs
 the (shard, start) of every sample it trains on, per pass.
 
-    torchrun --standalone --nproc_per_node=2 tests/support/lagging_rank.py URL CACHE BUDGET OUT SIZES REPS SLOW_RANK SLOW
+    torchrun --standalone --nproc_per_node=2 tests/support/lagging_rank.py \
+        URL CACHE BUDGET OUT SIZES REPS SLOW_RANK SLOW
 
 S3 credentials and endpoint come from LAGGING_STORE_OPTIONS (JSON), if set.
 """

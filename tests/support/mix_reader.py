@@ -1,6 +1,7 @@
 """A torchrun entry point that trains on a mixture: every rank reads EPOCHS mixture epochs through TokenDataLoader,
-logs the (component, shard, start) of every row it trains on, steps in lockstep with the other ranks, checkpoints the stream on rank 0 every EVERY steps, and
-at step KILL_AT tells the test (a file holding its pid) and waits to be SIGKILLed.
+logs the (component, shard, start) of every row it trains on, steps in lockstep with the other ranks, checkpoints the
+stream on rank 0 every EVERY steps, and at step KILL_AT tells the test (a file holding its pid) and waits to be
+SIGKILLed.
 
     torchrun --standalone --nproc_per_node=N tests/support/mix_reader.py URL OUT SIZES WORKERS METHOD EVERY KILL_AT
 """

@@ -54,9 +54,9 @@ def write_mixture(
     root = Path(root)
     components, tokenizer = [], None
     for part in parts:
-        key = (
-            (pinned or {}).get(part.name)
-            or f"{part.name}/{versioned_key(json.loads((root / part.name / 'manifest.json').read_text())['dataset']['version'])}"
+        key = (pinned or {}).get(part.name) or (
+            f"{part.name}/"
+            f"{versioned_key(json.loads((root / part.name / 'manifest.json').read_text())['dataset']['version'])}"
         )
         raw = (root / key).read_bytes()
         doc = json.loads(raw)
@@ -113,7 +113,8 @@ def sample_of(row, sizes: dict[int, tuple[int, ...]]) -> tuple[int, int, int]:
 
 
 def samples_of(batch, sizes: dict[int, tuple[int, ...]]) -> list[tuple[int, int, int]]:
-    """(component, shard, start) of every row of a batch, checking labels against inputs and `component` against the tokens."""
+    """(component, shard, start) of every row of a batch, checking labels against inputs and `component` against the
+    tokens."""
     inputs, labels = np.asarray(batch["input_ids"]), np.asarray(batch["labels"])
     assert np.array_equal(labels[:, :-1], inputs[:, 1:])
     rows = [sample_of(r, sizes) for r in np.concatenate([inputs, labels[:, -1:]], axis=1)]

@@ -25,7 +25,10 @@ TOKENIZER_BLOCK = '[tokenizer]\nkind = "file"\npath = "../tokenizers/tokenizer.j
 
 def code_documents(n: int, seed: int) -> list[str]:
     return [
-        f"def f_{seed}_{i}(x, y):\n    total = x * {i} + y * {seed + 3}\n    return [total, {i % 7}, '{WORDS[i % len(WORDS)]}']\n"
+        (
+            f"def f_{seed}_{i}(x, y):\n    total = x * {i} + y * {seed + 3}\n"
+            f"    return [total, {i % 7}, '{WORDS[i % len(WORDS)]}']\n"
+        )
         for i in range(n)
     ]
 
@@ -45,7 +48,9 @@ def write_tokenizer(path: Path, vocab_size: int = 300, seed: int = 0) -> Path:
 
 SOURCES = {
     "web": '[[sources]]\nname = "pages"\nuri = "../sources/web/*.jsonl"\nformat = "jsonl"\n',
-    "code": '[[sources]]\nname = "repos"\nuri = "../sources/code/*.txt"\nformat = "text"\ndocument_separator = "\\n\\n"\n',
+    "code": (
+        '[[sources]]\nname = "repos"\nuri = "../sources/code/*.txt"\nformat = "text"\ndocument_separator = "\\n\\n"\n'
+    ),
     "math": '[[sources]]\nname = "lemmas"\nuri = "../sources/math/*.parquet"\n',
 }
 

@@ -93,14 +93,17 @@ class S3Proxy:
                     proxy.rejected[self.command] += 1
                     self._reply(
                         501,
-                        b"<Error><Code>NotImplemented</Code><Message>Header 'x-amz-checksum-crc32' with value is not implemented</Message></Error>",
+                        b"<Error><Code>NotImplemented</Code>"
+                        b"<Message>Header 'x-amz-checksum-crc32' with value is not implemented</Message></Error>",
                     )
                     return
                 conditional = next((k for k in headers if k.lower() == "if-none-match"), None)
                 if conditional and proxy.conditional == "501":
                     self._reply(
                         501,
-                        b"<Error><Code>NotImplemented</Code><Message>A header you provided implies functionality that is not implemented</Message></Error>",
+                        b"<Error><Code>NotImplemented</Code>"
+                        b"<Message>A header you provided implies functionality that is not implemented</Message>"
+                        b"</Error>",
                     )
                     return
                 if conditional and proxy.conditional == "400":

