@@ -98,7 +98,8 @@ def test_a_bad_file_is_left_out_then_leaves_the_partition_set_when_deleted(built
     assert third.version == second.version  # the same content is the same immutable version, with its first lineage
 
 
-def test_a_source_removed_from_the_spec_leaves_the_next_version(tmp_path):
+def _two_sources_built(tmp_path: Path):
+    """A spec over two sources, a and b, built once; `drop_b()` rewrites the spec without b."""
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     write_jsonl(tmp_path / "a" / "x.jsonl", 120, seed=1)
@@ -109,8 +110,13 @@ def test_a_source_removed_from_the_spec_leaves_the_next_version(tmp_path):
     spec.write_text(body + source.format("a", tmp_path) + source.format("b", tmp_path))
     resources, inst = tiny_resources(spec, tmp_path / "store"), instance()
     build_dataset(inst, load_spec(spec), resources)
+    return spec, lambda: spec.write_text(body + source.format("a", tmp_path)), resources, inst
+
+
+def test_a_source_removed_from_the_spec_leaves_the_next_version(tmp_path):
+    spec, drop_b, resources, inst = _two_sources_built(tmp_path)
     assert _partitions(shard_loader.open_manifest(str(tmp_path / "store")).manifest) == {"a.x", "b.y"}
-    spec.write_text(body + source.format("a", tmp_path))
+    drop_b()
     build_dataset(inst, load_spec(spec), resources)
     opened = shard_loader.open_manifest(str(tmp_path / "store"))
     assert _partitions(opened.manifest) == {"a.x"}
@@ -255,23 +261,14 @@ def test_gc_frees_an_abandoned_retokenization_after_the_grace_period(built):
 
 
 def test_the_tokenizer_trains_only_on_the_specs_current_sources(tmp_path):
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    write_jsonl(tmp_path / "a" / "x.jsonl", 120, seed=1)
-    write_jsonl(tmp_path / "b" / "y.jsonl", 120, seed=2)
-    spec = tmp_path / "spec.toml"
-    body = 'name = "two"\nval_fraction = 0.2\nmin_chars = 10\n[tokenizer]\nvocab_size = 300\n'
-    source = '[[sources]]\nname = "{0}"\nuri = "{1}/{0}/*.jsonl"\nformat = "jsonl"\n'
-    spec.write_text(body + source.format("a", tmp_path) + source.format("b", tmp_path))
-    resources, inst = tiny_resources(spec, tmp_path / "store"), instance()
-    build_dataset(inst, load_spec(spec), resources)
+    spec, drop_b, resources, inst = _two_sources_built(tmp_path)
 
     def trained_on() -> int:
         event = inst.get_latest_materialization_event(dg.AssetKey("tokenizer"))
         return event.asset_materialization.metadata["trained_on_partitions"].value
 
     assert trained_on() == 2
-    spec.write_text(body + source.format("a", tmp_path))
+    drop_b()
     build_dataset(inst, load_spec(spec), resources)
     assert trained_on() == 1  # b's raw documents are still in the store, and no longer train the tokenizer
 
