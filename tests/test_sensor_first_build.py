@@ -1,6 +1,7 @@
 """From nothing to a requested dataset: the sensor asks for raw documents only while no tokenizer exists;
 once they are in, automation ticks request the tokenizer, then every tokenized partition, then splits, then the
-manifest."""
+manifest. Also when the automation sensor is turned on only after the discovery sensor's runs finished (Dagster
+sees no update before a condition's first evaluation, so without a catch-up nothing would ever be built)."""
 
 import dagster as dg
 
@@ -8,31 +9,43 @@ import shard_loader
 
 from shard_assets.definitions import ASSETS, build_definitions
 from shard_assets.defs.sensors import raw_files_sensor
-from tests.support.dagster_helpers import instance, run_automation, tiny_dataset
+from shard_assets.lib.spec import load_spec
+from shard_assets.runner import build_dataset
+from tests.support.dagster_helpers import instance, run_automation, tiny_dataset, write_jsonl
 import pytest
 
 pytestmark = pytest.mark.integration
 
 
-def test_sensor_runs_then_automation_build_the_whole_dataset(tmp_path):
-    spec, store, resources = tiny_dataset(tmp_path)
-    inst = instance()
-    defs = build_definitions(resources)
-    baseline = dg.evaluate_automation_conditions(defs=defs, instance=inst)
-    assert baseline.total_requested == 0
+def _run_sensor_requests(inst, resources) -> list[dg.RunRequest]:
+    """One discovery sensor tick, and the runs it requests executed as the daemon would; returns the requests."""
     tick = raw_files_sensor(dg.build_sensor_context(instance=inst, resources=resources))
-    assert sorted(inst.get_dynamic_partitions("raw_files")) == ["web.part0", "web.part1"]
-    assert {tuple(r.asset_selection) for r in tick.run_requests} == {(dg.AssetKey("raw_documents"),)}
     for request in tick.run_requests:
         dg.materialize(
             ASSETS,
-            selection=request.asset_selection,
+            selection=request.asset_selection or ["raw_documents", "tokenized_shards"],  # None: all of tokenize_job
             partition_key=request.partition_key,
             tags=request.tags,
             instance=inst,
             resources=resources,
         )
-    requested, _ = run_automation(defs, inst, resources, baseline.cursor)
+    return tick.run_requests
+
+
+@pytest.mark.parametrize("automation_first", [True, False], ids=["automation-on-first", "automation-on-after"])
+def test_sensor_runs_then_automation_build_the_whole_dataset(tmp_path, automation_first):
+    spec, store, resources = tiny_dataset(tmp_path)
+    inst = instance()
+    defs = build_definitions(resources)
+    cursor = None
+    if automation_first:
+        baseline = dg.evaluate_automation_conditions(defs=defs, instance=inst)
+        assert baseline.total_requested == 0
+        cursor = baseline.cursor
+    requests = _run_sensor_requests(inst, resources)
+    assert sorted(inst.get_dynamic_partitions("raw_files")) == ["web.part0", "web.part1"]
+    assert {tuple(r.asset_selection) for r in requests} == {(dg.AssetKey("raw_documents"),)}
+    requested, _ = run_automation(defs, inst, resources, cursor)
     assert requested == [
         ("tokenizer", [""]),
         ("tokenized_shards", ["web.part0", "web.part1"]),
@@ -40,3 +53,34 @@ def test_sensor_runs_then_automation_build_the_whole_dataset(tmp_path):
         ("manifest", [""]),
     ]
     assert shard_loader.open_manifest(str(store)).manifest.splits["train"].documents > 0
+
+
+def test_a_file_tokenized_before_automation_is_turned_on_is_published_on_its_first_tick(tmp_path):
+    spec, store, resources = tiny_dataset(tmp_path)
+    inst = instance()
+    first = build_dataset(inst, load_spec(spec), resources)
+    write_jsonl(tmp_path / "src" / "part2.jsonl", 80, seed=2)
+    requests = _run_sensor_requests(inst, resources)  # tokenized while automation is off
+    assert [(r.partition_key, r.asset_selection) for r in requests] == [("web.part2", None)]
+    requested, cursor = run_automation(build_definitions(resources), inst, resources, None)
+    assert requested == [("splits", [""]), ("manifest", [""])]
+    m = shard_loader.open_manifest(str(store)).manifest
+    assert m.version != first.version and "web.part2" in {e.partition for s in m.splits.values() for e in s.shards}
+    assert run_automation(build_definitions(resources), inst, resources, cursor)[0] == []  # caught up once
+
+
+def _published(store) -> dict:
+    """Every published file's bytes and modification time; the live pointer's bytes only."""
+    versions = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in (store / "manifests").rglob("*") if p.is_file()}
+    return versions | {"live": (store / "manifest.json").read_bytes()}
+
+
+def test_turning_automation_on_over_an_up_to_date_dataset_republishes_nothing_new(tmp_path):
+    spec, store, resources = tiny_dataset(tmp_path)
+    inst = instance()
+    first = build_dataset(inst, load_spec(spec), resources)
+    published = _published(store)
+    requested, _ = run_automation(build_definitions(resources), inst, resources, None)
+    assert requested in ([], [("splits", [""]), ("manifest", [""])])  # a catch-up may re-derive the same version
+    assert shard_loader.open_manifest(str(store)).manifest.version == first.version
+    assert _published(store) == published  # not one published file rewritten

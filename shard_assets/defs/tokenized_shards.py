@@ -5,7 +5,7 @@ lib/shard_build.py's `tokenize_partitions`; this module reads the context and re
 import dagster as dg
 
 from ..lib.shard_build import TokenizedPartition, TokenizeJob, tokenize_partitions
-from .automation import REBUILD
+from .automation import RETOKENIZE
 from .code_versions import CODE_VERSIONS
 from .conventions import DATASET_ASSET
 from .figures import markdown_list, size, split_figures
@@ -41,7 +41,7 @@ def partition_metadata(done: TokenizedPartition) -> dict:
     backfill_policy=BACKFILL_POLICY,
     deps=[raw_documents, tokenizer],
     code_version=CODE_VERSIONS.tokenized_shards,
-    automation_condition=REBUILD,
+    automation_condition=RETOKENIZE,
     **DATASET_ASSET,
     kinds={"numpy"},
     tags={"stage": "tokenize"},
