@@ -2,7 +2,9 @@
 DataLoader workers with fork and with spawn. In every run of 64 global batches each component's count is within one
 of its share; each component serves its own (seed, epoch) order, no sample twice within one of its epochs, and the
 small one repeats as its weight requires. A run SIGKILLed at a step (told by a handshake) and resumed with another
-worker count, then at world size 3, serves the stream of the uninterrupted run."""
+worker count, then at world size 3, serves the stream of the uninterrupted run. The same shares and per-component
+streams hold over three datasets the project built from JSONL, text and parquet sources and `shard-assets mix`
+published."""
 
 import json
 import os
@@ -20,13 +22,16 @@ pytest.importorskip("torch")
 
 from shard_loader import TokenDataset  # noqa: E402
 from tests.support.mix_reader import EPOCHS, OPTIONS  # noqa: E402
-from tests.support.mixture_files import Part, samples_of, write_component, write_mixture  # noqa: E402
+from tests.support.mixture_files import Part, digests_of, samples_of, write_component, write_mixture  # noqa: E402
+from tests.support.mixtures import build_corpus, dagster_home, shard_assets  # noqa: E402
 
 pytestmark = pytest.mark.system
 
 ROOT = Path(__file__).resolve().parents[1]
 PARTS = [Part("web", (3000,) * 8, 0.6, 0), Part("code", (2000,) * 12, 0.3, 1), Part("math", (240,), 0.1, 2)]
 SIZES = {p.index: p.sizes for p in PARTS}
+WEIGHTS = np.array([p.weight for p in PARTS])
+BUILT = ("web", "code", "math")  # tests.support.mixtures' sources: JSONL, text files, one parquet file of 6 lemmas
 NUMPY_OPTIONS = {k: v for k, v in OPTIONS.items() if k != "batches_per_transfer"}
 
 
@@ -39,8 +44,29 @@ def store(tmp_path_factory):
     return root
 
 
-def _torchrun(store, out, world, workers, method, run, every=0, kill_at=0):
-    """Run the reader; with kill_at, wait for rank 0's handshake at that step and SIGKILL it."""
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """web, code and math built by the project's runner with one tokenizer file, mixed 0.6 / 0.3 / 0.1 by `shard-assets
+    mix`; returns the store that holds them and mixtures/blend.json."""
+    root = tmp_path_factory.mktemp("built")
+    build_corpus(root, names=BUILT)
+    spec = root / "mixtures" / "blend.toml"
+    spec.parent.mkdir()
+    spec.write_text(
+        'name = "blend"\ntokens_per_epoch = 16000\n'
+        + "".join(
+            f'[[components]]\nmanifest = "../store/{name}/manifest.json"\nweight = {p.weight}\n'
+            for name, p in zip(BUILT, PARTS)
+        )
+    )
+    done = shard_assets(["mix", "--spec", str(spec), "--store", str(root / "store")], cwd=root, home=dagster_home(root))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return root / "store"
+
+
+def _torchrun(store, out, world, workers, method, run, every=0, kill_at=0, sizes=SIZES):
+    """Run the reader; with kill_at, wait for rank 0's handshake at that step and SIGKILL it. With sizes {}, rows are
+    logged as (component, digest of the sample's tokens)."""
     cmd = [
         sys.executable,
         "-m",
@@ -50,7 +76,7 @@ def _torchrun(store, out, world, workers, method, run, every=0, kill_at=0):
         str(ROOT / "tests/support/mix_reader.py"),
         str(store / "mixtures/blend.json"),
         str(out),
-        json.dumps(SIZES),
+        json.dumps(sizes),
         str(workers),
         method,
         str(every),
@@ -86,14 +112,23 @@ def _global_stream(out, run, world, until=None):
     return [row for s in complete for rows in steps[s] for row in rows]
 
 
-def _own_stream(store, part, samples):
-    ds = TokenDataset(str(store / part.name), **{**NUMPY_OPTIONS, "batch_size": 1})
+def _own_stream(url, samples, row_of):
+    """The first `samples` rows of a component read alone with the mixture's options (its own (seed, epoch) order),
+    each as row_of(batch of one) gives it without its component, and how many rows one of its epochs holds."""
+    ds = TokenDataset(str(url), **{**NUMPY_OPTIONS, "batch_size": 1})
     out, epoch = [], 0
     while len(out) < samples:
         ds.set_epoch(epoch)
-        out += [samples_of(b, SIZES)[0] for b in ds]
+        out += [row_of(b)[0][1:] for b in ds]
         epoch += 1
-    return [(s, t) for _, s, t in out[:samples]], len(out) // epoch
+    return out[:samples], len(out) // epoch
+
+
+def _assert_every_64_global_batches_hold_the_shares(stream):
+    comps, window = np.array([row[0] for row in stream]), 64 * OPTIONS["batch_size"] * 2
+    for start in range(0, len(comps) - window + 1, OPTIONS["batch_size"] * 2):
+        counts = np.bincount(comps[start : start + window], minlength=3)
+        assert np.all(np.abs(counts - WEIGHTS * window) <= 1), (start, counts)
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
@@ -102,14 +137,10 @@ def test_two_ranks_two_workers_hold_every_share_in_every_64_global_batches(store
     assert code == 0, output[-3000:]
     stream = _global_stream(tmp_path, 0, 2)
     assert len(stream) == EPOCHS * 1000
-    comps = np.array([c for c, _, _ in stream])
-    weights, window = np.array([p.weight for p in PARTS]), 64 * OPTIONS["batch_size"] * 2
-    for start in range(0, len(comps) - window + 1, OPTIONS["batch_size"] * 2):
-        counts = np.bincount(comps[start : start + window], minlength=3)
-        assert np.all(np.abs(counts - weights * window) <= 1), (start, counts)
+    _assert_every_64_global_batches_hold_the_shares(stream)
     for part in PARTS:
         mine = [(s, t) for c, s, t in stream if c == part.index]
-        own, per_epoch = _own_stream(store, part, len(mine))
+        own, per_epoch = _own_stream(store / part.name, len(mine), lambda b: samples_of(b, SIZES))
         assert mine == own
         for e in range(0, len(mine), per_epoch):
             assert len(set(mine[e : e + per_epoch])) == len(mine[e : e + per_epoch])
@@ -135,3 +166,19 @@ def test_sigkilled_runs_resume_with_other_worker_counts_and_world_sizes(store, t
     n = min(len(full), len(resumed))
     assert n > 1800 and resumed[:n] == full[:n], (first, second)
     assert abs(len(full) - len(resumed)) < OPTIONS["batch_size"] * 3
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_mixture_of_three_built_datasets_holds_its_shares_on_two_ranks_with_two_workers(built, tmp_path, method):
+    code, output = _torchrun(built, tmp_path, 2, 2, method, run=0, sizes={})
+    assert code == 0, output[-3000:]
+    stream = _global_stream(tmp_path, 0, 2)
+    assert len(stream) == EPOCHS * 16_000 // OPTIONS["seq_len"]
+    _assert_every_64_global_batches_hold_the_shares(stream)
+    passes = {}
+    for index, name in enumerate(BUILT):
+        mine = [(digest,) for c, digest in stream if c == index]
+        own, per_epoch = _own_stream(built / name, len(mine), digests_of)
+        assert mine == own, name  # its own (seed, epoch) order: nothing twice within one of its epochs
+        passes[name] = len(mine) / per_epoch
+    assert passes["math"] >= 10  # math (6 lemmas, 100x smaller) repeats its own epoch as its weight asks

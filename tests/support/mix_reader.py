@@ -1,7 +1,7 @@
 """A torchrun entry point that trains on a mixture: every rank reads EPOCHS mixture epochs through TokenDataLoader,
-logs the (component, shard, start) of every row it trains on, steps in lockstep with the other ranks, checkpoints the
-stream on rank 0 every EVERY steps, and at step KILL_AT tells the test (a file holding its pid) and waits to be
-SIGKILLed.
+logs the (component, shard, start) of every row it trains on (with SIZES {}, for datasets built from real text:
+(component, digest of the sample's tokens)), steps in lockstep with the other ranks, checkpoints the stream on rank 0
+every EVERY steps, and at step KILL_AT tells the test (a file holding its pid) and waits to be SIGKILLed.
 
     torchrun --standalone --nproc_per_node=N tests/support/mix_reader.py URL OUT SIZES WORKERS METHOD EVERY KILL_AT
 """
@@ -14,7 +14,7 @@ import sys
 import torch.distributed as dist
 
 from shard_loader.torch_dataset import TokenDataLoader, TorchTokenDataset
-from tests.support.mixture_files import samples_of
+from tests.support.mixture_files import digests_of, samples_of
 
 OPTIONS = dict(seq_len=16, batch_size=2, seed=7, window_shards=2, batches_per_transfer=3)
 EPOCHS = 2
@@ -39,8 +39,8 @@ def main(
             ds.set_epoch(epoch)
             for batch in loader:
                 step += 1
-                rows = samples_of(batch, sizes)
-                assert batch["component"].tolist() == [c for c, _, _ in rows]
+                rows = samples_of(batch, sizes) if sizes else digests_of(batch)
+                assert batch["component"].tolist() == [row[0] for row in rows]
                 log.write(json.dumps([step, epoch, rows]) + "\n")
                 log.flush()
                 dist.barrier()  # ranks step together, as an all-reduce of gradients makes them

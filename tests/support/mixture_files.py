@@ -115,10 +115,21 @@ def sample_of(row, sizes: dict[int, tuple[int, ...]]) -> tuple[int, int, int]:
 def samples_of(batch, sizes: dict[int, tuple[int, ...]]) -> list[tuple[int, int, int]]:
     """(component, shard, start) of every row of a batch, checking labels against inputs and `component` against the
     tokens."""
+    return [sample_of(r, sizes) for r in _samples(batch)]
+
+
+def digests_of(batch) -> list[tuple[int, str]]:
+    """(component, sha256 of the sample's tokens) of every row of a batch: how rows of datasets built from real text,
+    whose tokens name no position, are told apart and matched against each component's own stream."""
+    rows = zip(components_of(batch), _samples(batch))
+    return [(c, hashlib.sha256(row.tobytes()).hexdigest()[:20]) for c, row in rows]
+
+
+def _samples(batch) -> np.ndarray:
+    """Each row's whole sample (seq_len + 1 tokens), after checking that labels are the inputs shifted by one."""
     inputs, labels = np.asarray(batch["input_ids"]), np.asarray(batch["labels"])
     assert np.array_equal(labels[:, :-1], inputs[:, 1:])
-    rows = [sample_of(r, sizes) for r in np.concatenate([inputs, labels[:, -1:]], axis=1)]
-    return rows
+    return np.ascontiguousarray(np.concatenate([inputs, labels[:, -1:]], axis=1), dtype=np.int64)
 
 
 def components_of(batch) -> list[int]:
