@@ -20,10 +20,16 @@ import pytest
 
 pytest.importorskip("torch")
 
-from shard_loader import TokenDataset  # noqa: E402
 from tests.support.mix_reader import EPOCHS, OPTIONS  # noqa: E402
-from tests.support.mixture_files import Part, digests_of, samples_of, write_component, write_mixture  # noqa: E402
-from tests.support.mixtures import build_corpus, dagster_home, shard_assets  # noqa: E402
+from tests.support.mixture_files import (  # noqa: E402
+    Part,
+    digests_of,
+    own_stream,
+    samples_of,
+    write_component,
+    write_mixture,
+)
+from tests.support.mixtures import blend_spec, build_corpus, mix  # noqa: E402
 
 pytestmark = pytest.mark.system
 
@@ -50,16 +56,7 @@ def built(tmp_path_factory):
     mix`; returns the store that holds them and mixtures/blend.json."""
     root = tmp_path_factory.mktemp("built")
     build_corpus(root, names=BUILT)
-    spec = root / "mixtures" / "blend.toml"
-    spec.parent.mkdir()
-    spec.write_text(
-        'name = "blend"\ntokens_per_epoch = 16000\n'
-        + "".join(
-            f'[[components]]\nmanifest = "../store/{name}/manifest.json"\nweight = {p.weight}\n'
-            for name, p in zip(BUILT, PARTS)
-        )
-    )
-    done = shard_assets(["mix", "--spec", str(spec), "--store", str(root / "store")], cwd=root, home=dagster_home(root))
+    done = mix(root, blend_spec(16_000))  # web by its manifest.json, code by its folder, math by a pinned version
     assert done.returncode == 0, done.stdout + done.stderr
     return root / "store"
 
@@ -112,18 +109,6 @@ def _global_stream(out, run, world, until=None):
     return [row for s in complete for rows in steps[s] for row in rows]
 
 
-def _own_stream(url, samples, row_of):
-    """The first `samples` rows of a component read alone with the mixture's options (its own (seed, epoch) order),
-    each as row_of(batch of one) gives it without its component, and how many rows one of its epochs holds."""
-    ds = TokenDataset(str(url), **{**NUMPY_OPTIONS, "batch_size": 1})
-    out, epoch = [], 0
-    while len(out) < samples:
-        ds.set_epoch(epoch)
-        out += [row_of(b)[0][1:] for b in ds]
-        epoch += 1
-    return out[:samples], len(out) // epoch
-
-
 def _assert_every_64_global_batches_hold_the_shares(stream):
     comps, window = np.array([row[0] for row in stream]), 64 * OPTIONS["batch_size"] * 2
     for start in range(0, len(comps) - window + 1, OPTIONS["batch_size"] * 2):
@@ -140,7 +125,7 @@ def test_two_ranks_two_workers_hold_every_share_in_every_64_global_batches(store
     _assert_every_64_global_batches_hold_the_shares(stream)
     for part in PARTS:
         mine = [(s, t) for c, s, t in stream if c == part.index]
-        own, per_epoch = _own_stream(store / part.name, len(mine), lambda b: samples_of(b, SIZES))
+        own, per_epoch = own_stream(store / part.name, len(mine), lambda b: samples_of(b, SIZES), **NUMPY_OPTIONS)
         assert mine == own
         for e in range(0, len(mine), per_epoch):
             assert len(set(mine[e : e + per_epoch])) == len(mine[e : e + per_epoch])
@@ -178,7 +163,7 @@ def test_a_mixture_of_three_built_datasets_holds_its_shares_on_two_ranks_with_tw
     passes = {}
     for index, name in enumerate(BUILT):
         mine = [(digest,) for c, digest in stream if c == index]
-        own, per_epoch = _own_stream(built / name, len(mine), digests_of)
+        own, per_epoch = own_stream(built / name, len(mine), digests_of, **NUMPY_OPTIONS)
         assert mine == own, name  # its own (seed, epoch) order: nothing twice within one of its epochs
         passes[name] = len(mine) / per_epoch
     assert passes["math"] >= 10  # math (6 lemmas, 100x smaller) repeats its own epoch as its weight asks

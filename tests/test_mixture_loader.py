@@ -15,7 +15,14 @@ import pytest
 from shard_loader import IntegrityError, ManifestError, TokenDataset
 from shard_loader.mixture.dataset import MixtureDataset
 from shard_loader.state import StateError
-from tests.support.mixture_files import Part, components_of, samples_of, write_component, write_mixture
+from tests.support.mixture_files import (
+    Part,
+    components_of,
+    own_stream,
+    samples_of,
+    write_component,
+    write_mixture,
+)
 from tests.support.synthetic import random_docs, write_dataset
 
 PARTS = [
@@ -42,15 +49,8 @@ def url(store):
 
 
 def _own_stream(store, part, samples, **options):
-    """The first `samples` samples of a component as a TokenDataset of it serves them (one sample per batch), epoch
-    after epoch."""
-    ds = TokenDataset(str(store / part.name), **{**OPTS, "batch_size": 1, **options})
-    out, epoch = [], 0
-    while len(out) < samples:
-        ds.set_epoch(epoch)
-        out += [samples_of(b, SIZES)[0] for b in ds]
-        epoch += 1
-    return out[:samples], len(out) // epoch
+    """(shard, start) of the first `samples` samples of a component read alone, and its samples per epoch."""
+    return own_stream(store / part.name, samples, lambda b: samples_of(b, SIZES), **{**OPTS, **options})
 
 
 def _stream(url, world, epochs=(0,), state=None, stop=None, **options):
@@ -104,7 +104,7 @@ def test_each_component_keeps_its_own_order_and_epochs_and_every_64_global_batch
     for part in PARTS:
         mine = [(s, t) for c, s, t in stream if c == part.index]
         own, per_epoch = _own_stream(store, part, len(mine), window_shards=window_shards)
-        assert mine == [(s, t) for _, s, t in own]  # the component's own (seed, epoch) stream, in order
+        assert mine == own  # the component's own (seed, epoch) stream, in order
         for e in range(0, len(mine), per_epoch):
             assert len(set(mine[e : e + per_epoch])) == len(
                 mine[e : e + per_epoch]
@@ -173,7 +173,7 @@ def test_a_weight_change_is_refused_by_name_unless_opted_into_and_then_repeats_n
     for part in PARTS:  # each component went on from its own position: its own stream, no sample served twice early
         mine = [(s, t) for c, s, t in stream if c == part.index]
         own, per_epoch = _own_stream(tmp_path, part, len(mine))
-        assert mine == [(s, t) for _, s, t in own]
+        assert mine == own
     later = np.array([c for c, _, _ in tail[-640:]])
     assert np.all(
         np.abs(np.bincount(later, minlength=3)[:3] - np.array([0.2, 0.3, 0.5]) * 640) <= 2

@@ -15,11 +15,18 @@ import pytest
 from dagster._core.instance.ref import InstanceRef
 
 from shard_loader.format import check_key
-from tests.support.mixtures import build, build_corpus, dagster_home, live_manifest, shard_assets
+from tests.support.mixtures import (
+    WEIGHTS,
+    blend_spec,
+    build,
+    build_corpus,
+    dagster_home,
+    live_manifest,
+    mix,
+    shard_assets,
+)
 
 pytestmark = pytest.mark.integration
-
-WEIGHTS = {"web": 0.6, "code": 0.3, "math": 0.1}
 
 
 @pytest.fixture(scope="module")
@@ -35,30 +42,6 @@ def root(corpus, tmp_path):
     copy = tmp_path / "root"
     shutil.copytree(corpus, copy, symlinks=True)
     return copy
-
-
-def blend_spec(budget: int, weights: dict = WEIGHTS, math_cap: float | None = None) -> str:
-    """web by its live manifest.json, code by its folder, math pinned to its current manifests/<version>.json."""
-    lines = [f'name = "blend"\ntokens_per_epoch = {budget}\n']
-    for name, weight in weights.items():
-        url = {
-            "web": "../store/web/manifest.json",
-            "code": "../store/code",
-            "math": "../store/math/manifests/{math}.json",
-            "other": "../store/other/manifest.json",
-        }[name]
-        lines.append(
-            f'[[components]]\nmanifest = "{url}"\nweight = {weight}\n'
-            + (f"max_repeats = {math_cap}\n" if name == "math" and math_cap else "")
-        )
-    return "".join(lines)
-
-
-def mix(root, body: str, name: str = "blend"):
-    spec = root / "mixtures" / f"{name}.toml"
-    spec.parent.mkdir(exist_ok=True)
-    spec.write_text(body.replace("{math}", live_manifest(root / "store/math")["dataset"]["version"]))
-    return shard_assets(["mix", "--spec", str(spec), "--store", str(root / "store")], cwd=root, home=dagster_home(root))
 
 
 def budget_for(root) -> int:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from shard_loader import TokenDataset
 from shard_loader.format import versioned_key
 from tests.support.synthetic import write_dataset
 
@@ -134,3 +135,16 @@ def _samples(batch) -> np.ndarray:
 
 def components_of(batch) -> list[int]:
     return np.asarray(batch["component"]).tolist()
+
+
+def own_stream(url: str | Path, samples: int, row_of, **options) -> tuple[list, int]:
+    """The first `samples` rows of one component as a TokenDataset of it alone serves them with the mixture's options
+    (one sample per batch, epoch after epoch: its own (seed, epoch) order), each as `row_of` gives it without its
+    component, and how many rows one of its epochs holds."""
+    ds = TokenDataset(str(url), **{**options, "batch_size": 1})
+    out, epoch = [], 0
+    while len(out) < samples:
+        ds.set_epoch(epoch)
+        out += [row_of(b)[0][1:] for b in ds]
+        epoch += 1
+    return out[:samples], len(out) // epoch

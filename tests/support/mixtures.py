@@ -21,6 +21,7 @@ from tests.support.dagster_helpers import WORDS, tiny_resources, write_jsonl
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKENIZER_BLOCK = '[tokenizer]\nkind = "file"\npath = "../tokenizers/tokenizer.json"\n'
+WEIGHTS = {"web": 0.6, "code": 0.3, "math": 0.1}
 
 
 def code_documents(n: int, seed: int) -> list[str]:
@@ -126,3 +127,29 @@ def shard_assets(
         text=True,
         timeout=timeout,
     )
+
+
+def blend_spec(budget: int, weights: dict = WEIGHTS, math_cap: float | None = None) -> str:
+    """web by its live manifest.json, code by its folder, math pinned to its current manifests/<version>.json."""
+    lines = [f'name = "blend"\ntokens_per_epoch = {budget}\n']
+    for name, weight in weights.items():
+        url = {
+            "web": "../store/web/manifest.json",
+            "code": "../store/code",
+            "math": "../store/math/manifests/{math}.json",
+            "other": "../store/other/manifest.json",
+        }[name]
+        lines.append(
+            f'[[components]]\nmanifest = "{url}"\nweight = {weight}\n'
+            + (f"max_repeats = {math_cap}\n" if name == "math" and math_cap else "")
+        )
+    return "".join(lines)
+
+
+def mix(root: Path, body: str, name: str = "blend") -> subprocess.CompletedProcess:
+    """`shard-assets mix` of `body` (its {math} filled with math's live version) as mixtures/<name>.toml under root,
+    into root/store."""
+    spec = root / "mixtures" / f"{name}.toml"
+    spec.parent.mkdir(exist_ok=True)
+    spec.write_text(body.replace("{math}", live_manifest(root / "store/math")["dataset"]["version"]))
+    return shard_assets(["mix", "--spec", str(spec), "--store", str(root / "store")], cwd=root, home=dagster_home(root))
