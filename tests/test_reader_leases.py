@@ -36,6 +36,15 @@ DROP_ALL = Policy(
 )  # every superseded version is dropped at once, unless a reader holds it
 
 
+LEASES_LOGGER = "shard_loader.storage.reader_leases"
+
+
+def _lease_warnings(caplog) -> list[str]:
+    """The reader-lease module's own messages: caplog also holds whatever else logs meanwhile (a SQLite connection that
+    the garbage collector closes on another thread logs an error through sqlalchemy)."""
+    return [r.getMessage() for r in caplog.records if r.name == LEASES_LOGGER]
+
+
 def soon() -> float:
     """A minute from now: every version written so far is older than a grace period of 0, whatever the second-granular
     modification times a bucket reports, and every lease written now (live an hour) is still live."""
@@ -61,13 +70,12 @@ def test_a_lease_is_written_renewed_and_removed_and_parsed_only_at_its_own_key(t
 
 
 def test_a_reader_that_cannot_write_says_what_protects_it_instead(caplog):
-    with caplog.at_level(logging.WARNING, logger="shard_loader.storage.reader_leases"):
+    with caplog.at_level(logging.WARNING, logger=LEASES_LOGGER):
         assert (
             hold_reader_lease(HttpStore("https://example.invalid/data"), "demo-0123456789abcdef", "manifest.json")
             is None
         )
-    (record,) = caplog.records
-    message = record.getMessage()
+    (message,) = _lease_warnings(caplog)
     assert "no reader lease on demo-0123456789abcdef" in message and "gc's grace period" in message
     assert "shard-loader pin https://example.invalid/data/manifests/demo-0123456789abcdef.json --for 30d" in message
 
@@ -194,13 +202,13 @@ def test_a_trainer_on_s3_finishes_its_epoch_while_gc_runs_protected_by_its_lease
     keys = WRITER if reader == "writes" else READER
     url = f"s3://leases/{reader}/manifests/{v1}.json"
     options = {"endpoint_url": seaweed.url, "access_key_id": keys[0], "secret_access_key": keys[1]}
-    with caplog.at_level(logging.WARNING, logger="shard_loader.storage.reader_leases"):
+    with caplog.at_level(logging.WARNING, logger=LEASES_LOGGER):
         ds = shard_loader.TokenDataset(
             url, seq_len=16, batch_size=2, window_shards=1, cache_dir=tmp_path / "cache", store_options=options
         )
     objects = resources["store"].store()
     if reader == "read-only":  # no lease: it says what protects it, and whoever launches the run pins the version
-        (warning,) = [r.getMessage() for r in caplog.records]
+        (warning,) = _lease_warnings(caplog)
         assert (
             "AccessDenied" in warning
             and "gc's grace period" in warning
