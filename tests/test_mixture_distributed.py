@@ -29,6 +29,7 @@ from tests.support.mixture_files import (  # noqa: E402
     write_component,
     write_mixture,
 )
+from tests.support.mixtures import WEIGHTS as BUILT_WEIGHTS  # noqa: E402
 from tests.support.mixtures import blend_spec, build_corpus, mix  # noqa: E402
 
 pytestmark = pytest.mark.system
@@ -36,8 +37,7 @@ pytestmark = pytest.mark.system
 ROOT = Path(__file__).resolve().parents[1]
 PARTS = [Part("web", (3000,) * 8, 0.6, 0), Part("code", (2000,) * 12, 0.3, 1), Part("math", (240,), 0.1, 2)]
 SIZES = {p.index: p.sizes for p in PARTS}
-WEIGHTS = np.array([p.weight for p in PARTS])
-BUILT = ("web", "code", "math")  # tests.support.mixtures' sources: JSONL, text files, one parquet file of 6 lemmas
+BUILT = tuple(BUILT_WEIGHTS)  # in the spec's order, so their component ids; sources: JSONL, text, 6 lemmas in parquet
 NUMPY_OPTIONS = {k: v for k, v in OPTIONS.items() if k != "batches_per_transfer"}
 
 
@@ -109,11 +109,11 @@ def _global_stream(out, run, world, until=None):
     return [row for s in complete for rows in steps[s] for row in rows]
 
 
-def _assert_every_64_global_batches_hold_the_shares(stream):
+def _assert_every_64_global_batches_hold_the_shares(stream, weights):
     comps, window = np.array([row[0] for row in stream]), 64 * OPTIONS["batch_size"] * 2
     for start in range(0, len(comps) - window + 1, OPTIONS["batch_size"] * 2):
         counts = np.bincount(comps[start : start + window], minlength=3)
-        assert np.all(np.abs(counts - WEIGHTS * window) <= 1), (start, counts)
+        assert np.all(np.abs(counts - np.array(weights) * window) <= 1), (start, counts)
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
@@ -122,7 +122,7 @@ def test_two_ranks_two_workers_hold_every_share_in_every_64_global_batches(store
     assert code == 0, output[-3000:]
     stream = _global_stream(tmp_path, 0, 2)
     assert len(stream) == EPOCHS * 1000
-    _assert_every_64_global_batches_hold_the_shares(stream)
+    _assert_every_64_global_batches_hold_the_shares(stream, [p.weight for p in PARTS])
     for part in PARTS:
         mine = [(s, t) for c, s, t in stream if c == part.index]
         own, per_epoch = own_stream(store / part.name, len(mine), lambda b: samples_of(b, SIZES), **NUMPY_OPTIONS)
@@ -159,7 +159,7 @@ def test_a_mixture_of_three_built_datasets_holds_its_shares_on_two_ranks_with_tw
     assert code == 0, output[-3000:]
     stream = _global_stream(tmp_path, 0, 2)
     assert len(stream) == EPOCHS * 16_000 // OPTIONS["seq_len"]
-    _assert_every_64_global_batches_hold_the_shares(stream)
+    _assert_every_64_global_batches_hold_the_shares(stream, list(BUILT_WEIGHTS.values()))
     passes = {}
     for index, name in enumerate(BUILT):
         mine = [(digest,) for c, digest in stream if c == index]
