@@ -11,6 +11,8 @@ from tests.support.seaweedfs import seaweed  # noqa: F401  (a session fixture: o
 from tests.support.postgres import postgres  # noqa: F401  (a session fixture: one Postgres server)
 from tests.support.slurm import slurm  # noqa: F401  (a session fixture: one two-node Slurm cluster)
 
+pytest_plugins = ["tests.support.ci_gate"]  # under CI a skipped integration or system test fails the run
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the Hub is unreachable here: fail fast instead of retrying for a minute
 
 # Property tests judge results, never speed: no per-example deadline and no "too slow" health check, which a

@@ -1,0 +1,308 @@
+"""A Dagster run launcher for Slurm: each run is one batch job (`sbatch`) running `dagster api execute_run`
+on a node, in a scratch folder of its own; `terminate` is `scancel`; the run monitoring daemon reads the
+job's state (`squeue`, `sacct`), so a job that dies (node lost, out of memory, time limit, cancelled from
+outside) fails its run, and the instance's run retries relaunch it. Glue, like dagster-k8s's
+K8sRunLauncher: Slurm schedules, Dagster records.
+
+The job gets only the variables named in `env_vars` (Postgres, store keys: their values never reach a
+command line or the run config) and the instance's reference (where Postgres is, with `{env: ...}` left
+unresolved), so a node needs no copy of DAGSTER_HOME and nothing from the submitting machine's disk.
+Per-run overrides are the tags `slurm/partition`, `slurm/cpus_per_task`, `slurm/mem`, `slurm/time_limit`
+and `slurm/sbatch_args` (shell words).
+"""
+
+from __future__ import annotations
+
+import shlex
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from dagster import Array, Field, IntSource, StringSource
+from .dagster_private import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    PARTITION_NAME_TAG,
+    CheckRunHealthResult,
+    ConfigurableClass,
+    ConfigurableClassData,
+    DagsterRun,
+    DagsterRunStatus,
+    EngineEventData,
+    ExecuteRunArgs,
+    LaunchRunContext,
+    RunLauncher,
+    WorkerStatus,
+    check,
+)
+
+from .sbatch import JobRequest, JobState, SlurmError, batch_script, cancel, job_states, submit
+
+JOB_ID_TAG = "slurm/job_id"
+TAG_PREFIX = "slurm/"
+STATES_SECONDS = 5.0  # one squeue serves every health check of a monitoring pass made within this long
+
+
+@dataclass(frozen=True)
+class JobResources:
+    """What one run's job asks Slurm for: the launcher's config, then the run's `slurm/...` tags over it."""
+
+    partition: str = ""
+    cpus_per_task: int = 1
+    mem: str = ""
+    time_limit: str = ""
+    sbatch_args: tuple[str, ...] = ()
+
+    def with_tags(self, tags: Mapping[str, str]) -> JobResources:
+        """These resources with a run's `slurm/<field>` tags applied; a bad value names its tag."""
+        changes: dict[str, object] = {}
+        for name in ("partition", "mem", "time_limit"):
+            if (value := tags.get(TAG_PREFIX + name)) is not None:
+                changes[name] = value.strip()
+        if (cpus := tags.get(TAG_PREFIX + "cpus_per_task")) is not None:
+            if not cpus.strip().isdigit() or int(cpus) < 1:
+                raise SlurmError(f"run tag {TAG_PREFIX}cpus_per_task: expected a positive integer, got {cpus!r}")
+            changes["cpus_per_task"] = int(cpus)
+        if (extra := tags.get(TAG_PREFIX + "sbatch_args")) is not None:
+            try:
+                changes["sbatch_args"] = tuple(shlex.split(extra))
+            except ValueError as exc:
+                raise SlurmError(f"run tag {TAG_PREFIX}sbatch_args: not valid shell words ({exc}): {extra!r}") from None
+        return replace(self, **changes)
+
+
+def _environment(entries: Sequence[str]) -> tuple[tuple[str, ...], dict[str, str]]:
+    """`env_vars` entries (`NAME`: passed from the launcher's environment; `NAME=value`: set) as the names to
+    export and the values to set for sbatch."""
+    names, values = [], {}
+    for entry in entries:
+        name, sep, value = entry.partition("=")
+        if not name.isidentifier():
+            raise SlurmError(f"run launcher config env_vars: {entry!r} is not NAME or NAME=value")
+        names.append(name)
+        if sep:
+            values[name] = value
+    return tuple(dict.fromkeys(names)), values
+
+
+class SlurmRunLauncher(RunLauncher, ConfigurableClass):
+    """Launches each run as a Slurm batch job; see the module docstring and deploy/slurm/dagster.yaml."""
+
+    def __init__(
+        self,
+        inst_data: ConfigurableClassData | None = None,
+        partition: str = "",
+        cpus_per_task: int = 1,
+        mem: str = "",
+        time_limit: str = "",
+        sbatch_args: Sequence[str] = (),
+        env_vars: Sequence[str] = (),
+        job_setup: Sequence[str] = (),
+        python: str = "",
+        scratch_dir: str = "",
+        output: str = "",
+    ):
+        self._inst_data = check.opt_inst_param(inst_data, "inst_data", ConfigurableClassData)
+        self.resources = JobResources(partition, cpus_per_task, mem, time_limit, tuple(sbatch_args))
+        self.export, self.values = _environment(env_vars)
+        self.job_setup, self.python, self.scratch_dir, self.output = tuple(job_setup), python, scratch_dir, output
+        self._states: tuple[float, dict[str, JobState]] = (0.0, {})
+        self._states_lock = threading.Lock()
+        super().__init__()
+
+    @classmethod
+    def config_type(cls):
+        return {
+            "partition": Field(
+                StringSource,
+                is_required=False,
+                default_value="",
+                description="sbatch --partition; empty: the cluster's default partition",
+            ),
+            "cpus_per_task": Field(
+                IntSource,
+                is_required=False,
+                default_value=1,
+                description="sbatch --cpus-per-task: a run tokenizes on one core",
+            ),
+            "mem": Field(
+                StringSource,
+                is_required=False,
+                default_value="",
+                description="sbatch --mem (per node), e.g. 4G; empty: the partition's default",
+            ),
+            "time_limit": Field(
+                StringSource,
+                is_required=False,
+                default_value="",
+                description="sbatch --time, e.g. 4:00:00; empty: the partition's default",
+            ),
+            "sbatch_args": Field(
+                Array(StringSource),
+                is_required=False,
+                default_value=[],
+                description="more sbatch flags, e.g. --account=data or --qos=low",
+            ),
+            "env_vars": Field(
+                Array(StringSource),
+                is_required=False,
+                default_value=[],
+                description="variables the job gets: NAME (its value in the launcher's environment) or NAME=value; no "
+                "other variable reaches the job",
+            ),
+            "job_setup": Field(
+                Array(StringSource),
+                is_required=False,
+                default_value=[],
+                description="shell lines the job runs first, e.g. `module load python/3.11`",
+            ),
+            "python": Field(
+                StringSource,
+                is_required=False,
+                default_value="",
+                description="the Python on the nodes with this project installed; empty: the code location's own",
+            ),
+            "scratch_dir": Field(
+                StringSource,
+                is_required=False,
+                default_value="",
+                description="node-local folder under which each job makes and removes its scratch dir (%n: the node's "
+                "name); empty: $TMPDIR, else /tmp",
+            ),
+            "output": Field(
+                StringSource,
+                is_required=False,
+                default_value="",
+                description="sbatch --output (%j: the job id); empty: Slurm's slurm-%j.out in /tmp",
+            ),
+        }
+
+    @classmethod
+    def from_config_value(cls, inst_data: ConfigurableClassData, config_value: Mapping) -> SlurmRunLauncher:
+        return cls(inst_data=inst_data, **config_value)
+
+    @property
+    def inst_data(self) -> ConfigurableClassData | None:
+        return self._inst_data
+
+    def request_for(self, run: DagsterRun) -> JobRequest:
+        """The batch job of `run`: named and commented with its run id (and job, and partitions)."""
+        resources = self.resources.with_tags(run.tags)
+        start, end = run.tags.get(ASSET_PARTITION_RANGE_START_TAG), run.tags.get(ASSET_PARTITION_RANGE_END_TAG)
+        partitions = (
+            f" {start}..{end}"
+            if start
+            else (f" {run.tags[PARTITION_NAME_TAG]}" if PARTITION_NAME_TAG in run.tags else "")
+        )
+        return JobRequest(
+            name=f"{run.job_name}-{run.run_id}",
+            comment=f"dagster run {run.run_id}: {run.job_name}{partitions}",
+            partition=resources.partition,
+            cpus_per_task=resources.cpus_per_task,
+            mem=resources.mem,
+            time_limit=resources.time_limit,
+            output=self.output,
+            extra_args=resources.sbatch_args,
+            export=self.export,
+        )
+
+    def script_for(self, run: DagsterRun) -> str:
+        """The batch script: `<python> -m dagster api execute_run <args>` in the job's scratch dir."""
+        origin = check.not_none(run.job_code_origin, "a run launched on Slurm needs its code origin")
+        args = ExecuteRunArgs(
+            job_origin=origin, run_id=run.run_id, instance_ref=self._instance.get_ref(), set_exit_code_on_failure=True
+        )
+        command = [
+            self.python or origin.executable_path,
+            "-m",
+            "dagster",
+            *args.get_command_args()[-3:],
+        ]  # api execute_run <json>
+        return batch_script(
+            command,
+            self.job_setup,
+            self.scratch_dir,
+            banner=f"Dagster run {run.run_id} ({run.job_name}), launched by shard_assets.execution.slurm",
+        )
+
+    def launch_run(self, context: LaunchRunContext) -> None:
+        run = context.dagster_run
+        request = self.request_for(run)
+        job_id = submit(request, self.script_for(run), self.values)
+        self._instance.add_run_tags(run.run_id, {JOB_ID_TAG: job_id})
+        self._instance.report_engine_event(
+            f"Submitted Slurm job {job_id}",
+            run,
+            EngineEventData(
+                {
+                    "Slurm job id": job_id,
+                    "job name": request.name,
+                    "partition": request.partition or "(default)",
+                    "cpus per task": str(request.cpus_per_task),
+                    "memory": request.mem or "(default)",
+                    "time limit": request.time_limit or "(default)",
+                    "output": request.output or "slurm-%j.out in /tmp",
+                }
+            ),
+            cls=self.__class__,
+        )
+
+    def _state(self, job_id: str) -> JobState | None:
+        """The job's state from one squeue of this user's jobs, reused for STATES_SECONDS across runs."""
+        with self._states_lock:
+            taken, states = self._states
+            if job_id not in states or time.monotonic() - taken > STATES_SECONDS:
+                self._states = (time.monotonic(), job_states([job_id]))
+            return self._states[1].get(job_id)
+
+    @property
+    def supports_check_run_worker_health(self) -> bool:
+        return True
+
+    def check_run_worker_health(self, run: DagsterRun) -> CheckRunHealthResult:
+        """RUNNING while the job is pending or running; FAILED once it ended while the run had not, or Slurm
+        forgot it; a Slurm command that fails raises, so the monitoring daemon retries instead of failing runs."""
+        job_id = run.tags.get(JOB_ID_TAG)
+        if not job_id:
+            return CheckRunHealthResult(
+                WorkerStatus.UNKNOWN, f"run {run.run_id} has no {JOB_ID_TAG} tag: its job was never submitted"
+            )
+        state = self._state(job_id)
+        if state is None:
+            return CheckRunHealthResult(
+                WorkerStatus.FAILED, f"Slurm no longer knows job {job_id} (ended over MinJobAge ago, and no accounting)"
+            )
+        if state.alive:
+            return CheckRunHealthResult(WorkerStatus.RUNNING)
+        if state.state == "COMPLETED" and run.status not in (DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING):
+            return CheckRunHealthResult(WorkerStatus.SUCCESS)
+        return CheckRunHealthResult(WorkerStatus.FAILED, f"{state.describe()} while the run was {run.status.value}")
+
+    def get_run_worker_debug_info(self, run: DagsterRun, include_container_logs: bool | None = True) -> str | None:
+        job_id = run.tags.get(JOB_ID_TAG)
+        if not job_id:
+            return None
+        state = self._state(job_id)
+        output = (self.output or "/tmp/slurm-%j.out").replace("%j", job_id)
+        return (
+            f"{state.describe() if state else f'Slurm job {job_id}: unknown to squeue and sacct'}; its output: "
+            f"{output} on the node; `scontrol show job {job_id}` says more"
+        )
+
+    def terminate(self, run_id: str) -> bool:
+        run = self._instance.get_run_by_id(run_id)
+        if not run or run.is_finished or not run.tags.get(JOB_ID_TAG):
+            return False
+        self._instance.report_run_canceling(run)
+        try:
+            cancel(run.tags[JOB_ID_TAG])
+        except SlurmError as exc:
+            self._instance.report_engine_event(
+                f"Could not cancel Slurm job {run.tags[JOB_ID_TAG]}: {exc}", run, cls=self.__class__
+            )
+            return False
+        self._instance.report_engine_event(
+            f"Cancelled Slurm job {run.tags[JOB_ID_TAG]} (scancel)", run, cls=self.__class__
+        )
+        return True
