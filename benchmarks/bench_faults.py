@@ -210,7 +210,8 @@ def _bad_inputs(work: Path, published_store: Path) -> dict:
     import dagster as dg
 
     from shard_assets.defs.partitions import sync_partitions
-    from shard_assets.runner import QUIET, RunFailed, build_dataset, failure_message
+    from shard_assets.runner import RunFailed, build_dataset
+    from shard_assets.execution.local import QUIET, failure_message
     from shard_assets.definitions import ASSETS
     from shard_assets.defs.resources import DatasetResource, StoreResource
     from shard_loader import open_manifest

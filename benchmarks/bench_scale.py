@@ -117,7 +117,7 @@ def _run_seconds(work: Path, partitions_per_run: int, repetitions: int) -> list[
     from shard_assets.defs.partitions import sync_partitions
     from shard_assets.defs.resources import DatasetResource, StoreResource
     from shard_assets.lib.spec import load_spec
-    from shard_assets.runner import run_job
+    from shard_assets.execution.local import run_job
 
     spec_path = _spec(work / f"runs{partitions_per_run}.toml", _tiny_corpus(work / "run_src", 8))
     resources = {
@@ -259,7 +259,7 @@ PEAK = lambda: """
 import dagster as dg
 from shard_assets.definitions import build_definitions
 from shard_assets.defs.resources import DatasetResource, StoreResource
-from shard_assets.runner import run_job
+from shard_assets.execution.local import run_job
 resources = {"dataset": DatasetResource(spec_path=sys.argv[1]), "store": StoreResource(root=sys.argv[2])}
 defs = build_definitions(resources)
 instance = dg.DagsterInstance.local_temp(sys.argv[3])

@@ -3,8 +3,6 @@ Dagster run like any the UI launches, then summarise what was published and whic
 
 from __future__ import annotations
 
-import os
-import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +14,7 @@ from shard_loader.format import MixtureFile
 from .defs.mixture import MixtureSpecsResource, publish_report
 from .lib.errors import PublishError, RunFailed
 from .lib.mixture.publish import PublishReport, live_mixture_url, read_mixture
-from .runner import BUILD_TAGS, QUIET, failure_message
+from .execution.local import failure_message, run_job
 
 
 @dataclass(frozen=True)
@@ -36,13 +34,7 @@ def publish_mixture_spec(instance: dg.DagsterInstance, spec: Path, resources: di
     started = time.perf_counter()
     spec = spec.resolve()
     defs = build_definitions({**resources, "mixtures": MixtureSpecsResource(folder=str(spec.parent))})
-    result = defs.resolve_job_def("mixture_job").execute_in_process(
-        instance=instance,
-        partition_key=spec.stem,
-        run_config=QUIET,
-        raise_on_error=False,
-        tags=dict(zip(BUILD_TAGS, (socket.gethostname(), str(os.getpid())))),
-    )
+    result = run_job(defs, "mixture_job", instance, (spec.stem,), failed_ok=True)
     materialized = result.asset_materializations_for_node("mixture")
     if not materialized:
         raise RunFailed(

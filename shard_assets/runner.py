@@ -2,52 +2,37 @@
 of the graph: the runs are the defined jobs (up to PARTITIONS_PER_RUN adjacent partitions per run, at least one
 run per worker), named in the UI like any other, and their tokenize steps claim the pool's slots.
 
-How the runs execute is one seam, `RunExecutor`: `LocalRuns` runs them in this process, or in a pool of
-`workers` spawned processes (capped by the instance's dagster.yaml limits) that get the settings as arguments;
-on an instance whose runs execute elsewhere (Slurm, Kubernetes, ECS), `RunQueue` (run_queue.py) submits them to
-the instance's queue and follows them through Dagster's retries.
+Where the runs execute is one seam, `RunExecutor` (execution/): `LocalRuns` runs them in this process, or in a
+pool of `workers` spawned processes (capped by the instance's dagster.yaml limits) that get the settings as
+arguments; on an instance whose runs execute elsewhere (Slurm, Kubernetes, ECS), `RunQueue` submits them to the
+instance's queue and follows them through Dagster's retries.
 The summary is read from typed values: the published manifest and splits record in the store, and the check
 evaluations of the publish run in the instance."""
 
 from __future__ import annotations
 
 import math
-import multiprocessing
-import os
-import socket
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import TextIO
 
 import dagster as dg
-from dagster._core.instance.ref import InstanceRef
 
 from shard_loader.format import LATEST_KEY, parse_manifest
 
-from .batches import RunBatch, RunExecutor, RunOutcome
-from .defs.jobs import TOKENIZE_TAGS
-from .defs.partitions import PARTITIONS_PER_RUN, RAW_FILES, RUN_BYTES, run_target, sync_partitions
+from .defs.partitions import PARTITIONS_PER_RUN, RAW_FILES, RUN_BYTES, sync_partitions
 from .defs.resources import Settings
+from .execution.batches import RunBatch, RunExecutor, RunOutcome
+from .execution.local import LocalRuns, release_killed_runs, worker_limit
+from .execution.run_queue import RunQueue
 from .lib.discovery import registered
 from .lib.errors import RunFailed
 from .lib.layout import splits_record_key
 from .lib.partitioning import contiguous_runs
 from .lib.records import SplitsRecord, get_record
 from .lib.spec import DatasetSpec
-from .run_events import failure_message as _failure_of_events
-from .run_queue import RunQueue
 
-QUIET = {
-    "loggers": {"console": {"config": {"log_level": "CRITICAL"}}}
-}  # failures are reported once, as one line each, by the runner
-BUILD_TAGS = (
-    "shard/build_host",
-    "shard/build_pid",
-)  # which process executes a build's run: a re-run finds those a kill left behind
-TOKENIZE_POOL = "tokenize"  # tokenized_shards' pool
 CLEAR_LINE = "\r\x1b[K"  # a terminal's progress line is cleared before a warning takes its place
 PROGRESS_INTERVAL = 30.0  # seconds between progress lines in a pipe (a terminal redraws one line at every run)
 
@@ -66,124 +51,6 @@ class BuildResult:
     failed_runs: tuple[
         str, ...
     ] = ()  # on a cluster instance: the runs that failed for good (after Dagster's retries), one line each
-
-
-def failure_message(result: dg.ExecuteInProcessResult) -> str:
-    """The innermost error of a run's first failed step (Dagster wraps the asset's own exception)."""
-    return _failure_of_events(result.all_events)
-
-
-def run_job(
-    defs: dg.Definitions,
-    job: str,
-    instance: dg.DagsterInstance,
-    partitions: Sequence[str] = (),
-    assets: Sequence[str] = (),
-) -> dg.ExecuteInProcessResult:
-    """Execute one defined job in this process, over adjacent `partitions` (one run for the range); a failure
-    is a RunFailed naming the job, partitions and cause."""
-    selection = [dg.AssetKey(a) for a in assets] if assets else None
-    target = run_target(list(partitions)) if partitions else {"partition_key": None, "tags": {}}
-    target["tags"] = {**target["tags"], **dict(zip(BUILD_TAGS, (socket.gethostname(), str(os.getpid()))))}
-    result = defs.resolve_job_def(job).execute_in_process(
-        instance=instance, asset_selection=selection, run_config=QUIET, raise_on_error=False, **target
-    )
-    if not result.success:
-        where = RunBatch(job, tuple(partitions))
-        raise RunFailed(
-            f"{where} failed (run {result.run_id}): {failure_message(result) or 'see the run in the Dagster UI'}"
-        )
-    return result
-
-
-def worker_limit(instance: dg.DagsterInstance) -> int | None:
-    """The most runs a build may execute at once under the instance's dagster.yaml: its run limit, its limit on
-    tokenize-tagged runs and the tokenize pool's limit, whichever is lowest; None when it sets none."""
-    config = instance.get_concurrency_config()
-    pools = (
-        instance.event_log_storage.get_pool_limits()
-        if instance.event_log_storage.supports_global_concurrency_limits
-        else []
-    )
-    limits = [next((p.limit for p in pools if p.name == TOKENIZE_POOL), config.pool_config.default_pool_limit)]
-    if queue := config.run_queue_config:
-        limits.append(queue.max_concurrent_runs if queue.max_concurrent_runs >= 0 else None)
-        limits += [
-            t["limit"]
-            for t in queue.tag_concurrency_limits
-            if t["key"] in TOKENIZE_TAGS and t.get("value") in (None, TOKENIZE_TAGS[t["key"]])
-        ]
-    limits = [n for n in limits if n is not None]
-    return max(1, min(limits)) if limits else None
-
-
-def release_killed_runs(instance: dg.DagsterInstance) -> list[str]:
-    """Runs a killed build left in progress (its process is gone from this host) are marked failed and their
-    pool slots freed: otherwise a re-run's tokenize steps wait forever for slots no process will give back."""
-    released = []
-    for run in instance.get_runs(
-        filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED])
-    ):
-        host, pid = (run.tags.get(t) for t in BUILD_TAGS)
-        if host != socket.gethostname() or not pid or _alive(int(pid)):
-            continue
-        instance.report_run_failed(
-            run,
-            f"its process ({pid}) is gone: the build was killed; `shard-assets build` released the run's pool slots",
-        )
-        instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
-        released.append(run.run_id)
-    return released
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process of that number
-        return True
-    return True
-
-
-def _run_isolating(defs: dg.Definitions, instance: dg.DagsterInstance, batch: RunBatch) -> RunOutcome:
-    """One run of the batch; if it fails, one run per partition, so a bad partition fails alone."""
-    try:
-        return RunOutcome(batch, (run_job(defs, batch.job, instance, batch.partitions, batch.assets).run_id,), {})
-    except RunFailed as exc:
-        if len(batch.partitions) <= 1:
-            return RunOutcome(batch, (), {batch.partitions[0] if batch.partitions else batch.job: str(exc)})
-    outcomes = [_run_isolating(defs, instance, RunBatch(batch.job, (p,), batch.assets)) for p in batch.partitions]
-    return RunOutcome(
-        batch, tuple(r for o in outcomes for r in o.run_ids), {k: v for o in outcomes for k, v in o.failures.items()}
-    )
-
-
-def _run_in_worker(settings: Settings, instance_ref: InstanceRef, batch: RunBatch) -> RunOutcome:
-    """A pool process: the definitions and the instance from the values it was given (no environment), one batch."""
-    from .definitions import build_definitions
-
-    with dg.DagsterInstance.from_ref(instance_ref) as instance:
-        return _run_isolating(build_definitions(settings.resources()), instance, batch)
-
-
-class LocalRuns:
-    """Runs executed on this machine: in this process, or `workers` batches at a time in spawned processes
-    (fresh interpreters: no forked Dagster or tokenizer thread state) when the instance is persistent."""
-
-    def __init__(self, defs: dg.Definitions, settings: Settings, instance: dg.DagsterInstance, workers: int = 1):
-        self.defs, self.settings, self.instance = defs, settings, instance
-        self.workers = workers if instance.is_persistent else 1
-
-    def execute(self, batches: Sequence[RunBatch]) -> Iterator[RunOutcome]:
-        if self.workers <= 1 or len(batches) <= 1:
-            for batch in batches:
-                yield _run_isolating(self.defs, self.instance, batch)
-            return
-        with ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = [pool.submit(_run_in_worker, self.settings, self.instance.get_ref(), batch) for batch in batches]
-            for future in as_completed(futures):
-                yield future.result()
 
 
 class Progress:

@@ -11,7 +11,8 @@ import pytest
 
 import shard_loader
 from shard_assets.defs.partitions import sync_partitions
-from shard_assets.runner import RunFailed, build_dataset, failure_message
+from shard_assets.runner import RunFailed, build_dataset
+from shard_assets.execution.local import failure_message
 from shard_assets.definitions import ASSETS
 from shard_assets.lib.errors import SourceError, TokenizerError
 from shard_assets.defs.resources import DatasetResource, StoreResource

@@ -14,7 +14,8 @@ from dagster._core.instance.ref import InstanceRef
 
 from shard_assets.definitions import build_definitions
 from shard_assets.lib.spec import load_spec
-from shard_assets.runner import BUILD_TAGS, TOKENIZE_POOL, build_dataset, release_killed_runs, worker_limit
+from shard_assets.runner import build_dataset
+from shard_assets.execution.local import BUILD_TAGS, TOKENIZE_POOL, release_killed_runs, worker_limit
 from tests.support.dagster_helpers import tiny_dataset
 from tests.support.patience import HUNG
 

@@ -73,7 +73,7 @@ def test_the_slurm_instance_reads_postgres_and_the_partition_from_the_documented
         "db_name": {"env": "DAGSTER_PG_DB"},
         "scheme": "postgresql+psycopg2",
     }
-    from shard_assets.launchers.slurm import SlurmRunLauncher
+    from shard_assets.execution.slurm import SlurmRunLauncher
 
     launcher_config = config["run_launcher"]["config"]
     result = validate_config(SlurmRunLauncher.config_type(), launcher_config)

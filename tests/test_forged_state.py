@@ -16,7 +16,8 @@ from shard_assets.definitions import ASSETS, build_definitions
 from shard_assets.defs.sensors import raw_files_sensor
 from shard_assets.lib.layout import CURRENT_TOKENIZER_KEY, part_record_key, partition_record_key
 from shard_assets.lib.spec import load_spec
-from shard_assets.runner import RunFailed, build_dataset, failure_message, run_job
+from shard_assets.runner import RunFailed, build_dataset
+from shard_assets.execution.local import failure_message, run_job
 from tests.support.dagster_helpers import AUTOMATED, instance, tiny_dataset, write_jsonl
 
 pytestmark = pytest.mark.integration

@@ -20,7 +20,8 @@ from shard_assets.lib.records import PartRecord, RawRecord, get_record
 from shard_assets.lib.spec import load_spec
 from shard_assets.lib.state import current_tokenizer
 from shard_assets.lib.store import LocalFolderStore
-from shard_assets.runner import build_dataset, run_job
+from shard_assets.runner import build_dataset
+from shard_assets.execution.local import run_job
 from tests.support.dagster_helpers import instance, tiny_dataset, tiny_resources, write_jsonl, write_spec
 
 pytestmark = pytest.mark.integration

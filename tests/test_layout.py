@@ -10,6 +10,56 @@ from shard_assets.defs.resources import DatasetResource, StoreResource
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("shard_assets", "shard_loader")
+BUILDER_USES = {  # the loader names the builder may import, by module
+    "shard_loader": {"iter_sequences"},
+    "shard_loader.arguments": {"ArgumentError", "duration"},
+    "shard_loader.cache.checksum": {"verify_file"},
+    "shard_loader.cache.verified": {"ensure_local"},
+    "shard_loader.errors": {"NotFoundError", "ShardLoaderError", "StoreError", "TransientStoreError"},
+    "shard_loader.format": {
+        "LATEST_KEY",
+        "SPLITS",
+        "TOKEN_DTYPES",
+        "VERSIONS_DIR",
+        "Component",
+        "FileRef",
+        "Manifest",
+        "MixtureFile",
+        "MixtureTokenizer",
+        "ShardEntry",
+        "ShardWriter",
+        "SplitInfo",
+        "TokenizerInfo",
+        "check_key",
+        "live_mixture_key",
+        "mixture_version_key",
+        "open_shard",
+        "parse_manifest",
+        "parse_mixture",
+        "shard_base_key",
+        "token_dtype_for",
+        "tokenizer_key",
+        "versioned_key",
+    },
+    "shard_loader.format.keys": {"LINEAGE_DIR", "shard_content_hash"},
+    "shard_loader.format.leases": {"COLLECTING_SUFFIX", "READERS_DIR", "Lease", "collecting_key"},
+    "shard_loader.format.manifest": {"CREATED_AT_FORMAT"},
+    "shard_loader.opening": {"default_cache_dir"},
+    "shard_loader.storage": {"LocalStore", "Store", "is_remote", "open_store", "split_manifest_url"},
+    "shard_loader.storage.retry": {"RequestStats", "RetryPolicy", "with_retries"},
+    "shard_loader.storage.s3": {"S3Store", "classify"},
+    "shard_loader.storage.s3_client": {
+        "ACCOUNT_VARIABLE",
+        "ENDPOINT_VARIABLE",
+        "describe_s3_error",
+        "fsspec_options",
+        "key_variables",
+        "make_s3_client",
+        "r2_endpoint",
+        "resolve_settings",
+        "s3_errors",
+    },
+}
 
 
 def _module_name(path: Path) -> str:
@@ -52,6 +102,7 @@ def test_the_library_never_imports_dagster():
                 "dagster_aws",
                 "shard_assets.defs",
                 "shard_assets.runner",
+                "shard_assets.execution",
                 "shard_assets.definitions",
                 "shard_assets.cli",
             ),
@@ -61,22 +112,50 @@ def test_the_library_never_imports_dagster():
     assert {k: v for k, v in bad.items() if v} == {}
 
 
-def test_the_launchers_never_import_the_code_location_or_the_command():
-    """A run launcher is loaded by the instance (daemon, webserver) from dagster.yaml: it is glue around Slurm's
-    commands and never pulls in the definitions, the build command or its queue follower."""
+def test_the_launcher_never_imports_the_code_location_or_the_command():
+    """The Slurm run launcher is loaded by the instance (daemon, webserver) from dagster.yaml: it is glue around
+    Slurm's commands and never pulls in the definitions, the build command or its queue follower."""
     banned = (
         "shard_assets.defs",
         "shard_assets.definitions",
         "shard_assets.runner",
         "shard_assets.cli",
-        "shard_assets.run_queue",
-        "shard_assets.build_daemon",
+        "shard_assets.execution.run_queue",
+        "shard_assets.execution.build_daemon",
+        "shard_assets.execution.local",
     )
-    bad = {str(p.relative_to(ROOT)): _prefixed(_imports(p), banned) for p in _sources("shard_assets/launchers")}
+    launcher = [ROOT / "shard_assets/execution/slurm.py", ROOT / "shard_assets/execution/sbatch.py"]
+    bad = {str(p.relative_to(ROOT)): _prefixed(_imports(p), banned) for p in launcher}
     assert {k: v for k, v in bad.items() if v} == {}
     assert (
-        _prefixed(_imports(ROOT / "shard_assets/launchers/sbatch.py"), ("dagster",)) == set()
+        _prefixed(_imports(ROOT / "shard_assets/execution/sbatch.py"), ("dagster",)) == set()
     )  # Slurm's commands alone
+
+
+def test_only_execution_dagster_private_imports_dagsters_private_api():
+    """Dagster's private modules (`dagster._*`) are named in one module: an upgrade that moves a name breaks there."""
+    home = ROOT / "shard_assets/execution/dagster_private.py"
+    private = {
+        str(p.relative_to(ROOT)): {n for n in _imports(p) if n.startswith("dagster._")}
+        for pkg in PACKAGES
+        for p in _sources(pkg)
+        if p != home
+    }
+    assert {k: v for k, v in private.items() if v} == {}
+
+
+def test_the_builder_uses_only_the_loader_names_it_declares():
+    """What `shard_assets` takes from `shard_loader`: the published format, the stores it extends, errors, argument
+    and retry helpers. A new use is a decision: add it here and to docs/architecture.md."""
+    used: dict[str, set[str]] = {}
+    for p in _sources("shard_assets"):
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "shard_loader":
+                used.setdefault(node.module, set()).update(a.name for a in node.names)
+            elif isinstance(node, ast.Import):
+                assert not any(a.name.startswith("shard_loader") for a in node.names), p
+    undeclared = {m: sorted(names - BUILDER_USES.get(m, set())) for m, names in used.items()}
+    assert {m: n for m, n in undeclared.items() if n} == {}
 
 
 def test_the_loader_never_imports_the_builder_dagster_polars_or_transformers():

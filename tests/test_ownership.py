@@ -23,7 +23,8 @@ from shard_assets.lib.layout import OWNER_KEY
 from shard_assets.lib.ownership import claim
 from shard_assets.lib.spec import load_spec
 from shard_assets.lib.store.s3 import S3ObjectStore
-from shard_assets.runner import build_dataset, failure_message
+from shard_assets.runner import build_dataset
+from shard_assets.execution.local import failure_message
 from tests.support.build_helpers import assert_every_manifest_whole
 from tests.support.dagster_helpers import instance, tiny_dataset, tiny_resources, write_jsonl
 from tests.support.seaweedfs import WRITER

@@ -12,7 +12,8 @@ import sys
 
 import pytest
 
-from shard_assets.runner import Progress, RunBatch, RunOutcome
+from shard_assets.runner import Progress
+from shard_assets.execution.batches import RunBatch, RunOutcome
 from tests.support.dagster_helpers import tiny_dataset
 from tests.support.patience import HUNG
 

@@ -35,7 +35,7 @@ from dagster._core.instance.ref import InstanceRef
 from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG, WILL_RETRY_TAG
 
 import shard_loader
-from shard_assets.launchers.slurm import JOB_ID_TAG
+from shard_assets.execution.slurm import JOB_ID_TAG
 from shard_assets.lib.spec import load_spec
 from shard_assets.runner import build_dataset
 from tests.support.dagster_helpers import tiny_dataset, tiny_resources

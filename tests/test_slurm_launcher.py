@@ -13,10 +13,10 @@ import pytest
 from dagster._core.launcher.base import WorkerStatus
 
 from shard_assets.defs.resources import DatasetResource, StoreResource
-from shard_assets.launchers import sbatch
-from shard_assets.launchers.sbatch import JobRequest, JobState, SlurmError, batch_script, job_states
-from shard_assets.launchers.slurm import JOB_ID_TAG, JobResources, SlurmRunLauncher, _environment
-from shard_assets.run_queue import launches_elsewhere, portable_config
+from shard_assets.execution import sbatch
+from shard_assets.execution.sbatch import JobRequest, JobState, SlurmError, batch_script, job_states
+from shard_assets.execution.slurm import JOB_ID_TAG, JobResources, SlurmRunLauncher, _environment
+from shard_assets.execution.run_queue import launches_elsewhere, portable_config
 
 
 def test_a_runs_tags_override_the_launcher_config_and_a_bad_tag_is_named():
@@ -190,7 +190,7 @@ def test_a_cluster_run_carries_the_spec_text_and_the_store_with_keys_only_by_nam
 def test_only_the_default_launchers_run_the_build_in_process(tmp_path, monkeypatch):
     assert not launches_elsewhere(dg.DagsterInstance.ephemeral())
     (tmp_path / "dagster.yaml").write_text(
-        "run_launcher:\n  module: shard_assets.launchers.slurm\n  class: SlurmRunLauncher\n"
+        "run_launcher:\n  module: shard_assets.execution.slurm\n  class: SlurmRunLauncher\n"
         "  config:\n    partition: cpu\n"
     )
     with dg.DagsterInstance.from_config(str(tmp_path)) as instance:

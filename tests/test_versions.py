@@ -19,7 +19,8 @@ from shard_assets.defs.partitions import sync_partitions
 from shard_assets.lib.retention import DAY, Policy, collect, plan_collection
 from shard_assets.lib.spec import load_spec
 from shard_assets.lib.store import LocalFolderStore
-from shard_assets.runner import RunFailed, build_dataset, run_job
+from shard_assets.runner import RunFailed, build_dataset
+from shard_assets.execution.local import run_job
 from tests.support.build_helpers import assert_every_manifest_whole
 from tests.support.dagster_helpers import instance, tiny_dataset, tiny_resources, write_jsonl, write_spec
 

@@ -1,0 +1,54 @@
+"""Every name this project takes from Dagster's private modules (`dagster._*`), in one place: a Dagster upgrade that
+moves one breaks this module's import (and tests/test_execution.py, which imports each name), not a run."""
+
+from dagster import _check as check
+from dagster._core.definitions.selector import JobSubsetSelector
+from dagster._core.events import EngineEventData
+from dagster._core.instance.ref import InstanceRef
+from dagster._core.launcher import DefaultRunLauncher, LaunchRunContext, RunLauncher
+from dagster._core.launcher.base import CheckRunHealthResult, WorkerStatus
+from dagster._core.launcher.sync_in_memory_run_launcher import SyncInMemoryRunLauncher
+from dagster._core.remote_origin import InProcessCodeLocationOrigin
+from dagster._core.storage.dagster_run import DagsterRun, DagsterRunStatus
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    AUTO_RETRY_RUN_ID_TAG,
+    PARTITION_NAME_TAG,
+    WILL_RETRY_TAG,
+)
+from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+from dagster._core.workspace.context import WorkspaceProcessContext
+from dagster._core.workspace.load_target import InProcessWorkspaceLoadTarget
+from dagster._grpc.types import ExecuteRunArgs
+from dagster._serdes import ConfigurableClass, ConfigurableClassData
+
+DAEMON_MODULE = "dagster._daemon"  # `python -m` this runs a dagster-daemon for a build (build_daemon.py)
+
+__all__ = [
+    "ASSET_PARTITION_RANGE_END_TAG",
+    "ASSET_PARTITION_RANGE_START_TAG",
+    "AUTO_RETRY_RUN_ID_TAG",
+    "CheckRunHealthResult",
+    "ConfigurableClass",
+    "ConfigurableClassData",
+    "DAEMON_MODULE",
+    "DagsterRun",
+    "DagsterRunStatus",
+    "DefaultRunLauncher",
+    "EngineEventData",
+    "ExecuteRunArgs",
+    "InProcessCodeLocationOrigin",
+    "InProcessWorkspaceLoadTarget",
+    "InstanceRef",
+    "JobSubsetSelector",
+    "LaunchRunContext",
+    "LoadableTargetOrigin",
+    "PARTITION_NAME_TAG",
+    "RunLauncher",
+    "SyncInMemoryRunLauncher",
+    "WILL_RETRY_TAG",
+    "WorkerStatus",
+    "WorkspaceProcessContext",
+    "check",
+]
