@@ -4,11 +4,13 @@
 code location, and tests call `build_definitions(resources)` with their own store.
 """
 
+from typing import Any
+
 import dagster as dg
 
 from .defs.jobs import JOBS, retokenize_schedule
 from .defs.manifest import manifest
-from .defs.mixture import mixture_definitions, mixture_specs_from_env
+from .defs.mixture import MixtureSpecsResource, mixture_definitions, mixture_specs_from_env
 from .defs.raw_documents import raw_documents
 from .defs.resources import default_resources
 from .defs.retention import gc_job, gc_schedule
@@ -21,10 +23,11 @@ from .defs.tokenizer import tokenizer
 ASSETS = [raw_documents, tokenizer, tokenized_shards, splits, manifest]
 
 
-def build_definitions(resources: dict | None = None) -> dg.Definitions:
+def build_definitions(resources: dict[str, Any] | None = None) -> dg.Definitions:
     """Definitions with the given resources (tests pass a temporary store), else those from the environment."""
     resources = resources or default_resources()
     specs = resources.get("mixtures") or mixture_specs_from_env()  # its folder's spec files are the mixture partitions
+    assert isinstance(specs, MixtureSpecsResource)
     mixtures = mixture_definitions(specs)
     return dg.Definitions(
         assets=[*ASSETS, *mixtures.assets],

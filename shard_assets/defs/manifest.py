@@ -2,6 +2,7 @@
 only then replace `manifest.json` (write-audit-publish). A failed check leaves the live version untouched."""
 
 import hashlib
+from typing import Any
 
 import dagster as dg
 
@@ -35,10 +36,10 @@ AUDITS = {
 
 def lineage_of(
     spec: DatasetSpec, parts: dict[str, PartRecord], summary: SplitsRecord, tokenizer_run_id: str | None
-) -> tuple[dict, dict]:
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Which source files, runs, data and code versions the manifest was made from, and what was left out:
     a summary published inline, and the per-partition detail published as the manifest's lineage file."""
-    sources: dict[str, list] = {}
+    sources: dict[str, list[dict[str, Any]]] = {}
     for partition, part in sorted(parts.items()):
         raw = part.raw
         sources.setdefault(raw.source, []).append(
@@ -83,7 +84,7 @@ def lineage_of(
         "and only then copied to `manifest.json`, the contract trainers read."
     ),
 )
-def manifest(context: dg.AssetExecutionContext, dataset: DatasetResource, store: StoreResource) -> dg.MaterializeResult:
+def manifest(context: dg.AssetExecutionContext, dataset: DatasetResource, store: StoreResource) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the annotation: it must be the bare class
     spec, objects = dataset.spec(), store.store()
     record = current_tokenizer(objects)
     summary = get_record(objects, splits_record_key(record.fingerprint), SplitsRecord, "manifest")

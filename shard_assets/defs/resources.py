@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 from pydantic import Field
@@ -53,10 +54,10 @@ def resolve_path(value: str, environ: Mapping[str, str] = os.environ) -> str:
 
 def _resolved(value: str) -> str:
     """An EnvVar field's value: Dagster resolves it inside runs; scripts using the resource directly need this."""
-    return value.get_value() if isinstance(value, dg.EnvVar) else value
+    return (value.get_value() or "") if isinstance(value, dg.EnvVar) else value
 
 
-class DatasetResource(dg.ConfigurableResource):
+class DatasetResource(dg.ConfigurableResource["DatasetResource"]):
     """Which dataset to build: a spec file (TOML). The code location's default is absolute, resolved where it was
     loaded. On a cluster node the file may not exist: `shard-assets build` then sends its text in each run's config
     (`spec_toml`), and `spec_path` still names it and anchors relative source uris."""
@@ -72,7 +73,7 @@ class DatasetResource(dg.ConfigurableResource):
         return spec_from_text(self.spec_toml, path) if self.spec_toml else load_spec(path)
 
 
-class StoreResource(dg.ConfigurableResource):
+class StoreResource(dg.ConfigurableResource["StoreResource"]):
     """Where the dataset is written: a local folder, or `s3://bucket/prefix` on an S3-compatible endpoint (R2).
 
     Keys are best given as dg.EnvVar so their values never enter run config, logs or the UI.
@@ -115,7 +116,7 @@ class Settings:
     access_key_id: str = ""
     secret_access_key: str = ""
 
-    def resources(self) -> dict[str, dg.ConfigurableResource]:
+    def resources(self) -> dict[str, dg.ConfigurableResource[Any]]:
         store = StoreResource(
             root=self.store_root,
             endpoint_url=self.endpoint_url,
@@ -126,7 +127,7 @@ class Settings:
         return {"dataset": DatasetResource(spec_path=self.spec_path), "store": store}
 
     @classmethod
-    def of(cls, resources: Mapping[str, dg.ConfigurableResource]) -> Settings:
+    def of(cls, resources: Mapping[str, dg.ConfigurableResource[Any]]) -> Settings:
         """The settings of resources built elsewhere (tests, scripts), paths resolved."""
         dataset, store = resources["dataset"], resources["store"]
         assert isinstance(dataset, DatasetResource) and isinstance(store, StoreResource)
@@ -220,9 +221,11 @@ def settings_from_env(
 
 def store_resource_from_env() -> StoreResource:
     """The store the environment names (see `settings_from_env`)."""
-    return settings_from_env().resources()["store"]
+    store = settings_from_env().resources()["store"]
+    assert isinstance(store, StoreResource)
+    return store
 
 
-def default_resources() -> dict[str, dg.ConfigurableResource]:
+def default_resources() -> dict[str, dg.ConfigurableResource[Any]]:
     """Resources from the environment: SHARD_DATASET_SPEC and the store variables above, paths resolved."""
     return settings_from_env().resources()

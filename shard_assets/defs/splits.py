@@ -36,7 +36,7 @@ TINY_SPLIT = 100  # documents; a smaller split gets a warning in the metadata (a
     description="Token and document totals per split over the tokenized partitions; failed or removed partitions left "
     "out with a reason.",
 )
-def splits(context: dg.AssetExecutionContext, dataset: DatasetResource, store: StoreResource) -> dg.MaterializeResult:
+def splits(context: dg.AssetExecutionContext, dataset: DatasetResource, store: StoreResource) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the annotation: it must be the bare class
     spec, objects = dataset.spec(), store.store()
     record = current_tokenizer(objects)
     selection = select_partitions(objects, spec, record.fingerprint, registered_partitions(objects))

@@ -29,7 +29,7 @@ from .resources import DatasetResource, StoreResource
 )
 def tokenizer(
     context: dg.AssetExecutionContext, dataset: DatasetResource, store: StoreResource
-) -> dg.MaterializeResult:
+) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the annotation: it must be the bare class
     spec, objects = dataset.spec(), store.store()
     raws = current_raws(objects, spec)  # the spec's current sources only, each from the files it is registered with now
     if spec.tokenizer.kind == "train_bpe" and not raws:

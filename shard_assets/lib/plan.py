@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from shard_loader.format import TOKEN_DTYPES
 
@@ -14,6 +15,9 @@ from .errors import SourceError
 from .sources.listing import SourceFile, list_source_files
 from .sources.readers import iter_document_batches
 from .spec import DatasetSpec, SourceSpec
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 SAMPLE_DOCUMENTS = 200
 
@@ -70,14 +74,14 @@ class Plan:
         return self.tokens / max(self.tokens_per_second_per_core * self.cores, 1.0)
 
 
-def _documents_in(file: SourceFile, source, sampled: int, sampled_bytes: int) -> int:
+def _documents_in(file: SourceFile, source: SourceSpec, sampled: int, sampled_bytes: int) -> int:
     """Rows from parquet metadata; otherwise the file's listed size over the sample's bytes per document."""
     if source.format == "parquet":
         import fsspec
         import pyarrow.parquet as pq
 
         with fsspec.open(file.uri, "rb", **source.fs_options) as f:
-            total = pq.ParquetFile(f).metadata.num_rows
+            total = int(pq.ParquetFile(f).metadata.num_rows)
     else:
         size = file.size
         total = sampled if size < 0 or not sampled_bytes else max(sampled, round(size * sampled / sampled_bytes))
@@ -96,10 +100,14 @@ def _sample(source: SourceSpec, file: SourceFile, sample_documents: int) -> tupl
     return docs, True
 
 
-def plan_build(spec: DatasetSpec, tokenizer, token_dtype: str, sample_documents: int = SAMPLE_DOCUMENTS) -> Plan:
+def plan_build(
+    spec: DatasetSpec, tokenizer: Tokenizer, token_dtype: str, sample_documents: int = SAMPLE_DOCUMENTS
+) -> Plan:
     """Estimate the whole build from the first `sample_documents` documents of every file. A file that cannot be
     read is skipped with its error, as the build skips its partition; if none can be, the first error is raised."""
-    estimates, skipped, sampled_tokens, sampled_seconds = [], [], 0, 0.0
+    estimates: list[FileEstimate] = []
+    skipped: list[SkippedFile] = []
+    sampled_tokens, sampled_seconds = 0, 0.0
     for source in spec.sources:
         for file in list_source_files(source):
             try:
@@ -110,11 +118,11 @@ def plan_build(spec: DatasetSpec, tokenizer, token_dtype: str, sample_documents:
                 skipped.append(SkippedFile(file, str(exc)))
                 continue
             started = time.perf_counter()
-            tokens, _ = encode_documents(tokenizer, docs, 0, token_dtype) if docs else ([], None)
+            tokens = len(encode_documents(tokenizer, docs, 0, token_dtype)[0]) if docs else 0
             sampled_seconds += time.perf_counter() - started
-            sampled_tokens += len(tokens)
+            sampled_tokens += tokens
             scale = total / len(docs) if docs else 0
-            estimates.append(FileEstimate(file, total, round(len(tokens) * scale), round(text_bytes * scale), exact))
+            estimates.append(FileEstimate(file, total, round(tokens * scale), round(text_bytes * scale), exact))
     if skipped and not estimates:
         raise SourceError(f"no file of the spec could be read ({len(skipped)} tried); the first: {skipped[0].error}")
     rate = sampled_tokens / sampled_seconds if sampled_seconds else 0.0

@@ -10,6 +10,7 @@ import hashlib
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from shard_loader.format import token_dtype_for
 
@@ -18,6 +19,9 @@ from .layout import CURRENT_TOKENIZER_KEY, tokenizer_info_key, tokenizer_key
 from .records import TokenizerRecord, to_json
 from .store import ObjectStore
 from .spec import TokenizerSpec
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 
 def fingerprint_of(tokenizer_json: str) -> str:
@@ -43,7 +47,7 @@ def training_pieces(texts: Iterable[str], max_chars: int, piece_chars: int = TRA
                 return
 
 
-def train_bpe(texts: Iterable[str], vocab_size: int, eod_token: str):
+def train_bpe(texts: Iterable[str], vocab_size: int, eod_token: str) -> Tokenizer:
     """A byte-level BPE trained on `texts`; the end-of-document token gets id 0."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -79,7 +83,7 @@ def _load_failure(name: str, exc: Exception) -> str:
     )
 
 
-def load_pretrained(name: str, eod_token: str):
+def load_pretrained(name: str, eod_token: str) -> tuple[Tokenizer, int]:
     """A tokenizer by Hub id or local path, via transformers; returns (tokenizers.Tokenizer, eod id)."""
     if _is_local_path(name) and not Path(name).expanduser().exists():
         raise TokenizerError(f"tokenizer path {name} does not exist")
@@ -102,7 +106,7 @@ def load_pretrained(name: str, eod_token: str):
     return backend, int(eod)
 
 
-def read_tokenizer_file(path: str, eod_token: str):
+def read_tokenizer_file(path: str, eod_token: str) -> tuple[str, Tokenizer, int]:
     """A `tokenizer.json` used as is: (its exact text, tokenizers.Tokenizer, eod id). Every failure is one line
     naming `[tokenizer].path` and the file."""
     where = f"[tokenizer].path {path}"
@@ -126,7 +130,7 @@ def read_tokenizer_file(path: str, eod_token: str):
     return text, tok, eod
 
 
-def eod_problem(tok, eod_id: int) -> str | None:
+def eod_problem(tok: Tokenizer, eod_id: int) -> str | None:
     """Why `eod_id` cannot be this tokenizer's end-of-document id, or None: it must be a special added token, the only
     kind no document text ever encodes to (texts are encoded with special tokens as text)."""
     special = {i: t.content for i, t in tok.get_added_tokens_decoder().items() if t.special}
@@ -162,14 +166,18 @@ def build_tokenizer(spec: TokenizerSpec, texts: Iterator[str]) -> tuple[str, Tok
     """The tokenizer's JSON and its record: from a pretrained name, a file used byte for byte (so its fingerprint is
     the hash of the file), or by training on `texts`."""
     if spec.kind == "file":
+        assert spec.path is not None  # the spec's parser requires `path` for kind = "file", `name` for "pretrained"
         text, tok, eod = read_tokenizer_file(spec.path, spec.eod_token)
         name = spec.name or Path(spec.path).name
     elif spec.kind == "pretrained":
+        assert spec.name is not None
         tok, eod = load_pretrained(spec.name, spec.eod_token)
         name, text = spec.name, tok.to_str()
     else:
         tok = train_bpe(training_pieces(texts, spec.train_max_bytes), spec.vocab_size, spec.eod_token)
-        eod, name, text = tok.token_to_id(spec.eod_token), f"bpe-{spec.vocab_size}", tok.to_str()
+        trained_eod = tok.token_to_id(spec.eod_token)
+        assert trained_eod is not None  # train_bpe makes it the first special token
+        eod, name, text = trained_eod, f"bpe-{spec.vocab_size}", tok.to_str()
     if (problem := eod_problem(tok, eod)) is not None:
         raise TokenizerError(
             f"[tokenizer].eod_token {spec.eod_token!r}: {problem}; name a special token, which no document text "
@@ -180,7 +188,7 @@ def build_tokenizer(spec: TokenizerSpec, texts: Iterator[str]) -> tuple[str, Tok
     return text, record
 
 
-def load_tokenizer(tokenizer_json: str):
+def load_tokenizer(tokenizer_json: str) -> Tokenizer:
     from tokenizers import Tokenizer
 
     return Tokenizer.from_str(tokenizer_json)
