@@ -48,6 +48,7 @@ BUILDER_USES = {  # the loader names the builder may import, by module
     "shard_loader.storage": {"LocalStore", "Store", "is_remote", "open_store", "split_manifest_url"},
     "shard_loader.storage.retry": {"RequestStats", "RetryPolicy", "with_retries"},
     "shard_loader.storage.s3": {"S3Store", "classify"},
+    "shard_loader.storage.transfer": {"MAX_OBJECT_BYTES"},
     "shard_loader.storage.s3_client": {
         "ACCOUNT_VARIABLE",
         "ENDPOINT_VARIABLE",

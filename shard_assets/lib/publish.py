@@ -12,9 +12,9 @@ import json
 import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, UTC
-from pathlib import Path
 from typing import Any
 
+from shard_loader.cache.verified import ensure_local
 from shard_loader.errors import ShardLoaderError
 from shard_loader.format import (
     LATEST_KEY,
@@ -28,13 +28,13 @@ from shard_loader.format import (
     versioned_key,
 )
 from shard_loader.format.manifest import CREATED_AT_FORMAT
+from shard_loader.storage import Store
 
-from .errors import ObjectStoreError, PublishError
+from .errors import PublishError
 from .ownership import claim
 from .published import read_published
 from .records import PartRecord, TokenizerRecord
 from .store import ObjectStore
-from .verification import verified_local
 
 SAMPLED_SHARDS = 4
 
@@ -229,23 +229,26 @@ def sampled_shards(m: Manifest) -> list[ShardEntry]:
     return out
 
 
-def _audit_readable(store: ObjectStore, m: Manifest) -> Audit:
-    """The tokenizer and a deterministic sample of shards (first, last and evenly between) read back with
-    shard_loader's own reader and match their sha256."""
-    sample = sampled_shards(m)
-    problems = []
+def sample_reads(store: Store, m: Manifest) -> list[str]:
+    """The tokenizer and a deterministic sample of shards (first, last and evenly between) verified against their
+    sha256 (read in place, or downloaded to a temporary folder) and opened with shard_loader's reader: what went
+    wrong, in one line. The dataset's and the mixture's audits both read this way."""
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
         try:
-            verified_local(store, m.tokenizer.file, folder)
-            for e in sample:
-                open_shard(e, verified_local(store, e.npy, folder), verified_local(store, e.bin, folder), m.token_dtype)
-        except (ShardLoaderError, ObjectStoreError, OSError) as exc:
-            problems.append(str(exc))
+            ensure_local(store, m.tokenizer.file, tmp)
+            for e in sampled_shards(m):
+                open_shard(e, ensure_local(store, e.npy, tmp), ensure_local(store, e.bin, tmp), m.token_dtype)
+        except (ShardLoaderError, OSError) as exc:
+            return [" ".join(str(exc).split())]
+    return []
+
+
+def _audit_readable(store: ObjectStore, m: Manifest) -> Audit:
+    problems = sample_reads(store, m)
     return Audit(
         "reads_with_shard_loader",
         not problems,
-        f"tokenizer and {len(sample)} sampled shards verified and opened",
+        f"tokenizer and {len(sampled_shards(m))} sampled shards verified and opened",
         tuple(problems),
     )
 

@@ -9,9 +9,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from shard_loader.cache.checksum import verify_file
+from shard_loader.cache.verified import ensure_local
 from shard_loader.errors import ShardLoaderError
-from shard_loader.format import LATEST_KEY, FileRef, Manifest
+from shard_loader.format import LATEST_KEY, Manifest
 
 from .errors import BuildError, ObjectStoreError
 from .published import read_published
@@ -25,16 +25,6 @@ class Verification:
     files: int
     bytes: int
     problems: tuple[str, ...]
-
-
-def verified_local(store: ObjectStore, ref: FileRef, folder: Path) -> Path:
-    """`ref`'s file checked against its size and sha256: in place for a local store, else downloaded into `folder`."""
-    path = store.local_path(ref.key)
-    if path is None:
-        path = folder / ref.key.replace("/", "__")
-        store.get_file(ref.key, path)
-    verify_file(path, ref)
-    return path
 
 
 def split_problems(store: ObjectStore, manifest: Manifest, folder: Path) -> list[str]:
@@ -81,8 +71,8 @@ def verify_live_version(store: ObjectStore) -> Verification:
         folder = Path(tmp)
         for ref in manifest.files():
             try:
-                path = verified_local(store, ref, folder)
-                if path.parent == folder:  # a downloaded copy: keep one file at a time on disk
+                path = ensure_local(store, ref, folder)
+                if store.local_path(ref.key) is None:  # a downloaded copy: keep one file at a time on disk
                     path.unlink()
             except (ShardLoaderError, ObjectStoreError, OSError) as exc:
                 problems.append(str(exc))

@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import hashlib
 import math
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from shard_loader.cache.verified import ensure_local
 from shard_loader.errors import ShardLoaderError
-from shard_loader.format import Component, FileRef, Manifest, MixtureFile, open_shard, parse_manifest
+from shard_loader.format import Component, FileRef, Manifest, MixtureFile, parse_manifest
 from shard_loader.storage import Store, is_remote
 
-from ..publish import Audit, sampled_shards
+from ..publish import Audit, sample_reads
 from .components import absolute_url, open_manifest_store
 
 SIZE_THREADS = 16  # a remote file's size is one HEAD: waiting on the store, not on this process
@@ -54,19 +52,6 @@ def _missing_or_resized(store: Store, manifest: Manifest) -> list[str]:
         return [p for p in pool.map(check, refs) if p]
 
 
-def _sample_reads(store: Store, manifest: Manifest) -> list[str]:
-    """The tokenizer and the dataset audit's sample of shards, verified against their sha256 (read in place, or
-    downloaded to a temporary folder) and opened with shard_loader's reader."""
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            ensure_local(store, manifest.tokenizer.file, tmp)
-            for e in sampled_shards(manifest):
-                open_shard(e, ensure_local(store, e.npy, tmp), ensure_local(store, e.bin, tmp), manifest.token_dtype)
-        except (ShardLoaderError, OSError) as exc:
-            return [" ".join(str(exc).split())]
-    return []
-
-
 def check_component(c: Component, store_root: str, client: Any = None) -> ComponentCheck:
     """Read a component's pinned manifest back from its URL and verify it, its tables and its files."""
     url = absolute_url(c.manifest.key, store_root)
@@ -91,7 +76,7 @@ def check_component(c: Component, store_root: str, client: Any = None) -> Compon
     held = {s: info.tokens for s, info in manifest.splits.items()}
     if held != c.tokens:
         problems.append(f"{url}: holds {held} tokens, the mixture says {c.tokens}")
-    problems += _missing_or_resized(store, manifest) + _sample_reads(store, manifest)
+    problems += _missing_or_resized(store, manifest) + sample_reads(store, manifest)
     return ComponentCheck(c, manifest, tuple(problems))
 
 

@@ -9,7 +9,7 @@ import hashlib
 import logging
 import secrets
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, TypeVar
@@ -17,6 +17,7 @@ from typing import BinaryIO, TypeVar
 from shard_loader.errors import NotFoundError, StoreError
 from shard_loader.format import FileRef
 from shard_loader.storage.retry import RequestStats, RetryPolicy, with_retries
+from shard_loader.storage.transfer import MAX_OBJECT_BYTES
 
 from ..errors import ConditionalWriteError, ObjectMissingError, ObjectStoreError
 from ..layout import probe_key
@@ -48,6 +49,20 @@ class ObjectStore(ABC):
 
     retry: RetryPolicy
     stats: RequestStats
+
+    # -- the loader's Store (shard_loader.storage.base), which each concrete store inherits from its loader class:
+    # a builder store is read wherever the loader reads one (ensure_local, the audits' sample reads) --
+
+    url: str
+
+    @abstractmethod
+    def read_bytes(self, key: str, limit: int = MAX_OBJECT_BYTES) -> bytes: ...
+
+    @abstractmethod
+    def size(self, key: str) -> int: ...
+
+    @abstractmethod
+    def stream(self, key: str, start: int, end: int) -> Iterator[bytes]: ...
 
     # -- backend primitives: raise shard_loader StoreErrors (NotFoundError for a missing key) --
 
