@@ -12,11 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
-
-from shard_loader import TokenDataset  # noqa: E402
-from tests.support.dist_reader import OPTIONS  # noqa: E402
-from tests.support.positional import samples_of, write_positional  # noqa: E402
+from shard_loader import TokenDataset
+from tests.support.dist_reader import OPTIONS
+from tests.support.positional import samples_of, write_positional
 from tests.support.patience import HUNG
 
 pytestmark = pytest.mark.system

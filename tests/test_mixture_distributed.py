@@ -18,10 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
-
-from tests.support.mix_reader import EPOCHS, OPTIONS  # noqa: E402
-from tests.support.mixture_files import (  # noqa: E402
+from tests.support.mix_reader import EPOCHS, OPTIONS
+from tests.support.mixture_files import (
     Part,
     digests_of,
     own_stream,
@@ -29,8 +27,8 @@ from tests.support.mixture_files import (  # noqa: E402
     write_component,
     write_mixture,
 )
-from tests.support.mixtures import WEIGHTS as BUILT_WEIGHTS  # noqa: E402
-from tests.support.mixtures import blend_spec, build_corpus, mix  # noqa: E402
+from tests.support.mixtures import WEIGHTS as BUILT_WEIGHTS
+from tests.support.mixtures import blend_spec, build_corpus, mix
 
 pytestmark = pytest.mark.system
 

@@ -7,10 +7,8 @@ import signal
 import numpy as np
 import pytest
 
-pytest.importorskip("torch")
-
-from tests.support.positional import write_positional  # noqa: E402
-from tests.support.training import check_replayed, read_log, snippet, train, uninterrupted, writers  # noqa: E402
+from tests.support.positional import write_positional
+from tests.support.training import check_replayed, read_log, snippet, train, uninterrupted, writers
 
 pytestmark = pytest.mark.system
 

@@ -277,7 +277,6 @@ def _expected(root, sizes):
 
 @pytest.mark.system
 def test_two_ranks_of_two_workers_share_a_cache_without_crashing(tmp_path):
-    pytest.importorskip("torch")
     sizes = SIZES * 2
     write_positional(tmp_path / "pub", sizes)
     with FolderServer(tmp_path / "pub", rate=200_000) as server:
@@ -290,7 +289,6 @@ def test_two_ranks_of_two_workers_share_a_cache_without_crashing(tmp_path):
 
 @pytest.mark.system
 def test_ranks_in_lockstep_fetch_each_file_once_per_node_within_the_disk_budget(tmp_path):
-    pytest.importorskip("torch")
     sizes = SIZES * 3
     manifest = write_positional(tmp_path / "pub", sizes)
     largest = max(e.nbytes for e in manifest.splits["train"].shards)
@@ -369,7 +367,6 @@ def _lagging_budget(manifest):
 
 @pytest.mark.system
 def test_a_lagging_rank_on_a_loopback_http_store_fetches_each_file_once_per_pass_within_the_budget(tmp_path):
-    pytest.importorskip("torch")
     manifest = write_positional(tmp_path / "pub", LAGGING)
     budget = _lagging_budget(manifest)
     with FolderServer(tmp_path / "pub", rate=2_000_000) as server:
@@ -379,7 +376,6 @@ def test_a_lagging_rank_on_a_loopback_http_store_fetches_each_file_once_per_pass
 
 @pytest.mark.system
 def test_a_lagging_rank_on_s3_fetches_each_file_once_per_pass_within_the_budget(seaweed, tmp_path):
-    pytest.importorskip("torch")
     manifest = write_positional(tmp_path / "pub", LAGGING)
     budget = _lagging_budget(manifest)
     seaweed.create_bucket("lagging")
