@@ -97,25 +97,21 @@ def test_a_broken_index_is_named_with_what_to_do(tmp_path):
         load_layout(store, "web")
 
 
-def test_an_index_written_before_it_was_a_record_is_read_and_saved_as_one(tmp_path):
+def test_an_index_in_the_pre_record_layout_is_refused_with_what_to_do(tmp_path):
+    """The layout before indexes were records (`{"open", "partitions": {key: [[uri, ...]]}}`) has no second reader:
+    it is refused like any index that is not a record, naming the key to delete (discovery registers afresh)."""
     _, spec, store = _corpus(tmp_path, 3)
     discover(store, spec, PartitionPolicy())
     before = registered(store, spec)
-    rows = {
-        k: [[p.uri, p.fingerprint, p.size, *(p.row_groups or (None, None))] for p in r.pieces]
-        for k, r in before.items()
-    }
+    rows = {k: [[p.uri, p.fingerprint, p.size, None, None] for p in r.pieces] for k, r in before.items()}
     store.put_bytes(
         discovery_index_key("web"), json.dumps({"open": None, "partitions": rows}, separators=(",", ":")).encode()
     )
-    assert registered(store, spec) == before
-    assert discover(store, spec, PartitionPolicy()).registered == 0  # nothing looks new or changed
-    (tmp_path / "src" / "f00003.jsonl").write_text('{"text": "a file added after the upgrade"}\n')
-    assert discover(store, spec, PartitionPolicy()).changed == ["web.f00003"]
-    assert (
-        json.loads(store.get_bytes(discovery_index_key("web")))[0] == "web"
-    )  # saved as a compact record: [source, open, partitions]
-    assert registered(store, spec) == {**before, "web.f00003": registered(store, spec)["web.f00003"]}
+    with pytest.raises(RecordError, match=r"delete state/discovery/web.json to register source 'web' afresh"):
+        load_layout(store, "web")
+    store.delete(discovery_index_key("web"))
+    discover(store, spec, PartitionPolicy())
+    assert registered(store, spec) == before  # registered afresh: the same partitions, reading the same files
 
 
 class MeetingStore(LocalFolderStore):

@@ -13,7 +13,7 @@ from .errors import RecordError
 from .layout import discovery_index_key
 from .ownership import claim
 from .partitioning import PartitionPolicy, RowGroupSizes, SourceLayout
-from .records import DiscoveryIndex, PartitionRecord, decode, from_dict, put_record
+from .records import DiscoveryIndex, PartitionRecord, decode, put_record
 from .sources.listing import SourceFile, list_source_files
 from .sources.readers import parquet_row_group_bytes
 from .spec import DatasetSpec, SourceSpec
@@ -84,31 +84,7 @@ def load_layout(store: ObjectStore, source: str) -> SourceLayout:
     try:
         return SourceLayout(decode(DiscoveryIndex, body, key))
     except RecordError as exc:
-        legacy = _legacy_index(source, body)
-        if legacy is None:
-            raise RecordError(
-                f"{exc}; not a discovery index: delete {key} to register source {source!r} afresh"
-            ) from None
-        return SourceLayout(legacy)
-
-
-def _legacy_index(source: str, body: bytes) -> DiscoveryIndex | None:
-    """An index written before it was a record
-    (`{"open", "partitions": {key: [[uri, fingerprint, size, start, stop]]}}`),
-    read as one (the next save writes it as a record); None if `body` is not one."""
-    try:
-        data = json.loads(body)
-        pieces = {
-            k: [
-                {"uri": u, "fingerprint": f, "size": n, "row_groups": None if a is None else [a, b]}
-                for u, f, n, a, b in rows
-            ]
-            for k, rows in data["partitions"].items()
-        }
-        index = {"source": source, "open": data["open"], "partitions": pieces}
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
-    return from_dict(DiscoveryIndex, index, discovery_index_key(source))
+        raise RecordError(f"{exc}; not a discovery index: delete {key} to register source {source!r} afresh") from None
 
 
 def save_layout(store: ObjectStore, layout: SourceLayout) -> None:
