@@ -9,6 +9,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from shard_loader.format.fields import loads
+
 from .errors import RecordError
 from .layout import discovery_index_key
 from .ownership import claim
@@ -40,7 +42,7 @@ class DiscoveryCursor:
     def from_json(cls, text: str | None) -> DiscoveryCursor:
         """The cursor a sensor stored; none (or one from an older layout) starts a new pass."""
         try:
-            data = json.loads(text or "{}")
+            data = loads(text or "{}")
             return cls(str(data.get("source", "")), str(data.get("after", "")))
         except (ValueError, TypeError, AttributeError):
             return cls()
@@ -97,7 +99,7 @@ def _legacy_index(source: str, body: bytes) -> DiscoveryIndex | None:
     (`{"open", "partitions": {key: [[uri, fingerprint, size, start, stop]]}}`),
     read as one (the next save writes it as a record); None if `body` is not one."""
     try:
-        data = json.loads(body)
+        data = loads(body)
         pieces = {
             k: [
                 {"uri": u, "fingerprint": f, "size": n, "row_groups": None if a is None else [a, b]}

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 
 from ..arguments import MAX_DAYS, MAX_SECONDS
 from ..errors import ManifestError
+from .fields import loads
 from .keys import check_key
 
 READERS_DIR = "readers"
@@ -56,7 +57,7 @@ class Lease:
     def parse(cls, raw: bytes, key: str) -> Lease:
         """A lease from its object's bytes; anything else is a ManifestError naming the key."""
         try:
-            data = json.loads(raw)
+            data = loads(raw)
             if data.get("format") != LEASE_FORMAT or data.get("kind") not in KINDS:
                 raise ValueError(f"format {data.get('format')!r}, kind {data.get('kind')!r}")
             lease = cls(

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import IntegrityError, ManifestError
 from .entries import FileRef, ShardEntry
-from .fields import SHA256_HEX as _SHA256, count as _count, field as _get
+from .fields import SHA256_HEX as _SHA256, count as _count, field as _get, loads
 from .keys import LINEAGE_DIR, TABLES_DIR, check_key
 from .table import ShardTable
 
@@ -245,9 +245,9 @@ def _check_splits_disjoint(tables: dict[str, ShardTable]) -> None:
 
 def parse_json(raw: bytes | str, origin: str) -> Any:
     """Parse a JSON document no deeper than MAX_DEPTH (deeper nesting exhausts Python's recursion when it is
-    printed)."""
+    printed), each key once per object."""
     try:
-        doc = json.loads(raw)
+        doc = loads(raw)
     except RecursionError:
         raise ManifestError(
             f"{origin}: nests deeper than Python can parse; a manifest nests at most {MAX_DEPTH} levels"
