@@ -76,7 +76,7 @@ def size_in_bytes(name: str, value: Any) -> int | None:
         number = number.rstrip("KMGTIB")
         try:
             value = int(float(number) * factor)
-        except ValueError:
+        except (ValueError, OverflowError):  # not a number, or infinite ('1e400GB')
             raise ArgumentError(
                 f"{name} must be a byte count or a size such as '200GB' or '512MiB', got {value!r}"
             ) from None

@@ -80,3 +80,11 @@ def test_a_lease_record_outside_the_bound_is_refused_naming_its_key(seconds):
     ).encode()
     with pytest.raises(ManifestError, match=rf"^{key}: .*seconds"):
         Lease.parse(raw, key)
+
+
+@pytest.mark.parametrize("text", ["1e400GB", "infTB", "nanMB"])
+def test_a_size_past_any_number_is_refused_naming_the_argument(text):
+    from shard_loader.arguments import ArgumentError, size_in_bytes
+
+    with pytest.raises(ArgumentError, match=rf"^disk_budget must be a byte count or a size such as '200GB'.*{text!r}"):
+        size_in_bytes("disk_budget", text)
