@@ -137,6 +137,7 @@ def test_definitions_snapshot(tmp_path):
         "splits_are_disjoint",
         "splits_not_empty",
         "token_ids_below_vocab",
+        "tokens_per_epoch_bounded",
         "weights_positive",
     ]
     assert sorted(j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__")) == [
