@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +76,7 @@ def size_in_bytes(name: str, value: Any) -> int | None:
         number = number.rstrip("KMGTIB")
         try:
             value = int(float(number) * factor)
-        except ValueError:
+        except (ValueError, OverflowError):  # not a number, or infinite ('1e400GB')
             raise ArgumentError(
                 f"{name} must be a byte count or a size such as '200GB' or '512MiB', got {value!r}"
             ) from None
@@ -83,15 +84,19 @@ def size_in_bytes(name: str, value: Any) -> int | None:
 
 
 _SECONDS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+MAX_DAYS = 36500  # the longest duration accepted anywhere (a lease, a pin, gc's ages): 100 years, a date clocks have
+MAX_SECONDS = MAX_DAYS * _SECONDS["d"]
 
 
 def duration(name: str, text: str) -> float:
-    """Seconds from '90s', '15m', '12h', '30d' or a bare number of seconds; errors name the option."""
+    """Seconds from '90s', '15m', '12h', '30d' or a bare number of seconds, from 0 to MAX_DAYS days; errors name the
+    option."""
     value, unit = (text[:-1], text[-1]) if text and text[-1] in _SECONDS else (text, "s")
     try:
         seconds = float(value) * _SECONDS[unit]
     except ValueError:
         raise ArgumentError(f"{name}: {text!r} is not a duration; write e.g. 30d, 12h, 15m or 90s") from None
-    if seconds < 0:
-        raise ArgumentError(f"{name}: {text!r} is negative; durations are 0 or more")
+    if not 0 <= seconds <= MAX_SECONDS:  # NaN fails this too
+        problem = "negative" if seconds < 0 else "not a number" if math.isnan(seconds) else "too long"
+        raise ArgumentError(f"{name}: {text!r} is {problem}; durations are from 0 to {MAX_DAYS}d (100 years)")
     return seconds

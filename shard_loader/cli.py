@@ -13,7 +13,7 @@ from .cache.checksum import verify_file
 from .cache.files import CachePath
 from .cache.verified import cached_path, ensure_local
 from .errors import MissingFileError, ShardLoaderError, StoreError
-from .format import FileRef
+from .format import FileRef, open_shard
 from .mixture.info import describe
 from .mixture.opening import component_cache_dir, is_mixture, open_components, open_mixture
 from .opening import OpenedManifest, open_manifest
@@ -110,10 +110,33 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 1 if any(failed) else 0
 
 
+def _unmappable(
+    opened: OpenedManifest, cache: Path | None, args: argparse.Namespace, failed: set[str]
+) -> list[ShardLoaderError]:
+    """The loader's check of each shard whose files verified (its token count and offsets against its table row, as
+    when it maps the shard), the error of each that fails it: a row whose count its files do not hold (0 tokens for
+    a shard that has some) is refused here as there."""
+    m, errors = opened.manifest, []
+    for name in _splits(opened, args):
+        for entry in m.split(name).shards:
+            if entry.npy.key in failed or entry.bin.key in failed:
+                continue
+            npy, bin_ = (_where(opened, cache, ref) for ref in (entry.npy, entry.bin))
+            try:
+                open_shard(entry, _plain(npy), _plain(bin_), m.token_dtype)
+            except ShardLoaderError as exc:
+                errors.append(exc)
+    return errors
+
+
+def _plain(path: Path | CachePath) -> Path:
+    return path.path if isinstance(path, CachePath) else path
+
+
 def _verify(args: argparse.Namespace, label: str, opened: OpenedManifest, cache: Path | None) -> bool:
     """Check one dataset's files (`label` names a mixture's component); True if any is missing or bad."""
     missing = bad = 0
-    refs = _files(opened, args)
+    refs, failed = _files(opened, args), set[str]()
     started, total, done = time.perf_counter(), sum(r.size for r in refs), 0
     for i, ref in enumerate(refs, 1):
         if sys.stderr.isatty():  # a terminal sees a line redrawn in place; a pipe only the summary
@@ -130,9 +153,14 @@ def _verify(args: argparse.Namespace, label: str, opened: OpenedManifest, cache:
         except MissingFileError:
             print(f"{label}missing  {ref.key}")
             missing += 1
+            failed.add(ref.key)
         except ShardLoaderError as exc:
             print(f"{label}BAD      {exc}")
             bad += 1
+            failed.add(ref.key)
+    for error in _unmappable(opened, cache, args, failed):
+        print(f"{label}BAD      {error}")
+        bad += 1
     if missing and cache is not None:
         print(
             f"{label}{opened.store.url} is remote: its files are verified in the cache {cache}; "

@@ -83,7 +83,8 @@ def open_manifest(
     **store_options: Any,
 ) -> OpenedManifest:
     """Read and validate the manifest at a path or URL (a folder means its manifest.json), with the shard
-    tables of `splits` (default all) read and verified: a trainer names its split and reads only that table.
+    tables of `splits` (default all) read and verified: a trainer names its split and keeps only that table (the
+    others are read to refuse a key listed in two splits).
     With `pinned` (a mixture's component), the manifest's bytes must have its size and sha256; `document` is
     (the store, the manifest's bytes) when the caller has read them already (read_document)."""
     store, key = _store_of(url, store_options) if document is None else (document[0], split_manifest_url(url)[1])

@@ -97,3 +97,11 @@ def test_a_symlink_planted_for_a_cache_folder_is_never_followed(tmp_path, server
 def test_a_directory_where_a_cache_file_belongs_is_refused_naming_it(tmp_path, server, kind):
     error = _plant(tmp_path, server, FILES[kind], lambda path, outside: path.mkdir())
     assert "is a directory where the cache keeps a regular file" in str(error)
+
+
+@pytest.mark.parametrize("kind", ["part", "lease", "journal", "lock", "check", "room lock"])
+def test_a_hard_link_planted_for_a_cache_file_is_never_written_through(tmp_path, server, kind):
+    """O_NOFOLLOW does not see a hard link: a cache file with a second name (st_nlink > 1) may be another file's inode,
+    so the cache refuses to write through it (#34 case 7)."""
+    error = _plant(tmp_path, server, FILES[kind], lambda path, outside: os.link(outside / "victim", path))
+    assert "is a file that has 2 names (a hard link" in str(error)

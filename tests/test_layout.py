@@ -41,6 +41,7 @@ BUILDER_USES = {  # the loader names the builder may import, by module
         "tokenizer_key",
         "versioned_key",
     },
+    "shard_loader.format.fields": {"loads"},
     "shard_loader.format.keys": {"LINEAGE_DIR", "shard_content_hash"},
     "shard_loader.format.leases": {"COLLECTING_SUFFIX", "READERS_DIR", "Lease", "collecting_key"},
     "shard_loader.format.manifest": {"CREATED_AT_FORMAT"},
@@ -217,6 +218,7 @@ def test_definitions_snapshot(tmp_path):
         "splits_are_disjoint",
         "splits_not_empty",
         "token_ids_below_vocab",
+        "tokens_per_epoch_bounded",
         "weights_positive",
     ]
     assert sorted(j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__")) == [

@@ -1,5 +1,6 @@
 """Manifest format 2: the JSON names each split's shard table and the lineage detail by key, size and sha256;
-a trainer reads only its split's table, every table is verified before use, and format 1 is still read."""
+a trainer keeps only its split's table (it reads the others to refuse a key in two splits), every table is verified
+before use, and format 1 is still read."""
 
 import hashlib
 import json
@@ -39,12 +40,14 @@ def test_the_json_holds_totals_and_refs_and_each_table_is_a_plain_npy(published)
     assert int(rows["tokens"].sum()) == train["tokens"] and train["table"]["key"].startswith("manifests/tables/")
 
 
-def test_a_trainer_reads_only_the_table_of_its_split(published):
+def test_a_trainer_keeps_only_the_table_of_its_split_and_checks_the_others(published):
     root, m = published
+    assert _batches(str(root))
+    assert TokenDataset(str(root), seq_len=32, batch_size=2).opened.manifest.splits["val"].loaded is None  # not kept
     (root / m.splits["val"].table.key).unlink()
-    assert _batches(str(root))  # train needs only the train table
-    with pytest.raises(shard_loader.StoreError, match=m.splits["val"].table.key):
-        shard_loader.open_manifest(str(root))  # all splits: the missing table is named
+    for opening in (lambda: _batches(str(root)), lambda: shard_loader.open_manifest(str(root))):
+        with pytest.raises(shard_loader.StoreError, match=m.splits["val"].table.key):
+            opening()  # train reads val's table too, to refuse a key listed in both: the missing table is named
 
 
 def test_a_changed_table_is_refused_naming_its_key(published):

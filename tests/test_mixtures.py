@@ -53,7 +53,13 @@ def check_results(root, name: str = "blend") -> dict[str, bool]:
     """What the UI shows for the mixture's partition: the latest result of each of its asset checks."""
     with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(dagster_home(root)))) as instance:
         out = {}
-        for check in ("components_verified", "one_tokenizer", "weights_positive", "repeats_within_caps"):
+        for check in (
+            "components_verified",
+            "one_tokenizer",
+            "weights_positive",
+            "repeats_within_caps",
+            "tokens_per_epoch_bounded",
+        ):
             history = instance.event_log_storage.get_asset_check_execution_history(
                 dg.AssetCheckKey(dg.AssetKey("mixture"), check), limit=1
             )
@@ -137,9 +143,16 @@ def test_shard_assets_mix_publishes_the_file_of_the_contract(root):
         done.stdout,
         re.M,
     ), done.stdout
-    assert "audits        4 of 4 passed" in done.stdout and f"version       {version} (newly written" in done.stdout
+    assert "audits        5 of 5 passed" in done.stdout and f"version       {version} (newly written" in done.stdout
     assert check_results(root) == dict.fromkeys(
-        ("components_verified", "one_tokenizer", "weights_positive", "repeats_within_caps"), "SUCCEEDED"
+        (
+            "components_verified",
+            "one_tokenizer",
+            "weights_positive",
+            "repeats_within_caps",
+            "tokens_per_epoch_bounded",
+        ),
+        "SUCCEEDED",
     )
     again = mix(root, blend_spec(budget, math_cap=1000))  # the same inputs: the same version, not written twice
     assert again.returncode == 0 and f"version       {version} (already written" in again.stdout
@@ -245,6 +258,7 @@ def test_a_corrupted_component_file_fails_its_audit_and_leaves_the_live_mixture(
         "one_tokenizer": "SUCCEEDED",
         "weights_positive": "SUCCEEDED",
         "repeats_within_caps": "SUCCEEDED",
+        "tokens_per_epoch_bounded": "SUCCEEDED",
     }
 
 
@@ -375,7 +389,7 @@ def test_a_mixture_of_components_in_a_bucket_is_published_and_audited_there(corp
         version = client.get_object(Bucket="mixes", Key=f"team/mixtures/blend/{live['mixture']['version']}.json")[
             "Body"
         ].read()
-        assert json.loads(version) == live and "audits        4 of 4 passed" in done.stdout
+        assert json.loads(version) == live and "audits        5 of 5 passed" in done.stdout
         assert ACCESS_KEY not in done.stdout + done.stderr and SECRET_KEY not in version.decode()
         # a shard of the component outside the root, corrupted in the bucket: the next version is refused
         key = next(

@@ -71,7 +71,7 @@ def test_the_readme_mix_command_publishes_its_mixture(published):
     assert (
         min(passes.values()) >= 1 and 1 < passes["math"] <= 50
     )  # every component at least once; math repeats, within its cap
-    assert "audits        4 of 4 passed" in done.stdout
+    assert "audits        5 of 5 passed" in done.stdout
 
 
 def test_the_readme_training_loop_serves_the_weights(published):

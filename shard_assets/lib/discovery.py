@@ -9,6 +9,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from shard_loader.format.fields import loads
+
 from .errors import RecordError
 from .layout import discovery_index_key
 from .ownership import claim
@@ -40,7 +42,7 @@ class DiscoveryCursor:
     def from_json(cls, text: str | None) -> DiscoveryCursor:
         """The cursor a sensor stored; none (or one from an older layout) starts a new pass."""
         try:
-            data = json.loads(text or "{}")
+            data = loads(text or "{}")
             return cls(str(data.get("source", "")), str(data.get("after", "")))
         except (ValueError, TypeError, AttributeError):
             return cls()

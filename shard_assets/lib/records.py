@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from shard_loader.format import FileRef, ShardEntry
+from shard_loader.format.fields import loads
 
 from .errors import RecordError, RecordMissingError
 from .store import ObjectMissingError, ObjectStore
@@ -413,7 +414,7 @@ def to_json(record: Any, compact: bool = False) -> bytes:
 def decode(cls: type[R], body: bytes, where: str) -> R:
     """A record from its stored bytes; invalid JSON or a field of the wrong type is a RecordError naming `where`."""
     try:
-        data = json.loads(body)
+        data = loads(body)
     except ValueError as exc:
         raise RecordError(f"{where}: not valid JSON ({exc})") from None
     return from_dict(cls, data, where)

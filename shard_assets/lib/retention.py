@@ -14,6 +14,7 @@ checks, before it reads anything (shard_loader.format.leases).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ from .records import PartRecord, RawRecord, TokenizerRecord, find_record
 from .store import ObjectStore
 
 DAY = 86400.0
+log = logging.getLogger(__name__)
 
 
 def parse_duration(text: str, name: str) -> float:
@@ -128,14 +130,17 @@ def kept_versions(versions: list[Version], live: str | None, policy: Policy, now
 
 def leases(store: ObjectStore, now: float) -> tuple[list[Hold], list[tuple[str, int]]]:
     """The live leases under readers/ (live for their `seconds` after the store last wrote them), and the lapsed
-    ones' keys and sizes. An object there that is not a lease (gc's marks among them) is left alone."""
+    ones' keys and sizes. An object there that is not a lease (gc's marks among them) holds nothing and is left alone;
+    one that tries to be (a forged or hand-written record) is named, so its owner can see why it holds nothing."""
     live, lapsed = [], []
     for key, size in store.list(f"{READERS_DIR}/"):
         if key.endswith(COLLECTING_SUFFIX):
             continue
         try:
             lease = Lease.parse(store.get_bytes(key), key)
-        except ShardLoaderError:
+        except ShardLoaderError as exc:
+            if key.endswith(".json"):  # a record that tries to be a lease (a writer's temporary file is not one yet)
+                log.warning("gc: %s (left in place)", exc)
             continue
         until = store.modified(key) + lease.seconds
         if until > now:

@@ -187,14 +187,15 @@ def _fetch(
     progress = _Progress(ref.key, ref.size, sys.stderr.isatty() if config.progress is None else config.progress)
     fd = part.open(os.O_RDWR | os.O_CREAT)
     try:
-        if os.fstat(fd).st_size != ref.size:
-            os.ftruncate(fd, ref.size)
-        if not ref.size:
-            return
-        try:
-            _fetch_parts(store, ref, fd, journal, count, config, stats, deadline, progress)
-        except RangeNotSupportedError as reason:
-            _fetch_whole(store, ref, fd, journal, config, stats, deadline, progress, reason)
+        with part.mapped():  # a write or sync that finds the disk full is a DiskBudgetError naming the cache
+            if os.fstat(fd).st_size != ref.size:
+                os.ftruncate(fd, ref.size)
+            if not ref.size:
+                return
+            try:
+                _fetch_parts(store, ref, fd, journal, count, config, stats, deadline, progress)
+            except RangeNotSupportedError as reason:
+                _fetch_whole(store, ref, fd, journal, config, stats, deadline, progress, reason)
     finally:
         os.close(fd)
 

@@ -4,7 +4,8 @@ A `CachePath` is the cache's root (the directory the caller chose, which may its
 Every operation walks from the root one folder at a time with `O_NOFOLLOW | O_DIRECTORY` and acts on the last name
 relative to its folder's descriptor (openat, fstatat, unlinkat, renameat), so a symlink swapped in for any part of the
 path between a check and its use is refused, not followed. A file is opened with `O_NOFOLLOW | O_NONBLOCK` and used
-only if `fstat` says it is a regular file. Anything else where the cache keeps a file or a folder (a symlink, a
+only if `fstat` says it is a regular file, and opened for writing only if it has one name (a hard link planted there
+may be another file's inode). Anything else where the cache keeps a file or a folder (a symlink, a
 directory, a FIFO, a device) raises `UnsafeCacheFileError` naming the path, and nothing is read, written or deleted
 through it; other refusals of the file system (permissions, a read-only disk) raise `CacheFileError`.
 """
@@ -94,18 +95,30 @@ class CachePath:
         a bare `raise`: re-raising it from here would keep this frame, which holds it, in its traceback, a reference
         cycle that keeps every caller's frame (and a window's memory maps) alive until the cyclic garbage collector
         runs."""
-        if exc.errno in _NOT_FOLLOWED:
+        if exc.errno in _NOT_FOLLOWED and folder is not None:
             kind = "something else"
             with contextlib.suppress(OSError):
                 kind = describe(os.stat(self.name, dir_fd=folder, follow_symlinks=False).st_mode)
             self.refuse(kind, wanted)
         if exc.errno in _FULL:
             raise DiskBudgetError(
-                f"{self.path}: the disk is full ({exc.strerror}); free space or choose another cache_dir"
+                f"{self.path}: the disk of the cache directory {self.root} is full ({exc.strerror}); free space there "
+                "or choose another cache_dir"
             ) from None
         raise CacheFileError(
             f"{self.path}: {exc.strerror}; the cache needs to read and write its own files here"
         ) from None
+
+    @contextlib.contextmanager
+    def mapped(self) -> Iterator[None]:
+        """The loader's error for an OSError raised inside while using this file's descriptor (a write, a sync, a
+        truncate, a lock): a full disk is a DiskBudgetError naming the cache directory, never a raw OSError."""
+        try:
+            yield
+        except (FileNotFoundError, BlockingIOError):
+            raise  # absent, or a lock held by another: the caller's to handle
+        except OSError as exc:
+            self._fail(exc, None)
 
     @contextlib.contextmanager
     def _folder(self, create: bool) -> Iterator[int | None]:
@@ -146,16 +159,22 @@ class CachePath:
         with self._folder(create=bool(flags & os.O_CREAT)) as folder:
             if folder is None:
                 raise FileNotFoundError(errno.ENOENT, "no such file", str(self.path))
-            try:
-                fd = os.open(self.name, flags | _FILE_FLAGS, mode, dir_fd=folder)
+            try:  # O_TRUNC waits for the checks below: a hard link's other inode is never truncated
+                fd = os.open(self.name, (flags & ~os.O_TRUNC) | _FILE_FLAGS, mode, dir_fd=folder)
             except FileNotFoundError:
                 raise
             except OSError as exc:
                 self._fail(exc, folder)
-        kind = os.fstat(fd).st_mode
-        if not stat.S_ISREG(kind):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             os.close(fd)
-            self.refuse(describe(kind))
+            self.refuse(describe(st.st_mode))
+        if flags & (os.O_WRONLY | os.O_RDWR) and st.st_nlink > 1:  # O_NOFOLLOW does not see a hard link
+            os.close(fd)
+            self.refuse(f"a file that has {st.st_nlink} names (a hard link, perhaps to a file outside the cache)")
+        if flags & os.O_TRUNC:
+            with self.mapped():
+                os.ftruncate(fd, 0)
         return fd
 
     def stat(self) -> os.stat_result | None:
@@ -216,7 +235,7 @@ class CachePath:
     def write_bytes(self, data: bytes, append: bool = False) -> None:
         """Write (or append) `data` to this file, made with its folders if absent."""
         fd = self.open(os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC))
-        with os.fdopen(fd, "wb") as f:
+        with self.mapped(), os.fdopen(fd, "wb") as f:
             f.write(data)
 
     def names(self) -> list[str]:

@@ -32,14 +32,15 @@ class Lease:
     def release(self) -> None:
         """Let go of the file, stamping the lease with the time (eviction takes the least recently released first).
         A lease whose file is not there (never fetched, or evicted) is removed by the last holder out."""
+        lease = lease_path(self.path)
         try:
-            os.utime(self.fd)
+            with lease.mapped():
+                os.utime(self.fd)
             if self.path.stat() is None:
                 try:
                     fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held by nobody else
                 except BlockingIOError:
                     return
-                lease = lease_path(self.path)
                 if lease.holds(self.fd):
                     lease.unlink()
         except CacheFileError:
@@ -54,7 +55,12 @@ def hold(path: CachePath) -> Lease:
     lease = lease_path(path)
     while True:
         fd = lease.open(os.O_RDWR | os.O_CREAT)
-        fcntl.flock(fd, fcntl.LOCK_SH)
+        try:
+            with lease.mapped():
+                fcntl.flock(fd, fcntl.LOCK_SH)
+        except BaseException:
+            os.close(fd)
+            raise
         if lease.holds(fd):
             return Lease(fd, path)
         os.close(fd)  # removed by an evictor between open and lock: take the lease file now at the path

@@ -1,14 +1,31 @@
 """Checked getters for the published JSON documents (the manifest, the mixture file): each refusal names the document,
-the field and what was found, so a bad file is one clear line."""
+the field and what was found, so a bad file is one clear line. `loads` is the one JSON parser for every document the
+loader and the builder read (manifests, mixture files, leases, state records)."""
 
 from __future__ import annotations
 
+import json
 import re
+from collections import Counter
 from typing import Any
 
 from ..errors import ManifestError
 
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        twice = next(k for k, n in Counter(k for k, _ in pairs).items() if n > 1)
+        raise ValueError(f"key {twice!r} appears twice in one object; a reader would see only one of its values")
+    return obj
+
+
+def loads(raw: bytes | str) -> Any:
+    """`json.loads` that refuses a key written twice in one object (read last-wins, a forged second `components` or
+    split would be served unseen): a ValueError naming the key, as for any other invalid JSON."""
+    return json.loads(raw, object_pairs_hook=_unique)
 
 
 def field(obj: Any, name: str, kind: type | tuple[type, ...], where: str) -> Any:

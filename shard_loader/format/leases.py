@@ -13,7 +13,9 @@ import json
 import re
 from dataclasses import asdict, dataclass
 
+from ..arguments import MAX_DAYS, MAX_SECONDS
 from ..errors import ManifestError
+from .fields import loads
 from .keys import check_key
 
 READERS_DIR = "readers"
@@ -55,7 +57,7 @@ class Lease:
     def parse(cls, raw: bytes, key: str) -> Lease:
         """A lease from its object's bytes; anything else is a ManifestError naming the key."""
         try:
-            data = json.loads(raw)
+            data = loads(raw)
             if data.get("format") != LEASE_FORMAT or data.get("kind") not in KINDS:
                 raise ValueError(f"format {data.get('format')!r}, kind {data.get('kind')!r}")
             lease = cls(
@@ -67,7 +69,12 @@ class Lease:
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ManifestError(f"{key}: not a reader lease ({exc})") from None
-        if lease_key(lease.version, lease.holder) != key or lease.seconds < 0:
+        if not 0 <= lease.seconds <= MAX_SECONDS:  # NaN fails this too: a lease's end must be a date every clock has
+            raise ManifestError(
+                f"{key}: seconds {lease.seconds} is not from 0 to {MAX_SECONDS:.0f} ({MAX_DAYS} days); it holds "
+                "nothing: delete it, or pin the version again with shard-loader pin --for"
+            )
+        if lease_key(lease.version, lease.holder) != key:
             raise ManifestError(
                 f"{key}: a lease of {lease.version}/{lease.holder} for {lease.seconds} s does not belong at this key"
             )

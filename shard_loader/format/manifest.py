@@ -2,7 +2,7 @@
 
 Keys are relative to the dataset root (see keys.py). Format 2 keeps the JSON small: each split's
 shards are a table (table.py) and the per-partition lineage a JSON file, both named in the manifest
-by key, size and sha256, so a trainer reads only the table of the split it serves. Format 1 (shards
+by key, size and sha256, so a trainer keeps only the table of the split it serves. Format 1 (shards
 listed inline) is still read.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import IntegrityError, ManifestError
 from .entries import FileRef, ShardEntry
-from .fields import SHA256_HEX as _SHA256, count as _count, field as _get
+from .fields import SHA256_HEX as _SHA256, count as _count, field as _get, loads
 from .keys import LINEAGE_DIR, TABLES_DIR, check_key
 from .table import ShardTable
 
@@ -159,16 +159,17 @@ class Manifest:
         )
 
     def with_tables(self, read: Reader, splits: Sequence[str] | None = None) -> Manifest:
-        """This manifest with the shard tables of `splits` (default all) read, verified and checked; a key listed by
-        two of the loaded tables is refused (a shard belongs to one split)."""
+        """This manifest with the shard tables of `splits` (default all) read, verified and checked. When any is read,
+        so are the others, to refuse a key listed by two splits (a shard belongs to one split: val would serve train's
+        data), and only those of `splits` are kept."""
         names = list(self.splits) if splits is None else [name for name in splits if self.split(name)]
         itemsize = TOKEN_DTYPES[self.token_dtype]
-        loaded = {
-            n: (s.with_table(read(s.table), itemsize) if n in names and s.table and s.loaded is None else s)
+        every = {
+            n: (s.with_table(read(s.table), itemsize) if names and s.table and s.loaded is None else s)
             for n, s in self.splits.items()
         }
-        _check_splits_disjoint({n: s.loaded for n, s in loaded.items() if s.loaded is not None})
-        return replace(self, splits=loaded)
+        _check_splits_disjoint({n: s.loaded for n, s in every.items() if s.loaded is not None})
+        return replace(self, splits={n: every[n] if n in names else s for n, s in self.splits.items()})
 
     def with_lineage(self, read: Reader) -> Manifest:
         """This manifest with its per-partition lineage read and verified (format 1 has it inline)."""
@@ -245,9 +246,9 @@ def _check_splits_disjoint(tables: dict[str, ShardTable]) -> None:
 
 def parse_json(raw: bytes | str, origin: str) -> Any:
     """Parse a JSON document no deeper than MAX_DEPTH (deeper nesting exhausts Python's recursion when it is
-    printed)."""
+    printed), each key once per object."""
     try:
-        doc = json.loads(raw)
+        doc = loads(raw)
     except RecursionError:
         raise ManifestError(
             f"{origin}: nests deeper than Python can parse; a manifest nests at most {MAX_DEPTH} levels"

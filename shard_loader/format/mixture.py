@@ -15,12 +15,14 @@ from .entries import FileRef
 from .fields import SHA256_HEX, count, counts, text
 from .fields import field as get_field
 from .keys import check_key
-from .manifest import TOKEN_DTYPES, parse_json
+from .manifest import TOKEN_DTYPES, Manifest, parse_json
 
 MIXTURE_FORMAT = "shard-mixture"
 MIXTURE_FORMAT_VERSION = 1
 MIXTURE_VERSIONS = (1,)  # the format versions this reader knows
 WEIGHT_TOLERANCE = 1e-6  # the builder writes weights normalised to sum to 1
+MAX_COMPONENTS = 1024  # far past any real blend; each component is a dataset opened, cached and held by every worker
+MAX_TOKENS_PER_EPOCH = 1 << 48  # 2.8e14: stream positions stay within 64 bits for 32,768 epochs even at stride 1
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
@@ -30,6 +32,17 @@ class MixtureTokenizer:
     vocab_size: int
     eod_id: int
     token_dtype: str
+
+    def check(self, manifest: Manifest, where: str) -> None:
+        """Refuse a component manifest whose tokenizer or token dtype is not this record's (a forged record would be
+        served and printed as the mixture's), naming the field and both values."""
+        tok = manifest.tokenizer
+        found = {"fingerprint": tok.fingerprint, "vocab_size": tok.vocab_size, "eod_id": tok.eod_id}
+        for name, value in found.items():
+            if value != getattr(self, name):
+                raise ManifestError(f"{where}: tokenizer {name} {value!r} is not the mixture's {getattr(self, name)!r}")
+        if manifest.token_dtype != self.token_dtype:
+            raise ManifestError(f"{where}: token_dtype {manifest.token_dtype} is not the mixture's {self.token_dtype}")
 
 
 @dataclass(frozen=True)
@@ -78,7 +91,20 @@ class MixtureFile:
                 f"{origin}: tokens_per_epoch has no split {split!r} (has {sorted(self.tokens_per_epoch)}); the mixture "
                 "cannot serve it"
             )
+        if problem := self.epoch_too_large(split):
+            raise ManifestError(f"{origin}: {problem}")
         return self.tokens_per_epoch[split]
+
+    def epoch_too_large(self, split: str) -> str | None:
+        """What is wrong with `split`'s tokens_per_epoch if it is past MAX_TOKENS_PER_EPOCH (epoch arithmetic would
+        overflow 64 bits), else None."""
+        tokens = self.tokens_per_epoch[split]
+        if tokens <= MAX_TOKENS_PER_EPOCH:
+            return None
+        return (
+            f"tokens_per_epoch.{split}: {tokens:,} is more than {MAX_TOKENS_PER_EPOCH:,} (2**48), the most one mixture "
+            "epoch may hold; give a smaller budget"
+        )
 
     @property
     def identity(self) -> MixtureFile:
@@ -154,6 +180,11 @@ def parse_mixture(raw: bytes | str, origin: str = "mixture") -> MixtureFile:
     entries = get_field(doc, "components", list, origin)
     if not entries:
         raise ManifestError(f"{origin}.components: a mixture needs at least one component")
+    if len(entries) > MAX_COMPONENTS:
+        raise ManifestError(
+            f"{origin}.components: {len(entries):,} components, more than the {MAX_COMPONENTS:,} a mixture may have "
+            "(each is a dataset every worker opens); merge components into datasets"
+        )
     components = tuple(_component(c, f"{origin}.components[{i}]") for i, c in enumerate(entries))
     seen: dict[str, int] = {}
     for i, c in enumerate(components):

@@ -2,7 +2,7 @@
 
 The manifest names each split's table by key, size and sha256, and the table is published as a
 standard `.npy` file (`numpy.load(path, allow_pickle=False)` reads it). A reader parses the small
-JSON, loads only the table of the split it serves, and builds a `ShardEntry` only for the rows it
+JSON, keeps only the table of the split it serves, and builds a `ShardEntry` only for the rows it
 uses: start-up and memory stay flat at tens of thousands of shards, and forked workers share the
 array's pages instead of each holding a tree of Python objects.
 """

@@ -100,15 +100,7 @@ def where(opened: OpenedMixture, i: int) -> str:
 def check_component(opened: OpenedMixture, i: int, manifest: Manifest) -> None:
     """Refuse a component manifest that is not the one the mixture names, or has another tokenizer or token dtype."""
     mix, c = opened.file, opened.file.components[i]
-    if manifest.tokenizer.fingerprint != mix.tokenizer.fingerprint:
-        raise ManifestError(
-            f"{where(opened, i)}: tokenizer fingerprint {manifest.tokenizer.fingerprint!r} is not the mixture's "
-            f"{mix.tokenizer.fingerprint!r}"
-        )
-    if manifest.token_dtype != mix.tokenizer.token_dtype:
-        raise ManifestError(
-            f"{where(opened, i)}: token_dtype {manifest.token_dtype} is not the mixture's {mix.tokenizer.token_dtype}"
-        )
+    mix.tokenizer.check(manifest, where(opened, i))
     if (manifest.dataset, manifest.version) != (c.dataset, c.version):
         raise ManifestError(
             f"{where(opened, i)}: the manifest is {manifest.dataset}@{manifest.version}, the mixture names "

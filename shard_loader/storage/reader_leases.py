@@ -207,10 +207,51 @@ def _being_collected(store: Store, version: str, opened_key: str) -> bool:
     return False
 
 
-def hold_reader_lease(store: Store, version: str, opened_key: str) -> ReaderLease | None:
-    """Protect `version` of the dataset in `store` for as long as this process reads it: a renewed lease, or, where
-    none can be written, one warning saying what protects it instead. A version opened by its pinned manifest is
-    looked up again once leased, so a collection that raced the opening is found now, not mid-epoch."""
+class SharedLease:
+    """One holder's share of this process's lease on a version (a mixture's components often share a dataset
+    version): the lease is written and renewed once, and removed when the last share is released or collected."""
+
+    def __init__(self, key: tuple[int, str, str]):
+        self._release = weakref.finalize(self, _unshare, key)
+
+    def release(self) -> None:
+        self._release()
+
+
+_SHARED: dict[tuple[int, str, str], tuple[ReaderLease, int]] = {}  # (pid, store, version) -> the lease, its shares
+_SHARED_LOCK = threading.Lock()
+
+
+def _unshare(key: tuple[int, str, str]) -> None:
+    with _SHARED_LOCK:
+        lease, shares = _SHARED[key]
+        if shares > 1:
+            _SHARED[key] = (lease, shares - 1)
+            return
+        del _SHARED[key]
+    lease.release()
+
+
+def hold_reader_lease(store: Store, version: str, opened_key: str) -> SharedLease | None:
+    """Protect `version` of the dataset in `store` for as long as this process reads it: a share of a renewed lease
+    (one per version and process), or, where none can be written, one warning saying what protects it instead."""
+    key = (os.getpid(), store.url, version)  # a forked child renews nothing of its parent's
+    with _SHARED_LOCK:
+        if key in _SHARED:
+            lease, shares = _SHARED[key]
+            _SHARED[key] = (lease, shares + 1)
+            return SharedLease(key)
+        held = _hold(store, version, opened_key)
+        if held is None:
+            return None
+        _SHARED[key] = (held, 1)
+        return SharedLease(key)
+
+
+def _hold(store: Store, version: str, opened_key: str) -> ReaderLease | None:
+    """A new renewed lease on `version`, or None with a warning where none can be written. A version opened by its
+    pinned manifest is looked up again once leased, so a collection that raced the opening is found now, not
+    mid-epoch."""
     lease = ReaderLease(store, version)
     if not lease.acquire():
         log.warning(

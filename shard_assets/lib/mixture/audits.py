@@ -25,6 +25,8 @@ AUDITS = {
     "one_tokenizer": "Every component was tokenized with the mixture's tokenizer (one fingerprint).",
     "weights_positive": "Every weight is positive and the weights sum to 1.",
     "repeats_within_caps": "No component is read more times per mixture epoch than its max_repeats allows.",
+    "tokens_per_epoch_bounded": "Every split's tokens_per_epoch is within the loader's bound (2**48), so epoch "
+    "arithmetic stays in 64 bits.",
 }
 
 
@@ -130,7 +132,19 @@ def _repeats_within_caps(m: MixtureFile) -> Audit:
     return Audit("repeats_within_caps", not problems, "passes per mixture epoch: " + ", ".join(shown), tuple(problems))
 
 
+def _tokens_per_epoch_bounded(m: MixtureFile) -> Audit:
+    problems = tuple(p for split in m.tokens_per_epoch if (p := m.epoch_too_large(split)))
+    shown = ", ".join(f"{split} {tokens:,}" for split, tokens in m.tokens_per_epoch.items())
+    return Audit("tokens_per_epoch_bounded", not problems, shown, problems)
+
+
 def audit_mixture(m: MixtureFile, store_root: str, client: Any = None) -> tuple[Audit, ...]:
     """Every blocking audit of a written mixture version (`m` as read back from the store)."""
     checks = [check_component(c, store_root, client) for c in m.components]
-    return (_components_verified(checks), _one_tokenizer(m, checks), _weights_positive(m), _repeats_within_caps(m))
+    return (
+        _components_verified(checks),
+        _one_tokenizer(m, checks),
+        _weights_positive(m),
+        _repeats_within_caps(m),
+        _tokens_per_epoch_bounded(m),
+    )
