@@ -14,7 +14,7 @@ import json
 import math
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from importlib import metadata
@@ -249,6 +249,21 @@ def encoders_for(tokenizer_json: str) -> tuple[Encoder, ReferenceEncoder]:
     """The selected engine and the reference that guards it (the same object when the engine is the reference)."""
     engine = select_encoder(tokenizer_json)
     return engine, engine if isinstance(engine, ReferenceEncoder) else ReferenceEncoder(tokenizer_json)
+
+
+_BUILT: dict[str, tuple[Encoder, ReferenceEncoder]] = {}  # by tokenizer fingerprint, the latest last
+KEEP_BUILT = 2  # a worker serves one tokenizer, two while it changes
+
+
+def encoders_of(fingerprint: str, load: Callable[[], str]) -> tuple[Encoder, ReferenceEncoder]:
+    """`encoders_for` the tokenizer whose file has this fingerprint (its content hash, so the file never changes under
+    it), built once per process and reused by every partition and run after it; `load` reads the file when they are
+    not built yet."""
+    if fingerprint not in _BUILT:
+        while len(_BUILT) >= KEEP_BUILT:
+            _BUILT.pop(next(iter(_BUILT)))
+        _BUILT[fingerprint] = encoders_for(load())
+    return _BUILT[fingerprint]
 
 
 GUARD_DEPTH = 8  # sampled batches the guard's thread may lag behind the engine (their sampled text, and its ids)
