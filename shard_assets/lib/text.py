@@ -62,11 +62,11 @@ def to_arrow(texts: list[str]) -> pa.Array:
 
 
 def normalise_column(texts: pa.Array) -> pa.Array:
-    """The normalisation rule over a large_string column (after `to_arrow`)."""
+    """The normalisation rule over a string column (`to_arrow`'s, or a parquet file's), as large_string."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    texts = pc.replace_substring_regex(texts, _LINE_BREAK, "\n")
+    texts = pc.replace_substring_regex(texts.cast(pa.large_string()), _LINE_BREAK, "\n")
     sensitive = pc.match_substring_regex(texts, _nfc_sensitive())
     if pc.any(sensitive).as_py():
         picked = pc.filter(texts, sensitive).to_pylist()
