@@ -121,4 +121,6 @@ def test_a_raw_partition_holds_what_the_per_document_rule_keeps(tmp_path):
     assert stats.bytes_out == sum(len(t.encode()) for t in kept)
     edges = HISTOGRAM_EDGES[:-1]
     assert stats.length_histogram == Counter(max(lo for lo in edges if len(t) >= lo) for t in kept)
-    assert normalise_column(pa.array(["e\u0301 x\r\n"], pa.string())).to_pylist() == ["\u00e9 x"]  # a parquet file's string column
+    assert normalise_column(pa.array(["e\u0301 x\r\n"], pa.string())).to_pylist() == [
+        "\u00e9 x"
+    ]  # a parquet file's string column
