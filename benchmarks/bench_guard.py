@@ -65,8 +65,9 @@ KINDS = (
 )
 
 
-def _guarded(engine, reference, texts: list[str], budget: float, kind: str | None) -> bool:
-    """Whether the guard at `budget` passes the partition (False: ExactnessError)."""
+def _guarded(engine, reference, texts: list[str], budget: float, kind: str | None, counts: list | None = None) -> bool:
+    """Whether the guard at `budget` passes the partition (False: ExactnessError); appends its GuardResult to
+    `counts`."""
     from shard_assets.lib.encoders import ExactnessError, ExactnessGuard
 
     guard = ExactnessGuard(engine, reference, "p", len(texts), budget=budget)
@@ -74,7 +75,9 @@ def _guarded(engine, reference, texts: list[str], budget: float, kind: str | Non
         for i in range(0, len(texts), BATCH):
             batch = texts[i : i + BATCH]
             guard.check(batch, _planted(engine, batch, kind) if kind else engine.encode(batch))
-        guard.finish()
+        result = guard.finish()
+        if counts is not None:
+            counts.append(result)
     except ExactnessError:
         guard.close()
         return False
@@ -93,6 +96,7 @@ def run(size, work: Path) -> dict:
     engine, reference = encoders_for(_tokenizer(work, work / "sources" / "web-000.parquet").read_text())
     variants = ["engine alone", *(f"guard {b}" for b in BUDGETS)]
     cpu: dict[str, list[float]] = {v: [] for v in variants}
+    counts: dict[str, list] = {v: [] for v in variants}
     for rep in range(REPETITIONS):
         for v in variants[rep % len(variants) :] + variants[: rep % len(variants)]:
             started = time.process_time()
@@ -101,13 +105,22 @@ def run(size, work: Path) -> dict:
                     for i in range(0, len(texts), BATCH):
                         engine.encode(texts[i : i + BATCH])
                 else:
-                    assert _guarded(engine, reference, texts, float(v.split()[1]), None)
+                    assert _guarded(engine, reference, texts, float(v.split()[1]), None, counts[v])
             cpu[v].append(time.process_time() - started)
     caught = {(k, b): sum(not _guarded(engine, reference, t, b, k) for t in partitions) for k in KINDS for b in BUDGETS}
     summary = [
         {
             "figure": f"{v}: CPU-s over {files} partitions / engine alone (median of per-repetition ratios)",
             "value": f"{statistics.median(c / e for c, e in zip(cpu[v], cpu['engine alone'])):.2f}",
+        }
+        for v in variants[1:]
+    ]
+    summary += [
+        {
+            "figure": f"{v}: documents compared per partition / share of tokens re-encoded by the reference",
+            "value": f"{statistics.median(r.sampled for r in counts[v]):.0f} of "
+            f"{statistics.median(r.documents for r in counts[v]):.0f} / "
+            f"{sum(r.sampled_tokens for r in counts[v]) / sum(r.tokens for r in counts[v]):.2%}",
         }
         for v in variants[1:]
     ]
