@@ -27,6 +27,9 @@ ROW_GROUP = 2000
 # more to read, 2.8x smaller (1.9 MB): ~6 core-hours per 2T tokens for ~6 TB less stored and moved. lz4 saves
 # 0.005 CPU-s of it and stores 1.4x more; snappy is no faster than zstd and stores 1.4x more.
 COMPRESSION = "zstd"
+# No dictionary or min/max statistics for the text column: documents are unique, so the dictionary is built and dropped,
+# and statistics of long texts are never read (0.040 -> 0.034 CPU-s to write 10.7 MB).
+TEXT_ENCODING = {"use_dictionary": ["doc_hash"], "write_statistics": ["doc_hash"]}
 HISTOGRAM_EDGES = [0, 64, 256, 1024, 4096, 16384, 65536, 262144, math.inf]
 
 
@@ -62,7 +65,7 @@ def write_raw_partition(spec: DatasetSpec, files: SourceFile | PartitionRecord, 
     seen = np.empty(0, dtype=np.uint64)
     content = hashlib.sha256()
     schema = pa.schema([("text", pa.large_string()), ("doc_hash", pa.uint64())])
-    with pq.ParquetWriter(out, schema, compression=COMPRESSION) as writer:
+    with pq.ParquetWriter(out, schema, compression=COMPRESSION, **TEXT_ENCODING) as writer:
         for batch in (b for piece in pieces for b in iter_document_columns(source, piece, spec.batch_documents)):
             stats.documents_in += len(batch)
             stats.bytes_in += int(pc.sum(pc.binary_length(batch)).as_py() or 0)

@@ -30,8 +30,9 @@ _SPACE = "".join(c for c in map(chr, range(0x3001)) if c.isspace())  # str.strip
 
 @cache
 def _nfc_sensitive() -> str:
-    """An RE2 class of the characters that can make Python's NFC change a text: a nonzero combining class, a canonical
-    decomposition that NFC does not restore (NFC_Quick_Check=No), or the second half of a canonical pair (=Maybe)."""
+    """The RE2 class ranges of the characters that can make Python's NFC change a text: a nonzero combining class, a
+    canonical decomposition that NFC does not restore (NFC_Quick_Check=No), or the second half of a canonical pair
+    (=Maybe)."""
     chars = set(range(0x1161, 0x1176)) | set(range(0x11A8, 0x11C3))  # Hangul vowel and trailing jamo compose
     for i in range(0x110000):
         c = chr(i)
@@ -48,7 +49,13 @@ def _nfc_sensitive() -> str:
             ranges[-1][1] = i
         else:
             ranges.append([i, i])
-    return "[" + "".join(rf"\x{{{a:x}}}-\x{{{b:x}}}" for a, b in ranges) + "]"
+    return "".join(rf"\x{{{a:x}}}-\x{{{b:x}}}" for a, b in ranges)
+
+
+@cache
+def _nfc_or_control() -> str:
+    """An RE2 class of the characters NFC could change or the rule removes."""
+    return f"[{_nfc_sensitive()}{_CONTROL[1:-1]}]"
 
 
 def to_arrow(texts: list[str]) -> pa.Array:
@@ -67,13 +74,13 @@ def normalise_column(texts: pa.Array) -> pa.Array:
     import pyarrow.compute as pc
 
     texts = pc.replace_substring_regex(texts.cast(pa.large_string()), _LINE_BREAK, "\n")
-    sensitive = pc.match_substring_regex(texts, _nfc_sensitive())
-    if pc.any(sensitive).as_py():
-        picked = pc.filter(texts, sensitive).to_pylist()
-        texts = pc.replace_with_mask(
-            texts, sensitive, pa.array([unicodedata.normalize("NFC", t) for t in picked], pa.large_string())
+    picked = pc.match_substring_regex(texts, _nfc_or_control())  # one scan; most documents need neither step
+    if pc.any(picked).as_py():
+        nfc = pa.array(
+            [unicodedata.normalize("NFC", t) for t in pc.filter(texts, picked).to_pylist()], pa.large_string()
         )
-    return pc.utf8_trim(pc.replace_substring_regex(texts, _CONTROL, ""), characters=_SPACE)
+        texts = pc.replace_with_mask(texts, picked, pc.replace_substring_regex(nfc, _CONTROL, ""))
+    return pc.utf8_trim(texts, characters=_SPACE)
 
 
 def normalise(text: str) -> str:
