@@ -188,7 +188,7 @@ def _engine(store: Path, tok_json: str) -> tuple[int, float]:
 
 def run(size, work: Path) -> dict:
     work.mkdir(parents=True, exist_ok=True)
-    files, file_mb = (5, 8) if size.name == "small" else (9, 40) if size.name == "large" else (9, 16)
+    files, file_mb = (5, 8) if size.name == "small" else (9, 40) if size.name == "large" else (5, 40)
     sources = write_sources(work / "sources", files, file_mb)
     tokenizer = _tokenizer(work, sources[0])
     tok_json = tokenizer.read_text()
