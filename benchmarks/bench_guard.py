@@ -91,7 +91,7 @@ def run(size, work: Path) -> dict:
 
     work.mkdir(parents=True, exist_ok=True)
     os.environ["RAYON_NUM_THREADS"] = "1"
-    files, file_mb = (5, 8) if size.name == "small" else (9, 16)
+    files, file_mb = (5, 8) if size.name == "small" else (9, 40) if size.name == "large" else (5, 40)
     partitions = _partitions(work, files, file_mb)
     engine, reference = encoders_for(_tokenizer(work, work / "sources" / "web-000.parquet").read_text())
     variants = ["engine alone", *(f"guard {b}" for b in BUDGETS)]
