@@ -14,7 +14,7 @@ import json
 import math
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from importlib import metadata
@@ -251,8 +251,30 @@ def encoders_for(tokenizer_json: str) -> tuple[Encoder, ReferenceEncoder]:
     return engine, engine if isinstance(engine, ReferenceEncoder) else ReferenceEncoder(tokenizer_json)
 
 
+_BUILT: dict[str, tuple[Encoder, ReferenceEncoder]] = {}  # by tokenizer fingerprint, the latest last
+KEEP_BUILT = 2  # a worker serves one tokenizer, two while it changes
+
+
+def encoders_of(fingerprint: str, load: Callable[[], str]) -> tuple[Encoder, ReferenceEncoder]:
+    """`encoders_for` the tokenizer whose file has this fingerprint (its content hash, so the file never changes under
+    it), built once per process and reused by every partition and run after it; `load` reads the file when they are
+    not built yet."""
+    if fingerprint not in _BUILT:
+        while len(_BUILT) >= KEEP_BUILT:
+            _BUILT.pop(next(iter(_BUILT)))
+        _BUILT[fingerprint] = encoders_for(load())
+    return _BUILT[fingerprint]
+
+
 GUARD_DEPTH = 8  # sampled batches the guard's thread may lag behind the engine (their sampled text, and its ids)
-GUARD_BUDGET = 0.02  # the reference's share of a partition's tokens, above GUARD_FLOOR_TOKENS
+# The reference's share of a partition's tokens, above GUARD_FLOOR_TOKENS. The reference is ~120x slower than the
+# engine, so a share s costs ~120s of the engine's time (benchmarks/bench_guard.py, web-like partitions of 1.9M tokens:
+# the guard at 0.02 / 0.01 / 0.005 / 0.002 cost 2.85 / 1.89 / 1.30 / 1.19 engine-times, comparing 12 / 7 / 6 / 5
+# documents a partition; the planted classes (1 in 100 documents, documents of one script, the ends of documents over
+# 64K characters) were caught in the same partitions at every budget). Below 0.005 the floor and the longest document's
+# piece are most of the cost. A class of difference in a share f of documents escapes a build comparing n documents in
+# all with probability (1 - f)^n: at 2T tokens ~1M documents, so f = 1e-5 is caught with 1 - e^-10.
+GUARD_BUDGET = 0.005
 GUARD_FLOOR_TOKENS = 1 << 13  # compared whatever the partition's size (a partition this small is compared whole)
 PIECE_CHARS = 1 << 15  # a longer document is compared in pieces of about this many characters (~8K tokens)
 MAX_PIECE_CHARS = (

@@ -22,7 +22,7 @@ import numpy as np
 from shard_loader.format import FileRef, ShardEntry, ShardWriter, shard_base_key
 
 from .background import Background
-from .encoders import Encoder, ReferenceEncoder, encoders_for
+from .encoders import Encoder, ReferenceEncoder, encoders_of
 from .encoding import EncodeSettings, TokenizeStats, tokenize_partition
 from .errors import BuildError
 from .layout import part_record_key, quarantine_key, raw_record_key, tokenizer_key
@@ -65,7 +65,8 @@ class TokenizeJob:
         store must hold the spec's dataset (ownership.claim)."""
         claim(store, spec.name, spec.origin)
         record = current_tokenizer(store)
-        engine, reference = encoders_for(store.get_bytes(tokenizer_key(record.fingerprint)).decode())
+        key = tokenizer_key(record.fingerprint)
+        engine, reference = encoders_of(record.fingerprint, lambda: store.get_bytes(key).decode())
         settings = EncodeSettings(
             record.eod_id, record.token_dtype, spec.val_fraction, spec.batch_documents, spec.on_mismatch
         )

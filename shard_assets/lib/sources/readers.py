@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING, BinaryIO
 from ..errors import SourceError
 from ..partitioning import FilePiece
 from ..spec import SourceSpec
+from ..text import to_arrow
 from .listing import SourceFile
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyarrow.parquet import ParquetFile
 
 PARQUET_BUFFER = 8 << 20
@@ -55,9 +57,7 @@ def parquet_row_group_bytes(source: SourceSpec, file: SourceFile) -> list[int]:
         ]
 
 
-def _parquet_batches(
-    source: SourceSpec, uri: str, size: int, row_groups: tuple[int, int] | None
-) -> Iterator[list[str]]:
+def _parquet_batches(source: SourceSpec, uri: str, size: int, row_groups: tuple[int, int] | None) -> Iterator[pa.Array]:
     import pyarrow as pa
 
     col = source.text_column
@@ -87,11 +87,10 @@ def _parquet_batches(
                 if arr.null_count:
                     first = row + arr.is_null().to_pylist().index(True)
                     raise SourceError(f"{uri}: column {col!r} has a null at row {first}; every document needs text")
-                if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
-                    arr = arr.cast(pa.large_string() if pa.types.is_large_binary(kind) else pa.string())
+                arr = arr.cast(pa.large_string())
                 arr.validate(full=True)
                 row += len(arr)
-                yield arr.to_pylist()
+                yield arr
         except (pa.ArrowException, OSError) as exc:
             raise SourceError(f"{uri}: failed reading column {col!r} near row {row}: {exc}") from None
 
@@ -133,10 +132,12 @@ def _text_documents(source: SourceSpec, uri: str) -> Iterator[str]:
         yield pending
 
 
-def iter_document_batches(
+def _limited_batches(
     source: SourceSpec, file: SourceFile | FilePiece, batch_documents: int
-) -> Iterator[list[str]]:
-    """Batches of raw document texts from one file (or its registered row groups), stopping after `max_documents`."""
+) -> Iterator[list[str] | pa.Array]:
+    """Batches of raw document texts from one file (or its registered row groups), stopping after `max_documents`: a
+    parquet file's as Arrow columns, the others' as Python texts."""
+    batches: Iterator[list[str] | pa.Array]
     if source.format == "parquet":
         batches = _parquet_batches(
             source, file.uri, batch_documents, file.row_groups if isinstance(file, FilePiece) else None
@@ -150,7 +151,21 @@ def iter_document_batches(
         if remaining is not None:
             batch = batch[:remaining]
             remaining -= len(batch)
-        if batch:
+        if len(batch):
             yield batch
         if remaining == 0:
             return
+
+
+def iter_document_batches(
+    source: SourceSpec, file: SourceFile | FilePiece, batch_documents: int
+) -> Iterator[list[str]]:
+    """Batches of raw document texts from one file (or its registered row groups), stopping after `max_documents`."""
+    for batch in _limited_batches(source, file, batch_documents):
+        yield batch if isinstance(batch, list) else batch.to_pylist()
+
+
+def iter_document_columns(source: SourceSpec, file: SourceFile | FilePiece, batch_documents: int) -> Iterator[pa.Array]:
+    """The same batches as large_string columns (lone surrogates of a JSONL text as U+FFFD): what ingest reads."""
+    for batch in _limited_batches(source, file, batch_documents):
+        yield to_arrow(batch) if isinstance(batch, list) else batch

@@ -1,0 +1,46 @@
+"""Issue 35: the Dagster events a build writes per partition are bounded (each is a SQLite write in a local build):
+the ingest and tokenize runs add at most 3 per partition (planned, materialization, one log line) whatever else the
+run writes once."""
+
+import json
+from collections import Counter
+
+import dagster as dg
+import pytest
+
+from shard_assets.defs.resources import DatasetResource, StoreResource
+from shard_assets.lib.spec import load_spec
+from shard_assets.runner import build_dataset
+
+pytestmark = pytest.mark.integration
+EVENTS_PER_PARTITION = 3
+
+
+def _events_by_job(tmp_path, files: int) -> Counter[str]:
+    src = tmp_path / f"src{files}"
+    src.mkdir()
+    for i in range(files):
+        docs = (json.dumps({"text": f"document {i} {j} " + "word " * 50}) + "\n" for j in range(100))
+        (src / f"f{i}.jsonl").write_text("".join(docs))
+    spec = tmp_path / f"spec{files}.toml"
+    spec.write_text(
+        'name = "e"\nval_fraction = 0.1\n[tokenizer]\nkind = "train_bpe"\nvocab_size = 300\n'
+        f'[[sources]]\nname = "s"\nuri = "{src}/*.jsonl"\nformat = "jsonl"\n'
+    )
+    instance = dg.DagsterInstance.ephemeral()
+    resources = {
+        "dataset": DatasetResource(spec_path=str(spec)),
+        "store": StoreResource(root=str(tmp_path / f"s{files}")),
+    }
+    result = build_dataset(instance, load_spec(spec), resources)
+    events: Counter[str] = Counter()
+    for run_id in result.run_ids:
+        events[instance.get_run_by_id(run_id).job_name] += len(instance.all_logs(run_id))
+    return events
+
+
+def test_each_partition_adds_a_bounded_number_of_events(tmp_path):
+    two, six = _events_by_job(tmp_path, 2), _events_by_job(tmp_path, 6)
+    for job in ("ingest_job", "tokenize_job"):
+        assert 0 < six[job] - two[job] <= 4 * EVENTS_PER_PARTITION, (job, two[job], six[job])
+    assert six["publish_job"] == two["publish_job"] and six["tokenizer_job"] == two["tokenizer_job"]
