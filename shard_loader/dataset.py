@@ -236,9 +236,14 @@ class TokenDataset:
         """Where the stream stands (the same on every rank at the same step), and what it must be restored onto."""
         return LoaderState(self.stream_key(), self.world.world_size, self.position).to_dict()
 
+    def parse_state(self, state: dict[str, Any]) -> LoaderState:
+        """A saved state as a record (world size, position, and `check(stream_key)`), not yet checked against this
+        stream: the torch side reads every dataset's states, and its workers', through this and load_state_dict."""
+        return LoaderState.from_dict(state)
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from a saved state; with another world size, the rest of the interrupted window is dealt anew."""
-        saved = LoaderState.from_dict(state)
+        saved = self.parse_state(state)
         saved.check(self.stream_key())
         self._check_cursor(saved.position)
         self.position = saved.position

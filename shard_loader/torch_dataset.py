@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 from .arguments import ArgumentError, integer
 from .dataset import TokenDataset
 from .errors import ShardLoaderError
-from .state import LoaderState, Position, StateError
+from .state import Position, StateError
 from .world import Consumer
 
 _MOVES, _SERVED_BY, _ANCHOR = 0, 1, 2  # fields of the shared tensor: the anchor's ints start at _ANCHOR
@@ -132,10 +132,10 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         # current pass started, as the dataset encodes a position in ints
         width = len(self.data.encode_position(self.data.position))
         self._shared: torch.Tensor = torch.zeros(_ANCHOR + width, dtype=torch.int64).share_memory_()
+        self._store(self.data.position)  # zeros are no mixture's position: a spawned worker plans from this anchor
         self._owners: torch.Tensor = torch.zeros(
             _MAX_WORKERS, dtype=torch.int64
         ).share_memory_()  # the pass each worker id serves
-        self._served = 0  # batches handed to the trainer since the anchor (main process only)
         self.grouped = False  # set by TokenDataLoader: serve groups into its slots
         self.slots: list[torch.Tensor] = []  # workers * slots_per_worker tensors (rows, span), set by TokenDataLoader
         self.slot_components: list[
@@ -199,7 +199,7 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         self._shared[_SERVED_BY] = 0
         if moved:
             self._shared[_MOVES] += 1
-        self._served = 0
+        self._served = 0  # batches handed to the trainer since the anchor (main process only)
 
     def __len__(self) -> int:
         """Batches (not groups) this rank serves in the current epoch."""
@@ -237,8 +237,10 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
             raise StateError(
                 "state_dict is one DataLoader worker's place: load the StatefulDataLoader's whole state_dict()"
             )
-        from_loader = isinstance(state, dict) and not _LOADER_KEYS.isdisjoint(state)
-        self.data.load_state_dict(self._from_loader_state(state) if from_loader else state)
+        if isinstance(state, dict) and not _LOADER_KEYS.isdisjoint(state):
+            self._load_loader_state(state)
+        else:
+            self.data.load_state_dict(state)
         self._store(self.data.position, moved=True)
 
     def advance(self) -> None:
@@ -382,8 +384,8 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
                 "a DataLoader worker was given a state that is not a worker's place: load it into the dataset in the "
                 "trainer's process"
             )
-        world = self.data.world_size
-        saved_world = LoaderState.from_dict(saved.anchor).world_size
+        world, anchor = self.data.world_size, self.data.parse_state(saved.anchor)
+        saved_world = anchor.world_size
         if (saved.num_workers, saved_world) != (info.num_workers, world) or saved.worker != info.id:
             raise StateError(
                 f"this StatefulDataLoader state was saved with num_workers={saved.num_workers} and "
@@ -393,18 +395,19 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
                 f"each worker only from its own saved place: call dataset.load_state_dict(state) instead (exact at any "
                 f"num_workers and world size) and iterate a StatefulDataLoader that loaded nothing"
             )
-        LoaderState.from_dict(saved.anchor).check(self.data.stream_key())
+        anchor.check(self.data.stream_key())
         return saved
 
-    def _from_loader_state(self, state: dict[str, Any]) -> dict[str, Any]:
-        """The loader state at the position a whole StatefulDataLoader state describes (see `_LOADER_KEYS`)."""
+    def _load_loader_state(self, state: dict[str, Any]) -> None:
+        """Load the position a whole StatefulDataLoader state describes (see `_LOADER_KEYS`): its workers' anchor,
+        advanced by the batches the loader served since, for a dataset and a mixture alike."""
         if "_snapshot" not in state:  # no workers: the loader kept the dataset's own state
             dataset_state = state.get("dataset_state")
             if not isinstance(dataset_state, dict):
                 raise StateError(
                     "StatefulDataLoader state_dict has no dataset_state: was it saved over a TorchTokenDataset?"
                 )
-            return dataset_state
+            return self.data.load_state_dict(dataset_state)
         try:
             snapshot = state["_snapshot"]
             at, since = int(snapshot["_snapshot_step"]), int(state["_steps_since_snapshot"])
@@ -414,18 +417,18 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         workers = [w for w in places if w is not None]
         if not workers or len(workers) != len(places) or len({repr(w.anchor) for w in workers}) != 1:
             raise StateError("StatefulDataLoader state_dict does not hold one TorchTokenDataset pass in every worker")
-        saved = LoaderState.from_dict(workers[0].anchor)
-        saved.check(self.data.stream_key())
-        # batches are counted in the saved world size's plan: the cursor they reach is the same for every rank
-        plan = replace(self.data.plan(saved.position), rank=0, world_size=saved.world_size)
+        saved_world = self.data.parse_state(workers[0].anchor).world_size
+        self.data.load_state_dict(workers[0].anchor)
+        anchor = self.data.position
+        # batches are counted in the saved world size's plan: the position they reach is the same for every rank
+        plan = replace(self.data.plan(anchor), rank=0, world_size=saved_world)
         total, nexts = plan.total_batches, [w.next_batch for w in workers]
         if min(at, total) != min(min(nexts), total):  # the workers' places are those of the snapshot
             raise StateError(
                 f"StatefulDataLoader state_dict is inconsistent: snapshot at step {at}, its workers' next batches "
                 f"{nexts}"
             )
-        position = self.data.advanced(plan, saved.position, min(at + since, total))
-        return replace(saved, position=position).to_dict()
+        self.data.position = self.data.advanced(plan, anchor, min(at + since, total))
 
     @staticmethod
     def _pack(buf: np.ndarray, comps: np.ndarray, filled: int, pos: list[np.ndarray], slot: int | None) -> Group:

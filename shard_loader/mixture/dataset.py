@@ -261,11 +261,14 @@ class MixtureDataset(TokenDataset, serves=MIXTURE_FORMAT):
             self.stream_key(), self._weights(), self.interleave.block, self.world.world_size, p, consumed, epochs
         ).to_dict()
 
+    def parse_state(self, state: dict) -> MixtureState:  # type: ignore[override]
+        return MixtureState.from_dict(state)
+
     def load_state_dict(self, state: dict) -> None:
         """Continue from a saved state, at any world size. A state of another mixture version is refused naming what
         changed, unless allow_weight_change: then the new weights take over at the saved sample, each component
         continuing from its own position (so none repeats a sample before its epoch ends)."""
-        saved = MixtureState.from_dict(state)
+        saved = self.parse_state(state)
         key = self.stream_key()
         saved.check(key)
         changed = saved.weight_change(self._weights(), key.components)
