@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from shard_loader import IntegrityError, ManifestError, TokenDataset
-from shard_loader.mixture.dataset import MixtureDataset
+from shard_loader.mixture.dataset import MixtureStream
 from shard_loader.state import StateError
 from tests.support.mixture_files import (
     Part,
@@ -83,7 +83,7 @@ def _stream(url, world, epochs=(0,), state=None, stop=None, **options):
 
 def test_a_mixture_url_gives_a_mixture_dataset(url, store):
     ds = TokenDataset(url, **OPTS)
-    assert isinstance(ds, MixtureDataset) and isinstance(ds, TokenDataset)
+    assert isinstance(ds.stream, MixtureStream) and isinstance(ds, TokenDataset)
     assert type(TokenDataset(str(store / "web"), **OPTS)) is TokenDataset
     plain = next(iter(TokenDataset(str(store / "web"), **OPTS)))
     assert plain["component"].dtype == np.int64 and plain["component"].tolist() == [0, 0]
