@@ -102,10 +102,6 @@ class TokenDataset:
     def world_size(self) -> int:
         return self.world.world_size
 
-    @property
-    def epoch(self) -> int:
-        return int(self.stream.position.epoch)
-
     def plan(self, position: Any = None) -> Any:
         """This rank's plan for the rest of the epoch from `position` (default: where the stream stands)."""
         return self.stream.plan(position)

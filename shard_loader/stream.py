@@ -87,10 +87,6 @@ class DatasetStream:
         self.cache = self.make_cache()
         self._check_not_empty()
 
-    @property
-    def name(self) -> str:
-        return self.opened.manifest.dataset
-
     def make_cache(self) -> WindowCache:
         return window_cache(
             self.opened.store,
@@ -245,7 +241,7 @@ class DatasetStream:
     @property
     def stats(self) -> LoaderStats:
         """What the window cache waited for and fetched."""
-        return LoaderStats({self.name: self.cache.stats})
+        return LoaderStats({self.opened.manifest.dataset: self.cache.stats})
 
     def close(self) -> None:
         self.cache.close()

@@ -61,9 +61,7 @@ class MixtureStream:
                 f"sample ({self.spec.step} tokens): an epoch would have 0 batches"
             )
         remote = sum(is_remote(split_manifest_url(u)[0]) for u in self.opened.component_urls)
-        if (
-            self.disk_budget and remote and not (window_shards or window_bytes)
-        ):  # each remote component's two windows fit its part
+        if self.disk_budget and remote and not (window_shards or window_bytes):  # two windows fit each one's part
             part = self.disk_budget // remote
             window_bytes = max(1, (part - journal_bound(part)) // 2)
         self.components = [self._component(i, window_shards, window_bytes) for i in range(len(mix.components))]
@@ -108,9 +106,8 @@ class MixtureStream:
             )
             raise DiskBudgetError(
                 f"disk budget {self.disk_budget:,} bytes cannot hold the current and the next window of every "
-                "component: "
-                f"the minimum is {sum(needs):,} bytes (two largest windows and a download journal each: {parts}); "
-                "raise disk_budget or make windows smaller"
+                f"component: the minimum is {sum(needs):,} bytes (two largest windows and a download journal each: "
+                f"{parts}); raise disk_budget or make windows smaller"
             )
         for c, need in zip(remote, needs):
             c.disk_budget = self.disk_budget * need // sum(needs)
@@ -120,9 +117,7 @@ class MixtureStream:
         """Workers get the parsed mixture and its components, never open windows, threads or leases."""
         state = dict(self.__dict__)
         state.pop("_server", None)
-        state["_walker"] = Walker(
-            self.interleave
-        )  # a worker walks from the anchor it is given: the blocks met here stay here
+        state["_walker"] = Walker(self.interleave)  # a worker walks from its anchor: the blocks met here stay here
         return state
 
     # --- the plan and the position ----------------------------------------------------------------------------------
