@@ -150,6 +150,8 @@ def test_state_dict_names_where_each_component_stands(url):
     edited = {**state, "consumed": [state["consumed"][0] + 1, *state["consumed"][1:]]}
     with pytest.raises(StateError, match="consumed"):
         TokenDataset(url, **OPTS).load_state_dict(edited)
+    with pytest.raises(StateError, match="state_dict was saved by a mixture, not a dataset"):
+        TokenDataset(str(Path(url).parents[1] / "web"), **OPTS).load_state_dict(state)
 
 
 def test_a_weight_change_is_refused_by_name_unless_opted_into_and_then_repeats_nothing_early(tmp_path):
