@@ -31,7 +31,7 @@ class LoaderOptions:
     stride: int | None = None
     label_shift: int = 1
     position_ids: bool = False
-    store_options: dict[str, Any] = field(default_factory=dict)
+    store_options: dict[str, Any] = field(default_factory=dict, repr=False)  # may hold credentials
     block_batches: int = 64
     allow_weight_change: bool = False
     spec: SampleSpec = field(init=False, compare=False)
