@@ -301,9 +301,8 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
             ):
                 refusal = refusal or StateError(
                     "this DataLoader's workers already served batches from this position and cannot know where the "
-                    "last "
-                    "loop stopped: call dataset.set_epoch(epoch) before each loop, restore a StatefulDataLoader state, "
-                    "or use TokenDataLoader (which continues where a loop stopped)"
+                    "last loop stopped: call dataset.set_epoch(epoch) before each loop, restore a StatefulDataLoader "
+                    "state, or use TokenDataLoader (which continues where a loop stopped)"
                 )
             anchor, first = self.anchor(), worker
         self.data.position = anchor
@@ -377,11 +376,10 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         if (saved.num_workers, saved_world) != (info.num_workers, world) or saved.worker != info.id:
             raise StateError(
                 f"this StatefulDataLoader state was saved with num_workers={saved.num_workers} and "
-                f"world_size={saved_world}; "
-                f"this loader has num_workers={info.num_workers} and world_size={world}, and a StatefulDataLoader "
-                "restores "
-                f"each worker only from its own saved place: call dataset.load_state_dict(state) instead (exact at any "
-                f"num_workers and world size) and iterate a StatefulDataLoader that loaded nothing"
+                f"world_size={saved_world}; this loader has num_workers={info.num_workers} and world_size={world}, "
+                "and a StatefulDataLoader restores each worker only from its own saved place: call "
+                "dataset.load_state_dict(state) instead (exact at any num_workers and world size) and iterate a "
+                "StatefulDataLoader that loaded nothing"
             )
         anchor.check(self.data.stream_key())
         return saved

@@ -144,8 +144,7 @@ class MixtureState:
                 what = "dataset version" if f.name == "datasets" else "window layout"
                 raise StateError(
                     f"state_dict was saved with component {key.components[i]!r} (components[{i}]) at {what} "
-                    f"{saved[i]!r}, "
-                    f"this mixture has {mine[i]!r}; a component's position holds only for the same {what}"
+                    f"{saved[i]!r}, this mixture has {mine[i]!r}; a component's position holds only for the same {what}"
                 )
             raise StateError(
                 f"state_dict was saved with {f.name} {_plain(saved)!r}, this mixture has {f.name} {_plain(mine)!r}"
