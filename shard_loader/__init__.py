@@ -17,7 +17,6 @@ from .errors import (
     StoreError,
 )
 from .format import FileRef, Manifest, ShardEntry, SplitInfo, TokenizerInfo, parse_manifest
-from .mixture.dataset import MixtureDataset  # registers the mixture format with TokenDataset
 from .opening import OpenedManifest, open_manifest
 from .state import StateError
 from .world import WorldError
@@ -32,7 +31,6 @@ __all__ = [
     "IntegrityError",
     "Manifest",
     "ManifestError",
-    "MixtureDataset",
     "OpenedManifest",
     "ShardEntry",
     "ShardFormatError",

@@ -21,6 +21,24 @@ class StateError(ShardLoaderError):
     """A saved state is malformed or does not describe this dataset's stream."""
 
 
+MIXTURE_KIND = "shard-mixture"
+_KINDS = {None: "a dataset", MIXTURE_KIND: "a mixture"}  # what saved a state, by its `kind` (a dataset's has none)
+
+
+def check_fields(state: Any, kind: str | None, version: int, names: list[str]) -> None:
+    """Refuse a state that is not a dict saved by this kind of stream at this version, holding every field named."""
+    if not isinstance(state, dict):
+        raise StateError(f"state_dict must be a dict, got {type(state).__name__}")
+    if state.get("kind") != kind:
+        saved, mine = _KINDS.get(state.get("kind"), repr(state.get("kind"))), _KINDS[kind]
+        raise StateError(f"state_dict was saved by {saved}, not {mine}: it cannot be loaded into {mine}")
+    if state.get("version") != version:
+        raise StateError(f"state_dict version {state.get('version')!r} is not {version}")
+    missing = [n for n in names if n not in state]
+    if missing:
+        raise StateError(f"state_dict lacks {', '.join(missing)}")
+
+
 @dataclass(frozen=True)
 class StreamKey:
     """Everything that shapes a stream besides the world size: a state restores only onto an equal key. The options the
@@ -86,10 +104,6 @@ class LoaderState:
 
     @classmethod
     def from_dict(cls, state: dict[str, Any]) -> LoaderState:
-        if not isinstance(state, dict):
-            raise StateError(f"state_dict must be a dict, got {type(state).__name__}")
-        if state.get("version") != STATE_VERSION:
-            raise StateError(f"state_dict version {state.get('version')!r} is not {STATE_VERSION}")
         names = [f.name for f in fields(StreamKey) if f.compare] + [
             "world_size",
             "epoch",
@@ -97,9 +111,7 @@ class LoaderState:
             "sample",
             "batches",
         ]
-        missing = [n for n in names if n not in state]
-        if missing:
-            raise StateError(f"state_dict lacks {', '.join(missing)}")
+        check_fields(state, None, STATE_VERSION, names)
         values: dict[str, Any] = {f.name: state[f.name] if f.compare else state.get(f.name) for f in fields(StreamKey)}
         key = StreamKey(**values)
         position = Position(state["epoch"], Cursor(state["window"], state["sample"]), state["batches"])

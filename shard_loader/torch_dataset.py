@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 from .arguments import ArgumentError, integer
 from .dataset import TokenDataset
 from .errors import ShardLoaderError
-from .state import LoaderState, Position, StateError
+from .state import StateError
 from .world import Consumer
 
 _MOVES, _SERVED_BY, _ANCHOR = 0, 1, 2  # fields of the shared tensor: the anchor's ints start at _ANCHOR
@@ -88,10 +88,9 @@ class _Pass:
     """A pass this process serves outside TokenDataLoader: its anchor, the worker it serves as, and its next batch."""
 
     id: int
-    anchor: Position
-    anchor_state: dict[
-        str, Any
-    ]  # the anchor as a loader state, built once: StatefulDataLoader asks for it after every batch
+    anchor: Any
+    # the anchor as a loader state, built once: StatefulDataLoader asks for it after every batch
+    anchor_state: dict[str, Any]
     worker: int
     num_workers: int
     start: int  # the first batch (counted from the anchor) this process serves in the pass
@@ -132,21 +131,16 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         # current pass started, as the dataset encodes a position in ints
         width = len(self.data.encode_position(self.data.position))
         self._shared: torch.Tensor = torch.zeros(_ANCHOR + width, dtype=torch.int64).share_memory_()
-        self._owners: torch.Tensor = torch.zeros(
-            _MAX_WORKERS, dtype=torch.int64
-        ).share_memory_()  # the pass each worker id serves
-        self._served = 0  # batches handed to the trainer since the anchor (main process only)
+        self._store(self.data.position)  # zeros are no mixture's position: a spawned worker plans from this anchor
+        # the pass each worker id serves
+        self._owners: torch.Tensor = torch.zeros(_MAX_WORKERS, dtype=torch.int64).share_memory_()
         self.grouped = False  # set by TokenDataLoader: serve groups into its slots
         self.slots: list[torch.Tensor] = []  # workers * slots_per_worker tensors (rows, span), set by TokenDataLoader
-        self.slot_components: list[
-            torch.Tensor
-        ] = []  # each slot's rows' components (rows,): a view of the slot's storage
+        self.slot_components: list[torch.Tensor] = []  # each slot's rows' components: a view of the slot's storage
         self.held: np.ndarray | None = None  # 1 while the trainer may still hold a view of the slot
         self.slots_per_worker = 0
         self._pass: _Pass | None = None  # the pass this process serves outside TokenDataLoader
-        self._restored: WorkerState | None = (
-            None  # a worker's place given back by a StatefulDataLoader, for its next pass
-        )
+        self._restored: WorkerState | None = None  # a worker's place a StatefulDataLoader gave back, for its next pass
 
     def make_ring(self, workers: int, prefetch_factor: int) -> None:
         """Shared slots for `workers` workers that keep at most `prefetch_factor` groups in flight each."""
@@ -168,7 +162,7 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
     def world_size(self) -> int:
         return self.data.world_size
 
-    def anchor(self) -> Position:
+    def anchor(self) -> Any:
         """Where the current pass started: fixed while workers run, so every worker plans from the same point."""
         return self.data.decode_position(self._shared[_ANCHOR:].tolist())
 
@@ -185,7 +179,7 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         start = shared[_MOVES]
         return lambda: shared[_MOVES] != start
 
-    def position(self) -> Position:
+    def position(self) -> Any:
         """Where the trainer's stream stands: the anchor advanced by the batches served since."""
         anchor = self.anchor()
         return self.data.advanced(self.data.plan(anchor), anchor, self._served)
@@ -194,17 +188,17 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         """Anchor the next iteration where the trainer's stream stands (called before workers start or resume)."""
         self._store(self.position())
 
-    def _store(self, position: Position, moved: bool = False) -> None:
+    def _store(self, position: Any, moved: bool = False) -> None:
         self._shared[_ANCHOR:] = torch.tensor(self.data.encode_position(position))
         self._shared[_SERVED_BY] = 0
         if moved:
             self._shared[_MOVES] += 1
-        self._served = 0
+        self._served = 0  # batches handed to the trainer since the anchor (main process only)
 
     def __len__(self) -> int:
         """Batches (not groups) this rank serves in the current epoch."""
         anchor = self.anchor()
-        return anchor.batches + self.data.plan(anchor).total_batches
+        return int(anchor.batches + self.data.plan(anchor).total_batches)
 
     def set_epoch(self, epoch: int) -> None:
         """Move to the start of `epoch`; a no-op when the stream is already in it, so a restored position survives."""
@@ -237,8 +231,10 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
             raise StateError(
                 "state_dict is one DataLoader worker's place: load the StatefulDataLoader's whole state_dict()"
             )
-        from_loader = isinstance(state, dict) and not _LOADER_KEYS.isdisjoint(state)
-        self.data.load_state_dict(self._from_loader_state(state) if from_loader else state)
+        if isinstance(state, dict) and not _LOADER_KEYS.isdisjoint(state):
+            self._load_loader_state(state)
+        else:
+            self.data.load_state_dict(state)
         self._store(self.data.position, moved=True)
 
     def advance(self) -> None:
@@ -264,14 +260,8 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         filled, sent = 0, 0
         for k, shards, shard_ids, starts in ds.serve(plan, consumer):
             if buf is None or comps is None:  # both or neither
-                slot = (
-                    info.id * self.slots_per_worker + sent % self.slots_per_worker
-                    if slots and info is not None
-                    else None
-                )
-                if (
-                    slot is not None and self.held is not None and self.held[slot]
-                ):  # the trainer still holds a batch of this slot: leave it alone
+                slot = info.id * self.slots_per_worker + sent % self.slots_per_worker if slots and info else None
+                if slot is not None and self.held is not None and self.held[slot]:  # the trainer holds a batch of it
                     slot = None
                 buf = slots[slot] if slot is not None else np.empty((rows, ds.spec.span), dtype=np.int64)
                 comps = slot_components[slot] if slot is not None else np.empty(rows, dtype=np.int64)
@@ -311,9 +301,8 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
             ):
                 refusal = refusal or StateError(
                     "this DataLoader's workers already served batches from this position and cannot know where the "
-                    "last "
-                    "loop stopped: call dataset.set_epoch(epoch) before each loop, restore a StatefulDataLoader state, "
-                    "or use TokenDataLoader (which continues where a loop stopped)"
+                    "last loop stopped: call dataset.set_epoch(epoch) before each loop, restore a StatefulDataLoader "
+                    "state, or use TokenDataLoader (which continues where a loop stopped)"
                 )
             anchor, first = self.anchor(), worker
         self.data.position = anchor
@@ -382,29 +371,29 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
                 "a DataLoader worker was given a state that is not a worker's place: load it into the dataset in the "
                 "trainer's process"
             )
-        world = self.data.world_size
-        saved_world = LoaderState.from_dict(saved.anchor).world_size
+        world, anchor = self.data.world_size, self.data.parse_state(saved.anchor)
+        saved_world = anchor.world_size
         if (saved.num_workers, saved_world) != (info.num_workers, world) or saved.worker != info.id:
             raise StateError(
                 f"this StatefulDataLoader state was saved with num_workers={saved.num_workers} and "
-                f"world_size={saved_world}; "
-                f"this loader has num_workers={info.num_workers} and world_size={world}, and a StatefulDataLoader "
-                "restores "
-                f"each worker only from its own saved place: call dataset.load_state_dict(state) instead (exact at any "
-                f"num_workers and world size) and iterate a StatefulDataLoader that loaded nothing"
+                f"world_size={saved_world}; this loader has num_workers={info.num_workers} and world_size={world}, "
+                "and a StatefulDataLoader restores each worker only from its own saved place: call "
+                "dataset.load_state_dict(state) instead (exact at any num_workers and world size) and iterate a "
+                "StatefulDataLoader that loaded nothing"
             )
-        LoaderState.from_dict(saved.anchor).check(self.data.stream_key())
+        anchor.check(self.data.stream_key())
         return saved
 
-    def _from_loader_state(self, state: dict[str, Any]) -> dict[str, Any]:
-        """The loader state at the position a whole StatefulDataLoader state describes (see `_LOADER_KEYS`)."""
+    def _load_loader_state(self, state: dict[str, Any]) -> None:
+        """Load the position a whole StatefulDataLoader state describes (see `_LOADER_KEYS`): its workers' anchor,
+        advanced by the batches the loader served since, for a dataset and a mixture alike."""
         if "_snapshot" not in state:  # no workers: the loader kept the dataset's own state
             dataset_state = state.get("dataset_state")
             if not isinstance(dataset_state, dict):
                 raise StateError(
                     "StatefulDataLoader state_dict has no dataset_state: was it saved over a TorchTokenDataset?"
                 )
-            return dataset_state
+            return self.data.load_state_dict(dataset_state)
         try:
             snapshot = state["_snapshot"]
             at, since = int(snapshot["_snapshot_step"]), int(state["_steps_since_snapshot"])
@@ -414,18 +403,18 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         workers = [w for w in places if w is not None]
         if not workers or len(workers) != len(places) or len({repr(w.anchor) for w in workers}) != 1:
             raise StateError("StatefulDataLoader state_dict does not hold one TorchTokenDataset pass in every worker")
-        saved = LoaderState.from_dict(workers[0].anchor)
-        saved.check(self.data.stream_key())
-        # batches are counted in the saved world size's plan: the cursor they reach is the same for every rank
-        plan = replace(self.data.plan(saved.position), rank=0, world_size=saved.world_size)
+        saved_world = self.data.parse_state(workers[0].anchor).world_size
+        self.data.load_state_dict(workers[0].anchor)
+        anchor = self.data.position
+        # batches are counted in the saved world size's plan: the position they reach is the same for every rank
+        plan = replace(self.data.plan(anchor), rank=0, world_size=saved_world)
         total, nexts = plan.total_batches, [w.next_batch for w in workers]
         if min(at, total) != min(min(nexts), total):  # the workers' places are those of the snapshot
             raise StateError(
                 f"StatefulDataLoader state_dict is inconsistent: snapshot at step {at}, its workers' next batches "
                 f"{nexts}"
             )
-        position = self.data.advanced(plan, saved.position, min(at + since, total))
-        return replace(saved, position=position).to_dict()
+        self.data.position = self.data.advanced(plan, anchor, min(at + since, total))
 
     @staticmethod
     def _pack(buf: np.ndarray, comps: np.ndarray, filled: int, pos: list[np.ndarray], slot: int | None) -> Group:
@@ -442,9 +431,8 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
 _LOADER_KEYS = frozenset({"_snapshot", "_num_yielded"})  # a StatefulDataLoader's state_dict (with / without workers)
 
 
-_USE_COUNT: Callable[[int], int] | None = getattr(
-    torch._C, "_storage_Use_Count", None
-)  # references to a storage, views included; absent: copy slots
+# references to a storage, views included; absent: copy slots
+_USE_COUNT: Callable[[int], int] | None = getattr(torch._C, "_storage_Use_Count", None)
 
 
 def _uses(tensor: torch.Tensor) -> int:
@@ -462,13 +450,9 @@ class TokenDataLoader(DataLoader[Batch | Group]):
     def __init__(self, dataset: TorchTokenDataset, **options: Any):
         super().__init__(dataset, batch_size=None, **options)
         dataset.grouped = True
-        if (
-            self.num_workers > 0 and self.prefetch_factor is not None
-        ):  # torch sets it (default 2) when there are workers
+        if self.num_workers > 0 and self.prefetch_factor is not None:  # torch sets it (default 2) with workers
             dataset.make_ring(self.num_workers, self.prefetch_factor)
-        self._unused = (
-            [_uses(slot) for slot in dataset.slots] if _USE_COUNT else []
-        )  # a slot's count with no view alive
+        self._unused = [_uses(slot) for slot in dataset.slots] if _USE_COUNT else []  # a slot's count with no view
 
     def _free_slots(self, held: np.ndarray) -> None:
         """Let workers write again into slots of which the trainer holds no view any more."""

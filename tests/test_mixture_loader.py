@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from shard_loader import IntegrityError, ManifestError, TokenDataset
-from shard_loader.mixture.dataset import MixtureDataset
+from shard_loader.mixture.dataset import MixtureStream
 from shard_loader.state import StateError
 from tests.support.mixture_files import (
     Part,
@@ -83,7 +83,7 @@ def _stream(url, world, epochs=(0,), state=None, stop=None, **options):
 
 def test_a_mixture_url_gives_a_mixture_dataset(url, store):
     ds = TokenDataset(url, **OPTS)
-    assert isinstance(ds, MixtureDataset) and isinstance(ds, TokenDataset)
+    assert isinstance(ds.stream, MixtureStream) and isinstance(ds, TokenDataset)
     assert type(TokenDataset(str(store / "web"), **OPTS)) is TokenDataset
     plain = next(iter(TokenDataset(str(store / "web"), **OPTS)))
     assert plain["component"].dtype == np.int64 and plain["component"].tolist() == [0, 0]
@@ -150,6 +150,8 @@ def test_state_dict_names_where_each_component_stands(url):
     edited = {**state, "consumed": [state["consumed"][0] + 1, *state["consumed"][1:]]}
     with pytest.raises(StateError, match="consumed"):
         TokenDataset(url, **OPTS).load_state_dict(edited)
+    with pytest.raises(StateError, match="state_dict was saved by a mixture, not a dataset"):
+        TokenDataset(str(Path(url).parents[1] / "web"), **OPTS).load_state_dict(state)
 
 
 def test_a_weight_change_is_refused_by_name_unless_opted_into_and_then_repeats_nothing_early(tmp_path):

@@ -20,10 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DiskBudgetError
-from ..format import Shard, ShardTable, open_shard
-from ..opening import OpenedManifest
+from ..format import Manifest, Shard, ShardTable, open_shard
 from ..sampler import EpochPlan, Segment, Window
-from ..storage import LocalStore
+from ..storage import LocalStore, Store
 from .fetched import FetchedFiles
 from .in_place import InPlaceFiles
 from .paced import PacedFiles
@@ -100,34 +99,35 @@ def check_budget(budget: int, windows: tuple[Window, ...]) -> None:
         )
 
 
-def _layout(opened: OpenedManifest, shards: ShardTable, plan: EpochPlan) -> str:
+def _layout(m: Manifest, shards: ShardTable, plan: EpochPlan) -> str:
     """A short name of the dataset, seed and windows: the places of consumers compare only within one layout."""
-    m = opened.manifest
     layout = [m.dataset, m.version, plan.seed, shards[0].npy.key, [w.shards for w in plan.windows]]
     return hashlib.sha256(json.dumps(layout).encode()).hexdigest()[:16]
 
 
 def window_cache(
-    opened: OpenedManifest,
+    store: Store,
+    manifest: Manifest,
     shards: ShardTable,
     plan: EpochPlan,
     cache_dir: Path | None,
     disk_budget: int | None,
     keep_files: bool,
 ) -> WindowCache:
-    """The window cache for a split's `shards`, laid out in windows as `plan` (any epoch of them) says: files of a local
-    folder read in place; a remote store's cached in `cache_dir`, paced under `disk_budget` unless `keep_files`."""
+    """The window cache for a split's `shards` of `manifest` in `store`, laid out in windows as `plan` (any epoch of
+    them) says: files of a local folder read in place; a remote store's cached in `cache_dir`, paced under
+    `disk_budget` unless `keep_files`."""
     stats = RotationStats()
     files: WindowFiles
-    if isinstance(opened.store, LocalStore):
-        files = InPlaceFiles(opened.store, shards)
+    if isinstance(store, LocalStore):
+        files = InPlaceFiles(store, shards)
     elif cache_dir is None:
-        raise DiskBudgetError(f"{opened.store.url} is remote: pass cache_dir for its shards")
+        raise DiskBudgetError(f"{store.url} is remote: pass cache_dir for its shards")
     elif disk_budget is None or keep_files:
         if disk_budget is not None:
             check_budget(disk_budget, plan.windows)
-        files = FetchedFiles(opened.store, shards, cache_dir, keep_files)
+        files = FetchedFiles(store, shards, cache_dir, keep_files)
     else:
         check_budget(disk_budget, plan.windows)
-        files = PacedFiles(opened.store, shards, cache_dir, disk_budget, plan, _layout(opened, shards, plan), stats)
-    return WindowCache(files, shards, opened.manifest.token_dtype, stats)
+        files = PacedFiles(store, shards, cache_dir, disk_budget, plan, _layout(manifest, shards, plan), stats)
+    return WindowCache(files, shards, manifest.token_dtype, stats)

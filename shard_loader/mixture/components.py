@@ -1,4 +1,4 @@
-"""A mixture's component: a TokenDataset of its pinned manifest, seen as one endless stream of samples.
+"""A mixture's component: the stream of its pinned manifest, seen as one endless stream of samples.
 
 Component sample `k` (counted over all of the component's epochs) is sample `k % N` of its epoch `k // N`, where N is
 the component's samples per epoch; within an epoch the order is exactly the one a TokenDataset of the component
@@ -11,27 +11,17 @@ the same numbering the cache paces consumers by.
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Any
 
 import numpy as np
 
-from ..dataset import TokenDataset
-from ..format import FileRef
-from ..opening import OpenedManifest, open_manifest
 from ..sampler import EpochPlan, Segment, Window
 from ..state import Position
+from ..stream import DatasetStream
 
 
-class ComponentDataset(TokenDataset):
-    """A TokenDataset of one component (batches of one sample, one rank), whose manifest bytes must be the pinned
-    ones."""
-
-    def __init__(self, url: str, pinned: FileRef, **options: Any):
-        self.pinned = pinned
-        super().__init__(url, batch_size=1, rank=0, world_size=1, **options)
-
-    def _open_manifest(self) -> OpenedManifest:
-        return open_manifest(self.url, [self.split], self.cache_dir, pinned=self.pinned, **self.store_options)
+class ComponentDataset(DatasetStream):
+    """A dataset's stream as a mixture's component (batches of one sample, one rank, its manifest pinned), seen as
+    one endless stream of samples."""
 
     @cached_property
     def samples(self) -> int:

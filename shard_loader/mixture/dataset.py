@@ -1,5 +1,5 @@
-"""MixtureDataset: what `TokenDataset(url)` is when the URL names a mixture file. Batches of `input_ids`, `labels` and
-`component` drawn from several published datasets by weight, split over ranks and workers, and resumable.
+"""MixtureStream: what `TokenDataset(url)` serves when the URL names a mixture file. Batches of `input_ids`, `labels`
+and `component` drawn from several published datasets by weight, split over ranks and workers, and resumable.
 
 The stream is defined sample by sample (interleave.py picks each sample's component, components.py its place in the
 component's own `(seed, epoch)` order), so it is the same for any world size and worker count: rank r takes rows
@@ -12,37 +12,24 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from ..arguments import ArgumentError, integer
 from ..cache.download import journal_bound
-from ..arguments import (
-    ArgumentError,
-    flag,
-    integer,
-    optional_integer,
-    optional_mapping,
-    optional_path,
-    size_in_bytes,
-    text,
-)
-from ..dataset import EmptyEpochError, TokenDataset
 from ..errors import DiskBudgetError, ShardLoaderError
-from ..format import MIXTURE_FORMAT, Shard
-from ..sampler import SampleSpec
+from ..format import Shard
+from ..options import LoaderOptions
 from ..state import StateError
-from ..storage import is_remote, split_manifest_url
-from ..world import Consumer, resolve_world
+from ..storage import Store, is_remote, split_manifest_url
+from ..stream import EmptyEpochError, LoaderStats
+from ..world import Consumer
 from .components import ComponentDataset
 from .interleave import BlockState, Interleave, Walker, units
 from .opening import check_component, component_cache_dir, open_mixture, where
 from .plan import MixturePlan
 from .serving import Server
 from .state import MixturePosition, MixtureState, StreamKey, Weights
-
-BLOCK_BATCHES = 64
 
 
 def _room_needed(component: ComponentDataset) -> int:
@@ -52,49 +39,20 @@ def _room_needed(component: ComponentDataset) -> int:
     return sum(sizes[:2]) + journal_bound(sizes[0])
 
 
-class MixtureDataset(TokenDataset, serves=MIXTURE_FORMAT):
-    """Batches of `input_ids`, `labels` (int64, (batch_size, seq_len)) and `component` (int64, (batch_size,): each row's
-    index in the mixture file's `components`) from a published mixture; see TokenDataset for the shared options.
+class MixtureStream:
+    """A rank's stream of a published mixture (see TokenDataset for its options): the components' own streams, one
+    sample at a time by weight. `block_batches`: the interleave's block, in global batches of the world size the
+    stream starts at. `allow_weight_change`: accept a state saved under other weights (or tokens_per_epoch) of the
+    same components; each continues from its position."""
 
-    `block_batches` (default 64): the interleave's block, in global batches of the world size the stream starts at;
-    every run of that many samples holds floor or ceil of each component's share. `allow_weight_change`: accept a
-    state saved under other weights (or tokens_per_epoch) of the same components; each continues from its position.
-    """
-
-    def __init__(
-        self,
-        url: str,
-        split: str = "train",
-        seq_len: int = 2048,
-        batch_size: int = 8,
-        seed: int = 0,
-        rank: int | None = None,
-        world_size: int | None = None,
-        cache_dir: str | Path | None = None,
-        disk_budget: int | str | None = None,
-        window_shards: int | None = None,
-        window_bytes: int | str | None = None,
-        keep_files: bool = False,
-        stride: int | None = None,
-        label_shift: int = 1,
-        position_ids: bool = False,
-        store_options: dict[str, Any] | None = None,
-        block_batches: int = BLOCK_BATCHES,
-        allow_weight_change: bool = False,
-    ):
-        self.url, self.split = text("url", url), text("split", split)
-        self.batch_size, self.seed = integer("batch_size", batch_size, 1), integer("seed", seed, 0)
-        self.spec = SampleSpec(seq_len, label_shift, stride)
-        self.world = resolve_world(rank, world_size)
-        self.cache_dir = optional_path("cache_dir", cache_dir)
-        self.disk_budget = size_in_bytes("disk_budget", disk_budget)
-        window_shards = optional_integer("window_shards", window_shards, 1)
-        window_bytes = size_in_bytes("window_bytes", window_bytes)
-        self.keep_files, self.position_ids = flag("keep_files", keep_files), flag("position_ids", position_ids)
-        self.store_options = optional_mapping("store_options", store_options)
-        self.block_batches = integer("block_batches", block_batches, 1)
-        self.allow_weight_change = flag("allow_weight_change", allow_weight_change)
-        self.opened = open_mixture(self.url, self.store_options)
+    def __init__(self, url: str, options: LoaderOptions, document: tuple[Store, bytes] | None = None):
+        o = options
+        self.url, self.options, self.world, self.spec = url, o, o.world, o.spec
+        self.split, self.batch_size, self.seed = o.split, o.batch_size, o.seed
+        self.cache_dir, self.disk_budget = o.cache_dir, o.disk_budget
+        self.block_batches, self.allow_weight_change = o.block_batches, o.allow_weight_change
+        window_shards, window_bytes = o.window_shards, o.window_bytes
+        self.opened = open_mixture(self.url, o.store_options, document)
         self.mixture = mix = self.opened.file
         self.epoch_samples = mix.epoch_tokens(self.split, self.url) // self.spec.step
         if self.epoch_samples == 0:
@@ -103,9 +61,7 @@ class MixtureDataset(TokenDataset, serves=MIXTURE_FORMAT):
                 f"sample ({self.spec.step} tokens): an epoch would have 0 batches"
             )
         remote = sum(is_remote(split_manifest_url(u)[0]) for u in self.opened.component_urls)
-        if (
-            self.disk_budget and remote and not (window_shards or window_bytes)
-        ):  # each remote component's two windows fit its part
+        if self.disk_budget and remote and not (window_shards or window_bytes):  # two windows fit each one's part
             part = self.disk_budget // remote
             window_bytes = max(1, (part - journal_bound(part)) // 2)
         self.components = [self._component(i, window_shards, window_bytes) for i in range(len(mix.components))]
@@ -119,24 +75,20 @@ class MixtureDataset(TokenDataset, serves=MIXTURE_FORMAT):
         self.position = MixturePosition(0, 0, 0, 0, BlockState.origin(0, (0,) * len(self.components)))
 
     def _component(self, i: int, window_shards: int | None, window_bytes: int | None) -> ComponentDataset:
-        """Component i as a TokenDataset of its pinned manifest, checked against the mixture file."""
+        """Component i: the stream of its pinned manifest, checked against the mixture file."""
         c = self.mixture.components[i]
+        options = replace(
+            self.options,
+            batch_size=1,
+            rank=0,
+            world_size=1,
+            cache_dir=component_cache_dir(self.cache_dir, c.name) if self.cache_dir else None,
+            disk_budget=None,  # _split_budget gives each remote component its part
+            window_shards=window_shards,
+            window_bytes=window_bytes,
+        )
         try:
-            component = ComponentDataset(
-                self.opened.component_urls[i],
-                c.manifest,
-                split=self.split,
-                seq_len=self.spec.seq_len,
-                seed=self.seed,
-                stride=self.spec.stride,
-                label_shift=self.spec.label_shift,
-                cache_dir=component_cache_dir(self.cache_dir, c.name) if self.cache_dir else None,
-                window_shards=window_shards,
-                window_bytes=window_bytes,
-                keep_files=self.keep_files,
-                position_ids=self.position_ids,
-                store_options=self.store_options,
-            )
+            component = ComponentDataset(self.opened.component_urls[i], options, pinned=c.manifest)
         except ShardLoaderError as exc:
             raise type(exc)(f"{where(self.opened, i)}: {exc}") from None
         check_component(self.opened, i, component.opened.manifest)
@@ -154,25 +106,19 @@ class MixtureDataset(TokenDataset, serves=MIXTURE_FORMAT):
             )
             raise DiskBudgetError(
                 f"disk budget {self.disk_budget:,} bytes cannot hold the current and the next window of every "
-                "component: "
-                f"the minimum is {sum(needs):,} bytes (two largest windows and a download journal each: {parts}); "
-                "raise disk_budget or make windows smaller"
+                f"component: the minimum is {sum(needs):,} bytes (two largest windows and a download journal each: "
+                f"{parts}); raise disk_budget or make windows smaller"
             )
         for c, need in zip(remote, needs):
             c.disk_budget = self.disk_budget * need // sum(needs)
-            c.cache = c._make_cache()  # the factory refuses a share that cannot hold two of its windows
+            c.cache = c.make_cache()  # the factory refuses a share that cannot hold two of its windows
 
     def __getstate__(self) -> dict:
         """Workers get the parsed mixture and its components, never open windows, threads or leases."""
         state = dict(self.__dict__)
         state.pop("_server", None)
-        state["_walker"] = Walker(
-            self.interleave
-        )  # a worker walks from the anchor it is given: the blocks met here stay here
+        state["_walker"] = Walker(self.interleave)  # a worker walks from its anchor: the blocks met here stay here
         return state
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
 
     # --- the plan and the position ----------------------------------------------------------------------------------
 
@@ -261,11 +207,14 @@ class MixtureDataset(TokenDataset, serves=MIXTURE_FORMAT):
             self.stream_key(), self._weights(), self.interleave.block, self.world.world_size, p, consumed, epochs
         ).to_dict()
 
+    def parse_state(self, state: dict) -> MixtureState:  # type: ignore[override]
+        return MixtureState.from_dict(state)
+
     def load_state_dict(self, state: dict) -> None:
         """Continue from a saved state, at any world size. A state of another mixture version is refused naming what
         changed, unless allow_weight_change: then the new weights take over at the saved sample, each component
         continuing from its own position (so none repeats a sample before its epoch ends)."""
-        saved = MixtureState.from_dict(state)
+        saved = self.parse_state(state)
         key = self.stream_key()
         saved.check(key)
         changed = saved.weight_change(self._weights(), key.components)
@@ -319,8 +268,8 @@ class MixtureDataset(TokenDataset, serves=MIXTURE_FORMAT):
         return int(self._shard_ends[component - 1]) if component else 0
 
     @property
-    def stats(self) -> dict[str, Any]:
-        return {c.name: comp.stats for c, comp in zip(self.mixture.components, self.components)}
+    def stats(self) -> LoaderStats:
+        return LoaderStats({c.name: comp.cache.stats for c, comp in zip(self.mixture.components, self.components)})
 
     def close(self) -> None:
         server = self.__dict__.pop("_server", None)

@@ -14,7 +14,7 @@ from urllib.parse import urlparse
 from ..errors import ManifestError, ShardLoaderError
 from ..format import MIXTURE_FORMAT, MIXTURES_DIR, Component, Manifest, MixtureFile, parse_mixture
 from ..opening import OpenedManifest, document_format, open_manifest, read_document
-from ..storage import open_store, split_manifest_url
+from ..storage import Store, open_store, split_manifest_url
 
 
 def is_mixture(url: str, store_options: dict | None = None) -> bool:
@@ -72,13 +72,15 @@ class OpenedMixture:
     component_urls: tuple[str, ...]
 
 
-def open_mixture(url: str, store_options: dict | None = None) -> OpenedMixture:
-    """Read and validate the mixture file at `url`, resolving its components' URLs (their manifests are read later,
-    each checked against its pinned size and sha256)."""
+def open_mixture(
+    url: str, store_options: dict | None = None, document: tuple[Store, bytes] | None = None
+) -> OpenedMixture:
+    """Read and validate the mixture file at `url` (`document`: its store and bytes, when read already), resolving its
+    components' URLs (their manifests are read later, each checked against its pinned size and sha256)."""
     root, key = split_manifest_url(url)
-    store = open_store(root, **(store_options or {}))
+    store, raw = document or (open_store(root, **(store_options or {})), None)
     origin = f"{store.url}/{key}"
-    mixture = parse_mixture(store.read_bytes(key), origin=origin)
+    mixture = parse_mixture(store.read_bytes(key) if raw is None else raw, origin=origin)
     urls = tuple(component_url(url, mixture, c, f"{origin}.components[{i}]") for i, c in enumerate(mixture.components))
     return OpenedMixture(mixture, url, urls)
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from ..state import StateError
+from ..state import MIXTURE_KIND, StateError, check_fields
 from .interleave import BlockState
 
-STATE_KIND = "shard-mixture"
 STATE_VERSION = 1
 
 
@@ -81,7 +80,7 @@ class MixtureState:
         p = self.position
         return {
             "version": STATE_VERSION,
-            "kind": STATE_KIND,
+            "kind": MIXTURE_KIND,
             **{f.name: _plain(getattr(self.key, f.name)) for f in fields(StreamKey)},
             **{f.name: _plain(getattr(self.weights, f.name)) for f in fields(Weights)},
             "block_samples": self.block_samples,
@@ -97,30 +96,11 @@ class MixtureState:
 
     @classmethod
     def from_dict(cls, state: dict) -> MixtureState:
-        if not isinstance(state, dict):
-            raise StateError(f"state_dict must be a dict, got {type(state).__name__}")
-        if state.get("kind") != STATE_KIND:
-            raise StateError("state_dict was saved by a dataset, not a mixture: it cannot be loaded into a mixture")
-        if state.get("version") != STATE_VERSION:
-            raise StateError(f"state_dict version {state.get('version')!r} is not {STATE_VERSION}")
-        names = (
-            [f.name for f in fields(StreamKey)]
-            + [f.name for f in fields(Weights)]
-            + [
-                "block_samples",
-                "world_size",
-                "epoch",
-                "epoch_start",
-                "served",
-                "batches",
-                "consumed",
-                "component_epochs",
-                "block",
-            ]
-        )
-        missing = [n for n in names if n not in state]
-        if missing:
-            raise StateError(f"state_dict lacks {', '.join(missing)}")
+        names = [f.name for f in (*fields(StreamKey), *fields(Weights))] + [
+            *("block_samples", "world_size", "epoch", "epoch_start", "served", "batches"),
+            *("consumed", "component_epochs", "block"),
+        ]
+        check_fields(state, MIXTURE_KIND, STATE_VERSION, names)
         n = len(state["components"]) if isinstance(state["components"], (list, tuple)) else -1
         for name in ("datasets", "windows", "weights", "consumed", "component_epochs"):
             if not isinstance(state[name], (list, tuple)) or len(state[name]) != n:
@@ -164,8 +144,7 @@ class MixtureState:
                 what = "dataset version" if f.name == "datasets" else "window layout"
                 raise StateError(
                     f"state_dict was saved with component {key.components[i]!r} (components[{i}]) at {what} "
-                    f"{saved[i]!r}, "
-                    f"this mixture has {mine[i]!r}; a component's position holds only for the same {what}"
+                    f"{saved[i]!r}, this mixture has {mine[i]!r}; a component's position holds only for the same {what}"
                 )
             raise StateError(
                 f"state_dict was saved with {f.name} {_plain(saved)!r}, this mixture has {f.name} {_plain(mine)!r}"
