@@ -3,12 +3,11 @@
 state saved mid-epoch resumes with another worker count; a kept batch (tokens and components) is never overwritten."""
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-
-from shard_loader import TokenDataset  # noqa: E402
-from shard_loader.torch_dataset import TokenDataLoader, TorchTokenDataset  # noqa: E402
-from tests.support.mixture_files import Part, samples_of, write_component, write_mixture  # noqa: E402
+from shard_loader import TokenDataset
+from shard_loader.torch_dataset import TokenDataLoader, TorchTokenDataset
+from tests.support.mixture_files import Part, samples_of, write_component, write_mixture
 
 pytestmark = pytest.mark.integration
 

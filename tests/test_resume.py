@@ -3,12 +3,11 @@ re-iteration of the same loader delivers exactly the uninterrupted stream, check
 
 import numpy as np
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-
-from shard_loader import TokenDataset  # noqa: E402
-from shard_loader.torch_dataset import TokenDataLoader, TorchTokenDataset  # noqa: E402
-from tests.support.positional import samples_of, write_positional  # noqa: E402
+from shard_loader import TokenDataset
+from shard_loader.torch_dataset import TokenDataLoader, TorchTokenDataset
+from tests.support.positional import samples_of, write_positional
 
 pytestmark = pytest.mark.integration
 

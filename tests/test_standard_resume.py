@@ -10,8 +10,6 @@ import signal
 import numpy as np
 import pytest
 
-pytest.importorskip("torchdata")
-
 from tests.support.positional import write_positional
 from tests.support.training import check_replayed, read_log, snippet, train, uninterrupted
 

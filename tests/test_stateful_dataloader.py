@@ -6,15 +6,13 @@ import random
 
 import numpy as np
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("torchdata")
+from torchdata.stateful_dataloader import StatefulDataLoader
 
-from torchdata.stateful_dataloader import StatefulDataLoader  # noqa: E402
-
-from shard_loader import StateError, TokenDataset  # noqa: E402
-from shard_loader.torch_dataset import TorchTokenDataset  # noqa: E402
-from tests.support.positional import samples_of, write_positional  # noqa: E402
+from shard_loader import StateError, TokenDataset
+from shard_loader.torch_dataset import TorchTokenDataset
+from tests.support.positional import samples_of, write_positional
 
 pytestmark = pytest.mark.integration
 

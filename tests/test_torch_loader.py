@@ -3,11 +3,10 @@ counts."""
 
 import numpy as np
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-
-from shard_loader.torch_dataset import TokenDataLoader, TorchTokenDataset  # noqa: E402
-from tests.support.synthetic import write_dataset  # noqa: E402
+from shard_loader.torch_dataset import TokenDataLoader, TorchTokenDataset
+from tests.support.synthetic import write_dataset
 
 pytestmark = pytest.mark.integration
 
