@@ -5,7 +5,8 @@ the step it was saved at) and can SIGKILL itself at a step; a restarted run load
     torchrun --standalone --nproc_per_node=N tests/support/accelerate_reader.py URL OUT SETTINGS
 
 SETTINGS: {"options": TorchTokenDataset's, "accelerate": DataLoaderConfiguration's, "loader": "dataloader" | "token",
-"batch_size": the DataLoader's (absent: None), "workers", "epochs", "every", "kill_at"}. Each log line is
+"batch_size": the DataLoader's (absent: None), "workers", "epochs", "every", "kill_at", "cpu": Accelerator's (default
+true)}. Each log line is
 [step, [(component, digest of the row), ...]], or one line {"error": "<type>: <message>"} when reading raised.
 """
 
@@ -23,7 +24,8 @@ from tests.support.mixture_files import digests_of
 
 
 def main(url: str, out: str, settings: dict) -> None:
-    accelerator = Accelerator(cpu=True, dataloader_config=DataLoaderConfiguration(**settings.get("accelerate", {})))
+    config = DataLoaderConfiguration(**settings.get("accelerate", {}))
+    accelerator = Accelerator(cpu=settings.get("cpu", True), dataloader_config=config)
     rank = accelerator.process_index
     ds = TorchTokenDataset(url, **settings["options"])
     workers = settings.get("workers", 0)
