@@ -231,7 +231,7 @@ class DatasetStream:
                     self.cache.prefetch(nxt)
                 shard_ids, starts = plan.rows(segment)
                 for start, stop in consumer.runs(first, segment.batches):
-                    rows = slice((start - first) * self.batch_size, (stop - first) * self.batch_size)
+                    rows = slice((start - first) * plan.batch_size, (stop - first) * plan.batch_size)
                     yield start, shards, shard_ids[rows], starts[rows]
                 del shards
                 self.cache.release(segment.window, keep=set(nxt.window.shards) if nxt is not None else set())

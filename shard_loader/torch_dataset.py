@@ -46,6 +46,7 @@ from .arguments import ArgumentError, integer
 from .dataset import TokenDataset
 from .errors import ShardLoaderError
 from .state import StateError
+from .trainers import Follower
 from .world import Consumer
 
 _MOVES, _SERVED_BY, _ANCHOR = 0, 1, 2  # fields of the shared tensor: the anchor's ints start at _ANCHOR
@@ -141,6 +142,7 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         self.slots_per_worker = 0
         self._pass: _Pass | None = None  # the pass this process serves outside TokenDataLoader
         self._restored: WorkerState | None = None  # a worker's place a StatefulDataLoader gave back, for its next pass
+        self.follower = Follower()  # trainers.py: how accelerate reads this dataset, learnt when it calls
 
     def make_ring(self, workers: int, prefetch_factor: int) -> None:
         """Shared slots for `workers` workers that keep at most `prefetch_factor` groups in flight each."""
@@ -198,10 +200,11 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
     def __len__(self) -> int:
         """Batches (not groups) this rank serves in the current epoch."""
         anchor = self.anchor()
-        return int(anchor.batches + self.data.plan(anchor).total_batches)
+        return self.follower.length(self, anchor.batches + self.data.plan(anchor).total_batches)  # trainers.py
 
     def set_epoch(self, epoch: int) -> None:
         """Move to the start of `epoch`; a no-op when the stream is already in it, so a restored position survives."""
+        self.follower.follow(self)  # trainers.py: accelerate's loaders call this before each pass
         self.data.position = self.anchor() if self._shared[_SERVED_BY] else self.position()
         self.data.set_epoch(epoch)
         if self.data.position.epoch != self.anchor().epoch:
@@ -211,6 +214,7 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         """Where the stream stands. In a DataLoader worker (a StatefulDataLoader asks there), that worker's place."""
         info = get_worker_info()
         if info is not None:
+            self.follower.check_worker_state()  # trainers.py
             return self._worker_state(info)
         if self._shared[_SERVED_BY] and not self.grouped:
             raise StateError(
@@ -242,7 +246,8 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         self._served += 1
 
     def __iter__(self) -> Iterator[Batch | Group]:
-        return self._groups() if self.grouped else self._batches(self._begin_pass())
+        own = self._groups() if self.grouped else self._batches(self._begin_pass())
+        return self.follower.route(self, own)  # trainers.py: or what accelerate's reading needs
 
     def _groups(self) -> Iterator[Group]:
         """Groups of batches for TokenDataLoader, in its shared slots when it has workers."""

@@ -14,10 +14,9 @@ import sys
 import pytest
 
 from shard_assets.lib.mixture.audits import audit_mixture
-from shard_loader import ManifestError
+from shard_loader import ManifestError, TokenDataset
 from shard_loader.format import parse_mixture
 from shard_loader.format.mixture import MAX_COMPONENTS, MAX_TOKENS_PER_EPOCH
-from shard_loader.mixture.dataset import MixtureDataset
 from tests.support.mixture_files import VOCAB, Part, write_component, write_mixture
 from tests.support.patience import HUNG
 
@@ -54,7 +53,7 @@ def test_a_forged_tokenizer_record_is_refused_naming_the_field_and_both_values(s
     url = write_mixture(store, f"forged-{field}", PARTS, 4_000, edit=lambda d: d["tokenizer"].update({field: forged}))
     said = rf"component 'web' .*: tokenizer {field} {truth!r} is not the mixture's {forged!r}"
     with pytest.raises(ManifestError, match=said):
-        MixtureDataset(url, **OPTS)
+        TokenDataset(url, **OPTS)
     _refused_in_one_line(_info(url), said)
 
 
@@ -76,7 +75,7 @@ def test_more_components_than_the_bound_are_refused_in_one_line_before_any_is_op
     for module in ("shard_loader.mixture.opening", "shard_loader.mixture.components"):
         monkeypatch.setattr(f"{module}.open_manifest", lambda *a, **k: opened.append(a))
     with pytest.raises(ManifestError, match=said):
-        MixtureDataset(url, **OPTS)
+        TokenDataset(url, **OPTS)
     assert opened == []  # refused before any component's manifest was read
     _refused_in_one_line(_info(url), said)
     at_bound = json.loads(open(write_mixture(store, "full", PARTS, 4_000, edit=_many(MAX_COMPONENTS))).read())
@@ -88,7 +87,7 @@ def test_tokens_per_epoch_past_the_bound_is_refused_by_the_loader_and_the_audits
     url = write_mixture(store, f"huge-{tokens}", PARTS, tokens)
     said = rf"tokens_per_epoch\.train: {tokens:,} is more than {MAX_TOKENS_PER_EPOCH:,}"
     with pytest.raises(ManifestError, match=said):
-        MixtureDataset(url, **OPTS)
+        TokenDataset(url, **OPTS)
     mixture = parse_mixture(open(url).read(), url)
     audits = {a.name: a for a in audit_mixture(mixture, str(store))}
     assert not audits["tokens_per_epoch_bounded"].passed
@@ -104,7 +103,7 @@ def test_a_mixture_at_the_bound_holds_one_reader_lease_per_dataset_version_not_p
 
     url = write_mixture(store, "at-bound", PARTS, 4_000, edit=_many(MAX_COMPONENTS))
     before = {t.name for t in threading.enumerate()}
-    ds = MixtureDataset(url, **OPTS)
+    ds = TokenDataset(url, **OPTS)
     leases = sorted(p.relative_to(store).as_posix() for p in store.glob("*/readers/*/*.json"))
     assert [key.split("/")[0] for key in leases] == ["code", "math", "web"], leases
     renewing = [t for t in threading.enumerate() if t.name.startswith("lease-") and t.name not in before]

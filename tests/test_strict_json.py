@@ -18,7 +18,6 @@ from shard_assets.lib.records import RecordError, TokenizerRecord, find_record
 from shard_assets.lib.store import LocalFolderStore
 from shard_loader import ManifestError, TokenDataset
 from shard_loader.format.leases import Lease, lease_key
-from shard_loader.mixture.dataset import MixtureDataset
 from tests.support.mixture_files import Part, write_component, write_mixture
 from tests.support.patience import HUNG
 from tests.support.synthetic import random_docs, write_dataset
@@ -70,7 +69,7 @@ def test_a_mixture_file_with_two_components_keys_is_refused_naming_it(tmp_path):
     # the second `components` (other weights) is what a last-wins reader served
     Path(url).write_text(_with_twice({**doc, "components": other}, (), "components", doc["components"]))
     with pytest.raises(ManifestError, match=rf"^{url}: not valid JSON \(key 'components' appears twice in one object"):
-        MixtureDataset(url, seq_len=16, batch_size=2)
+        TokenDataset(url, seq_len=16, batch_size=2)
     _one_line(_cli("info", url), url, "'components' appears twice")
 
 

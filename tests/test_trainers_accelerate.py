@@ -1,0 +1,147 @@
+"""accelerate's `prepare` at 2 processes (torchrun, gloo on CPU) over a TorchTokenDataset: with its defaults (process 0
+dispatches), with a batch_size (rows, as transformers.Trainer asks), with dispatch_batches=False and split_batches, over
+a mixture, and through save_state/load_state with use_stateful_dataloader=True killed and resumed, every rank receives
+exactly the batches the uninterrupted stream gives it; TokenDataLoader and a StatefulDataLoader with workers are refused
+at the first batch with a TrainerError naming what to use."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("accelerate")
+
+from shard_loader import TokenDataset  # noqa: E402
+from tests.support.mixture_files import Part, digests_of, write_component, write_mixture  # noqa: E402
+from tests.support.patience import HUNG  # noqa: E402
+from tests.support.positional import write_positional  # noqa: E402
+
+pytestmark = pytest.mark.system
+
+ROOT = Path(__file__).resolve().parents[1]
+SIZES = [int(n) for n in np.random.default_rng(1).integers(200, 800, size=9)]
+OPTIONS = {"seq_len": 16, "batch_size": 2, "seed": 4, "window_shards": 2}
+PARTS = [Part("web", (900,) * 6, 0.6, 0), Part("code", (700,) * 6, 0.3, 1), Part("math", (120,), 0.1, 2)]
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory):
+    root = tmp_path_factory.mktemp("positional")
+    write_positional(root, SIZES)
+    return str(root)
+
+
+@pytest.fixture(scope="module")
+def mixture(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mixture")
+    for part in PARTS:
+        write_component(root, part)
+    return write_mixture(root, "blend", PARTS, tokens_per_epoch=4_000)
+
+
+def run(url: str, out: Path, **settings) -> subprocess.CompletedProcess:
+    """tests/support/accelerate_reader.py at 2 processes under torchrun, logging into `out`."""
+    out.mkdir(exist_ok=True)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    cmd += [str(ROOT / "tests/support/accelerate_reader.py"), url, str(out), json.dumps(settings)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=HUNG)
+
+
+def reference(url: str, rank: int, options: dict, epochs: int = 1) -> list:
+    """Each step's rows (component, digest) of the uninterrupted stream of `rank` of 2, from the numpy path."""
+    ds = TokenDataset(url, rank=rank, world_size=2, **options)
+    steps = []
+    for epoch in range(epochs):
+        ds.set_epoch(epoch)
+        steps += [json.loads(json.dumps(digests_of(batch))) for batch in ds]
+    return steps
+
+
+def received(out: Path, rank: int) -> list:
+    """[step, rows] lines a rank logged, or its {"error": ...} line."""
+    return [json.loads(line) for line in (out / f"rank{rank}.log").read_text().splitlines()]
+
+
+def check_exact(url: str, out: Path, options: dict, epochs: int = 1, replayed: bool = False) -> None:
+    """Every step of every rank holds the uninterrupted stream's rows for that step, every step was received, and steps
+    after the last save were received again (identical) only when the run was killed."""
+    for rank in range(2):
+        ref, got = reference(url, rank, options, epochs), received(out, rank)
+        assert all(isinstance(entry, list) for entry in got), got[-1]
+        assert {step for step, _ in got} == set(range(1, len(ref) + 1))
+        assert all(rows == ref[step - 1] for step, rows in got)
+        assert (len(got) > len(ref)) == replayed
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        pytest.param({}, id="defaults"),  # dispatch_batches=True: process 0 reads for both
+        pytest.param({"workers": 2}, id="defaults-2-workers"),
+        pytest.param({"batch_size": 2, "workers": 2}, id="rows-2-workers"),  # as transformers.Trainer builds it
+        pytest.param({"accelerate": {"dispatch_batches": False}}, id="dispatch_batches-False"),
+        pytest.param({"batch_size": 4, "accelerate": {"split_batches": True}}, id="split_batches"),
+    ],
+)
+def test_prepare_serves_every_rank_its_own_stream(url, tmp_path, settings):
+    done = run(url, tmp_path, options=OPTIONS, **settings)
+    assert done.returncode == 0, done.stderr[-3000:]
+    check_exact(url, tmp_path, OPTIONS)
+
+
+@pytest.mark.parametrize("batch_size", [None, 2], ids=["batches", "rows"])  # rows: as transformers.Trainer reads
+def test_a_mixture_through_prepare_is_exact(mixture, tmp_path, batch_size):
+    options = {"seq_len": 16, "batch_size": 2, "seed": 4}
+    done = run(mixture, tmp_path, options=options, workers=2, batch_size=batch_size)
+    assert done.returncode == 0, done.stderr[-3000:]
+    check_exact(mixture, tmp_path, options)
+
+
+@pytest.mark.parametrize("source", ["dataset", "mixture"])
+def test_save_state_and_load_state_resume_exactly_after_sigkill(url, mixture, tmp_path, source):
+    """Saved every 5 steps, killed at step 13 (epoch 0) and 48 (epoch 1), resumed: steps 11-13 and 46-48 are received
+    again, identical, and nothing is lost or received twice otherwise."""
+    target = url if source == "dataset" else mixture
+    options = OPTIONS if source == "dataset" else {"seq_len": 16, "batch_size": 2, "seed": 4}
+    settings = {"options": options, "accelerate": {"use_stateful_dataloader": True}, "every": 5, "epochs": 2}
+    epoch = len(reference(target, 0, options))
+    for kill_at in (13, epoch + 7):
+        killed = run(target, tmp_path, **settings, kill_at=kill_at)
+        assert killed.returncode != 0
+    final = run(target, tmp_path, **settings)
+    assert final.returncode == 0, final.stderr[-3000:]
+    check_exact(target, tmp_path, options, epochs=2, replayed=True)
+
+
+@pytest.mark.parametrize(
+    "settings, refusal",
+    [
+        pytest.param({"loader": "token"}, "prepare DataLoader(dataset, batch_size=None)", id="TokenDataLoader"),
+        pytest.param(
+            {"workers": 2, "accelerate": {"use_stateful_dataloader": True}},
+            "prepare the DataLoader with num_workers=0",
+            id="stateful-with-workers",
+        ),
+        pytest.param({"batch_size": 3}, "give the DataLoader batch_size=2 (or None)", id="another-batch-size"),
+        pytest.param({"cpu": False}, "accelerate dispatches to 1 process(es)", id="accelerate-not-distributed"),
+    ],
+)
+def test_what_cannot_be_exact_is_refused_at_the_first_batch(url, tmp_path, settings, refusal):
+    done = run(url, tmp_path, options=OPTIONS, **settings)
+    assert done.returncode != 0
+    entries = received(tmp_path, 0)  # both processes log here when accelerate makes each process 0
+    assert entries and all(isinstance(entry, dict) for entry in entries), entries  # nothing read before it
+    errors = [entry["error"] for entry in entries]
+    assert all(error.startswith("TrainerError") and refusal in error for error in errors), errors
+
+
+def test_split_batches_without_a_batch_size_is_refused_by_accelerate_at_prepare(url, tmp_path):
+    done = run(url, tmp_path, options=OPTIONS, accelerate={"split_batches": True})
+    assert done.returncode != 0
+    error = received(tmp_path, 0)[0]["error"]
+    assert error.startswith("ValueError") and "split_batches" in error
