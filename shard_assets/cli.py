@@ -83,16 +83,18 @@ def cmd_demo(args) -> int:
 
 
 def cmd_build(args) -> int:
+    spec = _spec(args)
     from shard_loader import iter_sequences
     from shard_loader.opening import default_cache_dir
 
-    spec = _spec(args)
     from .instance import local_instance
+    from .lib.tokenizer import current_record, tokenizer_change
     from .runner import build_dataset
 
     settings = _settings(args)
     resources = settings.resources()
     instance = local_instance(spec.name)
+    tokenizer_before = current_record(resources["store"].store())
     print(
         f"building dataset {spec.name!r} into {settings.store_root} (Dagster home {instance.root_directory})",
         flush=True,
@@ -109,13 +111,15 @@ def cmd_build(args) -> int:
         + (f"; FAILED: {', '.join(failed)}" if failed else "")
     )
     print(f"build time    {result.seconds:.1f} s")
+    store = resources["store"].store()
+    if change := tokenizer_change(store, tokenizer_before, current_record(store)):
+        print(f"warning: {change}", file=sys.stderr)
     if result.failed_runs:
         print(
             f"failed runs   {len(result.failed_runs)} (each named above); the version leaves their partitions out",
             file=sys.stderr,
         )
     started = time.perf_counter()
-    store = resources["store"].store()
     remote = "://" in result.manifest_url
     options = (
         {
@@ -228,6 +232,11 @@ def cmd_discover(args) -> int:
     return 0
 
 
+# Dagster's 60 s deadline for a call to the code server (a run's launch, a sensor tick) was passed on a 2-core machine
+# at load 44, dropping a tokenizer run; Dagster reads these when each of its processes starts (its 1.13 _grpc/utils.py).
+GRPC_TIMEOUTS = {"DAGSTER_GRPC_TIMEOUT_SECONDS": "300"}
+
+
 def _refuse_busy_port(host: str, port: int) -> None:
     """One line naming the port when something (a first `shard-assets dev`) already serves it: the webserver would
     otherwise start its daemon and wait, silently."""
@@ -275,6 +284,8 @@ def cmd_dev(args) -> int:
     )
     os.chdir(home)  # dagster.yaml sits beside DAGSTER_HOME's config here, so Dagster warns about no other copy
     os.environ.setdefault("PYTHONWARNINGS", "ignore:Function `dev_command` is superseded")
+    for name, seconds in GRPC_TIMEOUTS.items():  # inherited by the webserver, the daemon and the code server
+        os.environ.setdefault(name, seconds)
     command = [
         sys.executable,
         "-m",
