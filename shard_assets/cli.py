@@ -253,11 +253,13 @@ def _refuse_busy_port(host: str, port: int) -> None:
 
 def _ui_dataset() -> str:
     """The dataset `shard-assets dev` shows (SHARD_DATASET_SPEC, else the demo's), in whose Dagster home `mix`
-    records its runs; `mixtures` when there is no such spec."""
+    records its runs; `mixtures` when there is no such spec or it does not load."""
     from .lib.spec import load_spec
 
-    path = Path(store_choice().spec_path)
-    return load_spec(path).name if path.is_file() else "mixtures"
+    try:
+        return load_spec(store_choice().spec_path).name
+    except BuildError:  # no dataset spec (or a broken one): the mixtures' own home
+        return "mixtures"
 
 
 def cmd_dev(args) -> int:
