@@ -120,3 +120,17 @@ def test_a_mistake_is_refused_in_one_line(project, busy_port, tmp_path, typed, w
     assert out.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), out.stderr
     assert re.search(says.format(port=busy_port), lines[0]), lines[0]
     assert not out.stdout and not (cwd / ".dagster_home").exists() and not (cwd / "data/store").exists()
+
+
+def test_a_relative_mixture_specs_folder_is_read_in_the_project_folder(tmp_path, monkeypatch):
+    """As `shard-assets dev` runs the code location: the current directory is the Dagster home, the project folder is
+    SHARD_PROJECT_ROOT, and a relative SHARD_MIXTURE_SPECS is found in the project (it was read in the home: none)."""
+    from shard_assets.defs.mixture import mixture_specs_from_env
+
+    (tmp_path / "data/mixtures").mkdir(parents=True)
+    (tmp_path / "data/mixtures/blend.toml").write_text('name = "blend"\n')
+    (tmp_path / ".dagster_home/demo").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / ".dagster_home/demo")
+    monkeypatch.setenv("SHARD_PROJECT_ROOT", str(tmp_path))
+    monkeypatch.setenv("SHARD_MIXTURE_SPECS", "data/mixtures")
+    assert list(mixture_specs_from_env().files()) == ["blend"]
