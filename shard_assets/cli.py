@@ -1,21 +1,37 @@
 """`shard-assets`: write the demo, plan, discover and build a dataset, list corpus presets.
 
-One error boundary: every BuildError or ShardLoaderError prints `error: ...` on one line and exits 2;
-`--debug` prints the traceback instead.
+One error boundary: every BuildError or ShardLoaderError, and every argument error, prints `error: ...` on one line
+and exits 2; `--debug` prints the traceback instead. Arguments, settings and the spec are checked before Dagster is
+imported (seconds on a busy machine), so a mistake is refused at once.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
-from shard_loader.errors import ShardLoaderError
-
-from .lib.errors import BuildError
+from .lib.errors import BuildError, SettingsError
 from .lib.presets import format_catalog
+from .lib.settings import (
+    DEFAULT_SPEC,
+    PROJECT_ROOT_VARIABLE,
+    local_folder,
+    mixture_specs_folder,
+    project_root,
+    store_choice,
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line (`error: ...`, exit 2), as every other error of the CLI."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {self.prog}: {message}; see `{self.prog} --help`\n")
 
 
 def _positive(value: str) -> int:
@@ -25,6 +41,28 @@ def _positive(value: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") from None
     if n <= 0:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def _spec(args):
+    """The dataset spec from --spec over the environment, read and checked with the store's settings before Dagster
+    is imported; outside the project folder the missing default spec says so, rather than offer a demo there."""
+    path = Path(store_choice(spec=args.spec, store=args.store).spec_path)
+    from .lib.spec import load_spec
+
+    project = project_root()
+    if not args.spec and not path.exists() and not (project / "workspace.yaml").is_file():
+        raise SettingsError(
+            f"{path}: dataset spec file not found, and {project} is not the project folder (no workspace.yaml); run "
+            "shard-assets from the project folder, or pass --spec FILE / set SHARD_DATASET_SPEC"
+        )
+    return load_spec(path)
+
+
+def _port(value: str) -> int:
+    n = _positive(value)
+    if n > 65535:
+        raise argparse.ArgumentTypeError(f"a TCP port is 1 to 65535, got {n}")
     return n
 
 
@@ -39,22 +77,24 @@ def _settings(args):
 def cmd_demo(args) -> int:
     from .lib.demo import write_demo
 
-    spec = write_demo(args.folder)
+    spec = write_demo(local_folder(args.folder, "--folder"))
     print(f"wrote the demo corpus and spec: {spec}")
     return 0
 
 
 def cmd_build(args) -> int:
+    spec = _spec(args)
     from shard_loader import iter_sequences
     from shard_loader.opening import default_cache_dir
 
     from .instance import local_instance
-    from .lib.spec import load_spec
+    from .lib.tokenizer import current_record, tokenizer_change
     from .runner import build_dataset
 
     settings = _settings(args)
-    spec, resources = load_spec(settings.spec_path), settings.resources()
-    instance = local_instance()
+    resources = settings.resources()
+    instance = local_instance(spec.name)
+    tokenizer_before = current_record(resources["store"].store())
     print(
         f"building dataset {spec.name!r} into {settings.store_root} (Dagster home {instance.root_directory})",
         flush=True,
@@ -71,13 +111,15 @@ def cmd_build(args) -> int:
         + (f"; FAILED: {', '.join(failed)}" if failed else "")
     )
     print(f"build time    {result.seconds:.1f} s")
+    store = resources["store"].store()
+    if change := tokenizer_change(store, tokenizer_before, current_record(store)):
+        print(f"warning: {change}", file=sys.stderr)
     if result.failed_runs:
         print(
             f"failed runs   {len(result.failed_runs)} (each named above); the version leaves their partitions out",
             file=sys.stderr,
         )
     started = time.perf_counter()
-    store = resources["store"].store()
     remote = "://" in result.manifest_url
     options = (
         {
@@ -99,15 +141,17 @@ def cmd_build(args) -> int:
 
 
 def cmd_mix(args) -> int:
+    from .lib.mixture.spec import load_mixture_spec
+
+    spec = load_mixture_spec(args.spec)  # a bad spec is one line before any run
+    store_choice(store=args.store)  # --spec names the mixture spec here, not a dataset's
     from .defs.resources import settings_from_env
     from .instance import local_instance
-    from .lib.mixture.spec import load_mixture_spec
     from .lib.mixture.summary import component_rows, text_table
     from .mixing import publish_mixture_spec, refusal
 
-    spec = load_mixture_spec(args.spec)  # a bad spec is one line before any run
-    settings = settings_from_env(store=args.store)  # --spec names the mixture spec here, not a dataset's
-    instance = local_instance()
+    settings = settings_from_env(store=args.store)
+    instance = local_instance(_ui_dataset())  # recorded where `shard-assets dev` shows it
     print(
         f"publishing mixture {spec.name!r} into {settings.store_root} (Dagster home {instance.root_directory})",
         flush=True,
@@ -144,11 +188,10 @@ def cmd_presets(args) -> int:
 
 
 def cmd_plan(args) -> int:
+    spec = _spec(args)
     from .lib.plan import format_plan, plan_build
-    from .lib.spec import load_spec
     from .lib.tokenizer import build_tokenizer, load_tokenizer
 
-    spec = load_spec(_settings(args).spec_path)
     text, record = build_tokenizer(
         spec.tokenizer, _sample_texts(spec)
     )  # a pretrained one, or a BPE trained on a sample
@@ -178,32 +221,64 @@ def _sample_texts(spec, budget: int = 4 << 20):
 
 
 def cmd_discover(args) -> int:
+    spec = _spec(args)
     from .defs.partitions import sync_partitions
     from .instance import local_instance
-    from .lib.spec import load_spec
 
     settings = _settings(args)
-    changed, removed, keys = sync_partitions(
-        local_instance(), settings.resources()["store"].store(), load_spec(settings.spec_path)
-    )
+    changed, removed, keys = sync_partitions(local_instance(spec.name), settings.resources()["store"].store(), spec)
     print("\n".join(keys))
     print(f"{len(keys)} partitions: {len(changed)} new or changed, {len(removed)} removed", file=sys.stderr)
     return 0
 
 
+# Dagster's 60 s deadline for a call to the code server (a run's launch, a sensor tick) was passed on a 2-core machine
+# at load 44, dropping a tokenizer run; Dagster reads these when each of its processes starts (its 1.13 _grpc/utils.py).
+GRPC_TIMEOUTS = {"DAGSTER_GRPC_TIMEOUT_SECONDS": "300"}
+
+
+def _refuse_busy_port(host: str, port: int) -> None:
+    """One line naming the port when something (a first `shard-assets dev`) already serves it: the webserver would
+    otherwise start its daemon and wait, silently."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the webserver binds: a closed one is free
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise SettingsError(
+                f"port {port} on {host} is in use ({exc.strerror}; another `shard-assets dev`?): open "
+                f"http://{host}:{port}, stop what serves it, or pass --port"
+            ) from None
+
+
+def _ui_dataset() -> str:
+    """The dataset `shard-assets dev` shows (SHARD_DATASET_SPEC, else the demo's), in whose Dagster home `mix`
+    records its runs; `mixtures` when there is no such spec or it does not load."""
+    from .lib.spec import load_spec
+
+    try:
+        return load_spec(store_choice().spec_path).name
+    except BuildError:  # no dataset spec (or a broken one): the mixtures' own home
+        return "mixtures"
+
+
 def cmd_dev(args) -> int:
-    """`dagster dev` on the project's instance (.dagster_home, configured by dagster.yaml) and workspace.
+    """`dagster dev` on the dataset's instance (.dagster_home/<dataset>, configured by dagster.yaml) and workspace.
 
     The project folder is exported as SHARD_PROJECT_ROOT before Dagster changes directory, so the code location
     resolves the spec and store (relative ones from the environment or the launchpad included) where the CLI does."""
-    from .defs.resources import PROJECT_ROOT_VARIABLE, settings_from_env
-    from .instance import prepare_home
+    from .lib.spec import load_spec
 
     project = Path(args.project).resolve()
     environ = {**os.environ, PROJECT_ROOT_VARIABLE: str(project)}
-    settings = settings_from_env(environ=environ)  # refuses a bad DATASET_STORE now, not at every run and tick
+    settings = store_choice(environ=environ)  # refuses a bad DATASET_STORE now, not at every run and tick
+    mixture_specs_folder(environ)  # and a SHARD_MIXTURE_SPECS that is no folder
+    spec = load_spec(settings.spec_path)
+    _refuse_busy_port(args.host, args.port)
+    from .instance import prepare_home
+
     os.environ[PROJECT_ROOT_VARIABLE] = str(project)
-    home = prepare_home(project)
+    home = prepare_home(spec.name, project)
     print(
         f"Dagster UI on http://{args.host}:{args.port}: spec {settings.spec_path}, store {settings.store_root}, "
         f"Dagster home {home}",
@@ -211,6 +286,8 @@ def cmd_dev(args) -> int:
     )
     os.chdir(home)  # dagster.yaml sits beside DAGSTER_HOME's config here, so Dagster warns about no other copy
     os.environ.setdefault("PYTHONWARNINGS", "ignore:Function `dev_command` is superseded")
+    for name, seconds in GRPC_TIMEOUTS.items():  # inherited by the webserver, the daemon and the code server
+        os.environ.setdefault(name, seconds)
     command = [
         sys.executable,
         "-m",
@@ -230,12 +307,13 @@ def cmd_dev(args) -> int:
 def cmd_gc(args) -> int:
     from .lib.retention import Policy, collect, parse_duration, plan_collection
 
-    store = _settings(args).resources()["store"].store()
     policy = Policy(
         keep=args.keep,
         max_age_s=parse_duration(args.max_age, "--max-age"),
         grace_s=parse_duration(args.grace, "--grace"),
     )
+    store_choice(spec=args.spec, store=args.store)  # checked before Dagster is imported
+    store = _settings(args).resources()["store"].store()
     plan = plan_collection(store, policy)
     print(f"versions kept     {len(plan.kept_versions)}: {', '.join(plan.kept_versions) or '-'}")
     print(f"versions dropped  {len(plan.dropped_versions)}: {', '.join(plan.dropped_versions) or '-'}")
@@ -262,12 +340,10 @@ def cmd_gc(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .defs.resources import DEFAULT_SPEC
-
-    parser = argparse.ArgumentParser(prog="shard-assets", description=__doc__.split("\n")[0])
+    parser = _Parser(prog="shard-assets", description=__doc__.split("\n")[0])
     parser.add_argument("--debug", action="store_true", help="print tracebacks instead of one-line errors")
     sub = parser.add_subparsers(dest="command", required=True)
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument(
         "--spec", default=None, help=f"dataset spec TOML (default: SHARD_DATASET_SPEC, else {DEFAULT_SPEC})"
     )
@@ -324,12 +400,14 @@ def main(argv: list[str] | None = None) -> int:
         parents=[common],
         help="list the sources and register their partitions (one per file, or sized by SHARD_PARTITION_BYTES)",
     ).set_defaults(func=cmd_discover)
-    v = sub.add_parser("dev", help="start the Dagster UI and daemon on the project's instance (.dagster_home)")
+    v = sub.add_parser(
+        "dev", help="start the Dagster UI and daemon on the dataset's instance (.dagster_home/<dataset>)"
+    )
     v.add_argument(
         "--project", default=".", help="the repository folder holding workspace.yaml and dagster.yaml (default: .)"
     )
     v.add_argument("--host", default="127.0.0.1")
-    v.add_argument("--port", type=_positive, default=3000)
+    v.add_argument("--port", type=_port, default=3000)
     v.set_defaults(func=cmd_dev)
     g = sub.add_parser(
         "gc", parents=[common], help="delete files no kept manifest version needs (a dry run unless --delete)"
@@ -346,11 +424,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (BuildError, ShardLoaderError) as exc:
-        if args.debug:
+    except Exception as exc:
+        if args.debug or not _ours(exc):
             raise
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
+
+
+def _ours(exc: Exception) -> bool:
+    """A BuildError or ShardLoaderError: shard_loader (numpy, a third of a second) is imported only by the commands
+    that use it, so an error raised before it cannot be its own."""
+    loader = sys.modules.get("shard_loader.errors")
+    return isinstance(exc, BuildError) or (loader is not None and isinstance(exc, loader.ShardLoaderError))
 
 
 if __name__ == "__main__":

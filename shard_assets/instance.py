@@ -1,34 +1,46 @@
-"""The local Dagster instance: DAGSTER_HOME=.dagster_home, configured by the repository's dagster.yaml."""
+"""The local Dagster instance: one home per dataset, `.dagster_home/<dataset>` in the project (a home's raw_files
+partitions are one dataset's), configured by the project's dagster.yaml; DAGSTER_HOME, where set, overrides it."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import dagster as dg
+from .lib.settings import project_root
+
+if TYPE_CHECKING:
+    import dagster as dg
 
 STATE_DIR = ".dagster_home"
+NO_TELEMETRY = "telemetry:\n  enabled: false\n"  # a home outside a project: no banner printed into every build
 
 
-def prepare_home(project_dir: str | Path = ".") -> Path:
-    """Create DAGSTER_HOME (default `<project>/.dagster_home`; a relative one is taken in the project) with a link to
-    `<project>/dagster.yaml`, and point DAGSTER_HOME at it as an absolute path."""
-    project = Path(project_dir).resolve()
-    home = project / Path(os.environ.get("DAGSTER_HOME") or STATE_DIR)
-    home.mkdir(exist_ok=True)
-    config = home / "dagster.yaml"
-    if (project / "dagster.yaml").is_file() and not config.exists():
-        config.symlink_to(project / "dagster.yaml")
+def home_for(dataset: str, project_dir: str | Path | None = None) -> Path:
+    """DAGSTER_HOME if set (a relative one taken in the project), else `<project>/.dagster_home/<dataset>`."""
+    project = Path(project_dir).resolve() if project_dir else project_root()
+    return project / (os.environ.get("DAGSTER_HOME") or Path(STATE_DIR, dataset))
+
+
+def prepare_home(dataset: str, project_dir: str | Path | None = None) -> Path:
+    """Create the dataset's home (parents too) with a link to the project's dagster.yaml (outside a project, a
+    config that turns telemetry off), and point DAGSTER_HOME at it as an absolute path."""
+    project = Path(project_dir).resolve() if project_dir else project_root()
+    home = home_for(dataset, project)
+    home.mkdir(parents=True, exist_ok=True)
+    config, source = home / "dagster.yaml", project / "dagster.yaml"
+    if not config.exists() and not config.is_symlink():
+        if source.is_file():
+            config.symlink_to(source)
+        else:
+            config.write_text(NO_TELEMETRY)
     os.environ["DAGSTER_HOME"] = str(home)
     return home
 
 
-def local_instance(project_dir: str | Path = ".") -> dg.DagsterInstance:
-    """The instance under DAGSTER_HOME if set (a relative one taken in the project), else the project's
-    `.dagster_home`."""
-    home = os.environ.get("DAGSTER_HOME")
-    if not home:
-        prepare_home(project_dir)
-    elif not os.path.isabs(home):
-        os.environ["DAGSTER_HOME"] = str(Path(project_dir).resolve() / home)
+def local_instance(dataset: str, project_dir: str | Path | None = None) -> dg.DagsterInstance:
+    """The instance in the dataset's home (see `home_for`), created if missing."""
+    import dagster as dg
+
+    prepare_home(dataset, project_dir)
     return dg.DagsterInstance.get()

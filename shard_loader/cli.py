@@ -54,7 +54,10 @@ def _splits(opened: OpenedManifest, args: argparse.Namespace) -> list[str]:
 
 def cmd_info(args: argparse.Namespace) -> int:
     if is_mixture(args.url):
-        print(describe(open_mixture(args.url), as_json=args.json))
+        opened_mixture = open_mixture(args.url)
+        for name in args.split or []:  # an unknown split is refused naming it, as for a dataset
+            opened_mixture.file.epoch_tokens(name, args.url)
+        print(describe(opened_mixture, as_json=args.json))
         return 0
     opened = _open(args)
     m = opened.manifest

@@ -39,6 +39,7 @@ def _spec(tmp_path, body: str):
 
 
 def test_a_missing_spec_names_the_file_and_the_command_that_writes_the_demo(tmp_path):
+    (tmp_path / "workspace.yaml").write_text("")  # the project folder: the demo hint is offered only there
     _one_line_error(
         _cli("plan", cwd=tmp_path), r"data/demo/demo.toml: dataset spec file not found; run `shard-assets demo`"
     )

@@ -50,7 +50,7 @@ def test_the_cli_and_the_code_location_run_from_the_dagster_home_use_one_store(t
     out = _cli("build", "--workers", "1", cwd=project, SHARD_DATASET_SPEC="spec.toml")  # relative, as a user exports it
     assert out.returncode == 0, out.stderr[-2000:]
     version = shard_loader.open_manifest(str(project / "data/store")).manifest.version
-    home = project / ".dagster_home"
+    home = project / ".dagster_home" / "tiny"  # the CLI chose the dataset's own home
     monkeypatch.chdir(
         home
     )  # where `shard-assets dev` runs Dagster: its runs and sensor ticks load the code location here

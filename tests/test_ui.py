@@ -22,6 +22,7 @@ import shard_loader
 from shard_assets.lib.layout import raw_record_key
 from shard_assets.lib.records import RawRecord, get_record
 from shard_assets.lib.store import LocalFolderStore
+from tests.support.clone import fresh_clone, new_user_env
 from tests.support.patience import HUNG
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,14 +38,6 @@ BROWSER_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-UNSET = (
-    "DAGSTER_HOME",
-    "SHARD_DATASET_SPEC",
-    "SHARD_PROJECT_ROOT",
-    "DATASET_STORE",
-    "DATASET_STORE_ROOT",
-    "SHARD_PARTITION_BYTES",
-)
 pytestmark = [
     pytest.mark.system,
     pytest.mark.skipif(
@@ -101,19 +94,8 @@ def _no_failed_run(dagster: Dagster) -> list[dict]:
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
     """A copy of the tree as a clone has it, sharing this checkout's .venv; `scripts/demo` run in it."""
-    fresh = tmp_path_factory.mktemp("clone") / "fresh"
-    files = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout
-    for name in filter(None, files.decode().split("\0")):
-        if (ROOT / name).is_file():
-            (fresh / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, fresh / name)
-    (fresh / ".venv").symlink_to(ROOT / ".venv")
-    env = {k: v for k, v in os.environ.items() if k not in UNSET} | {"SHARD_SKIP_SETUP": "1"}
+    fresh = fresh_clone(tmp_path_factory.mktemp("clone") / "fresh")
+    env = new_user_env()
     demo = subprocess.run(["scripts/demo"], cwd=fresh, env=env, capture_output=True, text=True, timeout=HUNG)
     assert demo.returncode == 0, demo.stderr[-3000:]
     version = next(line.split()[1] for line in demo.stdout.splitlines() if line.startswith("version "))

@@ -11,13 +11,15 @@ from .splits import splits
 from .tokenized_shards import tokenized_shards
 from .tokenizer import tokenizer
 
-TOKENIZE_TAGS = {"dataset/step": "tokenize"}  # dagster.yaml limits how many such runs start at once
+# dagster.yaml limits how many runs carrying the key dataset/step (ingest and tokenize, the heavy ones) start at once
+TOKENIZE_TAGS = {"dataset/step": "tokenize"}
+INGEST_TAGS = {"dataset/step": "ingest"}
 DEFAULT_CRON = "0 3 * * 0"  # Sundays at 03:00
 
 ingest_job = dg.define_asset_job(
     "ingest_job",
     selection=[raw_documents],
-    tags=TOKENIZE_TAGS,
+    tags=INGEST_TAGS,
     executor_def=dg.in_process_executor,
     description="Raw documents of one partition: read, normalise, filter, deduplicate.",
 )

@@ -20,6 +20,7 @@ from shard_loader.errors import ShardLoaderError
 from ..lib.charts import grouped_bar_chart_svg, markdown_image
 from ..lib.errors import BuildError
 from ..lib.records import from_dict, to_json
+from ..lib.settings import mixture_specs_folder
 from ..lib.mixture.audits import AUDITS
 from ..lib.mixture.components import current_versions, resolve_mixture
 from ..lib.mixture.publish import PublishedMixture, PublishReport, live_mixture_url, publish_mixture
@@ -40,7 +41,6 @@ warnings.filterwarnings("ignore", message="Property `OpDefinition.version` is de
 
 AC = dg.AutomationCondition
 CODE_VERSION = "mixture-1"
-MIXTURE_SPECS_ENV = "SHARD_MIXTURE_SPECS"
 FOLLOW_CRON_ENV = "SHARD_MIXTURE_FOLLOW_CRON"
 DEFAULT_FOLLOW_CRON = "*/10 * * * *"
 MIXTURE_ASSET = {"group_name": "mixtures", "owners": DATASET_ASSET["owners"]}
@@ -66,9 +66,9 @@ class MixtureSpecsResource(dg.ConfigurableResource):
 
 
 def mixture_specs_from_env() -> MixtureSpecsResource:
-    """SHARD_MIXTURE_SPECS resolved once to an absolute folder; unset, the code location has no mixture partitions."""
-    folder = os.environ.get(MIXTURE_SPECS_ENV, "")
-    return MixtureSpecsResource(folder=str(Path(folder).resolve()) if folder else "")
+    """SHARD_MIXTURE_SPECS resolved once against the project folder; unset, the code location has no mixture
+    partitions."""
+    return MixtureSpecsResource(folder=mixture_specs_folder())
 
 
 @dataclass(frozen=True)

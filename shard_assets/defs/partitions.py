@@ -60,7 +60,8 @@ def claim_home(instance: dg.DagsterInstance, spec: DatasetSpec) -> None:
         home = instance.root_directory if instance.is_persistent else "this Dagster instance"
         raise HomeHoldsAnotherDataset(
             f"{home} holds the partitions of dataset {owner['dataset']!r} (spec {owner['spec']}), not {spec.name!r} "
-            f"(spec {spec.origin}): give each dataset its own Dagster home (set DAGSTER_HOME to another folder)"
+            f"(spec {spec.origin}): give each dataset its own Dagster home (unset DAGSTER_HOME: `shard-assets` then "
+            "uses .dagster_home/<dataset>; or set it to another folder)"
         )
     instance.run_storage.set_cursor_values({HOME_DATASET_KEY: claim})
 

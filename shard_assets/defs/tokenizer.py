@@ -7,7 +7,7 @@ from ..lib.errors import TokenizerError
 from ..lib.layout import tokenizer_key
 from ..lib.raw_writer import current_raws
 from ..lib.state import registered_partitions
-from ..lib.tokenizer import build_tokenizer, store_tokenizer, training_texts
+from ..lib.tokenizer import build_tokenizer, current_record, store_tokenizer, tokenizer_change, training_texts
 from .code_versions import CODE_VERSIONS
 from .conventions import DATASET_ASSET
 from .automation import FIRST_TOKENIZER
@@ -24,7 +24,9 @@ from .resources import DatasetResource, StoreResource
     tags={"stage": "tokenizer"},
     description=(
         "A pretrained tokenizer (transformers) or a byte-level BPE trained on the raw documents. "
-        "Materialising it again with a changed result re-tokenizes every partition."
+        "Materialising it again with a changed result (a BPE retrained on new files) changes every token id and "
+        "re-tokenizes every partition; its `change` metadata says so. To keep one tokenizer, use "
+        '`[tokenizer] kind = "file"`.'
     ),
 )
 def tokenizer(
@@ -42,7 +44,10 @@ def tokenizer(
         )
         raise TokenizerError(f"no raw_documents to train the BPE on: {why}; materialise raw_documents first")
     text, record = build_tokenizer(spec.tokenizer, training_texts(objects, [r.key for r in raws]))
+    change = tokenizer_change(objects, current_record(objects), record)
     store_tokenizer(objects, text, record)
+    if change:
+        context.log.warning(change)
     context.log.info(
         f"tokenizer {record.name} ({record.fingerprint}, {record.vocab_size:,} ids) made current, trained on "
         f"{len(raws)} partitions"
@@ -59,5 +64,6 @@ def tokenizer(
             "token_dtype": record.token_dtype,
             "key": tokenizer_key(record.fingerprint),
             "trained_on_partitions": len(raws),
+            "change": change or "none: the current tokenizer is kept (token ids unchanged)",
         },
     )

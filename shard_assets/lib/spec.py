@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from .encoders import ON_MISMATCH
 from .presets import PRESETS
 from .errors import SpecError
+from .settings import DEFAULT_SPEC
 
 SOURCE_FORMATS = ("parquet", "jsonl", "text")
 FAILURE_POLICIES = ("skip", "block")
@@ -260,10 +261,12 @@ def load_spec(path: str | Path) -> DatasetSpec:
     except FileNotFoundError:
         hint = (
             "run `shard-assets demo` to write the demo spec there"
-            if path.name == "demo.toml"
+            if path.as_posix().endswith(DEFAULT_SPEC)
             else "check --spec or SHARD_DATASET_SPEC"
         )
         raise SpecError(f"{path}: dataset spec file not found; {hint}") from None
+    except IsADirectoryError:
+        raise SpecError(f"{path}: a folder, not a dataset spec file; name the spec's .toml file") from None
     return spec_from_text(text, path)
 
 

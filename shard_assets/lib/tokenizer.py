@@ -16,7 +16,7 @@ from shard_loader.format import token_dtype_for
 
 from .errors import StateMismatchError, TokenizerError
 from .layout import CURRENT_TOKENIZER_KEY, tokenizer_info_key, tokenizer_key
-from .records import TokenizerRecord, to_json
+from .records import TokenizerRecord, find_record, to_json
 from .store import ObjectStore
 from .spec import TokenizerSpec
 
@@ -211,3 +211,22 @@ def store_tokenizer(store: ObjectStore, tokenizer_json: str, record: TokenizerRe
     store.put_if_changed(tokenizer_key(record.fingerprint), tokenizer_json.encode())
     store.put_if_changed(tokenizer_info_key(record.fingerprint), to_json(record))
     store.put_if_changed(CURRENT_TOKENIZER_KEY, to_json(record))  # the pointer last: it names only files in the store
+
+
+def current_record(store: ObjectStore) -> TokenizerRecord | None:
+    """The store's current tokenizer record, None before the first tokenizer (unchecked: for notices only)."""
+    return find_record(store, CURRENT_TOKENIZER_KEY, TokenizerRecord, "current tokenizer")
+
+
+def tokenizer_change(
+    store: ObjectStore, previous: TokenizerRecord | None, record: TokenizerRecord | None
+) -> str | None:
+    """One line when `record` replaces `previous` as the current tokenizer: every token id changes (every partition
+    is re-tokenized; a model trained on the old ids cannot read the new), and how to keep the old one."""
+    if previous is None or record is None or previous.fingerprint == record.fingerprint:
+        return None
+    return (
+        f"the tokenizer changed from {previous.fingerprint} to {record.fingerprint}: every token id changes and every "
+        f'partition is re-tokenized; to keep one tokenizer, set [tokenizer] kind = "file" with path = its '
+        f"tokenizer.json ({tokenizer_key(previous.fingerprint)} in {store.describe()})"
+    )

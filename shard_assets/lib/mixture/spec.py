@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import tomllib
 from dataclasses import dataclass, replace
@@ -65,9 +66,11 @@ def _component(data: Any, where: str, base: Path | None) -> ComponentSpec:
         raise SpecError(f"{where}: expected a table ([[components]]), got {data!r}")
     if "manifest" not in data or "weight" not in data:
         missing = [k for k in ("manifest", "weight") if k not in data]
+        typos = [f"{k!r} for {m!r}" for m in missing for k in difflib.get_close_matches(m, list(data), 1, 0.7)]
         raise SpecError(
-            f"{where}: missing {' and '.join(repr(k) for k in missing)}; a component is a dataset URL (manifest) and a "
-            "weight"
+            f"{where}: missing {' and '.join(repr(k) for k in missing)}"
+            + (f" (a misspelling? found {', '.join(typos)})" if typos else "")
+            + "; a component is a dataset URL (manifest) and a weight"
         )
     data = {**data, "manifest": _manifest_url(data["manifest"], where, base)}
     c = spec_record(ComponentSpec, data, where)
