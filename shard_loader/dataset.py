@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .arguments import flag, optional_integer, optional_mapping, optional_path, integer, size_in_bytes, text
-from .errors import ShardLoaderError
+from .errors import MissingFileError, NotFoundError, ShardLoaderError
 from .format import Shard
 from .opening import OpenedManifest, document_format, open_manifest, read_document
 from .cache.rotation import WindowCache, window_cache
@@ -22,7 +22,7 @@ from .cache.window_files import RotationStats
 from .sampler import Cursor, EpochPlan, SampleSpec, Window, make_windows, sample_counts
 from .state import LoaderState, Position, StateError, StreamKey
 from .storage import Store, open_store, split_manifest_url
-from .storage.reader_leases import hold_reader_lease
+from .storage.reader_leases import collected_error, hold_reader_lease
 from .world import Consumer, resolve_world
 
 
@@ -316,7 +316,7 @@ class TokenDataset:
         while True:
             base = self.position
             plan = self.plan(base)
-            with contextlib.closing(self.serve(plan)) as batches:
+            with contextlib.closing(self.serve(plan)) as batches, self._collected():
                 for k, shards, shard_ids, starts in batches:
                     buf = np.empty((len(starts), self.spec.span), dtype=np.int64)
                     self.fill(buf, shards, shard_ids, starts)
@@ -330,6 +330,14 @@ class TokenDataset:
                         break
                 else:
                     return
+
+    @contextlib.contextmanager
+    def _collected(self) -> Iterator[None]:
+        """A shard gone mid-epoch is named as gc's collection of this version when it was (a reader without a lease)."""
+        try:
+            yield
+        except (NotFoundError, MissingFileError) as exc:
+            raise collected_error(self.opened.store, self.opened.manifest.version, exc) from None
 
     @property
     def stats(self) -> RotationStats:
