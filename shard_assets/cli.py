@@ -191,6 +191,21 @@ def cmd_discover(args) -> int:
     return 0
 
 
+def _dev_runs(settings) -> str:
+    """What the UI's runs build: the spec and store here, or each run's own config where runs execute elsewhere."""
+    import dagster as dg
+
+    from .run_queue import launches_elsewhere
+
+    with dg.DagsterInstance.get() as instance:
+        if launches_elsewhere(instance):
+            return (
+                f"runs execute through {type(instance.run_launcher).__name__}, each with the spec and store its run "
+                "config names"
+            )
+    return f"spec {settings.spec_path}, store {settings.store_root}"
+
+
 def cmd_dev(args) -> int:
     """`dagster dev` on the project's instance (.dagster_home, configured by dagster.yaml) and workspace.
 
@@ -204,11 +219,7 @@ def cmd_dev(args) -> int:
     settings = settings_from_env(environ=environ)  # refuses a bad DATASET_STORE now, not at every run and tick
     os.environ[PROJECT_ROOT_VARIABLE] = str(project)
     home = prepare_home(project)
-    print(
-        f"Dagster UI on http://{args.host}:{args.port}: spec {settings.spec_path}, store {settings.store_root}, "
-        f"Dagster home {home}",
-        flush=True,
-    )
+    print(f"Dagster UI on http://{args.host}:{args.port}: {_dev_runs(settings)}, Dagster home {home}", flush=True)
     os.chdir(home)  # dagster.yaml sits beside DAGSTER_HOME's config here, so Dagster warns about no other copy
     os.environ.setdefault("PYTHONWARNINGS", "ignore:Function `dev_command` is superseded")
     command = [
