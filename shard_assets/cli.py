@@ -262,6 +262,21 @@ def _ui_dataset() -> str:
         return "mixtures"
 
 
+def _dev_runs(settings) -> str:
+    """What the UI's runs build: the spec and store here, or each run's own config where runs execute elsewhere."""
+    import dagster as dg
+
+    from .execution.run_queue import launches_elsewhere
+
+    with dg.DagsterInstance.get() as instance:
+        if launches_elsewhere(instance):
+            return (
+                f"runs execute through {type(instance.run_launcher).__name__}, each with the spec and store its run "
+                "config names"
+            )
+    return f"spec {settings.spec_path}, store {settings.store_root}"
+
+
 def cmd_dev(args) -> int:
     """`dagster dev` on the dataset's instance (.dagster_home/<dataset>, configured by dagster.yaml) and workspace.
 
@@ -279,11 +294,7 @@ def cmd_dev(args) -> int:
 
     os.environ[PROJECT_ROOT_VARIABLE] = str(project)
     home = prepare_home(spec.name, project)
-    print(
-        f"Dagster UI on http://{args.host}:{args.port}: spec {settings.spec_path}, store {settings.store_root}, "
-        f"Dagster home {home}",
-        flush=True,
-    )
+    print(f"Dagster UI on http://{args.host}:{args.port}: {_dev_runs(settings)}, Dagster home {home}", flush=True)
     os.chdir(home)  # dagster.yaml sits beside DAGSTER_HOME's config here, so Dagster warns about no other copy
     os.environ.setdefault("PYTHONWARNINGS", "ignore:Function `dev_command` is superseded")
     for name, seconds in GRPC_TIMEOUTS.items():  # inherited by the webserver, the daemon and the code server

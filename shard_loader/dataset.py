@@ -13,11 +13,13 @@ import numpy as np
 
 from .arguments import ArgumentError, text
 from .cache.rotation import WindowCache
+from .errors import MissingFileError, NotFoundError
 from .format import MIXTURE_FORMAT, MixtureFile, Shard, ShardTable
 from .mixture.dataset import MixtureStream
 from .opening import OpenedManifest, document_format, read_document
 from .options import LoaderOptions
 from .sampler import Window
+from .storage.reader_leases import collected_error
 from .stream import DatasetStream, EmptyEpochError, LoaderStats
 from .world import Consumer
 
@@ -179,7 +181,7 @@ class TokenDataset:
         while True:
             base = self.position
             plan = self.plan(base)
-            with contextlib.closing(self.serve(plan)) as batches:  # type: ignore[type-var]
+            with contextlib.closing(self.serve(plan)) as batches, self._collected():  # type: ignore[type-var]
                 for k, shards, shard_ids, starts in batches:
                     buf = np.empty((len(starts), self.spec.span), dtype=np.int64)
                     self.fill(buf, shards, shard_ids, starts)
@@ -193,6 +195,16 @@ class TokenDataset:
                         break
                 else:
                     return
+
+    @contextlib.contextmanager
+    def _collected(self) -> Iterator[None]:
+        """A shard gone mid-epoch is named as gc's collection of this version when it was (a reader without a lease)."""
+        try:
+            yield
+        except (NotFoundError, MissingFileError) as exc:
+            if not isinstance(self.stream, DatasetStream):  # a mixture's components say which one is gone
+                raise
+            raise collected_error(self.stream.opened.store, self.stream.opened.manifest.version, exc) from None
 
     @property
     def stats(self) -> LoaderStats:

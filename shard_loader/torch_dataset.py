@@ -121,7 +121,7 @@ class Group(TypedDict, total=False):
 class TorchTokenDataset(IterableDataset[Batch | Group]):
     """Batches of int64 tensors {"input_ids", "labels", "component"[, "position_ids"]} under any DataLoader (pass
     batch_size=None), torchdata's StatefulDataLoader included; under TokenDataLoader, groups of batches in shared slots
-    (faster). A mixture's URL serves the mixture (a MixtureDataset)."""
+    (faster). A mixture's URL serves the mixture (a MixtureStream)."""
 
     def __init__(self, url: str, batches_per_transfer: int = 16, **options: Any):
         super().__init__()

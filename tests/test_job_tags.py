@@ -6,7 +6,7 @@ import shutil
 import dagster as dg
 
 from shard_assets.defs.jobs import ingest_job, tokenize_job
-from shard_assets.runner import worker_limit
+from shard_assets.execution.local import worker_limit
 from tests.support.clone import ROOT
 
 

@@ -15,7 +15,7 @@ from dagster._core.launcher.base import WorkerStatus
 from shard_assets.defs.resources import DatasetResource, StoreResource
 from shard_assets.execution import sbatch
 from shard_assets.execution.sbatch import JobRequest, JobState, SlurmError, batch_script, job_states
-from shard_assets.execution.slurm import JOB_ID_TAG, JobResources, SlurmRunLauncher, _environment
+from shard_assets.execution.slurm import JOB_ID_TAG, JOB_RUN_TAG, JobResources, SlurmRunLauncher, _environment
 from shard_assets.execution.run_queue import launches_elsewhere, portable_config
 
 
@@ -124,10 +124,10 @@ def test_job_states_come_from_squeue_then_sacct(fake_slurm):
         job_states(["7"])
 
 
-def _run(status: dg.DagsterRunStatus, job_id: str | None) -> dg.DagsterRun:
-    return dg.DagsterRun(
-        job_name="tokenize_job", run_id="r-1", status=status, tags={JOB_ID_TAG: job_id} if job_id else {}
-    )
+def _run(status: dg.DagsterRunStatus, job_id: str | None, submitted_for: str = "r-1") -> dg.DagsterRun:
+    """Run r-1 with the tags launch_run writes: the job's id and the run it was submitted for (a retry's parent's)."""
+    tags = {JOB_ID_TAG: job_id, JOB_RUN_TAG: submitted_for} if job_id else {}
+    return dg.DagsterRun(job_name="tokenize_job", run_id="r-1", status=status, tags=tags)
 
 
 def test_the_health_check_fails_a_started_run_whose_job_ended(fake_slurm, monkeypatch):
@@ -138,12 +138,16 @@ def test_the_health_check_fails_a_started_run_whose_job_ended(fake_slurm, monkey
     oom = launcher.check_run_worker_health(_run(started, "8"))
     assert (
         oom.status == WorkerStatus.FAILED
-        and oom.msg == "Slurm job 8 OUT_OF_MEMORY on n2 (OutOfMemory) while the run was STARTED"
+        and oom.msg
+        == "Slurm job 8 OUT_OF_MEMORY on n2 (OutOfMemory) while the run was STARTED; "
+        "its output: /tmp/slurm-8.out on the node"
     )
     assert "Slurm job 5 NODE_FAIL on n2" in launcher.check_run_worker_health(_run(started, "5")).msg
     gone = launcher.check_run_worker_health(_run(started, "6"))
     assert gone.status == WorkerStatus.FAILED and "no longer knows job 6" in gone.msg
     assert launcher.check_run_worker_health(_run(started, None)).status == WorkerStatus.UNKNOWN
+    inherited = launcher.check_run_worker_health(_run(dg.DagsterRunStatus.STARTING, "5", submitted_for="parent"))
+    assert inherited.status == WorkerStatus.UNKNOWN  # a retry is never judged by its parent's (NODE_FAIL) job
     _fake(fake_slurm, "squeue", "printf '7|COMPLETED|n1|None\\n'")
     launcher = SlurmRunLauncher()
     assert (

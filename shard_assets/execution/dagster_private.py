@@ -14,6 +14,8 @@ from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
     AUTO_RETRY_RUN_ID_TAG,
+    MAX_RETRIES_TAG,
+    PARENT_RUN_ID_TAG,
     PARTITION_NAME_TAG,
     WILL_RETRY_TAG,
 )
@@ -36,6 +38,8 @@ __all__ = [
     "DagsterRun",
     "DagsterRunStatus",
     "DefaultRunLauncher",
+    "MAX_RETRIES_TAG",
+    "PARENT_RUN_ID_TAG",
     "EngineEventData",
     "ExecuteRunArgs",
     "InProcessCodeLocationOrigin",

@@ -10,18 +10,24 @@ daemon retries them and the UI shows them under the location `shard_assets`.
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import dagster as dg
+import sqlalchemy.exc
+
 from .dagster_private import (
     AUTO_RETRY_RUN_ID_TAG,
+    MAX_RETRIES_TAG,
     PARTITION_NAME_TAG,
     WILL_RETRY_TAG,
     DefaultRunLauncher,
@@ -45,6 +51,28 @@ BUILD_TAG = "shard/build_id"  # every run of one build carries it: filter the UI
 POLL_SECONDS = 2.0
 RETRY_TAG_SECONDS = 300  # a failed run's will_retry tag is written with its failure; past this, no retry is coming
 SECRET_FIELDS = ("access_key_id", "secret_access_key")
+OUTAGE_SECONDS = 600  # how long a build waits for its Dagster database to answer again before it gives up
+T = TypeVar("T")
+
+
+class StartFailure(BuildError):
+    """The same job's runs keep failing the same way before they start: a broken node environment, not bad luck."""
+
+
+def _database_down(exc: BaseException) -> bool:
+    """Whether `exc` (or what caused it) is the instance's database refusing connections: Postgres down or restarting
+    (dagster-postgres gives up after a few quick retries, with DagsterPostgresException)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, sqlalchemy.exc.DBAPIError) or type(seen).__name__ == "DagsterPostgresException":
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _quiet_database_retries(record: logging.LogRecord) -> bool:
+    """dagster-postgres warns on the root logger at each quick reconnect; the build says one line per outage instead."""
+    return not str(record.msg).startswith("Retrying failed database connection")
 
 
 def launches_elsewhere(instance: dg.DagsterInstance) -> bool:
@@ -109,6 +137,9 @@ class RunQueue:
         self.instance, self.workspace, self.run_config, self.daemon = instance, workspace, run_config, daemon
         self.build_id = uuid.uuid4().hex[:12]
         self.failed: list[str] = []
+        self.started_badly: dict[str, str] = {}  # Dagster job -> how its last run failed before it started
+        self.down_since: float | None = None  # when the database stopped answering
+        self.back_at = 0.0  # when it last answered again (time.time()): runs made before may have died of the outage
 
     @classmethod
     @contextmanager
@@ -136,10 +167,12 @@ class RunQueue:
                 file=sys.stderr,
                 flush=True,
             )
+        logging.getLogger().addFilter(_quiet_database_retries)
         try:
             with WorkspaceProcessContext(instance, InProcessWorkspaceLoadTarget(origin)) as workspace:
                 yield cls(instance, workspace, run_config, daemon)
         finally:
+            logging.getLogger().removeFilter(_quiet_database_retries)
             if daemon is not None:
                 daemon.stop()
 
@@ -195,21 +228,25 @@ class RunQueue:
         while pending:
             if self.daemon is not None:
                 self.daemon.check()
-            runs = {r.run_id: r for r in self.instance.get_runs(dg.RunsFilter(run_ids=[q.run_id for q in pending]))}
+            ids = [q.run_id for q in pending]
+            runs = {
+                r.run_id: r for r in self.through_outage(lambda: self.instance.get_runs(dg.RunsFilter(run_ids=ids)))
+            }
             for q in list(pending):
                 run = runs.get(q.run_id)
                 if run is not None and run.status == dg.DagsterRunStatus.STARTING:
-                    self._fail_if_lost_before_start(run)
+                    self.through_outage(lambda: self._fail_if_lost_before_start(q, run))
                 if run is None or not run.is_finished:
                     continue
                 if run.status == dg.DagsterRunStatus.SUCCESS:
+                    self.started_badly.pop(q.job, None)
                     pending.remove(q)
                     yield q, True, ""
                     continue
                 if run.tags.get(WILL_RETRY_TAG) == "true" and (retry := run.tags.get(AUTO_RETRY_RUN_ID_TAG)):
+                    said = self.through_outage(lambda: self.message(q.run_id))
                     print(
-                        f"{q.where()} failed (run {q.run_id}): {self.message(q.run_id)}; Dagster retries it as run "
-                        f"{retry}",
+                        f"{q.where()} failed (run {q.run_id}): {said}; Dagster retries it as run {retry}",
                         file=sys.stderr,
                         flush=True,
                     )
@@ -218,19 +255,20 @@ class RunQueue:
                 if self._retry_coming(q, run):
                     continue
                 pending.remove(q)
+                said = self.through_outage(lambda: self.message(q.run_id))
                 yield (
                     q,
                     False,
-                    f"{q.where()} failed (run {q.run_id}): "
-                    f"{self.message(q.run_id) or f'the run was {run.status.value.lower()}'}",
+                    f"{q.where()} failed (run {q.run_id}): {said or f'the run was {run.status.value.lower()}'}",
                 )
             if pending:
                 time.sleep(POLL_SECONDS)  # polling the instance's run records; runs take seconds to hours
 
-    def _fail_if_lost_before_start(self, run: dg.DagsterRun) -> None:
+    def _fail_if_lost_before_start(self, q: QueuedRun, run: dg.DagsterRun) -> None:
         """A launched run whose worker ended before it reported its start (a wrong `python` on the nodes, a job
         setup that fails, a node lost at once) fails now, with the launcher's words: the monitoring daemon checks
-        only started runs, and would wait start_timeout_seconds (an hour) for this one."""
+        only started runs, and would wait start_timeout_seconds (an hour) for this one. The same job's runs failing
+        the same way twice in a row stop the build (StartFailure): every retry would fail alike."""
         launcher = self.instance.run_launcher
         if not launcher.supports_check_run_worker_health:
             return
@@ -239,10 +277,73 @@ class RunQueue:
         except BuildError:  # the engine did not answer (a busy controller): ask again next poll
             return
         if (
-            health.status == WorkerStatus.FAILED
-            and self.instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.STARTING
+            health.status != WorkerStatus.FAILED
+            or self.instance.get_run_by_id(run.run_id).status != dg.DagsterRunStatus.STARTING
         ):
-            self.instance.report_run_failed(run, f"its worker ended before the run started: {health.msg}")
+            return
+        message = f"its worker ended before the run started: {health.msg}"
+        how = re.sub(r"\d+", "#", health.msg or "")  # the same way: job ids, nodes and output files aside
+        record = self.instance.get_run_record_by_id(run.run_id)
+        outage = record is not None and record.create_timestamp.timestamp() < self.back_at  # not the nodes' fault
+        again = not outage and self.started_badly.get(q.job) == how
+        self.started_badly[q.job] = how
+        if again:  # no retry of this one: the build stops
+            self.instance.add_run_tags(run.run_id, {MAX_RETRIES_TAG: "0"})
+        self.instance.report_run_failed(run, message)
+        if again:
+            raise StartFailure(
+                f"{q.where()} failed (run {run.run_id}): {message}; its runs fail this way at every start, so the "
+                "build stops: fix the nodes' environment (the launcher's `python`, `job_setup`) and build again"
+            )
+
+    def through_outage(self, call: Callable[[], T]) -> T:
+        """`call`, again every POLL_SECONDS while the instance's database is down (a Postgres restart or failover),
+        saying so once when it goes and once when it is back; a BuildError once it has been down OUTAGE_SECONDS."""
+        while True:
+            try:
+                result = call()
+            except Exception as exc:
+                if not _database_down(exc):
+                    raise
+                now = time.monotonic()
+                if self.down_since is None:
+                    self.down_since = now
+                    print(
+                        f"warning: the Dagster database does not answer ({type(exc).__name__}); waiting up to "
+                        f"{OUTAGE_SECONDS} s for it",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                elif now - self.down_since > OUTAGE_SECONDS:
+                    raise BuildError(
+                        f"the Dagster database has not answered for {OUTAGE_SECONDS} s "
+                        f"({' '.join(str(exc).split())[:200]}): check Postgres (DAGSTER_PG_HOST), then build again: "
+                        "finished partitions are kept"
+                    ) from None
+                time.sleep(POLL_SECONDS)  # waiting for the database to come back, bounded by OUTAGE_SECONDS
+                continue
+            if self.down_since is not None:
+                self.back_at = time.time()
+                print(
+                    f"the Dagster database answers again after {time.monotonic() - self.down_since:.0f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                self.down_since = None
+            return result
+
+    def abandon(self, pending: Sequence[QueuedRun]) -> None:
+        """The runs a stopping build leaves unfinished are cancelled (their Slurm jobs too), never left STARTING or
+        QUEUED for a daemon to launch or an hour's start timeout to fail; best effort, the database may be gone."""
+        for q in pending:
+            try:
+                run = self.instance.get_run_by_id(q.run_id)
+                if run is None or run.is_finished:
+                    continue
+                if not self.instance.run_launcher.terminate(run.run_id):
+                    self.instance.report_run_canceled(run, "the build that submitted it stopped")
+            except Exception as exc:  # the database or the engine is gone: say which run is left, and go on
+                print(f"warning: could not cancel run {q.run_id} ({type(exc).__name__})", file=sys.stderr, flush=True)
 
     def _retry_coming(self, q: QueuedRun, run: dg.DagsterRun) -> bool:
         """Whether a retry of this failed run is still to come: it failed with retries on, and the daemon has not
@@ -253,6 +354,11 @@ class RunQueue:
             return False
         q.failed_at = q.failed_at or time.monotonic()
         return time.monotonic() - q.failed_at < RETRY_TAG_SECONDS
+
+    def run_ids(self) -> list[str]:
+        """Every run of this build, retries included (a retry carries its parent's tags, this build's id with them)."""
+        runs = self.instance.get_runs(dg.RunsFilter(tags={BUILD_TAG: self.build_id}))
+        return [r.run_id for r in reversed(runs)]
 
     def message(self, run_id: str) -> str:
         entries = self.instance.all_logs(
@@ -269,16 +375,27 @@ class RunQueue:
         """Every batch queued at once (the instance's limits hold how many run); each batch's outcome once its runs
         have ended for good. A range that fails for good is run again one partition per run, so a bad partition
         fails alone."""
+        pending: list[QueuedRun] = []
+        try:
+            for i, b in enumerate(batches):
+                pending.append(self.through_outage(lambda: self.submit(i, b.job, b.partitions, b.assets)))
+            yield from self._outcomes(batches, pending)
+        except Exception:
+            self.abandon(pending)
+            raise
+
+    def _outcomes(self, batches: Sequence[RunBatch], pending: list[QueuedRun]) -> Iterator[RunOutcome]:
         runs: list[list[str]] = [[] for _ in batches]
         failures: list[dict[str, str]] = [{} for _ in batches]
         open_runs = [1] * len(batches)
-        pending = [self.submit(i, b.job, b.partitions, b.assets) for i, b in enumerate(batches)]
         for q, ok, message in self.follow(pending):
             if ok:
                 runs[q.batch].append(q.run_id)
             elif len(q.partitions) > 1:
                 print(f"{message}; running its partitions one per run", file=sys.stderr, flush=True)
-                pending.extend(self.submit(q.batch, q.job, (p,), q.assets) for p in q.partitions)
+                pending.extend(
+                    self.through_outage(lambda: self.submit(q.batch, q.job, (p,), q.assets)) for p in q.partitions
+                )
                 open_runs[q.batch] += len(q.partitions)
             else:
                 self.failed.append(message)

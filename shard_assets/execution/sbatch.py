@@ -89,6 +89,7 @@ class JobState:
     state: str
     nodes: str = ""
     reason: str = ""
+    name: str = ""  # the job's name: `<job>-<run id>` for a run's job
 
     @property
     def alive(self) -> bool:
@@ -167,15 +168,15 @@ def job_states(job_ids: Iterable[str]) -> dict[str, JobState]:
     """The states of every job of this user that `squeue` knows (finished jobs stay there for MinJobAge, 300 s by
     default), and of those of `job_ids` it has forgotten that `sacct` remembers, where accounting is on."""
     wanted = set(job_ids)
-    args = ["squeue", "--me", "--states=all", "--noheader", "--format=%i|%T|%N|%r"]
+    args = ["squeue", "--me", "--states=all", "--noheader", "--format=%i|%T|%N|%r|%j"]
     done = _run(args)
     if done.returncode != 0:
         raise _failed(args, done)
     states = {}
     for line in done.stdout.splitlines():
-        job_id, state, nodes, reason = (part.strip() for part in (line.split("|") + ["", "", ""])[:4])
+        job_id, state, nodes, reason, name = (part.strip() for part in (line.split("|", 4) + ["", "", "", ""])[:5])
         if job_id:
-            states[job_id] = JobState(job_id, state, nodes, reason)
+            states[job_id] = JobState(job_id, state, nodes, reason, name)
     if missing := sorted(wanted - states.keys()):
         states.update(_accounted(missing))
     return states

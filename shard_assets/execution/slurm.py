@@ -40,6 +40,8 @@ from .dagster_private import (
 from .sbatch import JobRequest, JobState, SlurmError, batch_script, cancel, job_states, submit
 
 JOB_ID_TAG = "slurm/job_id"
+JOB_RUN_TAG = "slurm/job_run_id"  # the run the job was submitted for: a retry inherits its parent's tags, not its job
+OUTPUT_LINES = 3  # lines of a failed job's output quoted in its run's failure
 TAG_PREFIX = "slurm/"
 STATES_SECONDS = 5.0  # one squeue serves every health check of a monitoring pass made within this long
 
@@ -70,6 +72,13 @@ class JobResources:
             except ValueError as exc:
                 raise SlurmError(f"run tag {TAG_PREFIX}sbatch_args: not valid shell words ({exc}): {extra!r}") from None
         return replace(self, **changes)
+
+
+def job_of(run: DagsterRun) -> str | None:
+    """The Slurm job submitted for this run, or None: a retry carries its parent's job id until its own is submitted
+    (Dagster copies a run's tags onto its retry), and must never be judged, or cancelled, by the parent's job."""
+    job_id = run.tags.get(JOB_ID_TAG)
+    return job_id if job_id and run.tags.get(JOB_RUN_TAG) == run.run_id else None
 
 
 def _environment(entries: Sequence[str]) -> tuple[tuple[str, ...], dict[str, str]]:
@@ -186,6 +195,11 @@ class SlurmRunLauncher(RunLauncher, ConfigurableClass):
     def inst_data(self) -> ConfigurableClassData | None:
         return self._inst_data
 
+    @staticmethod
+    def request_name(run: DagsterRun) -> str:
+        """The run's job name, `<job>-<run id>`: squeue finds a run's job by it when its tag is missing."""
+        return f"{run.job_name}-{run.run_id}"
+
     def request_for(self, run: DagsterRun) -> JobRequest:
         """The batch job of `run`: named and commented with its run id (and job, and partitions)."""
         resources = self.resources.with_tags(run.tags)
@@ -196,7 +210,7 @@ class SlurmRunLauncher(RunLauncher, ConfigurableClass):
             else (f" {run.tags[PARTITION_NAME_TAG]}" if PARTITION_NAME_TAG in run.tags else "")
         )
         return JobRequest(
-            name=f"{run.job_name}-{run.run_id}",
+            name=self.request_name(run),
             comment=f"dagster run {run.run_id}: {run.job_name}{partitions}",
             partition=resources.partition,
             cpus_per_task=resources.cpus_per_task,
@@ -230,7 +244,7 @@ class SlurmRunLauncher(RunLauncher, ConfigurableClass):
         run = context.dagster_run
         request = self.request_for(run)
         job_id = submit(request, self.script_for(run), self.values)
-        self._instance.add_run_tags(run.run_id, {JOB_ID_TAG: job_id})
+        self._instance.add_run_tags(run.run_id, {JOB_ID_TAG: job_id, JOB_RUN_TAG: run.run_id})
         self._instance.report_engine_event(
             f"Submitted Slurm job {job_id}",
             run,
@@ -248,6 +262,14 @@ class SlurmRunLauncher(RunLauncher, ConfigurableClass):
             cls=self.__class__,
         )
 
+    def _job_named(self, run: DagsterRun) -> str | None:
+        """The job squeue lists under this run's job name: a job submitted while the database was down has no tag."""
+        with self._states_lock:
+            if time.monotonic() - self._states[0] > STATES_SECONDS:
+                self._states = (time.monotonic(), job_states([]))
+            name = self.request_name(run)
+            return next((s.job_id for s in self._states[1].values() if s.name == name), None)
+
     def _state(self, job_id: str) -> JobState | None:
         """The job's state from one squeue of this user's jobs, reused for STATES_SECONDS across runs."""
         with self._states_lock:
@@ -263,11 +285,9 @@ class SlurmRunLauncher(RunLauncher, ConfigurableClass):
     def check_run_worker_health(self, run: DagsterRun) -> CheckRunHealthResult:
         """RUNNING while the job is pending or running; FAILED once it ended while the run had not, or Slurm
         forgot it; a Slurm command that fails raises, so the monitoring daemon retries instead of failing runs."""
-        job_id = run.tags.get(JOB_ID_TAG)
+        job_id = job_of(run) or self._job_named(run)
         if not job_id:
-            return CheckRunHealthResult(
-                WorkerStatus.UNKNOWN, f"run {run.run_id} has no {JOB_ID_TAG} tag: its job was never submitted"
-            )
+            return CheckRunHealthResult(WorkerStatus.UNKNOWN, f"run {run.run_id}: its Slurm job is not submitted yet")
         state = self._state(job_id)
         if state is None:
             return CheckRunHealthResult(
@@ -277,32 +297,42 @@ class SlurmRunLauncher(RunLauncher, ConfigurableClass):
             return CheckRunHealthResult(WorkerStatus.RUNNING)
         if state.state == "COMPLETED" and run.status not in (DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING):
             return CheckRunHealthResult(WorkerStatus.SUCCESS)
-        return CheckRunHealthResult(WorkerStatus.FAILED, f"{state.describe()} while the run was {run.status.value}")
+        return CheckRunHealthResult(
+            WorkerStatus.FAILED, f"{state.describe()} while the run was {run.status.value}; {self.output_of(job_id)}"
+        )
+
+    def output_of(self, job_id: str) -> str:
+        """Where the job's output is, and its first lines past the script's own banner when this machine sees the file
+        (a shared filesystem): the cause of a job that failed at start (`No module named dagster`) is there."""
+        path = (self.output or "/tmp/slurm-%j.out").replace("%j", job_id)
+        try:
+            with open(path, errors="replace") as f:
+                lines = [line.strip() for line, _ in zip(f, range(50)) if line.strip()]
+        except OSError:
+            return f"its output: {path} on the node"
+        said = [line for line in lines if not line.startswith(f"Slurm job {job_id} on ")][:OUTPUT_LINES]
+        return f"its output ({path}) begins: {' | '.join(said)[:500]}" if said else f"its output ({path}) is empty"
 
     def get_run_worker_debug_info(self, run: DagsterRun, include_container_logs: bool | None = True) -> str | None:
-        job_id = run.tags.get(JOB_ID_TAG)
+        job_id = job_of(run)
         if not job_id:
             return None
         state = self._state(job_id)
-        output = (self.output or "/tmp/slurm-%j.out").replace("%j", job_id)
         return (
-            f"{state.describe() if state else f'Slurm job {job_id}: unknown to squeue and sacct'}; its output: "
-            f"{output} on the node; `scontrol show job {job_id}` says more"
+            f"{state.describe() if state else f'Slurm job {job_id}: unknown to squeue and sacct'}; "
+            f"{self.output_of(job_id)}; `scontrol show job {job_id}` says more"
         )
 
     def terminate(self, run_id: str) -> bool:
         run = self._instance.get_run_by_id(run_id)
-        if not run or run.is_finished or not run.tags.get(JOB_ID_TAG):
+        job_id = job_of(run) if run else None
+        if not run or run.is_finished or not job_id:
             return False
         self._instance.report_run_canceling(run)
         try:
-            cancel(run.tags[JOB_ID_TAG])
+            cancel(job_id)
         except SlurmError as exc:
-            self._instance.report_engine_event(
-                f"Could not cancel Slurm job {run.tags[JOB_ID_TAG]}: {exc}", run, cls=self.__class__
-            )
+            self._instance.report_engine_event(f"Could not cancel Slurm job {job_id}: {exc}", run, cls=self.__class__)
             return False
-        self._instance.report_engine_event(
-            f"Cancelled Slurm job {run.tags[JOB_ID_TAG]} (scancel)", run, cls=self.__class__
-        )
+        self._instance.report_engine_event(f"Cancelled Slurm job {job_id} (scancel)", run, cls=self.__class__)
         return True

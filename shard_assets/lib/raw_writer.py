@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import SourceError
+from .errors import SourceError, StateMismatchError
 from .discovery import registered
 from .layout import RAW_PREFIX, ingest_failure_key, raw_key, raw_record_key
 from .ownership import claim
@@ -118,14 +118,15 @@ def build_raw(
 ) -> tuple[RawRecord, RawStats]:
     """Write one partition's raw parquet under a content-hashed key and record it; reads exactly the registered
     pieces (checked against the spec's source first), no listing of the source. Bad input (a SourceError naming the
-    file and the problem) is recorded as the partition's IngestFailure, which the next version's lineage names."""
+    file and the problem) or a refused registration (StateMismatchError) is recorded as the partition's IngestFailure,
+    which the next version's lineage names (and for which a refused registration leaves the partition out)."""
     claim(store, spec.name, spec.origin)
-    check_registration(spec, partition, registered)
     source, _ = split_partition_key(partition)
     out = workdir / "raw.parquet"
     try:
+        check_registration(spec, partition, registered)
         stats = write_raw_partition(spec, registered, out)
-    except SourceError as exc:
+    except (SourceError, StateMismatchError) as exc:
         put_record(
             store,
             ingest_failure_key(partition),

@@ -2,8 +2,9 @@
 
 A partition is in the next version when it is registered from one of the spec's sources and tokenized, with the
 current tokenizer, from the files it is registered with now. Every other one is left out with the reason (file and
-problem): its ingest or tokenization failed, its file changed (or turned unreadable) since it was tokenized and is
-not rebuilt, its file vanished, or its source left the spec; each gets a quarantine record (stage "select").
+problem): its ingest or tokenization failed, its registration was refused, its file changed (or turned unreadable)
+since it was tokenized and is not rebuilt, its file vanished, or its source left the spec; each gets a quarantine
+record (stage "select").
 Under `on_partition_failure = "block"` a failed or stale partition refuses the publish instead.
 
 Disjointness costs what the records cost: a document's split is a pure function of its hash, so each partition's
@@ -23,7 +24,7 @@ import numpy as np
 from shard_loader.format import LATEST_KEY, SPLITS
 
 from .discovery import registered
-from .errors import BuildError, PublishError
+from .errors import BuildError, PublishError, StateMismatchError
 from .layout import (
     INGEST_FAILURES_PREFIX,
     ingest_failure_key,
@@ -171,6 +172,10 @@ def select_partitions(store: ObjectStore, spec: DatasetSpec, fingerprint: str, p
         elif p not in current:
             if p in vanished:
                 left_out[p] = vanished[p]
+        elif p in failures and failures[p].error.startswith(f"{StateMismatchError.__name__}: "):
+            f = failures[p]  # its registration was refused: its last build is not trusted as if it were valid
+            left_out[p] = f"its registration was refused in run {f.run_id}: {f.error}; its last build is left out"
+            failed.append(p)
         elif p in quarantined:
             q = quarantined[p]
             left_out[p] = f"quarantined: tokenization failed in run {q.run_id}: {q.error}"

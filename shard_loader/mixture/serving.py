@@ -177,7 +177,7 @@ class Server:
         )
 
     def serve(self, plan: MixturePlan) -> Iterator[tuple[int, dict[int, Shard], np.ndarray, np.ndarray]]:
-        """The consumer's runs of `plan` (see MixtureDataset.serve)."""
+        """The consumer's runs of `plan` (see MixtureStream.serve)."""
         self.end, finished = None, False
         try:
             yield from self._runs(plan)

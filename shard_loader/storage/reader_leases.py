@@ -19,8 +19,9 @@ import threading
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlparse
 
-from ..errors import NotFoundError, StoreError
+from ..errors import NotFoundError, ShardLoaderError, StoreError
 from ..format import VERSIONS_DIR
 from ..format.leases import Lease, collecting_key, lease_key
 from .base import Store
@@ -205,6 +206,21 @@ def _being_collected(store: Store, version: str, opened_key: str) -> bool:
         except NotFoundError:
             return True
     return False
+
+
+def collected_error(store: Store, version: str, missing: ShardLoaderError) -> ShardLoaderError:
+    """`missing` (a file gone mid-epoch) said as gc's collection of `version`, with how to protect one, when gc marked
+    the version or its manifest is gone; else `missing` as it is."""
+    if not _being_collected(store, version, f"{VERSIONS_DIR}/{version}.json"):
+        return missing
+    root = "<its s3://, r2:// or folder URL>" if urlparse(store.url).scheme in ("http", "https") else store.url
+    where = f"{root}/{VERSIONS_DIR}/{version}.json"
+    gone = str(missing).split(";")[0]  # the file, not the store's advice to check the URL
+    return NotFoundError(
+        f"{store.url}: version {version} was collected by gc while this reader read it ({gone}); this reader holds "
+        f"no lease (it cannot write to the store), so only gc's grace period protected it: for a run longer than that, "
+        f"pin the version with write keys (shard-loader pin {where} --for 30d) or read with keys that may write"
+    )
 
 
 class SharedLease:

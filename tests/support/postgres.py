@@ -76,12 +76,18 @@ class Postgres:
         )
         if done.returncode != 0:
             raise RuntimeError(f"initdb failed: {done.stderr[-2000:]}")
+        self.start_server()
+        self.create_database(DATABASE)
+        return self
+
+    def start_server(self) -> None:
+        """`pg_ctl start` on the folder's data, on the same port: after initdb, or after `stop_server`."""
         options = f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
         done = self._as_owner(
             [
-                str(bins / "pg_ctl"),
+                str(server_binaries() / "pg_ctl"),
                 "-D",
-                str(data),
+                str(self.folder / "data"),
                 "-l",
                 str(self.folder / "server.log"),
                 "-o",
@@ -94,8 +100,14 @@ class Postgres:
         )
         if done.returncode != 0:
             raise RuntimeError(f"pg_ctl start failed: {done.stderr[-1000:]} {self.log_tail()}")
-        self.create_database(DATABASE)
-        return self
+
+    def stop_server(self) -> None:
+        """An outage: `pg_ctl stop -m fast` (every client connection is cut); `start_server` brings it back."""
+        done = self._as_owner(
+            [str(server_binaries() / "pg_ctl"), "-D", str(self.folder / "data"), "-m", "fast", "-w", "stop"]
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"pg_ctl stop failed: {done.stderr[-1000:]} {self.log_tail()}")
 
     def create_database(self, name: str) -> None:
         done = subprocess.run(

@@ -12,6 +12,7 @@ from ..publish import Audit
 from ..store import ObjectStore
 from .audits import audit_mixture
 from .components import join_url
+from .pins import pin_components, unpin_components
 
 
 @dataclass(frozen=True)
@@ -68,5 +69,11 @@ def publish_mixture(store: ObjectStore, mixture: MixtureFile) -> PublishedMixtur
     audits = audit_mixture(written, store.loader_url(), getattr(store, "client", None))
     live = all(a.passed for a in audits)
     if live:
+        url, client = live_mixture_url(store, written.name), getattr(store, "client", None)
+        live_key = live_mixture_key(written.name)
+        before = read_mixture(store, live_key) if store.exists(live_key) else None
+        pin_components(written, store.loader_url(), url, client)  # before it is live: gc never sees it unprotected
         promote_mixture(store, key, written.name)
+        if before is not None:
+            unpin_components(before, written, store.loader_url(), url, client)
     return PublishedMixture(PublishReport(key, created, live, audits), written)

@@ -61,6 +61,24 @@ def _manifest_url(value: Any, where: str, base: Path | None) -> Any:
     return value
 
 
+def _local_manifest(url: str, where: str) -> None:
+    """A local component path through a file (`notes.txt`, `v1.json/x`) is refused here, not as an OS error later."""
+    if uri_scheme(url) != "":
+        return
+    path = Path(url).expanduser()
+    if path.is_file() and path.suffix != ".json":
+        raise SpecError(
+            f"{where}: {path} is a file, not a manifest: name a manifest.json, its folder, or a pinned "
+            "manifests/<version>.json"
+        )
+    for parent in path.parents:
+        if parent.is_file():
+            raise SpecError(
+                f"{where}: {parent} is a file, not a dataset folder: name a manifest.json, its folder, "
+                "or a pinned manifests/<version>.json"
+            )
+
+
 def _component(data: Any, where: str, base: Path | None) -> ComponentSpec:
     if not isinstance(data, dict):
         raise SpecError(f"{where}: expected a table ([[components]]), got {data!r}")
@@ -78,6 +96,7 @@ def _component(data: Any, where: str, base: Path | None) -> ComponentSpec:
         raise SpecError(
             f"{where}.manifest: a dataset URL is needed (a manifest.json, its folder, or manifests/<version>.json)"
         )
+    _local_manifest(c.manifest, f"{where}.manifest")
     _positive(c.weight, f"{where}.weight")
     if c.max_repeats is not None:
         _positive(c.max_repeats, f"{where}.max_repeats")
@@ -112,6 +131,14 @@ def parse_mixture_spec(data: dict[str, Any], origin: str, base: Path | None = No
             f"{origin}: at least one [[components]] entry is needed (manifest = dataset URL, weight = share)"
         )
     parsed = tuple(_component(c, f"{origin}: components[{i}]", base) for i, c in enumerate(components))
+    for i in range(len(parsed)):
+        try:
+            math.fsum(c.weight for c in parsed[: i + 1])
+        except OverflowError:
+            raise SpecError(
+                f"{origin}: components[{i}].weight: the weights sum past the largest float ({parsed[i].weight!r}); "
+                "weights are relative shares: use small numbers such as 0.6 and 0.4"
+            ) from None
     budgets = (
         _budgets(data.pop("tokens_per_epoch"), f"{origin}: tokens_per_epoch") if "tokens_per_epoch" in data else {}
     )

@@ -1,0 +1,65 @@
+"""A published mixture protects the component versions it pins from the components' gc: a pin (a reader lease of
+kind "pin", shard_loader.format.leases) in each component's store, under a holder named after the mixture, written
+before the mixture goes live and moved when it moves to other versions (the new pins written, then the old removed).
+gc keeps a pinned version and its dry run names the mixture holding it (the pin's note)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from shard_loader.errors import ShardLoaderError
+from shard_loader.format import MixtureFile
+from shard_loader.format.leases import Lease, lease_key
+from shard_loader.storage.reader_leases import writer_for
+
+from ..errors import PublishError
+from .components import absolute_url, open_manifest_store
+
+PIN_SECONDS = 10 * 365 * 86400.0  # held while the mixture is live; moved (or removed) when it moves
+
+
+def pin_holder(live_url: str, name: str) -> str:
+    """The pins' holder: the mixture's name and its live file's URL (two stores may each hold a mixture `name`)."""
+    return f"mixture-{name}-{hashlib.sha256(live_url.encode()).hexdigest()[:8]}"
+
+
+def _pins(mixture: MixtureFile, root: str, client: Any) -> list[tuple[str, Any, str]]:
+    """(component URL, lease writer, the component version's pin key) for each component; writer None over https."""
+    found = []
+    for c in mixture.components:
+        url = absolute_url(c.manifest.key, root)
+        store, _ = open_manifest_store(url, client)
+        found.append((url, writer_for(store), c.version))
+    return found
+
+
+def pin_components(mixture: MixtureFile, root: str, live_url: str, client: Any = None) -> None:
+    """Write a pin on every component version `mixture` reads, in the component's store; a store that refuses it is a
+    PublishError naming the component (the mixture is then not made live). A component read over https cannot be
+    written to: its store's gc does not see the mixture (pin it there with `shard-loader pin`)."""
+    holder = pin_holder(live_url, mixture.name)
+    for url, writer, version in _pins(mixture, root, client):
+        if writer is None:
+            continue
+        lease = Lease(version, holder, "pin", PIN_SECONDS, f"mixture {mixture.version} at {live_url}")
+        try:
+            writer.put(lease_key(version, holder), lease.to_bytes())
+        except (ShardLoaderError, OSError) as exc:
+            raise PublishError(
+                f"{url}: cannot pin version {version} for mixture {mixture.name} ({' '.join(str(exc).split())}); "
+                "publish the mixture with keys that may write the component's store, so its gc keeps the version"
+            ) from None
+
+
+def unpin_components(old: MixtureFile, new: MixtureFile, root: str, live_url: str, client: Any = None) -> None:
+    """Remove the pins of `old`'s component versions that `new` no longer reads: once `new` is live, gc may collect
+    them. Best effort: a pin left behind lapses after PIN_SECONDS."""
+    holder = pin_holder(live_url, old.name)
+    kept = {(absolute_url(c.manifest.key, root), c.version) for c in new.components}
+    for url, writer, version in _pins(old, root, client):
+        if writer is not None and (url, version) not in kept:
+            try:
+                writer.delete(lease_key(version, holder))
+            except (ShardLoaderError, OSError):
+                continue
