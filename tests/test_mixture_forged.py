@@ -72,7 +72,7 @@ def test_more_components_than_the_bound_are_refused_in_one_line_before_any_is_op
     url = write_mixture(store, "crowd", PARTS, 4_000, edit=_many(MAX_COMPONENTS + 1))
     said = rf"components: {MAX_COMPONENTS + 1:,} components, more than the {MAX_COMPONENTS:,} a mixture may have"
     opened = []
-    for module in ("shard_loader.mixture.opening", "shard_loader.mixture.components"):
+    for module in ("shard_loader.mixture.opening", "shard_loader.stream"):
         monkeypatch.setattr(f"{module}.open_manifest", lambda *a, **k: opened.append(a))
     with pytest.raises(ManifestError, match=said):
         TokenDataset(url, **OPTS)

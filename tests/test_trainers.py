@@ -8,11 +8,8 @@ import random
 import numpy as np
 import pytest
 
-pytest.importorskip("accelerate")
-pytest.importorskip("lightning")
-
-from tests.support.positional import write_positional  # noqa: E402
-from tests.support.training import check_replayed, read_log, snippet, train, uninterrupted  # noqa: E402
+from tests.support.positional import write_positional
+from tests.support.training import check_replayed, read_log, snippet, train, uninterrupted
 
 pytestmark = pytest.mark.system
 

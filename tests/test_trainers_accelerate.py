@@ -13,12 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("accelerate")
-
-from shard_loader import TokenDataset  # noqa: E402
-from tests.support.mixture_files import Part, digests_of, write_component, write_mixture  # noqa: E402
-from tests.support.patience import HUNG  # noqa: E402
-from tests.support.positional import write_positional  # noqa: E402
+from shard_loader import TokenDataset
+from tests.support.mixture_files import Part, digests_of, write_component, write_mixture
+from tests.support.patience import HUNG
+from tests.support.positional import write_positional
 
 pytestmark = pytest.mark.system
 
