@@ -23,9 +23,9 @@ from shard_loader.format import LATEST_KEY, parse_manifest
 
 from .defs.partitions import PARTITIONS_PER_RUN, RAW_FILES, RUN_BYTES, sync_partitions
 from .defs.resources import Settings
-from .execution.dagster_private import PARENT_RUN_ID_TAG
 from .execution.batches import RunBatch, RunExecutor, RunOutcome
 from .execution.local import LocalRuns, release_killed_runs, worker_limit
+from .execution.run_events import check_results
 from .execution.run_queue import RunQueue
 from .lib.discovery import registered
 from .lib.errors import RunFailed
@@ -121,25 +121,6 @@ def run_one(executor: RunExecutor, job: str) -> str:
     if outcome.failures:
         raise RunFailed(outcome.failures[job])
     return outcome.run_ids[0]
-
-
-def check_results(instance: dg.DagsterInstance, run_id: str) -> dict[str, bool]:
-    """{check name: passed} of the asset checks a run evaluated, from the instance (wherever the run executed), with
-    those of the attempts it retried: a retry re-executes from the failed step, so a check that passed before it
-    is recorded only in the earlier attempt. A later attempt's result wins."""
-    attempts: list[str] = []
-    run = instance.get_run_by_id(run_id)
-    while run is not None:
-        attempts.insert(0, run.run_id)
-        parent = run.tags.get(PARENT_RUN_ID_TAG)
-        run = instance.get_run_by_id(parent) if parent else None
-    results: dict[str, bool] = {}
-    for attempt in attempts:
-        records = instance.get_records_for_run(attempt, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION).records
-        results |= {
-            (e := r.event_log_entry.dagster_event.asset_check_evaluation_data).check_name: e.passed for r in records
-        }
-    return results
 
 
 def build_dataset(

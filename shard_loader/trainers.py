@@ -20,16 +20,14 @@ import sys
 from types import FrameType
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 from torch.utils.data import get_worker_info
 
+from .dataset import TokenDataset
 from .errors import ShardLoaderError
 from .world import Consumer
-
-if TYPE_CHECKING:
-    from .torch_dataset import Batch, TorchTokenDataset
 
 _FRAMES = 10  # how far up the stack accelerate's loader may be from the dataset's method it called
 _NONE, _DISPATCHED, _SHARDED = 0, 1, 2  # how accelerate reads the dataset (the first field of Follower.shared)
@@ -54,6 +52,23 @@ class Reading:
     unit: int
 
 
+class Followed(Protocol):
+    """What a Follower reads of the TorchTokenDataset it serves (named here: torch_dataset imports this module)."""
+
+    data: TokenDataset
+    batch_size: int
+    label_shift: int
+    grouped: bool
+    _served: int
+
+    @property
+    def world_size(self) -> int: ...
+
+    def anchor(self) -> Any: ...
+
+    def rebase(self) -> None: ...
+
+
 class Follower:
     """What a TorchTokenDataset learnt of the trainer that reads it, in shared memory for its DataLoader workers."""
 
@@ -64,7 +79,7 @@ class Follower:
         mode, processes, leader, rows, unit = self.shared.tolist()
         return None if mode == _NONE else Reading(mode, processes, bool(leader), bool(rows), unit)
 
-    def follow(self, ds: TorchTokenDataset) -> None:
+    def follow(self, ds: Followed) -> None:
         """Learn how accelerate reads `ds` if one of its loaders is calling (in the trainer's process)."""
         loader = _calling_loader(ds)
         if loader is None:
@@ -79,7 +94,7 @@ class Follower:
             [reading.mode, reading.processes, int(reading.leader), int(reading.rows), reading.unit]
         )
 
-    def length(self, ds: TorchTokenDataset, batches: int) -> int:
+    def length(self, ds: Followed, batches: int) -> int:
         """len(ds) as the loader reading it counts: process 0 of a dispatching loader serves every rank's items."""
         self.follow(ds)
         reading = self.reading()
@@ -88,7 +103,7 @@ class Follower:
         per_batch = ds.batch_size if reading.rows else 1
         return batches * per_batch * (reading.processes if reading.mode == _DISPATCHED else 1)
 
-    def route(self, ds: TorchTokenDataset, own: Iterator[Any]) -> Iterator[Any]:
+    def route(self, ds: Followed, own: Iterator[Any]) -> Iterator[Any]:
         """The dataset's own pass `own`, or, decided at the first item (accelerate has said how it reads by then), what
         accelerate's reading needs."""
         reading = self.reading()
@@ -117,7 +132,7 @@ def _close(iterator: Iterator[Any]) -> None:
         close()
 
 
-def _calling_loader(ds: TorchTokenDataset) -> Any:
+def _calling_loader(ds: Followed) -> Any:
     """The accelerate loader (or IterableDatasetShard) among the calling frames that reads `ds`, else None."""
     module = sys.modules.get("accelerate.data_loader")
     if module is None:
@@ -134,7 +149,7 @@ def _calling_loader(ds: TorchTokenDataset) -> Any:
     return None
 
 
-def _reads(loader: Any, ds: TorchTokenDataset) -> bool:
+def _reads(loader: Any, ds: Followed) -> bool:
     dataset = loader.__dict__.get("dataset")  # an IterableDatasetShard's
     base = loader.__dict__.get("base_dataloader")
     if base is not None:
@@ -142,7 +157,7 @@ def _reads(loader: Any, ds: TorchTokenDataset) -> bool:
     return dataset is ds or getattr(dataset, "dataset", None) is ds
 
 
-def _reading_of(ds: TorchTokenDataset, loader: Any) -> Reading:
+def _reading_of(ds: Followed, loader: Any) -> Reading:
     """How `loader` (accelerate's, or its IterableDatasetShard) reads `ds`; one that cannot be exact is refused."""
     module = sys.modules["accelerate.data_loader"]
     state = sys.modules["accelerate.state"].PartialState()
@@ -174,7 +189,7 @@ def _reading_of(ds: TorchTokenDataset, loader: Any) -> Reading:
     return Reading(_DISPATCHED, processes, index == 0, size is not None, size or 1)
 
 
-def _sharded(ds: TorchTokenDataset, shard: Any, processes: int) -> Reading:
+def _sharded(ds: Followed, shard: Any, processes: int) -> Reading:
     """accelerate's IterableDatasetShard over `ds` (dispatch_batches=False), made a passthrough: each rank's dataset
     serves its own batches already."""
     made: Reading | None = getattr(shard, _PASSTHROUGH, None)
@@ -189,7 +204,7 @@ def _sharded(ds: TorchTokenDataset, shard: Any, processes: int) -> Reading:
     return made
 
 
-def _rows(ds: TorchTokenDataset, size: int | None) -> int:
+def _rows(ds: Followed, size: int | None) -> int:
     """Rows per item of a DataLoader with `size` reading this rank's stream: its batch_size, or 1 (whole batches)."""
     if size is not None and size != ds.batch_size:
         raise TrainerError(
@@ -199,7 +214,7 @@ def _rows(ds: TorchTokenDataset, size: int | None) -> int:
     return size or 1
 
 
-def _serve(ds: TorchTokenDataset, reading: Reading) -> Iterator[Batch]:
+def _serve(ds: Followed, reading: Reading) -> Iterator[dict[str, torch.Tensor]]:
     """What accelerate asks this process's DataLoader (or worker) for: under dispatching, process 0 serves every
     rank's rows of each global batch in rank order and the others nothing; sharded with rows, this rank's rows.
     DataLoader item j goes to worker j % num_workers, the order in which a DataLoader asks its workers."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dagster as dg
 from dagster._core.storage.tags import PARENT_RUN_ID_TAG, ROOT_RUN_ID_TAG
 
-from shard_assets.runner import check_results
+from shard_assets.execution.run_events import check_results
 
 
 @dg.asset(check_specs=[dg.AssetCheckSpec("first_is_sound", asset="first")])

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
+from .dagster_private import PARENT_RUN_ID_TAG
+
 if TYPE_CHECKING:
     from dagster_shared.error import SerializableErrorInfo
 
@@ -36,3 +38,21 @@ def _innermost(error: SerializableErrorInfo) -> str:
     message = " ".join(error.message.split())
     message = message.split(f"{error.cls_name}: ", 1)[-1]  # Dagster prefixes the class's dotted path
     return f"{error.cls_name}: {message}"
+
+
+def check_results(instance: dg.DagsterInstance, run_id: str) -> dict[str, bool]:
+    """{check name: passed} of the asset checks a run evaluated, from the instance (wherever the run executed), with
+    those of the attempts it retried: a retry re-executes from the failed step, so a check that passed before it
+    is recorded only in the earlier attempt. A later attempt's result wins."""
+    attempts: list[str] = []
+    run = instance.get_run_by_id(run_id)
+    while run is not None:
+        attempts.insert(0, run.run_id)
+        parent = run.tags.get(PARENT_RUN_ID_TAG)
+        run = instance.get_run_by_id(parent) if parent else None
+    results: dict[str, bool] = {}
+    for attempt in attempts:
+        records = instance.get_records_for_run(attempt, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION).records
+        events = [r.event_log_entry.dagster_event for r in records]
+        results |= {e.asset_check_evaluation_data.check_name: e.asset_check_evaluation_data.passed for e in events if e}
+    return results
