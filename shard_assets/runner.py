@@ -55,11 +55,19 @@ class BuildResult:
 
 
 class Progress:
-    """One job's progress on `stream`: in a terminal one line redrawn at every run; in a pipe (CI logs) a line at
-    most every `interval` seconds and one when the job is done. Failures print as they happen, counted as failed."""
+    """One job's progress on `stream`, in partitions (or in runs, for an unpartitioned job): in a terminal one line
+    redrawn at every run; in a pipe (CI logs) a line at most every `interval` seconds and one when the job is done.
+    Failures print as they happen, counted as failed."""
 
-    def __init__(self, label: str, total: int, stream: TextIO | None = None, interval: float = PROGRESS_INTERVAL):
-        self.label, self.total, self.interval = label, total, interval
+    def __init__(
+        self,
+        label: str,
+        total: int,
+        stream: TextIO | None = None,
+        interval: float = PROGRESS_INTERVAL,
+        unit: str = "partitions",
+    ):
+        self.label, self.total, self.interval, self.unit = label, total, interval, unit
         self.stream = stream or sys.stderr  # looked up now: tests and callers may have replaced sys.stderr
         self.done = self.failed = 0
         self.started = self.shown = time.perf_counter()
@@ -69,10 +77,10 @@ class Progress:
         elapsed = time.perf_counter() - self.started
         eta = elapsed / self.done * (self.total - self.done) if self.done else 0.0
         failed = f" ({self.failed} failed)" if self.failed else ""
-        return f"{self.label}: {self.done}/{self.total} partitions{failed}, {elapsed:.0f} s elapsed, ETA {eta:.0f} s"
+        return f"{self.label}: {self.done}/{self.total} {self.unit}{failed}, {elapsed:.0f} s elapsed, ETA {eta:.0f} s"
 
     def update(self, outcome: RunOutcome) -> None:
-        self.done += len(outcome.batch.partitions)
+        self.done += len(outcome.batch.partitions) or 1  # an unpartitioned job's batch is one run
         self.failed += len(outcome.failures)
         for message in outcome.failures.values():
             print(f"{CLEAR_LINE if self.tty else ''}warning: {message}", file=self.stream, flush=True)
@@ -116,10 +124,12 @@ def run_partitions(
 
 
 def run_one(executor: RunExecutor, job: str) -> str:
-    """One run of an unpartitioned job; its run id, or a RunFailed naming the cause."""
+    """One run of an unpartitioned job, with its progress line; its run id, or a RunFailed naming the cause."""
+    progress = Progress(job, 1, unit="run")
     (outcome,) = executor.execute([RunBatch(job)])
     if outcome.failures:
         raise RunFailed(outcome.failures[job])
+    progress.update(outcome)
     return outcome.run_ids[0]
 
 

@@ -83,13 +83,19 @@ def test_progress_in_a_pipe_is_one_plain_line_per_job(tmp_path):
     command, env = _build_command(tmp_path)
     out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=HUNG)
     assert out.returncode == 0, out.stderr[-2000:]
-    lines = [line for line in out.stderr.splitlines() if "partitions," in line]
+    lines = [line for line in out.stderr.splitlines() if re.search(r": \d+/\d+ (partitions|run)\b", line)]
     assert lines and all("\r" not in line for line in lines)
     assert any(
         re.fullmatch(r"tokenize_job \(tokenized_shards\): 3/3 partitions, \d+ s elapsed, ETA 0 s", line)
         for line in lines
     ), lines
-    assert [line.split(":")[0] for line in lines][-2:] == ["ingest_job", "tokenize_job (tokenized_shards)"]
+    assert [line.split(":")[0] for line in lines] == [
+        "ingest_job",
+        "tokenizer_job",
+        "tokenize_job (tokenized_shards)",
+        "publish_job",
+    ], lines  # every job of the build has its line; the unpartitioned ones count their run
+    assert re.fullmatch(r"publish_job: 1/1 run, \d+ s elapsed, ETA 0 s", lines[-1]), lines
     assert "partitions," not in out.stdout and "checks        6 of 6 passed" in out.stdout
 
 
