@@ -1,3 +1,11 @@
 """What every dataset asset shares in the UI: its group and its owners."""
 
-DATASET_ASSET = {"group_name": "dataset", "owners": ["team:data-engineering"]}
+from typing import TypedDict
+
+
+class AssetConventions(TypedDict):
+    group_name: str
+    owners: list[str]
+
+
+DATASET_ASSET: AssetConventions = {"group_name": "dataset", "owners": ["team:data-engineering"]}
