@@ -16,7 +16,10 @@ import pytest
 from tokenizers import Tokenizer
 
 import shard_loader
+from shard_assets.definitions import ASSETS
+from shard_assets.defs.dedup import no_duplicate_documents
 from shard_assets.lib.spec import load_spec
+from shard_assets.lib.verification import verify_live_version
 from shard_assets.lib.text import doc_hash, is_val
 from shard_assets.runner import build_dataset
 from shard_loader.format import open_shard
@@ -149,6 +152,34 @@ def test_exact_copies_are_published_once_by_default(corpus, tmp_path):
     lineage = shard_loader.open_manifest(str(root / "store")).manifest.lineage
     assert lineage["dedup"]["dropped"] == {"exact": EXACT}
     assert result.checks["no_duplicate_documents"] is True
+    store = tiny_resources(root / "spec.toml", root / "store")["store"].store()
+    assert verify_live_version(store).problems == ()  # the raw documents, less the copies, split again
+
+
+def test_the_check_fails_when_a_partition_publishes_its_copies(corpus, tmp_path):
+    """A part record that does not name its drops (as if tokenized without them) fails the blocking check, and the
+    live version stays."""
+    root = _copy(corpus, tmp_path)
+    inst = dg.DagsterInstance.ephemeral()
+    _build(root, "", inst)
+    store = root / "store"
+    live = (store / "manifest.json").read_bytes()
+    fingerprint = shard_loader.open_manifest(str(store)).manifest.tokenizer.fingerprint
+    path = store / f"tokenized/{fingerprint}/parts/b.part0.json"
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({**record, "dedup": None}))
+    resources = tiny_resources(root / "spec.toml", store)
+    result = dg.materialize(
+        [*ASSETS, no_duplicate_documents],
+        selection=["splits", "manifest"],
+        instance=inst,
+        resources=resources,
+        raise_on_error=False,
+    )
+    checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    assert not checks["no_duplicate_documents"].passed
+    assert checks["no_duplicate_documents"].metadata["copies"].value == EXACT
+    assert (store / "manifest.json").read_bytes() == live
 
 
 def test_near_copies_are_published_once_on_request(corpus, tmp_path):

@@ -196,11 +196,12 @@ def _drops_table(dropped: Dropped) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return d[first], a[first], r[first]
 
 
-def read_drops(store: ObjectStore, ref: FileRef | None) -> tuple[np.ndarray, list[str], np.ndarray]:
-    """(dropped document hashes sorted, the partition each was dropped against, its rule index) of a decision."""
-    if ref is None:
+def read_drops(store: ObjectStore, key: str | None) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """(dropped document hashes sorted, the partition each was dropped against, its rule index) of a decision's drop
+    list at `key` (none: nothing dropped)."""
+    if key is None:
         return np.zeros(0, dtype=np.uint64), [], np.zeros(0, dtype=np.uint8)
-    with np.load(io.BytesIO(store.get_bytes(ref.key)), allow_pickle=False) as data:
+    with np.load(io.BytesIO(store.get_bytes(key)), allow_pickle=False) as data:
         names = [str(n) for n in data["names"]]
         return data["docs"], [names[i] for i in data["against"]], data["rule"]
 
@@ -223,7 +224,7 @@ def _decision(
         per[names[a]] = per.get(names[a], 0) + 1
     reclaimed: dict[str, int] = {}
     if previous is not None and previous.raw_sha256 == raw.sha256 and previous.drops is not None:
-        old_docs, old_against, _ = read_drops(store, previous.drops)
+        old_docs, old_against, _ = read_drops(store, previous.drops.key)
         for i in np.flatnonzero(~np.isin(old_docs, docs)).tolist():
             reclaimed[old_against[i]] = reclaimed.get(old_against[i], 0) + 1
     ref = None

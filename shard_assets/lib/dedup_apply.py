@@ -18,6 +18,7 @@ from .layout import DEDUP_MEMBERS_KEY, dedup_decision_key
 from .records import PartRecord, RawRecord, find_record
 from .spec import DatasetSpec
 from .store import ObjectStore
+from .text import is_val
 
 
 def decision_for(store: ObjectStore, spec: DatasetSpec, raw: RawRecord, run_id: str) -> DedupDecision | None:
@@ -49,7 +50,7 @@ def kept_documents(store: ObjectStore, drops_ref: FileRef, raw_path: Path, workd
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    drops = pa.array(read_drops(store, drops_ref)[0])
+    drops = pa.array(read_drops(store, drops_ref.key)[0])
     pf = pq.ParquetFile(raw_path)
     out = workdir / "kept.parquet"
     with pq.ParquetWriter(out, pf.schema_arrow, compression="zstd") as writer:
@@ -90,7 +91,7 @@ def published_copies(store: ObjectStore, spec: DatasetSpec, parts: dict[str, Par
         spill = Spill(Path(tmp), spec.dedup.ranges)
         for p, m in ids.items():
             decision = parts[p].dedup
-            docs = read_drops(store, decision.drops if decision else None)[0]
+            docs = read_drops(store, decision.drops.key if decision and decision.drops else None)[0]
             spill.add(rows_of(docs, docs, m))
         published = np.fromiter(ids.values(), dtype=np.uint32)
         copies = documents = 0
@@ -117,7 +118,20 @@ def lineage_entry(decision: DedupDecision | None) -> dict[str, Any] | None:
     and those it keeps because the partition that held the kept copy left."""
     if decision is None:
         return None
-    return {"dropped": decision.dropped, "reclaimed": decision.reclaimed, "documents": decision.documents}
+    drops = decision.drops.key if decision.drops else None
+    return {
+        "dropped": decision.dropped,
+        "reclaimed": decision.reclaimed,
+        "documents": decision.documents,
+        "drops": drops,
+    }
+
+
+def dropped_by_split(store: ObjectStore, drops_key: str | None, val_fraction: float) -> dict[str, int]:
+    """How many of a partition's dropped documents (its lineage's `drops` list) each split would have held."""
+    docs = read_drops(store, drops_key)[0]
+    val = int(is_val(docs, val_fraction).sum())
+    return {"train": len(docs) - val, "val": val}
 
 
 def lineage_summary(spec: DatasetSpec, parts: dict[str, PartRecord]) -> dict[str, Any]:
