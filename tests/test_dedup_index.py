@@ -31,7 +31,7 @@ def _text(rng: random.Random, n: int = 120) -> str:
 
 def _spec(src, dedup: dict | None = None):
     data = {"name": "t", "min_chars": 1, "sources": [{"name": "web", "uri": f"{src}/*.jsonl", "format": "jsonl"}]}
-    return parse_spec({**data, **({"dedup": dedup} if dedup is not None else {})}, "spec.toml")
+    return parse_spec({**data, **({} if dedup is None else {"dedup": dedup})}, "spec.toml")
 
 
 def _corpus(tmp_path) -> dict[str, list[str]]:
@@ -68,6 +68,8 @@ def test_the_dedup_table_is_checked_like_the_rest_of_the_spec(tmp_path):
         _spec(tmp_path, {"ranges": 100})
     with pytest.raises(SpecError, match=r"\[dedup\].near: expected bool, got 'yes'"):
         _spec(tmp_path, {"near": "yes"})
+    with pytest.raises(SpecError, match=r"spec.toml: dedup must be a \[dedup\] table .*got True"):
+        _spec(tmp_path, True)
 
 
 def test_band_keys_are_shared_by_near_copies_and_not_by_other_documents():

@@ -20,6 +20,7 @@ import json
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -40,15 +41,17 @@ from .layout import (
     dedup_range_key,
     raw_record_key,
 )
-from .records import RawRecord, find_record, get_record, put_record
+from .records import RawRecord, find_record, get_record, get_records, put_record
 from .spec import DatasetSpec, DedupSpec
 from .store import ObjectMissingError, ObjectStore
 
 ROW = np.dtype([("key", "<u8"), ("member", "<u4"), ("doc", "<u8")])  # one index row: 20 bytes
 PAIR = np.dtype([("member", "<u4"), ("doc", "<u8")])
+WRITE_THREADS = 8  # store writes at once: each is a round trip (a PUT on S3, an fsync on a local disk)
 LOCK_WAIT = 600.0  # seconds an update waits for another's lock before failing
 LOCK_STALE = 900.0  # a lock older than this was left by a killed update and is taken over
 READ_BATCH = 1 << 16
+SPILL_BUFFER = 64 << 20  # bytes of new rows held before they are appended to their ranges' local files
 
 
 def settings_of(dedup: DedupSpec) -> str:
@@ -71,7 +74,7 @@ def range_of(keys: np.ndarray, ranges: int) -> np.ndarray:
 # -- the index's ranges --
 
 
-def sortedrows_of(rows: np.ndarray) -> np.ndarray:
+def sorted_rows(rows: np.ndarray) -> np.ndarray:
     return rows[np.lexsort((rows["doc"], rows["member"], rows["key"]))]
 
 
@@ -102,21 +105,34 @@ def load_range(store: ObjectStore, kind: str, index: int, generation: int) -> np
 
 
 class Spill:
-    """New rows bucketed by range in local files, so a range's new rows are read back without the others'."""
+    """New rows bucketed by range in local files, so a range's new rows are read back without the others'; rows are
+    buffered up to SPILL_BUFFER bytes between writes."""
 
     def __init__(self, folder: Path, ranges: int):
         self.folder, self.ranges = folder, ranges
+        self.buffered: dict[int, list[np.ndarray]] = {}
+        self.nbytes = 0
         folder.mkdir(parents=True, exist_ok=True)
 
     def add(self, rows: np.ndarray) -> None:
         where = range_of(rows["key"], self.ranges)
         order = np.argsort(where, kind="stable")
         bounds = np.searchsorted(where[order], np.arange(self.ranges + 1))
-        for r in np.flatnonzero(np.diff(bounds)):
+        for r in np.flatnonzero(np.diff(bounds)).tolist():
+            self.buffered.setdefault(r, []).append(rows[order[bounds[r] : bounds[r + 1]]])
+        self.nbytes += rows.nbytes
+        if self.nbytes > SPILL_BUFFER:
+            self.flush()
+
+    def flush(self) -> None:
+        for r, parts in self.buffered.items():
             with open(self.folder / f"{r}.rows", "ab") as f:
-                f.write(rows[order[bounds[r] : bounds[r + 1]]].tobytes())
+                for part in parts:
+                    f.write(part.tobytes())
+        self.buffered, self.nbytes = {}, 0
 
     def rows(self, index: int) -> np.ndarray:
+        self.flush()
         path = self.folder / f"{index}.rows"
         return np.fromfile(path, dtype=ROW) if path.exists() else np.zeros(0, dtype=ROW)
 
@@ -132,7 +148,7 @@ def _raw_path(store: ObjectStore, raw: RawRecord, folder: Path) -> Path:
     return path
 
 
-def partitionrows_of(
+def partition_rows(
     store: ObjectStore, raw: RawRecord, member: int, dedup: DedupSpec, folder: Path
 ) -> Iterator[tuple[str, np.ndarray]]:
     """(kind, rows) of one raw partition, a record batch at a time: its document hashes, and with near dedup each
@@ -288,7 +304,7 @@ def _update(store: ObjectStore, spec: DatasetSpec, partitions: list[str], tmp: P
     dedup, settings = spec.dedup, settings_of(spec.dedup)
     old = find_record(store, DEDUP_MEMBERS_KEY, DedupMembers, "dedup") or DedupMembers(settings, 1)
     current = registered(store, spec)
-    raws = {p: get_record(store, raw_record_key(p), RawRecord, f"dedup[{p}]") for p in partitions}
+    raws = _raws(store, partitions)
     rebuild = old.settings != settings
     kept = {
         p: m
@@ -300,13 +316,13 @@ def _update(store: ObjectStore, spec: DatasetSpec, partitions: list[str], tmp: P
     joining = rejoin + [p for p in partitions if p not in kept and p not in rejoin]
     if not joining and not removed:
         return {p: get_record(store, dedup_decision_key(p), DedupDecision, f"dedup[{p}]") for p in partitions}
-    raws |= {p: get_record(store, raw_record_key(p), RawRecord, f"dedup[{p}]") for p in joining if p not in raws}
+    raws |= _raws(store, [p for p in joining if p not in raws])
     members = dict(kept)
     spill = {kind: Spill(tmp / kind, dedup.ranges) for kind in kinds_of(dedup)}
     next_id = old.next_id
     for p in joining:
         members[p] = DedupMember(next_id, raws[p].sha256)
-        for kind, rows in partitionrows_of(store, raws[p], next_id, dedup, tmp):
+        for kind, rows in partition_rows(store, raws[p], next_id, dedup, tmp):
             spill[kind].add(rows)
         next_id += 1
     names = {m.id: p for p, m in members.items()}
@@ -318,36 +334,51 @@ def _update(store: ObjectStore, spec: DatasetSpec, partitions: list[str], tmp: P
     update = old.update + 1
     dropped = {m: Dropped.empty() for m in targets}
     new_generations = {}
-    for kind, bucket in spill.items():
-        written = list(generations[kind])
-        for r in range(dedup.ranges):
-            stored = load_range(store, kind, r, generations[kind][r])
-            keep = np.isin(stored["member"], np.array([m.id for m in kept.values()], dtype=np.uint32))
-            new = bucket.rows(r)
-            if not len(new) and keep.all():
-                rows = stored
-            else:
-                rows = sortedrows_of(np.concatenate([stored[keep], new]))
-                written[r] = update if len(rows) else 0
-                if len(rows):
-                    store.put_bytes(dedup_range_key(kind, r, update), _npy(rows))
-            _collect(rows, targets, kind, dropped)
-        new_generations[kind] = tuple(written)
-    previous = {
-        p: find_record(store, dedup_decision_key(p), DedupDecision, f"dedup[{p}]") for p in (names[m] for m in targets)
-    }
-    decisions = {}
-    for m in sorted(targets):
-        p = names[m]
-        raw = raws.get(p) or get_record(store, raw_record_key(p), RawRecord, f"dedup[{p}]")
-        decisions[p] = _decision(store, p, raw, settings, dropped[m], names, previous[p])
-    for p, d in decisions.items():
-        put_record(store, dedup_decision_key(p), d)
+    kept_ids = np.array([m.id for m in kept.values()], dtype=np.uint32)
+    with ThreadPoolExecutor(WRITE_THREADS) as pool:
+        for kind, bucket in spill.items():
+            written, pending = list(generations[kind]), []
+            for r in range(dedup.ranges):
+                stored = load_range(store, kind, r, generations[kind][r])
+                keep = np.isin(stored["member"], kept_ids)
+                new = bucket.rows(r)
+                if not len(new) and keep.all():
+                    rows = stored
+                else:
+                    rows = sorted_rows(np.concatenate([stored[keep], new]))
+                    written[r] = update if len(rows) else 0
+                    if len(rows):  # written beside the next range's work, WRITE_THREADS ranges at most in flight
+                        pending.append(pool.submit(store.put_bytes, dedup_range_key(kind, r, update), _npy(rows)))
+                        if len(pending) >= WRITE_THREADS:
+                            pending.pop(0).result()
+                _collect(rows, targets, kind, dropped)
+            for future in pending:
+                future.result()
+            new_generations[kind] = tuple(written)
+        target_names = [names[m] for m in sorted(targets)]
+        raws |= _raws(store, [p for p in target_names if p not in raws])
+        previous = dict(
+            zip(
+                target_names,
+                pool.map(lambda p: find_record(store, dedup_decision_key(p), DedupDecision, "dedup"), target_names),
+            )
+        )
+
+        def decide(p: str) -> DedupDecision:
+            d = _decision(store, p, raws[p], settings, dropped[members[p].id], names, previous[p])
+            put_record(store, dedup_decision_key(p), d)
+            return d
+
+        decisions = dict(zip(target_names, pool.map(decide, target_names)))
     put_record(store, DEDUP_MEMBERS_KEY, DedupMembers(settings, next_id, members, new_generations, update))
     _delete_superseded(store, old, new_generations)
     for p in old.members.keys() - members.keys():
         store.delete(dedup_decision_key(p))
     return {p: decisions.get(p) or get_record(store, dedup_decision_key(p), DedupDecision, "dedup") for p in partitions}
+
+
+def _raws(store: ObjectStore, partitions: list[str]) -> dict[str, RawRecord]:
+    return dict(zip(partitions, get_records(store, [raw_record_key(p) for p in partitions], RawRecord, "dedup")))
 
 
 def _collect(rows: np.ndarray, targets: set[int], kind: str, dropped: dict[int, Dropped]) -> None:

@@ -250,7 +250,10 @@ def parse_spec(data: dict[str, Any], origin: str, base: Path | None = None) -> D
     if not sources:
         raise SpecError(f"{origin}: at least one [[sources]] entry is needed")
     tok = _tokenizer(data.pop("tokenizer", {}), origin, base)
-    dedup = spec_record(DedupSpec, data.pop("dedup", {}), f"{origin}: [dedup]")
+    table = data.pop("dedup", {})
+    if not isinstance(table, dict):
+        raise SpecError(f"{origin}: dedup must be a [dedup] table (exact, near, threshold, ...), got {table!r}")
+    dedup = spec_record(DedupSpec, table, f"{origin}: [dedup]")
     if dedup.ranges & (dedup.ranges - 1):
         raise SpecError(f"{origin}: [dedup].ranges must be a power of two, got {dedup.ranges}")
     parsed = tuple(_source(s, f"{origin}: sources[{i}]", base) for i, s in enumerate(sources))
