@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +47,7 @@ from .store import ObjectMissingError, ObjectStore
 
 ROW = np.dtype([("key", "<u8"), ("member", "<u4"), ("doc", "<u8")])  # one index row: 20 bytes
 PAIR = np.dtype([("member", "<u4"), ("doc", "<u8")])
+DROP = np.dtype([("member", "<u4"), ("doc", "<u8"), ("rule", "u1"), ("against", "<u4")])
 WRITE_THREADS = 8  # store writes at once: each is a round trip (a PUT on S3, an fsync on a local disk)
 LOCK_WAIT = 600.0  # seconds an update waits for another's lock before failing
 LOCK_STALE = 900.0  # a lock older than this was left by a killed update and is taken over
@@ -175,41 +176,29 @@ def rows_of(keys: np.ndarray, docs: np.ndarray, member: int) -> np.ndarray:
 # -- decisions --
 
 
-@dataclass
 class Dropped:
-    """What one range pass found a target partition dropping: per kind, its documents and the kept copy's member."""
+    """The rows of the target partitions that are not their key's kept copy, one array per range pass, grouped by
+    partition at the end: (member, doc, rule, against) each."""
 
-    docs: dict[str, list[np.ndarray]]
-    against: dict[str, list[np.ndarray]]
+    def __init__(self) -> None:
+        self.parts: list[np.ndarray] = []
 
-    @classmethod
-    def empty(cls) -> Dropped:
-        return cls({k: [] for k in RULES}, {k: [] for k in RULES})
+    def add(self, rule: int, rows: np.ndarray, lost: np.ndarray, first: np.ndarray) -> None:
+        out = np.empty(len(lost), dtype=DROP)
+        out["member"], out["doc"], out["rule"] = rows["member"][lost], rows["doc"][lost], rule
+        out["against"] = rows["member"][first[lost]]
+        self.parts.append(out)
 
-    def add(self, kind: str, docs: np.ndarray, against: np.ndarray) -> None:
-        self.docs[kind].append(docs)
-        self.against[kind].append(against)
-
-    def arrays(self, kind: str) -> tuple[np.ndarray, np.ndarray]:
-        if not self.docs[kind]:
-            return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint32)
-        return np.concatenate(self.docs[kind]), np.concatenate(self.against[kind])
-
-
-def _drops_table(dropped: Dropped) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(docs sorted, against member, rule index) with one row per dropped document: exact before near."""
-    docs, against, rule = [], [], []
-    for i, kind in enumerate(RULES):
-        d, a = dropped.arrays(kind)
-        docs.append(d)
-        against.append(a)
-        rule.append(np.full(len(d), i, dtype=np.uint8))
-    d, a, r = np.concatenate(docs), np.concatenate(against), np.concatenate(rule)
-    order = np.lexsort((a, r, d))
-    d, a, r = d[order], a[order], r[order]
-    first = np.ones(len(d), dtype=bool)
-    first[1:] = d[1:] != d[:-1]
-    return d[first], a[first], r[first]
+    def by_member(self) -> dict[int, np.ndarray]:
+        """{member: its dropped documents sorted by hash, one row each (the exact rule's where both dropped it)}."""
+        rows = np.concatenate(self.parts) if self.parts else np.zeros(0, dtype=DROP)
+        rows = rows[np.lexsort((rows["against"], rows["rule"], rows["doc"], rows["member"]))]
+        first = np.ones(len(rows), dtype=bool)
+        first[1:] = (rows["member"][1:] != rows["member"][:-1]) | (rows["doc"][1:] != rows["doc"][:-1])
+        rows = rows[first]
+        starts = np.flatnonzero(np.r_[True, rows["member"][1:] != rows["member"][:-1]]) if len(rows) else np.zeros(0)
+        bounds = [*starts.tolist(), len(rows)]
+        return {int(rows["member"][i]): rows[i:j] for i, j in zip(bounds, bounds[1:])}
 
 
 def read_drops(store: ObjectStore, key: str | None) -> tuple[np.ndarray, list[str], np.ndarray]:
@@ -227,13 +216,13 @@ def _decision(
     partition: str,
     raw: RawRecord,
     settings: str,
-    dropped: Dropped,
+    dropped: np.ndarray,
     names: dict[int, str],
     previous: DedupDecision | None,
 ) -> DedupDecision:
     """A partition's decision from its dropped rows, its drop list put in the store; `reclaimed` counts the documents
     its previous decision (for the same raw build) dropped against a partition and this one keeps."""
-    docs, against, rule = _drops_table(dropped)
+    docs, against, rule = dropped["doc"], dropped["against"], dropped["rule"]
     counts: dict[str, dict[str, int]] = {}
     for r, a in zip(rule.tolist(), against.tolist()):
         per = counts.setdefault(RULES[r], {})
@@ -332,7 +321,7 @@ def _update(store: ObjectStore, spec: DatasetSpec, partitions: list[str], tmp: P
     if removed and not rebuild:
         targets |= _affected(store, old, removed, generations)
     update = old.update + 1
-    dropped = {m: Dropped.empty() for m in targets}
+    dropped = Dropped()
     new_generations = {}
     kept_ids = np.array([m.id for m in kept.values()], dtype=np.uint32)
     with ThreadPoolExecutor(WRITE_THREADS) as pool:
@@ -351,7 +340,7 @@ def _update(store: ObjectStore, spec: DatasetSpec, partitions: list[str], tmp: P
                         pending.append(pool.submit(store.put_bytes, dedup_range_key(kind, r, update), _npy(rows)))
                         if len(pending) >= WRITE_THREADS:
                             pending.pop(0).result()
-                _collect(rows, targets, kind, dropped)
+                _collect(rows, targets, RULES.index(kind), dropped)
             for future in pending:
                 future.result()
             new_generations[kind] = tuple(written)
@@ -364,8 +353,11 @@ def _update(store: ObjectStore, spec: DatasetSpec, partitions: list[str], tmp: P
             )
         )
 
+        by_member = dropped.by_member()
+        nothing = np.zeros(0, dtype=DROP)
+
         def decide(p: str) -> DedupDecision:
-            d = _decision(store, p, raws[p], settings, dropped[members[p].id], names, previous[p])
+            d = _decision(store, p, raws[p], settings, by_member.get(members[p].id, nothing), names, previous[p])
             put_record(store, dedup_decision_key(p), d)
             return d
 
@@ -381,20 +373,15 @@ def _raws(store: ObjectStore, partitions: list[str]) -> dict[str, RawRecord]:
     return dict(zip(partitions, get_records(store, [raw_record_key(p) for p in partitions], RawRecord, "dedup")))
 
 
-def _collect(rows: np.ndarray, targets: set[int], kind: str, dropped: dict[int, Dropped]) -> None:
+def _collect(rows: np.ndarray, targets: set[int], rule: int, dropped: Dropped) -> None:
     """The rows of target partitions that are not their key's kept copy, added to each one's dropped documents."""
     if not len(rows) or not targets:
         return
     first = owners(rows)
     mine = np.isin(rows["member"], np.fromiter(targets, dtype=np.uint32))
     lost = mine & ((rows["member"][first] != rows["member"]) | (rows["doc"][first] != rows["doc"]))
-    idx = np.flatnonzero(lost)
-    if not len(idx):
-        return
-    member = rows["member"][idx]
-    for m in np.unique(member).tolist():
-        sel = idx[member == m]
-        dropped[m].add(kind, rows["doc"][sel], rows["member"][first[sel]])
+    if lost.any():
+        dropped.add(rule, rows, np.flatnonzero(lost), first)
 
 
 def _affected(
