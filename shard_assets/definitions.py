@@ -8,6 +8,7 @@ from typing import Any
 
 import dagster as dg
 
+from .defs.dedup import dedup, no_duplicate_documents
 from .defs.jobs import JOBS, retokenize_schedule
 from .defs.manifest import manifest
 from .defs.mixture import MixtureSpecsResource, mixture_definitions, mixture_specs_from_env
@@ -20,7 +21,7 @@ from .defs.splits import splits
 from .defs.tokenized_shards import tokenized_shards
 from .defs.tokenizer import tokenizer
 
-ASSETS = [raw_documents, tokenizer, tokenized_shards, splits, manifest]
+ASSETS = [raw_documents, dedup, tokenizer, tokenized_shards, splits, manifest]
 
 
 def build_definitions(resources: dict[str, Any] | None = None) -> dg.Definitions:
@@ -31,6 +32,7 @@ def build_definitions(resources: dict[str, Any] | None = None) -> dg.Definitions
     mixtures = mixture_definitions(specs)
     return dg.Definitions(
         assets=[*ASSETS, *mixtures.assets],
+        asset_checks=[no_duplicate_documents],
         jobs=[*JOBS, gc_job, verify_job, *mixtures.jobs],
         schedules=[retokenize_schedule(), gc_schedule],
         sensors=[raw_files_sensor, *mixtures.sensors],

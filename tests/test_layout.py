@@ -201,6 +201,7 @@ def test_definitions_snapshot(tmp_path):
     )
     graph = defs.resolve_asset_graph()
     assert sorted(k.to_user_string() for k in graph.get_all_asset_keys()) == [
+        "dedup",
         "manifest",
         "mixture",
         "mixture_components",
@@ -213,6 +214,7 @@ def test_definitions_snapshot(tmp_path):
         "components_verified",
         "counts_agree",
         "files_present",
+        "no_duplicate_documents",
         "one_tokenizer",
         "reads_with_shard_loader",
         "repeats_within_caps",
@@ -234,7 +236,7 @@ def test_definitions_snapshot(tmp_path):
     assert sorted(s.name for s in defs.schedules) == ["gc_schedule", "retokenize_schedule"]
     assert sorted(s.name for s in defs.sensors) == ["mixture_follow_live", "raw_files_sensor"]
     partitioned = {k.to_user_string() for k in graph.get_all_asset_keys() if graph.get(k).partitions_def is not None}
-    assert partitioned == {"mixture", "mixture_components", "raw_documents", "tokenized_shards"}
+    assert partitioned == {"dedup", "mixture", "mixture_components", "raw_documents", "tokenized_shards"}
     labels = {
         k.to_user_string(): graph.get(k).automation_condition.get_label()
         for k in graph.get_all_asset_keys()

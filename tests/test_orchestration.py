@@ -67,7 +67,7 @@ def built(tmp_path):
     spec, store, resources = tiny_dataset(tmp_path)
     inst = instance()
     result = build_dataset(inst, load_spec(spec), resources)
-    assert all(result.checks.values()) and len(result.checks) == 6
+    assert all(result.checks.values()) and len(result.checks) == 7
     return inst, spec, store, resources, result
 
 

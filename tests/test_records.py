@@ -9,6 +9,9 @@ import pytest
 from shard_assets.lib import records
 from shard_assets.lib.errors import RecordError
 from shard_assets.lib.records import (
+    DedupDecision,
+    DedupMember,
+    DedupMembers,
     DatasetOwner,
     DiscoveryIndex,
     FilePiece,
@@ -76,6 +79,14 @@ EXAMPLES = [
         {"train": SplitTotals(100, 10, 1), "val": SplitTotals(0, 0, 0)},
         0,
         {"web.b": "quarantined"},
+    ),
+    MEMBER := DedupMember(1, "ab" * 32),
+    DedupMembers('{"exact":true}', 3, {"web.a": MEMBER}, {"exact": (0, 2)}, 2),
+    DEDUP := DedupDecision(
+        "web.b", "cd" * 32, '{"exact":true}', 10, {"exact": {"web.a": 2}}, {"web.c": 1}, FileRef("k.npz", 8, "ef" * 32)
+    ),
+    PartRecord(
+        "web.b", "0123456789abcdef", 0.2, RAW, {"train": ENTRY, "val": ENTRY}, 299, "v", "r", "t", None, None, DEDUP
     ),
 ]
 

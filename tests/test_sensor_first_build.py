@@ -23,7 +23,7 @@ def _run_sensor_requests(inst, resources) -> list[dg.RunRequest]:
     for request in tick.run_requests:
         dg.materialize(
             ASSETS,
-            selection=request.asset_selection or ["raw_documents", "tokenized_shards"],  # None: all of tokenize_job
+            selection=request.asset_selection or ["raw_documents", "dedup", "tokenized_shards"],  # None: tokenize_job
             partition_key=request.partition_key,
             tags=request.tags,
             instance=inst,
@@ -44,7 +44,7 @@ def test_sensor_runs_then_automation_build_the_whole_dataset(tmp_path, automatio
         cursor = baseline.cursor
     requests = _run_sensor_requests(inst, resources)
     assert sorted(inst.get_dynamic_partitions("raw_files")) == ["web.part0", "web.part1"]
-    assert {tuple(r.asset_selection) for r in requests} == {(dg.AssetKey("raw_documents"),)}
+    assert {tuple(r.asset_selection) for r in requests} == {(dg.AssetKey("raw_documents"), dg.AssetKey("dedup"))}
     requested, _ = run_automation(defs, inst, resources, cursor)
     assert requested == [
         ("tokenizer", [""]),

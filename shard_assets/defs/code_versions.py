@@ -8,7 +8,8 @@ from dataclasses import asdict, dataclass
 class CodeVersions:
     raw_documents: str = "raw-3"  # normalisation keeps lone-CR line breaks and replaces lone surrogates
     tokenizer: str = "tokenizer-1"
-    tokenized_shards: str = "tokenized-3"  # whole documents, special-token strings as text, behind the exactness guard
+    dedup: str = "dedup-1"
+    tokenized_shards: str = "tokenized-4"  # copies left out (dedup); whole documents, behind the exactness guard
     splits: str = "splits-2"
     manifest: str = "manifest-3"  # 3: manifest format 2 (shard tables, lineage file)
 

@@ -5,6 +5,7 @@ import os
 
 import dagster as dg
 
+from .dedup import dedup
 from .manifest import manifest
 from .raw_documents import raw_documents
 from .splits import splits
@@ -18,10 +19,11 @@ DEFAULT_CRON = "0 3 * * 0"  # Sundays at 03:00
 
 ingest_job = dg.define_asset_job(
     "ingest_job",
-    selection=[raw_documents],
+    selection=[raw_documents, dedup],
     tags=INGEST_TAGS,
     executor_def=dg.in_process_executor,
-    description="Raw documents of one partition: read, normalise, filter, deduplicate.",
+    description="Raw documents of one partition: read, normalise, filter, deduplicate (within the file, then against "
+    "the dataset's index).",
 )
 tokenizer_job = dg.define_asset_job(
     "tokenizer_job",
@@ -31,10 +33,10 @@ tokenizer_job = dg.define_asset_job(
 )
 tokenize_job = dg.define_asset_job(
     "tokenize_job",
-    selection=[raw_documents, tokenized_shards],
+    selection=[raw_documents, dedup, tokenized_shards],
     tags=TOKENIZE_TAGS,
     executor_def=dg.in_process_executor,
-    description="Raw documents and tokenized shards of one partition; the sensor and backfills launch it.",
+    description="Raw documents, dedup and tokenized shards of one partition; the sensor and backfills launch it.",
 )
 publish_job = dg.define_asset_job(
     "publish_job",

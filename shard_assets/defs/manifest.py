@@ -8,6 +8,7 @@ import dagster as dg
 
 from shard_loader.format import LATEST_KEY, FileRef
 
+from ..lib.dedup_apply import lineage_entry as dedup_lineage, lineage_summary as dedup_summary
 from ..lib.layout import part_record_key, splits_record_key, tokenizer_key
 from ..lib.publish import build_manifest, publish
 from ..lib.records import PartRecord, SplitsRecord, get_record, get_records
@@ -54,6 +55,7 @@ def lineage_of(
                 "tokenized_data_version": part.data_version,
                 "tokenized_run_id": part.run_id,
                 "encoder": part.encoder.to_dict() if part.encoder else None,
+                "dedup": dedup_lineage(part.dedup),
             }
         )
     detail = {
@@ -68,6 +70,7 @@ def lineage_of(
         "val_fraction": spec.val_fraction,
         "sources": [{"name": n, "partitions": len(files)} for n, files in sources.items()],
         "partitions_left_out": len(summary.left_out),
+        "dedup": dedup_summary(spec, parts),
     }, detail
 
 

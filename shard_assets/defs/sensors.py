@@ -11,6 +11,7 @@ from ..lib.partitioning import PartitionRecord, contiguous_runs
 from ..lib.state import has_tokenizer
 from .jobs import tokenize_job
 from .partitions import PARTITIONS_PER_RUN, RAW_FILES, RUN_BYTES, discovery_step, run_target
+from .dedup import dedup
 from .raw_documents import raw_documents
 from .resources import DatasetResource, StoreResource
 
@@ -37,7 +38,7 @@ def raw_files_sensor(
     step, records = discovery_step(
         context.instance, objects, dataset.spec(), DiscoveryCursor.from_json(context.cursor), TICK_BUDGET
     )
-    selection = None if has_tokenizer(objects) else [raw_documents.key]
+    selection = None if has_tokenizer(objects) else [raw_documents.key, dedup.key]
     order = context.instance.get_dynamic_partitions(RAW_FILES)
     sizes = {k: records[k].size for k in step.changed}
     requests = [

@@ -6,6 +6,7 @@ import dagster as dg
 
 from ..lib.shard_build import TokenizedPartition, TokenizeJob, tokenize_partitions
 from .automation import RETOKENIZE
+from .dedup import dedup, decision_metadata
 from .code_versions import CODE_VERSIONS
 from .conventions import DATASET_ASSET
 from .figures import markdown_list, size, split_figures
@@ -20,7 +21,6 @@ def partition_metadata(done: TokenizedPartition) -> dict:
     guard."""
     stats, record, guard = done.stats, done.record, done.stats.guard
     return {
-        "dagster/row_count": sum(stats.documents.values()),
         **split_figures(stats.tokens, stats.documents),
         "shard_size": size(sum(e.nbytes for e in record.shards.values())),
         "max_token_id": record.max_token_id,
@@ -33,13 +33,15 @@ def partition_metadata(done: TokenizedPartition) -> dict:
         "encoder_sampled": guard.sampled,  # documents re-encoded with the reference and compared
         "encoder_differing": guard.differing,
         "reencoded_with_reference": guard.reencoded_with_reference,
+        **decision_metadata(record.dedup),
+        "dagster/row_count": sum(stats.documents.values()),
     }
 
 
 @dg.asset(
     partitions_def=raw_files,
     backfill_policy=BACKFILL_POLICY,
-    deps=[raw_documents, tokenizer],
+    deps=[raw_documents, dedup, tokenizer],
     code_version=CODE_VERSIONS.tokenized_shards,
     automation_condition=RETOKENIZE,
     **DATASET_ASSET,

@@ -63,3 +63,7 @@ class PrefixOwnedError(BuildError):
 class StateMismatchError(BuildError):
     """A record read from the store disagrees with what it claims to describe (a tokenizer record with its
     tokenizer file, a partition's records with its registration or its source): forged, or from another build."""
+
+
+class DedupError(BuildError):
+    """The dedup index cannot be updated or read: its lock is held too long, or a record disagrees with the data."""

@@ -121,3 +121,23 @@ def discovery_index_key(source: str) -> str:
 def probe_key(token: str) -> str:
     """A short-lived object the store's preflight writes and deletes to prove its keys can write."""
     return check_key(f"{STATE_PREFIX}probes/{token}.json", "probe key")
+
+
+DEDUP_PREFIX = f"{STATE_PREFIX}dedup/"  # the dedup index: never collected by gc
+DEDUP_MEMBERS_KEY = f"{DEDUP_PREFIX}members.json"
+DEDUP_LOCK_KEY = f"{DEDUP_PREFIX}update.lock"
+
+
+def dedup_range_key(kind: str, index: int, generation: int) -> str:
+    """One hash range of the dedup index of `kind` (exact or near) as of update `generation`: its rows, as npy."""
+    return check_key(f"{DEDUP_PREFIX}{kind}/{index:05d}-{generation}.npy", "dedup range key")
+
+
+def dedup_decision_key(partition: str) -> str:
+    """A partition's dedup decision: what it drops and against which partition."""
+    return check_key(f"{DEDUP_PREFIX}partitions/{partition}.json", "dedup decision key")
+
+
+def dedup_drops_key(partition: str, content_hash: str) -> str:
+    """A partition's dropped document hashes, content-addressed: a decision names the list it was made with."""
+    return check_key(f"{DEDUP_PREFIX}drops/{partition}-{content_hash}.npz", "dedup drops key")

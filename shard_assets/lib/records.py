@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from shard_loader.format import FileRef, ShardEntry
 from shard_loader.format.fields import loads
 
+from .dedup_records import DedupDecision, DedupMember, DedupMembers
 from .errors import RecordError, RecordMissingError
 from .store import ObjectMissingError, ObjectStore
 
@@ -178,6 +179,7 @@ class PartRecord:
     split_proof: SplitProof | None = (
         None  # none in records written before it existed: proven from the raw parquet instead
     )
+    dedup: DedupDecision | None = None  # the documents of `raw` left out as copies; None: dedup off (or older records)
 
 
 @dataclass(frozen=True)
@@ -454,6 +456,9 @@ def get_records(store: ObjectStore, keys: Sequence[str], cls: type[R], needed_by
 
 
 __all__ = [
+    "DedupDecision",
+    "DedupMember",
+    "DedupMembers",
     "DatasetOwner",
     "DiscoveryIndex",
     "FilePiece",

@@ -22,6 +22,7 @@ import numpy as np
 from shard_loader.format import FileRef, ShardEntry, ShardWriter, shard_base_key
 
 from .background import Background
+from .dedup_apply import kept_raw
 from .encoders import Encoder, ReferenceEncoder, encoders_of
 from .encoding import EncodeSettings, TokenizeStats, tokenize_partition
 from .errors import BuildError
@@ -58,6 +59,7 @@ class TokenizeJob:
     settings: EncodeSettings
     run_id: str
     code_version: str
+    spec: DatasetSpec | None = None  # its [dedup] settings decide which documents are left out as copies (None: none)
 
     @classmethod
     def current(cls, store: ObjectStore, spec: DatasetSpec, run_id: str, code_version: str) -> TokenizeJob:
@@ -70,7 +72,7 @@ class TokenizeJob:
         settings = EncodeSettings(
             record.eod_id, record.token_dtype, spec.val_fraction, spec.batch_documents, spec.on_mismatch
         )
-        return cls(store, record, engine, reference, settings, run_id, code_version)
+        return cls(store, record, engine, reference, settings, run_id, code_version, spec)
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,7 @@ def build_partition_shards(job: TokenizeJob, raw: RawRecord, workdir: Path) -> B
     if local_raw is None:
         local_raw = workdir / "raw.parquet"
         job.store.get_file(raw.key, local_raw)
+    local_raw, dedup = kept_raw(job.store, job.spec, raw, local_raw, workdir, job.run_id)
     writers, stats = tokenize_partition(
         local_raw, workdir / "out", raw.partition, job.engine, job.reference, job.settings
     )
@@ -135,6 +138,7 @@ def build_partition_shards(job: TokenizeJob, raw: RawRecord, workdir: Path) -> B
         split_proof=prove_split(
             local_raw, job.settings.val_fraction, stats.documents
         ),  # every document in the split its hash names
+        dedup=dedup,
     )
     return BuiltPartition(record=record, stats=stats, writers=writers)
 

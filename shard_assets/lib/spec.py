@@ -72,10 +72,28 @@ class TokenizerSpec:
 
 
 @dataclass(frozen=True)
+class DedupSpec:
+    """The [dedup] table: exact copies (same normalised text) published once by default; near copies (MinHash over
+    word `ngram`s, LSH bands for Jaccard `threshold`) on request; the index split into `ranges` by hash."""
+
+    exact: bool = True
+    near: bool = False
+    threshold: float = 0.8
+    ngram: int = 5
+    num_perm: int = 128
+    ranges: int = 256
+
+    @property
+    def enabled(self) -> bool:
+        return self.exact or self.near
+
+
+@dataclass(frozen=True)
 class DatasetSpec:
     name: str
     sources: tuple[SourceSpec, ...]
     tokenizer: TokenizerSpec = TokenizerSpec()
+    dedup: DedupSpec = DedupSpec()
     val_fraction: float = 0.01
     min_chars: int = 32
     batch_documents: int = 1000
@@ -111,6 +129,10 @@ RANGES: dict[str, tuple[float | None, float | None]] = {
     "min_chars": (0, None),
     "batch_documents": (1, 1_000_000),
     "partition_bytes": (0, None),
+    "threshold": (0.01, 1.0),
+    "ngram": (1, 64),
+    "num_perm": (16, 1024),
+    "ranges": (1, 1 << 16),
 }
 
 _BYTES = re.compile(r"^(\d+)\s*(|B|KB|MB|GB|KIB|MIB|GIB)$")
@@ -161,7 +183,7 @@ def spec_record(cls: type[R], data: dict[str, Any], where: str) -> R:
         raise SpecError(f"{where}: unknown field {name!r}; {hint}")
     hints = typing.get_type_hints(cls)
     for name, value in data.items():
-        if name not in ("sources", "tokenizer", "origin"):
+        if name not in ("sources", "tokenizer", "dedup", "origin"):
             _check_value(name, hints[name], value, where)
     try:
         return cls(**data)
@@ -229,13 +251,21 @@ def parse_spec(data: dict[str, Any], origin: str, base: Path | None = None) -> D
     if not sources:
         raise SpecError(f"{origin}: at least one [[sources]] entry is needed")
     tok = _tokenizer(data.pop("tokenizer", {}), origin, base)
+    table = data.pop("dedup", {})
+    if not isinstance(table, dict):
+        raise SpecError(f"{origin}: dedup must be a [dedup] table (exact, near, threshold, ...), got {table!r}")
+    dedup = spec_record(DedupSpec, table, f"{origin}: [dedup]")
+    if dedup.ranges & (dedup.ranges - 1):
+        raise SpecError(f"{origin}: [dedup].ranges must be a power of two, got {dedup.ranges}")
     parsed = tuple(_source(s, f"{origin}: sources[{i}]", base) for i, s in enumerate(sources))
     names = [s.name for s in parsed]
     if len(set(names)) != len(names):
         raise SpecError(f"{origin}: source names must be unique, got {names}")
     if isinstance(data.get("partition_bytes"), str):
         data["partition_bytes"] = parse_byte_count(data["partition_bytes"], f"{origin}: partition_bytes")
-    spec = spec_record(DatasetSpec, {**data, "sources": parsed, "tokenizer": tok, "origin": origin}, origin)
+    spec = spec_record(
+        DatasetSpec, {**data, "sources": parsed, "tokenizer": tok, "dedup": dedup, "origin": origin}, origin
+    )
     if not 0.0 <= spec.val_fraction < 1.0:
         raise SpecError(f"{origin}: val_fraction must be in [0, 1), got {spec.val_fraction}")
     if spec.on_partition_failure not in FAILURE_POLICIES:

@@ -13,6 +13,7 @@ from shard_loader.cache.verified import ensure_local
 from shard_loader.errors import ShardLoaderError
 from shard_loader.format import LATEST_KEY, Manifest
 
+from .dedup_apply import dropped_by_split
 from .errors import BuildError, ObjectStoreError
 from .published import read_published
 from .splits import prove_split
@@ -53,7 +54,8 @@ def split_problems(store: ObjectStore, manifest: Manifest, folder: Path) -> list
             except (BuildError, OSError) as exc:
                 problems.append(f"{partition}: {key} cannot be split again ({exc})")
                 continue
-            found = {"train": proof.train_documents, "val": proof.val_documents}
+            copies = dropped_by_split(store, (entry.get("dedup") or {}).get("drops"), float(val_fraction))
+            found = {"train": proof.train_documents - copies["train"], "val": proof.val_documents - copies["val"]}
             if found != held[partition]:
                 problems.append(
                     f"{partition}: the hashes of {key} send {found['train']} documents to train and {found['val']} to "

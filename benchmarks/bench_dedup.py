@@ -1,0 +1,146 @@
+"""The dedup index at scale (#32): time and peak RSS of exact-dedup index updates over synthetic stores of 1,000
+partitions holding 10M and 100M documents (each partition a raw parquet of random 64-bit document hashes, 10% of
+them copies of the previous partition's, and its raw record and registration).
+
+- `all but one`: the index built from nothing with 999 partitions in one update (what a first build's run does for
+  its partitions, or a change of [dedup] settings for all), and
+- `one new file`: then one more partition checked against that index (a sensor-registered file): its hashes are
+  read, the index is not re-derived from the published data, but every range it touches is rewritten.
+
+Each measurement runs in a fresh process (peak RSS is its VmHWM, imports included); the two variants alternate within
+each repetition and the index is removed before the next one. `ranges` is the number of hash ranges: memory follows
+the largest range, so the ranges grow with the corpus to keep it flat."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from .machine import PEAK_RSS_SNIPPET
+
+PARTITIONS = 1_000
+COPIES = 0.1  # of each partition's documents, copies of the previous partition's
+CASES = ((10_000_000, 256, 5), (100_000_000, 256, 3), (100_000_000, 2048, 3))  # documents, ranges, repetitions
+
+MEASURE = (
+    """
+import json, sys, time
+PEAK = lambda: """
+    + PEAK_RSS_SNIPPET
+    + """
+from shard_assets.lib.dedup import update_index
+from shard_assets.lib.spec import parse_spec
+from shard_assets.lib.store import LocalFolderStore
+root, src, ranges, first, last = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+spec = parse_spec({"name": "b", "sources": [{"name": "web", "uri": src + "/*.parquet"}], "dedup": {"ranges": ranges}},
+                  "bench.toml")
+names = [f"web.p{i:05d}" for i in range(first, last)]
+started = time.perf_counter()
+decisions = update_index(LocalFolderStore(root), spec, names, "bench")
+dropped = sum(d.dropped_total for d in decisions.values())
+print(json.dumps({"seconds": time.perf_counter() - started, "peak_rss_mib": PEAK() / 2**20, "dropped": dropped}))
+"""
+)
+
+
+def _store(folder: Path, documents: int) -> int:
+    """A store of PARTITIONS registered partitions holding `documents` in all; returns how many are planted copies."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from shard_assets.lib.layout import discovery_index_key, raw_key, raw_record_key
+    from shard_assets.lib.records import DiscoveryIndex, FilePiece, RawRecord, SourceFileRef, put_record
+    from shard_assets.lib.store import LocalFolderStore
+
+    store = LocalFolderStore(folder)
+    rng = np.random.default_rng(32)
+    per, copies = documents // PARTITIONS, int(documents // PARTITIONS * COPIES)
+    previous = np.zeros(0, dtype=np.uint64)
+    pieces, planted = {}, 0
+    for i in range(PARTITIONS):
+        partition = f"web.p{i:05d}"
+        fresh = rng.integers(0, 2**64, size=per - (copies if len(previous) else 0), dtype=np.uint64)
+        hashes = np.unique(
+            np.concatenate([fresh, rng.choice(previous, copies, replace=False)] if len(previous) else [fresh])
+        )
+        planted += min(copies, len(previous))
+        previous = hashes
+        key = raw_key(partition, f"{i:016x}")
+        path = folder / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({"doc_hash": hashes}), path, row_group_size=1 << 16)
+        piece = FilePiece(f"/data/web/p{i:05d}.parquet", f"mtime:{i}:1", 1)
+        pieces[partition] = (piece,)
+        source = SourceFileRef(piece.uri, piece.fingerprint, 1)
+        raw = RawRecord(partition, "web", source, key, f"{i:064x}", len(hashes), "v", "run", (source,))
+        put_record(store, raw_record_key(partition), raw)
+    put_record(store, discovery_index_key("web"), DiscoveryIndex("web", None, pieces), compact=True)
+    return planted
+
+
+def _measure(folder: Path, ranges: int, first: int, last: int) -> dict:
+    root = Path(__file__).resolve().parents[1]
+    args = [str(folder), "/data/web", str(ranges), str(first), str(last)]
+    out = subprocess.run([sys.executable, "-c", MEASURE, *args], cwd=root, check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def measure_case(work: Path, documents: int, ranges: int, repetitions: int) -> dict:
+    """Both variants, alternating, `repetitions` times over a store of `documents` made in `work`: medians."""
+    folder = work / f"dedup{documents}"
+    shutil.rmtree(folder, ignore_errors=True)
+    planted = _store(folder, documents)
+    runs: dict[str, list[dict]] = {"all but one": [], "one new file": []}
+    for _ in range(repetitions):
+        shutil.rmtree(folder / "state" / "dedup", ignore_errors=True)
+        runs["all but one"].append(_measure(folder, ranges, 0, PARTITIONS - 1))
+        runs["one new file"].append(_measure(folder, ranges, PARTITIONS - 1, PARTITIONS))
+        print(f"{documents:,} documents, {ranges} ranges: {runs['all but one'][-1]} {runs['one new file'][-1]}")
+    shutil.rmtree(folder, ignore_errors=True)
+    return {"planted_copies": planted, **{variant: medians(rs) for variant, rs in runs.items()}}
+
+
+def medians(rs: list[dict]) -> dict:
+    return {
+        "seconds": statistics.median(r["seconds"] for r in rs),
+        "seconds_min_max": [min(r["seconds"] for r in rs), max(r["seconds"] for r in rs)],
+        "peak_rss_mib": statistics.median(r["peak_rss_mib"] for r in rs),
+        "dropped": rs[0]["dropped"],
+        "repetitions": len(rs),
+    }
+
+
+def summary_row(name: str, case: dict) -> dict:
+    a, b = case["all but one"], case["one new file"]
+    return {
+        "figure": f"exact-dedup index, {name}, 1,000 partitions: 999 partitions from nothing / one more file against "
+        "them: s, peak RSS",
+        "value": f"{a['seconds']:.1f} s, {a['peak_rss_mib']:.0f} MiB / {b['seconds']:.1f} s, {b['peak_rss_mib']:.0f} "
+        f"MiB ({a['repetitions']} reps); {a['dropped'] + b['dropped']:,} of {case['planted_copies']:,} copies found",
+        "target": "memory flat in the corpus (one range at a time)",
+    }
+
+
+def run(size, work: Path, cases: tuple[tuple[int, int, int], ...] = CASES) -> dict:
+    work.mkdir(parents=True, exist_ok=True)
+    results = {
+        f"{documents / 1e6:.0f}M documents, {ranges} ranges": measure_case(work, documents, ranges, repetitions)
+        for documents, ranges, repetitions in cases
+    }
+    return {"results": results, "summary": [summary_row(name, case) for name, case in results.items()]}
+
+
+if __name__ == "__main__":  # some cases alone, merged into benchmarks/results/dedup.json: documents:ranges:repetitions
+    out = Path(__file__).parent / "results" / "dedup.json"
+    chosen = tuple(tuple(int(x) for x in c.split(":")) for c in sys.argv[1].split(","))
+    found = run(None, Path(__file__).parent / "results" / "work" / "dedup", chosen)  # type: ignore[arg-type]
+    kept = json.loads(out.read_text()) if out.exists() else {"results": {}}
+    kept["results"] |= found["results"]
+    kept["summary"] = [summary_row(name, case) for name, case in kept["results"].items()]
+    out.write_text(json.dumps(kept, indent=2) + "\n")

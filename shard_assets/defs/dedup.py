@@ -1,0 +1,89 @@
+"""Asset dedup: each partition's documents checked against the dataset-wide index (exact copies, near copies on
+request) and its decision stored: which documents tokenize leaves out, against which partition's kept copy. And a
+blocking check on splits that no two published documents are identical."""
+
+from typing import Any
+
+import dagster as dg
+
+from ..lib.dedup import update_index
+from ..lib.dedup_apply import published_copies
+from ..lib.dedup_records import RULES, DedupDecision
+from ..lib.layout import part_record_key, splits_record_key
+from ..lib.records import PartRecord, SplitsRecord, get_record, get_records
+from ..lib.state import current_tokenizer
+from .code_versions import CODE_VERSIONS
+from .conventions import DATASET_ASSET
+from .figures import markdown_list
+from .partitions import BACKFILL_POLICY, raw_files, run_data_version
+from .raw_documents import raw_documents
+from .resources import DatasetResource, StoreResource
+
+NO_COPIES = "no_duplicate_documents"
+
+
+def decision_metadata(d: DedupDecision | None) -> dict[str, Any]:
+    """What the UI shows for one partition: documents kept, dropped by each rule against which partition, reclaimed."""
+    if d is None:
+        return {"dedup": "off ([dedup] exact = false, near = false)"}
+    against = [f"`{p}`: {n:,} ({rule})" for rule, per in d.dropped.items() for p, n in sorted(per.items())]
+    return {
+        "dagster/row_count": d.documents - d.dropped_total,
+        **{f"dropped_{rule}": d.by_rule().get(rule, 0) for rule in RULES},
+        "dropped_against": markdown_list(against),
+        "reclaimed": markdown_list(f"`{p}` left: {n:,} kept here now" for p, n in sorted(d.reclaimed.items())),
+    }
+
+
+@dg.asset(
+    partitions_def=raw_files,
+    backfill_policy=BACKFILL_POLICY,
+    deps=[raw_documents],
+    code_version=CODE_VERSIONS.dedup,
+    **DATASET_ASSET,
+    kinds={"numpy"},
+    tags={"stage": "ingest"},
+    description="Copies of documents published elsewhere in the dataset (exact by default, near with [dedup] near = "
+    "true), found in an index split by hash range; the first partition to hold a document keeps it.",
+)
+def dedup(
+    context: dg.AssetExecutionContext, dataset: DatasetResource, store: StoreResource
+) -> dg.MaterializeResult[None]:
+    spec, objects = dataset.spec(), store.store()
+    if not spec.dedup.enabled:
+        for p in context.partition_keys:
+            context.add_asset_metadata(decision_metadata(None), partition_key=p)
+        return dg.MaterializeResult(data_version=dg.DataVersion("off"))
+    decisions = update_index(objects, spec, context.partition_keys, context.run.run_id)
+    for p, d in decisions.items():
+        context.add_asset_metadata(decision_metadata(d), partition_key=p)
+        context.log.info(f"{p}: {d.documents - d.dropped_total:,} of {d.documents:,} documents kept ({d.by_rule()})")
+    versions = (d.drops.sha256[:16] if d.drops else "none" for d in decisions.values())
+    return dg.MaterializeResult(data_version=dg.DataVersion(run_data_version(versions)))
+
+
+@dg.asset_check(
+    asset="splits",
+    name=NO_COPIES,
+    blocking=True,
+    description="No two published documents have the same "
+    "normalised text (read from the dedup index and each partition's drops, never the documents).",
+)
+def no_duplicate_documents(dataset: DatasetResource, store: StoreResource) -> dg.AssetCheckResult:
+    spec, objects = dataset.spec(), store.store()
+    fingerprint = current_tokenizer(objects).fingerprint
+    summary = get_record(objects, splits_record_key(fingerprint), SplitsRecord, NO_COPIES)
+    keys = [part_record_key(fingerprint, p) for p in summary.partitions]
+    parts = dict(zip(summary.partitions, get_records(objects, keys, PartRecord, NO_COPIES)))
+    found = published_copies(objects, spec, parts)
+    if found is None:
+        return dg.AssetCheckResult(passed=True, description="not checked: [dedup] exact = false publishes copies")
+    passed = found.copies == 0 and not found.unindexed
+    description = f"{found.documents:,} published documents, {found.copies:,} repeating another's text" + (
+        f"; {len(found.unindexed)} partitions not in the dedup index as built" if found.unindexed else ""
+    )
+    return dg.AssetCheckResult(
+        passed=passed,
+        description=description,
+        metadata={"copies": found.copies, "unindexed": markdown_list(found.unindexed), "documents": found.documents},
+    )

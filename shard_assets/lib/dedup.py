@@ -1,0 +1,409 @@
+"""Dedup across the whole dataset: a document is published once, exact copies by default, near copies on request.
+
+The index is a table of rows (key, partition, document) in the store, split by the key's top bits into hash ranges
+(as the split proofs split by hash), one object per range: an exact row's key is the document's hash (the one the
+split uses), a near row's key one of its LSH band keys (dedup_near.py). A key's kept copy is its row from the
+partition that joined the index first (new partitions join in partition-key order), so adding files never removes
+a published document; a partition that leaves lets the next one holding a copy keep it (`reclaimed`). An update
+reads only the joining partitions' hash columns (and texts for near keys), never the published documents, and
+holds one range in memory at a time: ranges are the unit of memory and work.
+
+An update writes each partition's decision (what it drops, against which partition), then the ranges it changed
+under a new generation, then the members record naming them: a crashed update leaves the last one whole, and a lock
+object in the store keeps two updates from racing."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from shard_loader.format import FileRef
+
+from .dedup_near import band_keys
+from .dedup_records import RULES, DedupDecision, DedupMember, DedupMembers
+from .discovery import registered
+from .errors import DedupError
+from .layout import (
+    DEDUP_LOCK_KEY,
+    DEDUP_MEMBERS_KEY,
+    dedup_decision_key,
+    dedup_drops_key,
+    dedup_range_key,
+    raw_record_key,
+)
+from .records import RawRecord, find_record, get_record, get_records, put_record
+from .spec import DatasetSpec, DedupSpec
+from .store import ObjectMissingError, ObjectStore
+
+ROW = np.dtype([("key", "<u8"), ("member", "<u4"), ("doc", "<u8")])  # one index row: 20 bytes
+PAIR = np.dtype([("member", "<u4"), ("doc", "<u8")])
+DROP = np.dtype([("member", "<u4"), ("doc", "<u8"), ("rule", "u1"), ("against", "<u4")])
+WRITE_THREADS = 8  # store writes at once: each is a round trip (a PUT on S3, an fsync on a local disk)
+LOCK_WAIT = 600.0  # seconds an update waits for another's lock before failing
+LOCK_STALE = 900.0  # a lock older than this was left by a killed update and is taken over
+READ_BATCH = 1 << 16
+SPILL_BUFFER = 64 << 20  # bytes of new rows held before they are appended to their ranges' local files
+
+
+def settings_of(dedup: DedupSpec) -> str:
+    """The dedup settings an index and its decisions were made with, as one comparable string."""
+    return json.dumps(asdict(dedup), sort_keys=True, separators=(",", ":"))
+
+
+def kinds_of(dedup: DedupSpec) -> tuple[str, ...]:
+    return tuple(k for k, on in zip(RULES, (dedup.exact, dedup.near)) if on)
+
+
+def range_of(keys: np.ndarray, ranges: int) -> np.ndarray:
+    """The hash range of each key: its top log2(ranges) bits."""
+    bits = ranges.bit_length() - 1
+    if bits == 0:
+        return np.zeros(len(keys), dtype=np.int64)
+    return (keys >> np.uint64(64 - bits)).astype(np.int64)
+
+
+# -- the index's ranges --
+
+
+def sorted_rows(rows: np.ndarray) -> np.ndarray:
+    return rows[np.lexsort((rows["doc"], rows["member"], rows["key"]))]
+
+
+def owners(rows: np.ndarray) -> np.ndarray:
+    """For rows sorted by (key, member, doc): the index of each row's key's first row, the kept copy."""
+    if not len(rows):
+        return np.zeros(0, dtype=np.int64)
+    starts = np.ones(len(rows), dtype=bool)
+    starts[1:] = rows["key"][1:] != rows["key"][:-1]
+    return np.maximum.accumulate(np.where(starts, np.arange(len(rows)), 0))
+
+
+def _npy(array: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, array, allow_pickle=False)
+    return buf.getvalue()
+
+
+def load_range(store: ObjectStore, kind: str, index: int, generation: int) -> np.ndarray:
+    if generation == 0:
+        return np.zeros(0, dtype=ROW)
+    data: np.ndarray = np.load(
+        io.BytesIO(store.get_bytes(dedup_range_key(kind, index, generation))), allow_pickle=False
+    )
+    if data.dtype != ROW:
+        raise DedupError(f"{dedup_range_key(kind, index, generation)}: rows of {data.dtype}, expected {ROW}")
+    return data
+
+
+class Spill:
+    """New rows bucketed by range in local files, so a range's new rows are read back without the others'; rows are
+    buffered up to SPILL_BUFFER bytes between writes."""
+
+    def __init__(self, folder: Path, ranges: int):
+        self.folder, self.ranges = folder, ranges
+        self.buffered: dict[int, list[np.ndarray]] = {}
+        self.nbytes = 0
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def add(self, rows: np.ndarray) -> None:
+        where = range_of(rows["key"], self.ranges)
+        order = np.argsort(where, kind="stable")
+        bounds = np.searchsorted(where[order], np.arange(self.ranges + 1))
+        for r in np.flatnonzero(np.diff(bounds)).tolist():
+            self.buffered.setdefault(r, []).append(rows[order[bounds[r] : bounds[r + 1]]])
+        self.nbytes += rows.nbytes
+        if self.nbytes > SPILL_BUFFER:
+            self.flush()
+
+    def flush(self) -> None:
+        for r, parts in self.buffered.items():
+            with open(self.folder / f"{r}.rows", "ab") as f:
+                for part in parts:
+                    f.write(part.tobytes())
+        self.buffered, self.nbytes = {}, 0
+
+    def rows(self, index: int) -> np.ndarray:
+        self.flush()
+        path = self.folder / f"{index}.rows"
+        return np.fromfile(path, dtype=ROW) if path.exists() else np.zeros(0, dtype=ROW)
+
+
+# -- a partition's rows --
+
+
+def _raw_path(store: ObjectStore, raw: RawRecord, folder: Path) -> Path:
+    path = store.local_path(raw.key)
+    if path is None:
+        path = folder / "raw.parquet"
+        store.get_file(raw.key, path)
+    return path
+
+
+def partition_rows(
+    store: ObjectStore, raw: RawRecord, member: int, dedup: DedupSpec, folder: Path
+) -> Iterator[tuple[str, np.ndarray]]:
+    """(kind, rows) of one raw partition, a record batch at a time: its document hashes, and with near dedup each
+    document's band keys (from its text)."""
+    import pyarrow.parquet as pq
+
+    columns = ["doc_hash", "text"] if dedup.near else ["doc_hash"]
+    pf = pq.ParquetFile(_raw_path(store, raw, folder))
+    for batch in pf.iter_batches(batch_size=READ_BATCH, columns=columns):
+        docs = batch.column(0).to_numpy().astype(np.uint64)
+        if dedup.exact:
+            yield "exact", rows_of(docs, docs, member)
+        if dedup.near:
+            keys = band_keys(batch.column(1).to_pylist(), dedup.ngram, dedup.threshold, dedup.num_perm)
+            yield "near", rows_of(keys.ravel(), np.repeat(docs, keys.shape[1]), member)
+
+
+def rows_of(keys: np.ndarray, docs: np.ndarray, member: int) -> np.ndarray:
+    rows = np.empty(len(keys), dtype=ROW)
+    rows["key"], rows["member"], rows["doc"] = keys, member, docs
+    return rows
+
+
+# -- decisions --
+
+
+class Dropped:
+    """The rows of the target partitions that are not their key's kept copy, one array per range pass, grouped by
+    partition at the end: (member, doc, rule, against) each."""
+
+    def __init__(self) -> None:
+        self.parts: list[np.ndarray] = []
+
+    def add(self, rule: int, rows: np.ndarray, lost: np.ndarray, first: np.ndarray) -> None:
+        out = np.empty(len(lost), dtype=DROP)
+        out["member"], out["doc"], out["rule"] = rows["member"][lost], rows["doc"][lost], rule
+        out["against"] = rows["member"][first[lost]]
+        self.parts.append(out)
+
+    def by_member(self) -> dict[int, np.ndarray]:
+        """{member: its dropped documents sorted by hash, one row each (the exact rule's where both dropped it)}."""
+        rows = np.concatenate(self.parts) if self.parts else np.zeros(0, dtype=DROP)
+        rows = rows[np.lexsort((rows["against"], rows["rule"], rows["doc"], rows["member"]))]
+        first = np.ones(len(rows), dtype=bool)
+        first[1:] = (rows["member"][1:] != rows["member"][:-1]) | (rows["doc"][1:] != rows["doc"][:-1])
+        rows = rows[first]
+        starts = np.flatnonzero(np.r_[True, rows["member"][1:] != rows["member"][:-1]]) if len(rows) else np.zeros(0)
+        bounds = [*starts.tolist(), len(rows)]
+        return {int(rows["member"][i]): rows[i:j] for i, j in zip(bounds, bounds[1:])}
+
+
+def read_drops(store: ObjectStore, key: str | None) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """(dropped document hashes sorted, the partition each was dropped against, its rule index) of a decision's drop
+    list at `key` (none: nothing dropped)."""
+    if key is None:
+        return np.zeros(0, dtype=np.uint64), [], np.zeros(0, dtype=np.uint8)
+    with np.load(io.BytesIO(store.get_bytes(key)), allow_pickle=False) as data:
+        names = [str(n) for n in data["names"]]
+        return data["docs"], [names[i] for i in data["against"]], data["rule"]
+
+
+def _decision(
+    store: ObjectStore,
+    partition: str,
+    raw: RawRecord,
+    settings: str,
+    dropped: np.ndarray,
+    names: dict[int, str],
+    previous: DedupDecision | None,
+) -> DedupDecision:
+    """A partition's decision from its dropped rows, its drop list put in the store; `reclaimed` counts the documents
+    its previous decision (for the same raw build) dropped against a partition and this one keeps."""
+    docs, against, rule = dropped["doc"], dropped["against"], dropped["rule"]
+    counts: dict[str, dict[str, int]] = {}
+    for r, a in zip(rule.tolist(), against.tolist()):
+        per = counts.setdefault(RULES[r], {})
+        per[names[a]] = per.get(names[a], 0) + 1
+    reclaimed: dict[str, int] = {}
+    if previous is not None and previous.raw_sha256 == raw.sha256 and previous.drops is not None:
+        old_docs, old_against, _ = read_drops(store, previous.drops.key)
+        for i in np.flatnonzero(~np.isin(old_docs, docs)).tolist():
+            reclaimed[old_against[i]] = reclaimed.get(old_against[i], 0) + 1
+    ref = None
+    if len(docs):
+        order = sorted({names[a] for a in against.tolist()})
+        index = {n: i for i, n in enumerate(order)}
+        buf = io.BytesIO()
+        np.savez(
+            buf,
+            docs=docs,
+            against=np.array([index[names[a]] for a in against.tolist()], dtype=np.uint32),
+            rule=rule,
+            names=np.array(order),
+        )
+        data = buf.getvalue()
+        sha = hashlib.sha256(data).hexdigest()
+        ref = FileRef(key=dedup_drops_key(partition, sha[:16]), size=len(data), sha256=sha)
+        store.put_bytes(ref.key, data)
+    return DedupDecision(partition, raw.sha256, settings, raw.documents, counts, reclaimed, ref)
+
+
+# -- the update --
+
+
+@contextmanager
+def index_lock(store: ObjectStore, owner: str, wait: float = LOCK_WAIT) -> Iterator[None]:
+    """Hold the index's lock object (created only where absent) while updating; one left by a killed update is taken
+    over after LOCK_STALE seconds."""
+    deadline = time.monotonic() + wait
+    while not store.put_bytes(DEDUP_LOCK_KEY, owner.encode(), if_absent=True):
+        try:
+            if time.time() - store.modified(DEDUP_LOCK_KEY) > LOCK_STALE:
+                store.delete(DEDUP_LOCK_KEY)
+                continue
+        except ObjectMissingError:
+            continue
+        if time.monotonic() > deadline:
+            raise DedupError(
+                f"{store.describe()}/{DEDUP_LOCK_KEY}: another dedup update has held the index for over {wait:.0f} s; "
+                f"if no build is running, delete that object and rerun"
+            )
+        time.sleep(0.2)
+    try:
+        yield
+    finally:
+        store.delete(DEDUP_LOCK_KEY)
+
+
+def update_index(
+    store: ObjectStore, spec: DatasetSpec, partitions: Sequence[str], run_id: str
+) -> dict[str, DedupDecision]:
+    """Add `partitions` (raw documents built) to the index, in partition-key order, and take out the partitions that
+    left (no longer registered, or rebuilt from a changed file); returns the decision of each of `partitions`. The
+    partitions whose kept copies left get new decisions too."""
+    with index_lock(store, run_id):
+        with tempfile.TemporaryDirectory(prefix="dedup-") as tmp:
+            return _update(store, spec, sorted(partitions), Path(tmp))
+
+
+def _update(store: ObjectStore, spec: DatasetSpec, partitions: list[str], tmp: Path) -> dict[str, DedupDecision]:
+    dedup, settings = spec.dedup, settings_of(spec.dedup)
+    old = find_record(store, DEDUP_MEMBERS_KEY, DedupMembers, "dedup") or DedupMembers(settings, 1)
+    current = registered(store, spec)
+    raws = _raws(store, partitions)
+    rebuild = old.settings != settings
+    kept = {
+        p: m
+        for p, m in old.members.items()
+        if not rebuild and p in current and (p not in raws or raws[p].sha256 == m.raw_sha256)
+    }
+    removed = {m.id for p, m in old.members.items() if p not in kept}
+    rejoin = [p for _, p in sorted((m.id, p) for p, m in old.members.items() if rebuild and p in current)]
+    joining = rejoin + [p for p in partitions if p not in kept and p not in rejoin]
+    if not joining and not removed:
+        return {p: get_record(store, dedup_decision_key(p), DedupDecision, f"dedup[{p}]") for p in partitions}
+    raws |= _raws(store, [p for p in joining if p not in raws])
+    members = dict(kept)
+    spill = {kind: Spill(tmp / kind, dedup.ranges) for kind in kinds_of(dedup)}
+    next_id = old.next_id
+    for p in joining:
+        members[p] = DedupMember(next_id, raws[p].sha256)
+        for kind, rows in partition_rows(store, raws[p], next_id, dedup, tmp):
+            spill[kind].add(rows)
+        next_id += 1
+    names = {m.id: p for p, m in members.items()}
+    empty = (0,) * dedup.ranges
+    generations = {k: empty if rebuild else old.generations.get(k, empty) for k in spill}
+    targets = {members[p].id for p in joining}
+    if removed and not rebuild:
+        targets |= _affected(store, old, removed, generations)
+    update = old.update + 1
+    dropped = Dropped()
+    new_generations = {}
+    kept_ids = np.array([m.id for m in kept.values()], dtype=np.uint32)
+    with ThreadPoolExecutor(WRITE_THREADS) as pool:
+        for kind, bucket in spill.items():
+            written, pending = list(generations[kind]), []
+            for r in range(dedup.ranges):
+                stored = load_range(store, kind, r, generations[kind][r])
+                keep = np.isin(stored["member"], kept_ids)
+                new = bucket.rows(r)
+                if not len(new) and keep.all():
+                    rows = stored
+                else:
+                    rows = sorted_rows(np.concatenate([stored[keep], new]))
+                    written[r] = update if len(rows) else 0
+                    if len(rows):  # written beside the next range's work, WRITE_THREADS ranges at most in flight
+                        pending.append(pool.submit(store.put_bytes, dedup_range_key(kind, r, update), _npy(rows)))
+                        if len(pending) >= WRITE_THREADS:
+                            pending.pop(0).result()
+                _collect(rows, targets, RULES.index(kind), dropped)
+            for future in pending:
+                future.result()
+            new_generations[kind] = tuple(written)
+        target_names = [names[m] for m in sorted(targets)]
+        raws |= _raws(store, [p for p in target_names if p not in raws])
+        previous = dict(
+            zip(
+                target_names,
+                pool.map(lambda p: find_record(store, dedup_decision_key(p), DedupDecision, "dedup"), target_names),
+            )
+        )
+
+        by_member = dropped.by_member()
+        nothing = np.zeros(0, dtype=DROP)
+
+        def decide(p: str) -> DedupDecision:
+            d = _decision(store, p, raws[p], settings, by_member.get(members[p].id, nothing), names, previous[p])
+            put_record(store, dedup_decision_key(p), d)
+            return d
+
+        decisions = dict(zip(target_names, pool.map(decide, target_names)))
+    put_record(store, DEDUP_MEMBERS_KEY, DedupMembers(settings, next_id, members, new_generations, update))
+    _delete_superseded(store, old, new_generations)
+    for p in old.members.keys() - members.keys():
+        store.delete(dedup_decision_key(p))
+    return {p: decisions.get(p) or get_record(store, dedup_decision_key(p), DedupDecision, "dedup") for p in partitions}
+
+
+def _raws(store: ObjectStore, partitions: list[str]) -> dict[str, RawRecord]:
+    return dict(zip(partitions, get_records(store, [raw_record_key(p) for p in partitions], RawRecord, "dedup")))
+
+
+def _collect(rows: np.ndarray, targets: set[int], rule: int, dropped: Dropped) -> None:
+    """The rows of target partitions that are not their key's kept copy, added to each one's dropped documents."""
+    if not len(rows) or not targets:
+        return
+    first = owners(rows)
+    mine = np.isin(rows["member"], np.fromiter(targets, dtype=np.uint32))
+    lost = mine & ((rows["member"][first] != rows["member"]) | (rows["doc"][first] != rows["doc"]))
+    if lost.any():
+        dropped.add(rule, rows, np.flatnonzero(lost), first)
+
+
+def _affected(
+    store: ObjectStore, old: DedupMembers, removed: set[int], generations: dict[str, tuple[int, ...]]
+) -> set[int]:
+    """The partitions holding a copy of a key whose kept copy was in a partition that left: their decisions change."""
+    gone = np.fromiter(removed, dtype=np.uint32)
+    affected: set[int] = set()
+    for kind, gens in generations.items():
+        for r, g in enumerate(gens):
+            rows = load_range(store, kind, r, g)
+            if not len(rows):
+                continue
+            hit = np.isin(rows["member"][owners(rows)], gone) & ~np.isin(rows["member"], gone)
+            affected |= set(np.unique(rows["member"][hit]).tolist())
+    return affected
+
+
+def _delete_superseded(store: ObjectStore, old: DedupMembers, generations: dict[str, tuple[int, ...]]) -> None:
+    """Remove the range objects the committed update replaced."""
+    for kind, gens in old.generations.items():
+        now = generations.get(kind, ())
+        for r, g in enumerate(gens):
+            if g and (r >= len(now) or now[r] != g):
+                store.delete(dedup_range_key(kind, r, g))

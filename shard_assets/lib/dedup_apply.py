@@ -1,0 +1,143 @@
+"""What dedup decides, applied: the documents tokenize reads of a raw partition (its copies left out), the publish
+check that no two published documents are identical, and the dedup figures of lineage and the UI."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shard_loader.format import FileRef
+
+from .dedup import PAIR, READ_BATCH, Spill, load_range, read_drops, rows_of, settings_of, update_index
+from .dedup_records import DedupDecision, DedupMembers
+from .layout import DEDUP_MEMBERS_KEY, dedup_decision_key
+from .records import PartRecord, RawRecord, find_record
+from .spec import DatasetSpec
+from .store import ObjectStore
+from .text import is_val
+
+
+def decision_for(store: ObjectStore, spec: DatasetSpec, raw: RawRecord, run_id: str) -> DedupDecision | None:
+    """The decision tokenize applies to a raw partition (None when dedup is off): the stored one when it was made for
+    this raw build and these settings, else the index updated with the partition first."""
+    if not spec.dedup.enabled:
+        return None
+    decision = find_record(store, dedup_decision_key(raw.partition), DedupDecision, "tokenize")
+    if decision is None or decision.raw_sha256 != raw.sha256 or decision.settings != settings_of(spec.dedup):
+        decision = update_index(store, spec, [raw.partition], run_id)[raw.partition]
+    return decision
+
+
+def kept_raw(
+    store: ObjectStore, spec: DatasetSpec | None, raw: RawRecord, raw_path: Path, workdir: Path, run_id: str
+) -> tuple[Path, DedupDecision | None]:
+    """What tokenize reads of a raw partition: its parquet with the documents its decision drops left out (the same
+    file when none are), and the decision (None when dedup is off)."""
+    decision = decision_for(store, spec, raw, run_id) if spec is not None else None
+    if decision is None or decision.drops is None:
+        return raw_path, decision
+    return kept_documents(store, decision.drops, raw_path, workdir), decision
+
+
+def kept_documents(store: ObjectStore, drops_ref: FileRef, raw_path: Path, workdir: Path) -> Path:
+    """The raw parquet without the dropped documents, read and written a record batch at a time; every kept document
+    keeps its text and hash, so its split."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    drops = pa.array(read_drops(store, drops_ref.key)[0])
+    pf = pq.ParquetFile(raw_path)
+    out = workdir / "kept.parquet"
+    with pq.ParquetWriter(out, pf.schema_arrow, compression="zstd") as writer:
+        for batch in pf.iter_batches(batch_size=READ_BATCH):
+            keep = pc.invert(pc.is_in(batch.column("doc_hash"), value_set=drops))
+            writer.write_batch(batch.filter(keep))
+    return out
+
+
+@dataclass(frozen=True)
+class CopyCheck:
+    """What the publish check found: documents published more than once (by hash of their text), and the published
+    partitions the index does not hold as built (not checkable)."""
+
+    copies: int
+    unindexed: tuple[str, ...]
+    documents: int
+
+
+def published_copies(store: ObjectStore, spec: DatasetSpec, parts: dict[str, PartRecord]) -> CopyCheck | None:
+    """Count the published documents that repeat another's text, range by range: the exact index's rows of the
+    published partitions minus the documents each one's tokenization left out (its part record's drops). None when
+    exact dedup is off (copies are published on purpose)."""
+    if not spec.dedup.exact:
+        return None
+    index = find_record(store, DEDUP_MEMBERS_KEY, DedupMembers, "dedup check")
+    if index is None or "exact" not in index.generations:
+        return CopyCheck(0, tuple(sorted(parts)), 0)
+    ids: dict[str, int] = {}
+    unindexed = []
+    for p, part in parts.items():
+        member = index.members.get(p)
+        if member is None or member.raw_sha256 != part.raw.sha256:
+            unindexed.append(p)
+        else:
+            ids[p] = member.id
+    with tempfile.TemporaryDirectory(prefix="dedup-check-") as tmp:
+        spill = Spill(Path(tmp), spec.dedup.ranges)
+        for p, m in ids.items():
+            decision = parts[p].dedup
+            docs = read_drops(store, decision.drops.key if decision and decision.drops else None)[0]
+            spill.add(rows_of(docs, docs, m))
+        published = np.fromiter(ids.values(), dtype=np.uint32)
+        copies = documents = 0
+        for r, g in enumerate(index.generations["exact"]):
+            rows = load_range(store, "exact", r, g)
+            rows = rows[np.isin(rows["member"], published)]
+            gone = spill.rows(r)
+            if len(gone):
+                rows = rows[~np.isin(_pairs(rows), _pairs(gone))]
+            documents += len(rows)
+            copies += len(rows) - len(np.unique(rows["key"]))
+    return CopyCheck(copies, tuple(sorted(unindexed)), documents)
+
+
+def _pairs(rows: np.ndarray) -> np.ndarray:
+    """Each row's (member, doc) as one opaque value, for set membership."""
+    pairs = np.empty(len(rows), dtype=PAIR)
+    pairs["member"], pairs["doc"] = rows["member"], rows["doc"]
+    return pairs.view(np.dtype((np.void, PAIR.itemsize)))
+
+
+def lineage_entry(decision: DedupDecision | None) -> dict[str, Any] | None:
+    """A partition's dedup in the manifest's lineage: per rule, documents dropped against each partition's kept copy,
+    and those it keeps because the partition that held the kept copy left."""
+    if decision is None:
+        return None
+    drops = decision.drops.key if decision.drops else None
+    return {
+        "dropped": decision.dropped,
+        "reclaimed": decision.reclaimed,
+        "documents": decision.documents,
+        "drops": drops,
+    }
+
+
+def dropped_by_split(store: ObjectStore, drops_key: str | None, val_fraction: float) -> dict[str, int]:
+    """How many of a partition's dropped documents (its lineage's `drops` list) each split would have held."""
+    docs = read_drops(store, drops_key)[0]
+    val = int(is_val(docs, val_fraction).sum())
+    return {"train": len(docs) - val, "val": val}
+
+
+def lineage_summary(spec: DatasetSpec, parts: dict[str, PartRecord]) -> dict[str, Any]:
+    """The manifest's inline dedup figures: the settings and the documents each rule dropped over the version."""
+    dropped: dict[str, int] = {}
+    for part in parts.values():
+        for rule, n in (part.dedup.by_rule() if part.dedup else {}).items():
+            dropped[rule] = dropped.get(rule, 0) + n
+    return {"exact": spec.dedup.exact, "near": spec.dedup.near, "dropped": dropped}
