@@ -11,57 +11,30 @@ from shard_assets.defs.resources import DatasetResource, StoreResource
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("shard_assets", "shard_loader")
 BUILDER_USES = {  # the loader names the builder may import, by module
-    "shard_loader": {"iter_sequences"},
-    "shard_loader.arguments": {"ArgumentError", "duration"},
-    "shard_loader.cache.checksum": {"verify_file"},
-    "shard_loader.cache.verified": {"ensure_local"},
-    "shard_loader.errors": {"NotFoundError", "ShardLoaderError", "StoreError", "TransientStoreError"},
-    "shard_loader.format": {
-        "LATEST_KEY",
-        "SPLITS",
-        "TOKEN_DTYPES",
-        "VERSIONS_DIR",
-        "Component",
-        "FileRef",
-        "Manifest",
-        "MixtureFile",
-        "MixtureTokenizer",
-        "ShardEntry",
-        "ShardWriter",
-        "SplitInfo",
-        "TokenizerInfo",
-        "check_key",
-        "live_mixture_key",
-        "mixture_version_key",
-        "open_shard",
-        "parse_manifest",
-        "parse_mixture",
-        "shard_base_key",
-        "token_dtype_for",
-        "tokenizer_key",
-        "versioned_key",
-    },
-    "shard_loader.format.fields": {"loads"},
-    "shard_loader.format.keys": {"LINEAGE_DIR", "shard_content_hash"},
-    "shard_loader.format.leases": {"COLLECTING_SUFFIX", "READERS_DIR", "Lease", "collecting_key", "lease_key"},
-    "shard_loader.format.manifest": {"CREATED_AT_FORMAT"},
-    "shard_loader.opening": {"default_cache_dir"},
-    "shard_loader.storage": {"LocalStore", "Store", "is_remote", "open_store", "split_manifest_url"},
-    "shard_loader.storage.reader_leases": {"writer_for"},
-    "shard_loader.storage.retry": {"RequestStats", "RetryPolicy", "with_retries"},
-    "shard_loader.storage.s3": {"S3Store", "classify"},
-    "shard_loader.storage.transfer": {"MAX_OBJECT_BYTES"},
-    "shard_loader.storage.s3_client": {
-        "ACCOUNT_VARIABLE",
-        "ENDPOINT_VARIABLE",
-        "describe_s3_error",
-        "fsspec_options",
-        "key_variables",
-        "make_s3_client",
-        "r2_endpoint",
-        "resolve_settings",
-        "s3_errors",
-    },
+    "shard_loader": set("iter_sequences".split()),
+    "shard_loader.arguments": set("ArgumentError duration".split()),
+    "shard_loader.cache.checksum": set("verify_file".split()),
+    "shard_loader.cache.verified": set("ensure_local".split()),
+    "shard_loader.errors": set("NotFoundError ShardLoaderError StoreError TransientStoreError".split()),
+    "shard_loader.format": set(
+        "Component FileRef LATEST_KEY Manifest MixtureFile MixtureTokenizer SPLITS ShardEntry ShardWriter SplitInfo "
+        "TOKEN_DTYPES TokenizerInfo VERSIONS_DIR check_key live_mixture_key mixture_version_key open_shard "
+        "parse_manifest parse_mixture shard_base_key token_dtype_for tokenizer_key versioned_key".split()
+    ),
+    "shard_loader.format.fields": set("loads".split()),
+    "shard_loader.format.keys": set("LINEAGE_DIR shard_content_hash".split()),
+    "shard_loader.format.leases": set("COLLECTING_SUFFIX Lease READERS_DIR collecting_key lease_key".split()),
+    "shard_loader.format.manifest": set("CREATED_AT_FORMAT".split()),
+    "shard_loader.opening": set("default_cache_dir".split()),
+    "shard_loader.storage": set("LocalStore Store is_remote open_store split_manifest_url".split()),
+    "shard_loader.storage.reader_leases": set("writer_for".split()),
+    "shard_loader.storage.retry": set("RequestStats RetryPolicy with_retries".split()),
+    "shard_loader.storage.s3": set("S3Store classify".split()),
+    "shard_loader.storage.s3_client": set(
+        "ACCOUNT_VARIABLE ENDPOINT_VARIABLE describe_s3_error fsspec_options key_variables make_s3_client "
+        "r2_endpoint resolve_settings s3_errors".split()
+    ),
+    "shard_loader.storage.transfer": set("MAX_OBJECT_BYTES".split()),
 }
 
 
