@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 from shard_loader import TokenDataset
+from tests.support import mixture_files, positional
 from tests.support.patience import HUNG
-from tests.support.positional import samples_of
 
 ROOT = Path(__file__).resolve().parents[2]
 EPOCHS = 2
@@ -23,7 +23,7 @@ import json, os, signal, sys
 import torch
 import torch.distributed as dist
 from tests.support.patience import HUNG
-from tests.support.positional import samples_of
+from tests.support.training import rows_of
 url, ckpt, log_path, every, kill_at, kill_rank, sizes, init = sys.argv[1:9]
 every, kill_at, kill_rank, sizes, epochs, device = int(every), int(kill_at), int(kill_rank), \
 json.loads(sizes), {EPOCHS}, "cpu"
@@ -57,7 +57,7 @@ class Model(torch.nn.Module):
     def forward(self, input_ids, labels):
         self.steps += 1
         with open(log_path, "a") as log:
-            log.write(json.dumps([int(self.steps), samples_of({{"input_ids": input_ids, "labels": labels}}, \
+            log.write(json.dumps([int(self.steps), rows_of({{"input_ids": input_ids, "labels": labels}}, \
 sizes)]) + "\\n")
         if dist.is_initialized():
             dist.all_reduce(torch.zeros(1))
@@ -72,6 +72,17 @@ model = net = Model()
 '''
 
 
+Sizes = list[int] | dict[int, tuple[int, ...]]  # a positional dataset's shard sizes, or a mixture's by component
+
+
+def rows_of(batch: dict, sizes: Sizes | dict[str, list[int]]) -> list[tuple[int, ...]]:
+    """Where each row of a batch comes from, every token checked: (shard, start) of a positional dataset, or
+    (component, shard, start) of a mixture of them (its sizes by component; JSON makes the keys strings)."""
+    if isinstance(sizes, list):
+        return positional.samples_of(batch, sizes)
+    return mixture_files.samples_of(batch, {int(c): tuple(s) for c, s in sizes.items()})
+
+
 def snippet(doc: str, name: str) -> str:
     """The python block between `<!-- name:start -->` and `<!-- name:end -->` in a markdown file of the repository."""
     text = (ROOT / doc).read_text()
@@ -81,7 +92,7 @@ def snippet(doc: str, name: str) -> str:
 def train(
     code: str,
     url: str,
-    sizes: list[int],
+    sizes: Sizes,
     tmp: Path,
     name: str,
     kill_at: int = 0,
@@ -135,13 +146,13 @@ def _lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def uninterrupted(url: str, sizes: list[int], rank: int = 0, world: int = 1, **options) -> dict[int, list]:
+def uninterrupted(url: str, sizes: Sizes, rank: int = 0, world: int = 1, **options) -> dict[int, list]:
     """{step: samples} of one rank over EPOCHS epochs with the snippets' options, from the numpy path."""
     ds = TokenDataset(url, seq_len=2048, batch_size=8, seed=1234, rank=rank, world_size=world, **options)
     steps = []
     for epoch in range(EPOCHS):
         ds.set_epoch(epoch)
-        steps += [[list(s) for s in samples_of(b, sizes)] for b in ds]
+        steps += [[list(s) for s in rows_of(b, sizes)] for b in ds]
     return {n: rows for n, rows in enumerate(steps, 1)}
 
 
