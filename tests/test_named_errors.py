@@ -181,6 +181,5 @@ def test_a_key_listed_in_two_splits_is_refused_wherever_both_tables_are_read(pub
     for command in ("info", "verify", "fetch"):
         assert main([command, str(root)]) == 2
         assert re.search(message, capsys.readouterr().err)
-    assert (
-        len(TokenDataset(str(root), split="val", **OPTS).shards) == 1
-    )  # a trainer reads only its own split's table (docs/format.md)
+    with pytest.raises(ManifestError, match=message):  # a trainer checks the other splits' tables too (#34)
+        TokenDataset(str(root), split="val", **OPTS)
