@@ -10,6 +10,7 @@ import subprocess
 
 import pytest
 
+from shard_assets.lib.mixture.audits import AUDITS as MIXTURE_AUDITS
 from tests.support.clone import ROOT, fresh_clone, new_user_env
 from tests.support.patience import HUNG
 
@@ -27,6 +28,7 @@ ELSEWHERE = {  # a block's first line -> why it is not run here, and what runs i
     "srun --nodes=4": "needs a Slurm cluster with GPUs",
     "srun --ntasks=16": "needs a Slurm cluster: tests/test_slurm.py runs two such tasks",
     "[tokenizer]": "a fragment of the specs the next block writes",
+    "[dedup]": "a fragment of a spec's settings: tests/test_dedup.py builds with exact, near and no dedup",
     "scripts/bench --size small": "about an hour: tests/test_benchmarks.py runs each benchmark small",
 }
 
@@ -65,6 +67,6 @@ def test_every_readme_block_runs_in_order_in_a_fresh_clone(tmp_path):
     assert "telemetry" not in everything.lower(), "Dagster's telemetry banner was printed"
     assert sorted(p.name for p in (clone / ".dagster_home").iterdir()) == ["code", "demo", "math", "web"]
     published = next(d for body, d in outputs if "shard-assets mix" in body)
-    assert "audits        4 of 4 passed" in published.stdout, published.stdout
+    assert f"audits        {len(MIXTURE_AUDITS)} of {len(MIXTURE_AUDITS)} passed" in published.stdout, published.stdout
     shares = [float(x) for x in re.findall(r"[\d.]+", outputs[-1][1].stdout.strip().splitlines()[-1])]
     assert shares == pytest.approx([0.6, 0.3, 0.1], abs=0.02)
