@@ -149,7 +149,12 @@ def _cancel_the_publish_job(slurm, seen: dict) -> Callable[[dg.DagsterInstance, 
             jobs = [j for j in slurm.jobs() if j["id"] not in before]
             job = next((j for j in jobs if j["name"].startswith("publish_job-")), None)
             if job and job["state"] == "RUNNING":
-                time.sleep(3.0)  # into the run's steps: a check may pass in the attempt about to be cancelled
+                run_id = job["name"][-36:]  # a job is named <job>-<run id>
+                checked = dg.DagsterEventType.ASSET_CHECK_EVALUATION
+                while proc.poll() is None and time.monotonic() < deadline:  # a check passes in the attempt cancelled
+                    if instance.get_records_for_run(run_id, of_type=checked, limit=1).records:
+                        break
+                    time.sleep(0.2)  # polling the run's events, bounded above
                 slurm.run("scancel", job["id"])
                 seen["job"] = job["id"]
                 return
