@@ -15,6 +15,13 @@ WORDS = (
 )
 
 
+def publish_checks() -> int:
+    """The blocking checks a build's summary counts: those of publish_job's assets (splits and manifest)."""
+    from shard_assets.definitions import build_definitions
+
+    return len(build_definitions().resolve_job_def("publish_job").asset_layer.asset_graph.asset_check_keys)
+
+
 def write_jsonl(path: Path, n: int, seed: int) -> None:
     """`n` distinct documents of a few dozen words, deterministic in `seed`."""
     lines = []
