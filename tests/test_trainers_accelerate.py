@@ -65,6 +65,15 @@ def received(out: Path, rank: int) -> list:
     return [json.loads(line) for line in (out / f"rank{rank}.log").read_text().splitlines()]
 
 
+def forget_peer_errors(out: Path) -> None:
+    """Take out the error line rank 1 may log when rank 0 SIGKILLs itself mid-collective (gloo's connection closed by
+    its peer, or not, as the timing falls): rank 0, killed, logs none, and the resumed run must log none either."""
+    assert all(isinstance(entry, list) for entry in received(out, 0)), received(out, 0)[-1]
+    log = out / "rank1.log"
+    kept = [line for line in log.read_text().splitlines() if isinstance(json.loads(line), list)]
+    log.write_text("".join(line + "\n" for line in kept))
+
+
 def check_exact(url: str, out: Path, options: dict, epochs: int = 1, replayed: bool = False) -> None:
     """Every step of every rank holds the uninterrupted stream's rows for that step, every step was received, and steps
     after the last save were received again (identical) only when the run was killed."""
@@ -111,6 +120,7 @@ def test_save_state_and_load_state_resume_exactly_after_sigkill(url, mixture, tm
     for kill_at in (13, epoch + 7):
         killed = run(target, tmp_path, **settings, kill_at=kill_at)
         assert killed.returncode != 0
+        forget_peer_errors(tmp_path)
     final = run(target, tmp_path, **settings)
     assert final.returncode == 0, final.stderr[-3000:]
     check_exact(target, tmp_path, options, epochs=2, replayed=True)
