@@ -107,13 +107,22 @@ def run_partitions(
     sizes: dict[str, int],
     workers: int,
     assets: tuple[str, ...] = (),
+    in_key_order: bool = False,
 ) -> tuple[list[str], dict[str, str]]:
     """Runs of `job` over `partitions` (several adjacent ones per run; `sizes` in source bytes) with progress;
-    returns (run ids, {failed partition: message}). Every partition failing is a RunFailed naming the first cause."""
+    returns (run ids, {failed partition: message}). Every partition failing is a RunFailed naming the first cause.
+    `in_key_order`: one run per range of adjacent partitions, each started once the one before has ended (dedup's
+    index keeps the copy of the partition that joined first: which worker finishes first must not decide it)."""
     progress = Progress(job + (f" ({','.join(assets)})" if assets else ""), len(partitions))
     runs, failures = [], {}
-    batches = [RunBatch(job, tuple(run), assets) for run in plan_runs(partitions, order, workers, sizes)]
-    for outcome in executor.execute(batches):
+    if in_key_order:
+        ranges = contiguous_runs(partitions, order, max(len(partitions), 1))
+        outcomes = (o for r in ranges for o in executor.execute([RunBatch(job, tuple(r), assets)]))
+    else:
+        outcomes = executor.execute(
+            [RunBatch(job, tuple(run), assets) for run in plan_runs(partitions, order, workers, sizes)]
+        )
+    for outcome in outcomes:
         runs += outcome.run_ids
         failures |= outcome.failures
         progress.update(outcome)
@@ -140,7 +149,9 @@ def build_dataset(
     workers: int = 1,
     executor: RunExecutor | None = None,
 ) -> BuildResult:
-    """Register partitions, then ingest every partition, make the tokenizer, tokenize every partition, and publish.
+    """Register partitions, then read every partition's raw documents (in parallel), add them to the dedup index
+    (one range of adjacent partitions at a time, in key order), make the tokenizer, tokenize every partition, and
+    publish.
 
     A failing partition does not stop the others: under `on_partition_failure = "skip"` it is left out of
     the version; under "block" the publish refuses. Runs execute with `executor`: by default the instance's queue
@@ -178,7 +189,12 @@ def _build(
     _, _, keys = sync_partitions(instance, store, spec)
     sizes = {k: r.size for k, r in registered(store, spec).items()}
     order = instance.get_dynamic_partitions(RAW_FILES)
-    runs, failures = run_partitions(executor, "ingest_job", keys, order, sizes, parallel)
+    runs, failures = run_partitions(executor, "ingest_job", keys, order, sizes, parallel, assets=("raw_documents",))
+    built = [k for k in keys if k not in failures]
+    dedup_runs, dedup_failures = run_partitions(
+        executor, "ingest_job", built, order, sizes, parallel, assets=("dedup",), in_key_order=True
+    )
+    runs, failures = runs + dedup_runs, failures | dedup_failures
     runs.append(run_one(executor, "tokenizer_job"))
     ingested = [k for k in keys if k not in failures]
     runs += run_partitions(executor, "tokenize_job", ingested, order, sizes, parallel, assets=("tokenized_shards",))[0]

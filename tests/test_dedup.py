@@ -8,7 +8,9 @@ import json
 import random
 import shutil
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import numpy as np
@@ -16,14 +18,18 @@ import pytest
 from tokenizers import Tokenizer
 
 import shard_loader
-from shard_assets.definitions import ASSETS
+from shard_assets.definitions import ASSETS, build_definitions
 from shard_assets.defs.dedup import no_duplicate_documents
+from shard_assets.defs.sensors import raw_files_sensor
 from shard_assets.lib.spec import load_spec
 from shard_assets.lib.verification import verify_live_version
 from shard_assets.lib.text import doc_hash, is_val
+from shard_assets.execution.batches import RunBatch, RunOutcome
+from shard_assets.defs.resources import Settings
+from shard_assets.execution.local import LocalRuns
 from shard_assets.runner import build_dataset
 from shard_loader.format import open_shard
-from tests.support.dagster_helpers import tiny_resources
+from tests.support.dagster_helpers import run_automation, tiny_resources
 
 pytestmark = pytest.mark.integration
 
@@ -87,10 +93,21 @@ def _spec(root: Path, dedup: str) -> Path:
     return path
 
 
-def _build(root: Path, dedup: str, inst: dg.DagsterInstance | None = None):
+def _build(root: Path, dedup: str, inst: dg.DagsterInstance | None = None, **build: Any):
     spec = _spec(root, dedup)
     resources = tiny_resources(spec, root / "store")
-    return build_dataset(inst or dg.DagsterInstance.ephemeral(), load_spec(spec), resources)
+    return build_dataset(inst or dg.DagsterInstance.ephemeral(), load_spec(spec), resources, **build)
+
+
+class LastFirst:
+    """Runs in this process, each call's batches last first: the order in which a busy pool of workers may finish
+    them."""
+
+    def __init__(self, runs: LocalRuns):
+        self.runs = runs
+
+    def execute(self, batches: Sequence[RunBatch]) -> Iterator[RunOutcome]:
+        return self.runs.execute(list(reversed(batches)))
 
 
 def published(store: Path) -> dict[str, dict[str, list[str]]]:
@@ -156,6 +173,56 @@ def test_exact_copies_are_published_once_by_default(corpus, tmp_path):
     assert verify_live_version(store).problems == ()  # the raw documents, less the copies, split again
 
 
+def test_the_copy_kept_does_not_depend_on_which_run_finishes_first(corpus, tmp_path):
+    """A build of three runs (one partition each) whose runs finish last first keeps the same copies as one run:
+    the first source's, by partition key; the version is the same dataset."""
+    root, c = _copy(corpus, tmp_path), corpus[1]
+    with dg.instance_for_test() as inst:
+        resources = tiny_resources(_spec(root, ""), root / "store")
+        runs = LocalRuns(build_definitions(resources), Settings.of(resources), inst)
+        result = _build(root, "", inst, workers=3, executor=LastFirst(runs))
+    assert len({r for r in result.run_ids}) > 4  # ingest and tokenize ran in several runs each
+    dedup = _dedup_lineage(root / "store")
+    assert dedup["a.part0"]["dropped"] == {} and dedup["a.part1"]["dropped"] == {}
+    assert sum(dedup["b.part0"]["dropped"]["exact"].values()) == EXACT
+    docs = published(root / "store")
+    assert not set(c.exact) & set(t for ts in docs["b.part0"].values() for t in ts)
+    assert result.checks["no_duplicate_documents"] is True
+
+
+def test_a_file_removed_on_the_sensor_path_lets_the_next_version_keep_the_other_copy(corpus, tmp_path):
+    """Built, then a.part1 removed with only the sensors running: the discovery sensor's tick and automation's
+    ticks re-tokenize b.part0, whose copies of a.part1's documents are the kept ones now; the next version (its
+    blocking checks passed) publishes each of them once."""
+    root, c = _copy(corpus, tmp_path), corpus[1]
+    inst = dg.DagsterInstance.ephemeral()
+    _build(root, "", inst)
+    resources = tiny_resources(root / "spec.toml", root / "store")
+    defs = build_definitions(resources)
+    _, cursor = run_automation(defs, inst, resources, None)  # automation turned on over the built dataset
+    before = _all_texts(published(root / "store"))
+    (root / "src" / "a" / "part1.jsonl").unlink()
+    tick = raw_files_sensor(dg.build_sensor_context(instance=inst, resources=resources))
+    for request in tick.run_requests:
+        dg.materialize(
+            ASSETS,
+            selection=request.asset_selection,
+            partition_key=request.partition_key,
+            tags=request.tags,
+            instance=inst,
+            resources=resources,
+        )
+    requested, _ = run_automation(defs, inst, resources, cursor)
+    assert "b.part0" in dict(requested)["tokenized_shards"]  # with the partition the dedup run was launched for
+    docs = published(root / "store")
+    texts = _all_texts(docs)
+    gone = c.in_file("a/part1.jsonl") - set(c.exact)
+    assert set(texts) == set(before) - gone and max(texts.values()) == 1  # a.part1's copies in b are published
+    assert _dedup_lineage(root / "store")["b.part0"]["reclaimed"] == {
+        "a.part1": len(set(c.exact) & c.in_file("a/part1.jsonl"))
+    }
+
+
 def test_the_check_fails_when_a_partition_publishes_its_copies(corpus, tmp_path):
     """A part record that does not name its drops (as if tokenized without them) fails the blocking check, and the
     live version stays."""
@@ -179,6 +246,39 @@ def test_the_check_fails_when_a_partition_publishes_its_copies(corpus, tmp_path)
     checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
     assert not checks["no_duplicate_documents"].passed
     assert checks["no_duplicate_documents"].metadata["copies"].value == EXACT
+    assert (store / "manifest.json").read_bytes() == live
+
+
+def test_the_check_fails_when_a_kept_copy_left_and_its_other_copy_was_not_tokenized_again(corpus, tmp_path):
+    """a.part1 removed and the index updated, but b.part0 still tokenized under its old decision (which dropped
+    the copies a.part1 kept): those documents would be published nowhere, so the blocking check fails naming
+    b.part0, and the live version stays."""
+    root, c = _copy(corpus, tmp_path), corpus[1]
+    inst = dg.DagsterInstance.ephemeral()
+    _build(root, "", inst)
+    store = root / "store"
+    live = (store / "manifest.json").read_bytes()
+    (root / "src" / "a" / "part1.jsonl").unlink()
+    resources = tiny_resources(root / "spec.toml", store)
+    tick = raw_files_sensor(dg.build_sensor_context(instance=inst, resources=resources))
+    (request,) = tick.run_requests  # the dedup run that takes a.part1 out of the index
+    dg.materialize(
+        ASSETS,
+        selection=request.asset_selection,
+        partition_key=request.partition_key,
+        instance=inst,
+        resources=resources,
+    )
+    result = dg.materialize(
+        [*ASSETS, no_duplicate_documents],
+        selection=["splits", "manifest"],
+        instance=inst,
+        resources=resources,
+        raise_on_error=False,
+    )
+    check = {e.check_name: e for e in result.get_asset_check_evaluations()}["no_duplicate_documents"]
+    assert not check.passed and check.metadata["missing"].value == len(set(c.exact) & c.in_file("a/part1.jsonl"))
+    assert "materialize tokenized_shards again for b.part0" in check.description
     assert (store / "manifest.json").read_bytes() == live
 
 

@@ -89,8 +89,9 @@ def test_each_partition_of_a_multi_partition_run_reports_its_own_figures(tmp_pat
     spec = write_spec(tmp_path / "spec.toml", f"{src}/*.jsonl")
     resources, inst = tiny_resources(spec, tmp_path / "store"), instance()
     build_dataset(inst, load_spec(spec), resources, workers=1)
-    for job in ("ingest_job", "tokenize_job"):
-        (run,) = inst.get_runs(filters=dg.RunsFilter(job_name=job))  # all three partitions in one run
+    runs = {job: inst.get_runs(filters=dg.RunsFilter(job_name=job)) for job in ("ingest_job", "tokenize_job")}
+    assert [len(r) for r in runs.values()] == [2, 1]  # raw documents, then dedup; all three partitions in each run
+    for run in runs["ingest_job"] + runs["tokenize_job"]:
         assert (run.tags["dagster/asset_partition_range_start"], run.tags["dagster/asset_partition_range_end"]) == (
             "web.part0",
             "web.part2",
@@ -154,7 +155,7 @@ def test_a_wrong_text_column_ends_the_build_naming_the_field_file_and_line(tmp_p
         rf"SourceError: (file://)?{tmp_path}/src/part0.jsonl:1: field 'body' is missing",
         last,
     ), last
-    assert "ingest_job: 2/2 partitions (2 failed)" in out.stderr
+    assert "ingest_job (raw_documents): 2/2 partitions (2 failed)" in out.stderr
     assert "no raw_documents" not in out.stderr  # the tokenizer step, which could only say what is missing, never ran
 
 

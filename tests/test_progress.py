@@ -90,7 +90,8 @@ def test_progress_in_a_pipe_is_one_plain_line_per_job(tmp_path):
         for line in lines
     ), lines
     assert [line.split(":")[0] for line in lines] == [
-        "ingest_job",
+        "ingest_job (raw_documents)",
+        "ingest_job (dedup)",
         "tokenizer_job",
         "tokenize_job (tokenized_shards)",
         "publish_job",

@@ -64,7 +64,7 @@ def test_grouped_and_sliced_partitions_build_every_document_once(tmp_path, monke
         f"a_big.parquet#row_groups=0-{registered_partition(store, slices[0]).pieces[0].row_groups[1]}"
     )
     assert result.partitions == len(slices) + 1 and result.left_out == 0
-    assert len(result.run_ids) == 4  # ingest, tokenizer, tokenize, publish: one run each for all partitions
+    assert len(result.run_ids) == 5  # raw documents, dedup, tokenizer, tokenize, publish: one run each for all of them
     assert result.documents["train"] + result.documents["val"] == len(big) + sum(len(d) for d in small.values())
     manifest = shard_loader.open_manifest(str(tmp_path / "store")).manifest
     assert manifest.splits["train"].documents == result.documents["train"]

@@ -54,11 +54,23 @@ def dedup(
         for p in context.partition_keys:
             context.add_asset_metadata(decision_metadata(None), partition_key=p)
         return dg.MaterializeResult(data_version=dg.DataVersion("off"))
+    ours = set(context.partition_keys)
     decisions = update_index(objects, spec, context.partition_keys, context.run.run_id)
     for p, d in decisions.items():
-        context.add_asset_metadata(decision_metadata(d), partition_key=p)
-        context.log.info(f"{p}: {d.documents - d.dropped_total:,} of {d.documents:,} documents kept ({d.by_rule()})")
-    versions = (d.drops.sha256[:16] if d.drops else "none" for d in decisions.values())
+        kept = f"{d.documents - d.dropped_total:,} of {d.documents:,} documents kept ({d.by_rule()})"
+        if p in ours:
+            context.add_asset_metadata(decision_metadata(d), partition_key=p)
+            context.log.info(f"{p}: {kept}")
+        else:  # a copy it held is the kept one now: recorded as its update, so automation tokenizes it again
+            context.log_event(
+                dg.AssetMaterialization(
+                    asset_key=context.asset_key,
+                    partition=p,
+                    description=f"decision changed by this run's update: {kept}",
+                    metadata=decision_metadata(d),
+                )
+            )
+    versions = (d.drops.sha256[:16] if d.drops else "none" for p, d in decisions.items() if p in ours)
     return dg.MaterializeResult(data_version=dg.DataVersion(run_data_version(versions)))
 
 
@@ -66,8 +78,8 @@ def dedup(
     asset="splits",
     name=NO_COPIES,
     blocking=True,
-    description="No two published documents have the same "
-    "normalised text (read from the dedup index and each partition's drops, never the documents).",
+    description="No two published documents have the same normalised text, and none held by a published partition is "
+    "left out of all of them (read from the dedup index and each partition's drops, never the documents).",
 )
 def no_duplicate_documents(dataset: DatasetResource, store: StoreResource) -> dg.AssetCheckResult:
     spec, objects = dataset.spec(), store.store()
@@ -78,12 +90,25 @@ def no_duplicate_documents(dataset: DatasetResource, store: StoreResource) -> dg
     found = published_copies(objects, spec, parts)
     if found is None:
         return dg.AssetCheckResult(passed=True, description="not checked: [dedup] exact = false publishes copies")
-    passed = found.copies == 0 and not found.unindexed
-    description = f"{found.documents:,} published documents, {found.copies:,} repeating another's text" + (
-        f"; {len(found.unindexed)} partitions not in the dedup index as built" if found.unindexed else ""
+    passed = found.copies == 0 and found.missing == 0 and not found.unindexed
+    description = (
+        f"{found.documents:,} published documents, {found.copies:,} repeating another's text"
+        + (f"; {len(found.unindexed)} partitions not in the dedup index as built" if found.unindexed else "")
+        + (
+            f"; {found.missing:,} documents left out everywhere: materialize tokenized_shards again for "
+            + ", ".join(found.stale)
+            if found.missing
+            else ""
+        )
     )
     return dg.AssetCheckResult(
         passed=passed,
         description=description,
-        metadata={"copies": found.copies, "unindexed": markdown_list(found.unindexed), "documents": found.documents},
+        metadata={
+            "copies": found.copies,
+            "missing": found.missing,
+            "unindexed": markdown_list(found.unindexed),
+            "stale": markdown_list(found.stale),
+            "documents": found.documents,
+        },
     )

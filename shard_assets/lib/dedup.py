@@ -106,19 +106,19 @@ def load_range(store: ObjectStore, kind: str, index: int, generation: int) -> np
 
 
 class Spill:
-    """New rows bucketed by range in local files, so a range's new rows are read back without the others'; rows are
-    buffered up to SPILL_BUFFER bytes between writes."""
+    """Rows bucketed in local files (by the hash range of their key, or by the value of column `by`), so a bucket's
+    rows are read back without the others'; rows are buffered up to SPILL_BUFFER bytes between writes."""
 
-    def __init__(self, folder: Path, ranges: int):
-        self.folder, self.ranges = folder, ranges
+    def __init__(self, folder: Path, buckets: int, dtype: np.dtype = ROW, by: str | None = None):
+        self.folder, self.buckets, self.dtype, self.by = folder, buckets, dtype, by
         self.buffered: dict[int, list[np.ndarray]] = {}
         self.nbytes = 0
         folder.mkdir(parents=True, exist_ok=True)
 
     def add(self, rows: np.ndarray) -> None:
-        where = range_of(rows["key"], self.ranges)
+        where = range_of(rows["key"], self.buckets) if self.by is None else rows[self.by].astype(np.int64)
         order = np.argsort(where, kind="stable")
-        bounds = np.searchsorted(where[order], np.arange(self.ranges + 1))
+        bounds = np.searchsorted(where[order], np.arange(self.buckets + 1))
         for r in np.flatnonzero(np.diff(bounds)).tolist():
             self.buffered.setdefault(r, []).append(rows[order[bounds[r] : bounds[r + 1]]])
         self.nbytes += rows.nbytes
@@ -135,7 +135,7 @@ class Spill:
     def rows(self, index: int) -> np.ndarray:
         self.flush()
         path = self.folder / f"{index}.rows"
-        return np.fromfile(path, dtype=ROW) if path.exists() else np.zeros(0, dtype=ROW)
+        return np.fromfile(path, dtype=self.dtype) if path.exists() else np.zeros(0, dtype=self.dtype)
 
 
 # -- a partition's rows --
@@ -177,28 +177,26 @@ def rows_of(keys: np.ndarray, docs: np.ndarray, member: int) -> np.ndarray:
 
 
 class Dropped:
-    """The rows of the target partitions that are not their key's kept copy, one array per range pass, grouped by
-    partition at the end: (member, doc, rule, against) each."""
+    """The rows of the target partitions that are not their key's kept copy, (member, doc, rule, against) each,
+    spilled to one local file per partition: an update holds one partition's drops at a time, whatever it holds."""
 
-    def __init__(self) -> None:
-        self.parts: list[np.ndarray] = []
+    def __init__(self, folder: Path, members: int):
+        self.spill = Spill(folder, members, DROP, by="member")
 
     def add(self, rule: int, rows: np.ndarray, lost: np.ndarray, first: np.ndarray) -> None:
         out = np.empty(len(lost), dtype=DROP)
         out["member"], out["doc"], out["rule"] = rows["member"][lost], rows["doc"][lost], rule
         out["against"] = rows["member"][first[lost]]
-        self.parts.append(out)
+        self.spill.add(out)
 
-    def by_member(self) -> dict[int, np.ndarray]:
-        """{member: its dropped documents sorted by hash, one row each (the exact rule's where both dropped it)}."""
-        rows = np.concatenate(self.parts) if self.parts else np.zeros(0, dtype=DROP)
-        rows = rows[np.lexsort((rows["against"], rows["rule"], rows["doc"], rows["member"]))]
+    def of(self, member: int) -> np.ndarray:
+        """A partition's dropped documents sorted by hash, one row each (the exact rule's where both dropped it).
+        Call `spill.flush()` first when several threads read."""
+        rows = self.spill.rows(member)
+        rows = rows[np.lexsort((rows["against"], rows["rule"], rows["doc"]))]
         first = np.ones(len(rows), dtype=bool)
-        first[1:] = (rows["member"][1:] != rows["member"][:-1]) | (rows["doc"][1:] != rows["doc"][:-1])
-        rows = rows[first]
-        starts = np.flatnonzero(np.r_[True, rows["member"][1:] != rows["member"][:-1]]) if len(rows) else np.zeros(0)
-        bounds = [*starts.tolist(), len(rows)]
-        return {int(rows["member"][i]): rows[i:j] for i, j in zip(bounds, bounds[1:])}
+        first[1:] = rows["doc"][1:] != rows["doc"][:-1]
+        return rows[first]
 
 
 def read_drops(store: ObjectStore, key: str | None) -> tuple[np.ndarray, list[str], np.ndarray]:
@@ -282,8 +280,9 @@ def update_index(
     store: ObjectStore, spec: DatasetSpec, partitions: Sequence[str], run_id: str
 ) -> dict[str, DedupDecision]:
     """Add `partitions` (raw documents built) to the index, in partition-key order, and take out the partitions that
-    left (no longer registered, or rebuilt from a changed file); returns the decision of each of `partitions`. The
-    partitions whose kept copies left get new decisions too."""
+    left (no longer registered, or rebuilt from a changed file); returns the decision of each of `partitions`, and of
+    every other partition whose decision this update changed (one holding a copy whose kept copy left): those must
+    be tokenized again."""
     with index_lock(store, run_id):
         with tempfile.TemporaryDirectory(prefix="dedup-") as tmp:
             return _update(store, spec, sorted(partitions), Path(tmp))
@@ -321,7 +320,7 @@ def _update(store: ObjectStore, spec: DatasetSpec, partitions: list[str], tmp: P
     if removed and not rebuild:
         targets |= _affected(store, old, removed, generations)
     update = old.update + 1
-    dropped = Dropped()
+    dropped = Dropped(tmp / "dropped", next_id)
     new_generations = {}
     kept_ids = np.array([m.id for m in kept.values()], dtype=np.uint32)
     with ThreadPoolExecutor(WRITE_THREADS) as pool:
@@ -353,11 +352,10 @@ def _update(store: ObjectStore, spec: DatasetSpec, partitions: list[str], tmp: P
             )
         )
 
-        by_member = dropped.by_member()
-        nothing = np.zeros(0, dtype=DROP)
+        dropped.spill.flush()
 
         def decide(p: str) -> DedupDecision:
-            d = _decision(store, p, raws[p], settings, by_member.get(members[p].id, nothing), names, previous[p])
+            d = _decision(store, p, raws[p], settings, dropped.of(members[p].id), names, previous[p])
             put_record(store, dedup_decision_key(p), d)
             return d
 
@@ -366,7 +364,8 @@ def _update(store: ObjectStore, spec: DatasetSpec, partitions: list[str], tmp: P
     _delete_superseded(store, old, new_generations)
     for p in old.members.keys() - members.keys():
         store.delete(dedup_decision_key(p))
-    return {p: decisions.get(p) or get_record(store, dedup_decision_key(p), DedupDecision, "dedup") for p in partitions}
+    ours = {p: decisions.get(p) or get_record(store, dedup_decision_key(p), DedupDecision, "dedup") for p in partitions}
+    return ours | {p: d for p, d in decisions.items() if p not in ours and d != previous[p]}
 
 
 def _raws(store: ObjectStore, partitions: list[str]) -> dict[str, RawRecord]:

@@ -13,7 +13,7 @@ import numpy as np
 from shard_loader.format import FileRef
 
 from .dedup import PAIR, READ_BATCH, Spill, load_range, read_drops, rows_of, settings_of, update_index
-from .dedup_records import DedupDecision, DedupMembers
+from .dedup_records import RULES, DedupDecision, DedupMembers
 from .layout import DEDUP_MEMBERS_KEY, dedup_decision_key
 from .records import PartRecord, RawRecord, find_record
 from .spec import DatasetSpec
@@ -62,12 +62,16 @@ def kept_documents(store: ObjectStore, drops_ref: FileRef, raw_path: Path, workd
 
 @dataclass(frozen=True)
 class CopyCheck:
-    """What the publish check found: documents published more than once (by hash of their text), and the published
-    partitions the index does not hold as built (not checkable)."""
+    """What the publish check found: documents published more than once (by hash of their text), documents
+    published nowhere though a published partition holds them (every copy left out: tokenized under a decision
+    that has changed since) and the partitions that left them out, and the published partitions the index does not
+    hold as built (not checkable)."""
 
     copies: int
     unindexed: tuple[str, ...]
     documents: int
+    missing: int = 0
+    stale: tuple[str, ...] = ()
 
 
 def published_copies(store: ObjectStore, spec: DatasetSpec, parts: dict[str, PartRecord]) -> CopyCheck | None:
@@ -88,22 +92,34 @@ def published_copies(store: ObjectStore, spec: DatasetSpec, parts: dict[str, Par
         else:
             ids[p] = member.id
     with tempfile.TemporaryDirectory(prefix="dedup-check-") as tmp:
-        spill = Spill(Path(tmp), spec.dedup.ranges)
+        spill = Spill(Path(tmp) / "all", spec.dedup.ranges)
+        exact = Spill(Path(tmp) / "exact", spec.dedup.ranges) if spec.dedup.near else spill  # near drops are meant
         for p, m in ids.items():
             decision = parts[p].dedup
-            docs = read_drops(store, decision.drops.key if decision and decision.drops else None)[0]
+            docs, _, rule = read_drops(store, decision.drops.key if decision and decision.drops else None)
             spill.add(rows_of(docs, docs, m))
+            if exact is not spill:
+                by_exact = docs[rule == RULES.index("exact")]
+                exact.add(rows_of(by_exact, by_exact, m))
         published = np.fromiter(ids.values(), dtype=np.uint32)
-        copies = documents = 0
+        copies = documents = missing = 0
+        stale: set[int] = set()
         for r, g in enumerate(index.generations["exact"]):
-            rows = load_range(store, "exact", r, g)
-            rows = rows[np.isin(rows["member"], published)]
-            gone = spill.rows(r)
-            if len(gone):
-                rows = rows[~np.isin(_pairs(rows), _pairs(gone))]
+            held = load_range(store, "exact", r, g)
+            held = held[np.isin(held["member"], published)]
+            rows, left = _without(held, spill.rows(r)), _without(held, exact.rows(r))
             documents += len(rows)
             copies += len(rows) - len(np.unique(rows["key"]))
-    return CopyCheck(copies, tuple(sorted(unindexed)), documents)
+            lost = np.setdiff1d(held["key"], left["key"])
+            missing += len(lost)
+            stale |= set(np.unique(held["member"][np.isin(held["key"], lost)]).tolist())
+    names = {m: p for p, m in ids.items()}
+    return CopyCheck(copies, tuple(sorted(unindexed)), documents, missing, tuple(sorted(names[m] for m in stale)))
+
+
+def _without(rows: np.ndarray, gone: np.ndarray) -> np.ndarray:
+    """`rows` less those of `gone` (by member and document)."""
+    return rows[~np.isin(_pairs(rows), _pairs(gone))] if len(gone) else rows
 
 
 def _pairs(rows: np.ndarray) -> np.ndarray:
