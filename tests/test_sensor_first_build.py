@@ -84,3 +84,23 @@ def test_turning_automation_on_over_an_up_to_date_dataset_republishes_nothing_ne
     assert requested in ([], [("splits", [""]), ("manifest", [""])])  # a catch-up may re-derive the same version
     assert shard_loader.open_manifest(str(store)).manifest.version == first.version
     assert _published(store) == published  # not one published file rewritten
+
+
+def test_a_partition_a_concurrent_publish_missed_is_published_by_the_next_tick(tmp_path):
+    """The race the browser test met: automation's catch-up publish started before the sensor's tokenize run ended and
+    ended after it, so Dagster counts the new partition as handled (an input updated on the tick its consumer did,
+    dagster-io/dagster#24650) while the version lacks it. The discovery sensor's next tick requests the publish once;
+    with nothing left out, it requests none."""
+    spec, store, resources = tiny_dataset(tmp_path)
+    inst = instance()
+    build_dataset(inst, load_spec(spec), resources)
+    write_jsonl(tmp_path / "src" / "part2.jsonl", 80, seed=2)
+    _run_sensor_requests(inst, resources)  # web.part2 tokenized
+    inst.report_runless_asset_event(dg.AssetMaterialization("splits"))  # the publish that read the parts before it
+    requests = _run_sensor_requests(inst, resources)
+    assert [(sorted(k.to_user_string() for k in r.asset_selection), r.partition_key) for r in requests] == [
+        (["manifest", "splits"], None)
+    ]
+    m = shard_loader.open_manifest(str(store)).manifest
+    assert "web.part2" in {e.partition for s in m.splits.values() for e in s.shards}
+    assert _run_sensor_requests(inst, resources) == []  # published: nothing more to ask

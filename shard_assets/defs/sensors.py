@@ -1,19 +1,27 @@
 """The discovery sensor: new or changed source files become partitions and tokenize runs; vanished files
-leave the partition set (and so the next version). Each tick does a bounded step of discovery and stores
-where to resume in a cursor of a few bytes, so a corpus of any size is registered across ticks."""
+leave the partition set (and so the next version) and the dedup index; a tokenized partition that a concurrent
+publish missed is published. Each tick does a bounded step of
+discovery and stores where to resume in a cursor of a few bytes, so a corpus of any size is registered across
+ticks."""
 
 import hashlib
 
 import dagster as dg
 
 from ..lib.discovery import DiscoveryBudget, DiscoveryCursor
+from ..lib.layout import part_record_key, splits_record_key
 from ..lib.partitioning import PartitionRecord, contiguous_runs
-from ..lib.state import has_tokenizer
+from ..lib.records import SplitsRecord, find_record
+from ..lib.state import current_tokenizer, has_tokenizer
+from ..lib.store import ObjectStore
 from .jobs import tokenize_job
+from .manifest import manifest
 from .partitions import PARTITIONS_PER_RUN, RAW_FILES, RUN_BYTES, discovery_step, run_target
 from .dedup import dedup
 from .raw_documents import raw_documents
 from .resources import DatasetResource, StoreResource
+from .splits import splits
+from .tokenized_shards import tokenized_shards
 
 TICK_BUDGET = DiscoveryBudget(max_files=20_000, seconds=20.0)  # well inside Dagster's 60 s tick deadline
 
@@ -27,13 +35,48 @@ def run_request(
     return dg.RunRequest(run_key=f"{span}:{content}", asset_selection=selection, **run_target(partitions))
 
 
+def removal_request(removed: list[str], anchor: str) -> dg.RunRequest:
+    """A dedup run that takes partitions which left out of the index (a run names a partition: `anchor`, any one
+    still registered); partitions that keep a copy now are recorded as updated, and automation tokenizes them."""
+    gone = hashlib.sha256("\n".join(sorted(removed)).encode()).hexdigest()[:16]
+    return dg.RunRequest(run_key=f"removed:{gone}", asset_selection=[dedup.key], partition_key=anchor)
+
+
+def missed_publish(
+    instance: dg.DagsterInstance, store: ObjectStore, registered: dict[str, PartitionRecord]
+) -> dg.RunRequest | None:
+    """A publish run when partitions tokenized with the current tokenizer are in no version although splits was
+    materialized after their tokenize runs: that publish began before they ended, and Dagster counts an input
+    updated on the tick its consumer updated as handled (dagster-io/dagster#24650), so automation would leave them
+    out until the next change. Requested once per set of partitions."""
+    if not has_tokenizer(store):
+        return None
+    fingerprint = current_tokenizer(store).fingerprint
+    summary = find_record(store, splits_record_key(fingerprint), SplitsRecord, "discovery sensor")
+    published = instance.get_latest_materialization_event(splits.key)
+    if summary is None or published is None:
+        return None
+    known = {*summary.partitions, *summary.left_out, *summary.stale}
+    missed = [p for p in registered if p not in known and store.exists(part_record_key(fingerprint, p))]
+    if not missed:
+        return None
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=tokenized_shards.key, asset_partitions=missed), limit=len(missed)
+    ).records
+    if not records or max(r.timestamp for r in records) > published.timestamp:
+        return None  # tokenized since the last publish: automation's next one reads them
+    key = hashlib.sha256("\n".join(sorted(missed)).encode()).hexdigest()[:16]
+    return dg.RunRequest(run_key=f"publish:{fingerprint[:16]}:{key}", asset_selection=[splits.key, manifest.key])
+
+
 @dg.sensor(job=tokenize_job, minimum_interval_seconds=120, default_status=dg.DefaultSensorStatus.STOPPED)
 def raw_files_sensor(
     context: dg.SensorEvaluationContext, dataset: DatasetResource, store: StoreResource
 ) -> dg.SensorResult:
     """Every 2 minutes, registers up to 20,000 files or 20 s of work (ETag, LFS sha256 or size+mtime; never
     content) and requests tokenize runs of up to 32 adjacent new or changed partitions and 1 GiB of source
-    (raw documents only until a tokenizer exists); the next tick resumes where this one stopped."""
+    (raw documents only until a tokenizer exists); the next tick resumes where this one stopped. A removal
+    alone requests a dedup run; tokenized partitions a publish missed, a publish."""
     objects = store.store()
     step, records = discovery_step(
         context.instance, objects, dataset.spec(), DiscoveryCursor.from_json(context.cursor), TICK_BUDGET
@@ -45,6 +88,10 @@ def raw_files_sensor(
         run_request(run, records, selection)
         for run in contiguous_runs(step.changed, order, PARTITIONS_PER_RUN, sizes, RUN_BYTES)
     ]
+    if step.removed and not step.changed and records and dataset.spec().dedup.enabled:
+        requests.append(removal_request(step.removed, next(k for k in order if k in records)))
+    if not step.changed and (publish := missed_publish(context.instance, objects, records)):
+        requests.append(publish)
     context.log.info(
         f"{step.files} files handled, {len(step.changed)} partitions new or changed, {len(step.removed)} removed; "
         f"resume at {step.cursor}"
