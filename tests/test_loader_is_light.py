@@ -1,4 +1,5 @@
-"""shard_loader stays light: importing it pulls in numpy and the standard library only."""
+"""shard_loader stays light: importing it pulls in numpy and the standard library only; the code location loads
+near-dedup's scipy only when used."""
 
 import subprocess
 import sys
@@ -22,3 +23,12 @@ def test_no_module_imports_the_builder_side():
                 assert words[1].split(".")[0] not in ("dagster", "polars", "transformers", "shard_assets"), (
                     f"{path.name}: {line}"
                 )
+
+
+def test_the_code_location_loads_near_dedup_only_when_a_spec_asks_for_it():
+    """datasketch pulls in scipy (0.5 s of every process that loads the definitions: each build worker, each code
+    server); exact dedup, the default, never needs it."""
+    heavy = ("datasketch", "scipy")
+    code = "import sys, shard_assets.definitions; print(','.join(m for m in %r if m in sys.modules))" % (heavy,)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from functools import cache
 
 import numpy as np
-from datasketch import MinHash, MinHashLSH
 
 SEED = 1  # datasketch's permutation seed: fixed, so a band key means the same in every run and version
 _MIX = np.uint64(0x9E3779B97F4A7C15)
@@ -23,6 +22,8 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)
 @cache
 def band_layout(threshold: float, num_perm: int) -> tuple[int, int]:
     """(bands, rows per band) datasketch chooses for a Jaccard `threshold` with `num_perm` permutations."""
+    from datasketch import MinHashLSH  # imported on first use: it loads scipy (0.5 s), which exact dedup never needs
+
     lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
     return int(lsh.b), int(lsh.r)
 
@@ -46,6 +47,8 @@ def _avalanche(h: np.ndarray) -> np.ndarray:
 def band_keys(texts: Sequence[str], ngram: int, threshold: float, num_perm: int) -> np.ndarray:
     """(documents, bands) uint64: each document's band keys; band `b`'s key mixes `b` with its rows' MinHash values,
     so equal keys mean equal values in the same band."""
+    from datasketch import MinHash
+
     bands, rows = band_layout(threshold, num_perm)
     if not texts:
         return np.zeros((0, bands), dtype=np.uint64)
