@@ -88,13 +88,11 @@ def cmd_build(args) -> int:
     from shard_loader.opening import default_cache_dir
 
     from .instance import local_instance
-    from .lib.tokenizer import current_record, tokenizer_change
     from .runner import build_dataset
 
     settings = _settings(args)
     resources = settings.resources()
     instance = local_instance(spec.name)
-    tokenizer_before = current_record(resources["store"].store())
     print(
         f"building dataset {spec.name!r} into {settings.store_root} (Dagster home {instance.root_directory})",
         flush=True,
@@ -111,9 +109,6 @@ def cmd_build(args) -> int:
         + (f"; FAILED: {', '.join(failed)}" if failed else "")
     )
     print(f"build time    {result.seconds:.1f} s")
-    store = resources["store"].store()
-    if change := tokenizer_change(store, tokenizer_before, current_record(store)):
-        print(f"warning: {change}", file=sys.stderr)
     if result.failed_runs:
         print(
             f"failed runs   {len(result.failed_runs)} (each named above); the version leaves their partitions out",
@@ -123,7 +118,7 @@ def cmd_build(args) -> int:
     remote = "://" in result.manifest_url
     options = (
         {
-            "store_options": {"client": store.client},
+            "store_options": {"client": resources["store"].store().client},
             "cache_dir": args.cache_dir or default_cache_dir(result.manifest_url),
         }
         if remote

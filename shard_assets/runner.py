@@ -33,6 +33,7 @@ from .lib.layout import splits_record_key
 from .lib.partitioning import contiguous_runs
 from .lib.records import SplitsRecord, get_record
 from .lib.spec import DatasetSpec
+from .lib.tokenizer import current_record, tokenizer_change
 
 CLEAR_LINE = "\r\x1b[K"  # a terminal's progress line is cleared before a warning takes its place
 PROGRESS_INTERVAL = 30.0  # seconds between progress lines in a pipe (a terminal redraws one line at every run)
@@ -195,7 +196,10 @@ def _build(
         executor, "ingest_job", built, order, sizes, parallel, assets=("dedup",), in_key_order=True
     )
     runs, failures = runs + dedup_runs, failures | dedup_failures
+    before = current_record(store)
     runs.append(run_one(executor, "tokenizer_job"))
+    if change := tokenizer_change(store, before, current_record(store)):  # said before any partition uses it
+        print(f"warning: {change}", file=sys.stderr, flush=True)
     ingested = [k for k in keys if k not in failures]
     runs += run_partitions(executor, "tokenize_job", ingested, order, sizes, parallel, assets=("tokenized_shards",))[0]
     publish_run = run_one(executor, "publish_job")

@@ -1,6 +1,7 @@
 """A tokenizer change is said where a data engineer looks (#33): a BPE re-trained because a file was added changes
-every token id; the build says so on stderr and the tokenizer asset's `change` metadata (and a warning in its run's
-log) names both fingerprints and how to keep one tokenizer (`kind = "file"`)."""
+every token id; the build says so on stderr once the tokenizer is made, before it tokenizes with it, and the tokenizer
+asset's `change` metadata (and a warning in its run's log) names both fingerprints and how to keep the old one: pin it
+with `[tokenizer] fingerprint = "..."`, which later builds then use whatever files arrive."""
 
 import os
 import subprocess
@@ -53,8 +54,34 @@ def test_a_retrained_tokenizer_is_named_by_the_build_and_the_asset(tmp_path):
     assert second.returncode == 0, second.stderr[-2000:]
     after = _fingerprint(store)
     assert before != after
-    said = [line for line in second.stderr.splitlines() if line.startswith("warning: the tokenizer changed")]
-    assert len(said) == 1 and f"from {before} to {after}" in said[0] and 'kind = "file"' in said[0], second.stderr
+    lines = second.stderr.splitlines()
+    said = [i for i, line in enumerate(lines) if line.startswith("warning: the tokenizer changed")]
+    assert len(said) == 1 and f"from {before} to {after}" in lines[said[0]], second.stderr
+    assert f'set [tokenizer] fingerprint = "{before}"' in lines[said[0]]
+    assert said[0] < next(i for i, line in enumerate(lines) if line.startswith("tokenize_job"))  # before tokenizing
     with dg.DagsterInstance.from_config(str(tmp_path / ".dagster_home" / "tiny")) as instance:
         event = instance.get_latest_materialization_event(dg.AssetKey("tokenizer"))
         assert f"from {before} to {after}" in event.asset_materialization.metadata["change"].value
+
+
+def test_a_pinned_fingerprint_keeps_the_tokenizer_as_files_arrive(tmp_path):
+    spec, store, _ = tiny_dataset(tmp_path, files=2, docs=80)
+    assert _build(tmp_path).returncode == 0
+    kept = _fingerprint(store)
+    spec.write_text(spec.read_text().replace('kind = "train_bpe"', f'kind = "train_bpe"\nfingerprint = "{kept}"'))
+    write_jsonl(tmp_path / "src" / "part2.jsonl", 200, seed=9)  # what retrained the BPE above
+    pinned = _build(tmp_path)
+    assert pinned.returncode == 0, pinned.stderr[-2000:]
+    assert _fingerprint(store) == kept and "tokenizer changed" not in pinned.stderr
+    m = shard_loader.open_manifest(str(store)).manifest
+    assert "web.part2" in {e.partition for s in m.splits.values() for e in s.shards}
+
+    spec.write_text(spec.read_text().replace(kept, "0123456789abcdef"))
+    missing = _build(tmp_path)
+    assert missing.returncode != 0 and _fingerprint(store) == kept  # nothing published with another tokenizer
+    assert "[tokenizer].fingerprint 0123456789abcdef: no tokenizer with this fingerprint in" in missing.stderr
+    spec.write_text(spec.read_text().replace("0123456789abcdef", "abc"))
+    bad = _build(tmp_path)
+    (line,) = bad.stderr.strip().splitlines()
+    assert bad.returncode == 2 and line.startswith("error: ") and "[tokenizer].fingerprint 'abc'" in line, bad.stderr
+    assert "16 lowercase hex digits" in line

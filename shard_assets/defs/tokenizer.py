@@ -7,7 +7,14 @@ from ..lib.errors import TokenizerError
 from ..lib.layout import tokenizer_key
 from ..lib.raw_writer import current_raws
 from ..lib.state import registered_partitions
-from ..lib.tokenizer import build_tokenizer, current_record, store_tokenizer, tokenizer_change, training_texts
+from ..lib.tokenizer import (
+    build_tokenizer,
+    current_record,
+    pinned_tokenizer,
+    store_tokenizer,
+    tokenizer_change,
+    training_texts,
+)
 from .code_versions import CODE_VERSIONS
 from .conventions import DATASET_ASSET
 from .automation import FIRST_TOKENIZER
@@ -25,8 +32,8 @@ from .resources import DatasetResource, StoreResource
     description=(
         "A pretrained tokenizer (transformers) or a byte-level BPE trained on the raw documents. "
         "Materialising it again with a changed result (a BPE retrained on new files) changes every token id and "
-        "re-tokenizes every partition; its `change` metadata says so. To keep one tokenizer, use "
-        '`[tokenizer] kind = "file"`.'
+        "re-tokenizes every partition; its `change` metadata says so. To keep one, pin it: "
+        '`[tokenizer] fingerprint = "<its fingerprint>"`.'
     ),
 )
 def tokenizer(
@@ -34,7 +41,8 @@ def tokenizer(
 ) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the annotation: it must be the bare class
     spec, objects = dataset.spec(), store.store()
     raws = current_raws(objects, spec)  # the spec's current sources only, each from the files it is registered with now
-    if spec.tokenizer.kind == "train_bpe" and not raws:
+    pin = spec.tokenizer.fingerprint
+    if spec.tokenizer.kind == "train_bpe" and not raws and not pin:
         partitions = registered_partitions(objects)
         why = (
             f"none of the {len(partitions)} registered partitions has raw documents (their ingest failed: see the "
@@ -43,13 +51,18 @@ def tokenizer(
             else "no partition is registered (run `shard-assets discover` or turn on raw_files_sensor)"
         )
         raise TokenizerError(f"no raw_documents to train the BPE on: {why}; materialise raw_documents first")
-    text, record = build_tokenizer(spec.tokenizer, training_texts(objects, [r.key for r in raws]))
+    if pin:
+        text, record = pinned_tokenizer(objects, pin)
+    else:
+        text, record = build_tokenizer(spec.tokenizer, training_texts(objects, [r.key for r in raws]))
     change = tokenizer_change(objects, current_record(objects), record)
     store_tokenizer(objects, text, record)
     if change:
         context.log.warning(change)
     context.log.info(
-        f"tokenizer {record.name} ({record.fingerprint}, {record.vocab_size:,} ids) made current, trained on "
+        f"tokenizer {record.name} ({record.fingerprint}) made current, pinned by [tokenizer].fingerprint"
+        if pin
+        else f"tokenizer {record.name} ({record.fingerprint}, {record.vocab_size:,} ids) made current, trained on "
         f"{len(raws)} partitions"
         if spec.tokenizer.kind == "train_bpe"
         else f"tokenizer {record.name} ({record.fingerprint}) made current"
@@ -63,7 +76,8 @@ def tokenizer(
             "eod_id": record.eod_id,
             "token_dtype": record.token_dtype,
             "key": tokenizer_key(record.fingerprint),
-            "trained_on_partitions": len(raws),
+            "trained_on_partitions": 0 if pin else len(raws),
+            "pinned": bool(pin),
             "change": change or "none: the current tokenizer is kept (token ids unchanged)",
         },
     )

@@ -23,6 +23,7 @@ SOURCE_FORMATS = ("parquet", "jsonl", "text")
 FAILURE_POLICIES = ("skip", "block")
 STALE_POLICIES = ("leave_out", "keep_last_good")
 TOKENIZER_KINDS = ("train_bpe", "pretrained", "file")
+FINGERPRINT = re.compile("[0-9a-f]{16}")
 LOCAL_SCHEMES = ("", "file")
 R = TypeVar("R")  # the record type spec_record builds
 SPEC_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")  # a dataset, source, mixture or component name
@@ -61,7 +62,8 @@ class SourceSpec:
 @dataclass(frozen=True)
 class TokenizerSpec:
     """A pretrained tokenizer (`name`: Hub id or local path), a BPE trained on the raw documents, or a
-    `tokenizer.json` used as is (`path`), so datasets built from different sources share one fingerprint."""
+    `tokenizer.json` used as is (`path`), so datasets built from different sources share one fingerprint; with
+    `fingerprint`, whatever the kind, the tokenizer the store already holds under it (kept as files arrive)."""
 
     kind: str = "train_bpe"
     name: str | None = None
@@ -69,6 +71,7 @@ class TokenizerSpec:
     vocab_size: int = 8192
     eod_token: str = "<|endoftext|>"
     train_max_bytes: int = 64 << 20
+    fingerprint: str | None = None  # pins a tokenizer the store holds: no build trains or loads another
 
 
 @dataclass(frozen=True)
@@ -235,6 +238,11 @@ def _tokenizer(data: dict[str, Any], origin: str, base: Path | None) -> Tokenize
     if tok.kind == "file" and not tok.path:
         raise SpecError(
             f'{origin}: [tokenizer].path is needed for kind = "file" (a tokenizer.json, relative to the spec\'s folder)'
+        )
+    if tok.fingerprint is not None and not FINGERPRINT.fullmatch(tok.fingerprint):
+        raise SpecError(
+            f"{origin}: [tokenizer].fingerprint {tok.fingerprint!r}: not a tokenizer fingerprint (16 lowercase hex "
+            "digits, as `shard-loader info` prints it)"
         )
     if tok.kind != "file" and tok.path:
         raise SpecError(

@@ -213,6 +213,22 @@ def store_tokenizer(store: ObjectStore, tokenizer_json: str, record: TokenizerRe
     store.put_if_changed(CURRENT_TOKENIZER_KEY, to_json(record))  # the pointer last: it names only files in the store
 
 
+def pinned_tokenizer(store: ObjectStore, fingerprint: str) -> tuple[str, TokenizerRecord]:
+    """The JSON and record of the tokenizer `[tokenizer].fingerprint` pins, from the store (never trained again)."""
+    where = f"[tokenizer].fingerprint {fingerprint}"
+    record = find_record(store, tokenizer_info_key(fingerprint), TokenizerRecord, where)
+    if record is None:
+        current = current_record(store)
+        raise TokenizerError(
+            f"{where}: no tokenizer with this fingerprint in {store.describe()} (tokenizers/{fingerprint}/); pin one "
+            f"it holds{f' (the current one is {current.fingerprint})' if current else ''}, or remove the line"
+        )
+    text = store.get_bytes(tokenizer_key(fingerprint)).decode("utf-8")
+    if fingerprint_of(text) != fingerprint or record.fingerprint != fingerprint:
+        raise TokenizerError(f"{where}: {tokenizer_key(fingerprint)} in {store.describe()} does not hash to it")
+    return text, record
+
+
 def current_record(store: ObjectStore) -> TokenizerRecord | None:
     """The store's current tokenizer record, None before the first tokenizer (unchecked: for notices only)."""
     return find_record(store, CURRENT_TOKENIZER_KEY, TokenizerRecord, "current tokenizer")
@@ -227,6 +243,6 @@ def tokenizer_change(
         return None
     return (
         f"the tokenizer changed from {previous.fingerprint} to {record.fingerprint}: every token id changes and every "
-        f'partition is re-tokenized; to keep one tokenizer, set [tokenizer] kind = "file" with path = its '
-        f"tokenizer.json ({tokenizer_key(previous.fingerprint)} in {store.describe()})"
+        f"partition is re-tokenized; to keep {previous.fingerprint} (it stays in {store.describe()}), set "
+        f'[tokenizer] fingerprint = "{previous.fingerprint}" and build again'
     )
