@@ -7,6 +7,7 @@ which partition."""
 import json
 import random
 import shutil
+import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -21,6 +22,7 @@ import shard_loader
 from shard_assets.definitions import ASSETS, build_definitions
 from shard_assets.defs.dedup import no_duplicate_documents
 from shard_assets.defs.sensors import raw_files_sensor
+from shard_assets.lib.retention import DAY, Policy, collect, plan_collection
 from shard_assets.lib.spec import load_spec
 from shard_assets.lib.verification import verify_live_version
 from shard_assets.lib.text import doc_hash, is_val
@@ -221,6 +223,29 @@ def test_a_file_removed_on_the_sensor_path_lets_the_next_version_keep_the_other_
     assert _dedup_lineage(root / "store")["b.part0"]["reclaimed"] == {
         "a.part1": len(set(c.exact) & c.in_file("a/part1.jsonl"))
     }
+
+
+def test_gc_collects_drop_lists_no_kept_version_or_current_decision_names(corpus, tmp_path):
+    """A removal moves b.part0's decision to a new drop list; once gc drops the versions that named the old one it goes
+    too, while every drop list a current decision, part record or kept version names stays (the kept versions'
+    lineage and the blocking check still read them)."""
+    root = _copy(corpus, tmp_path)
+    inst = dg.DagsterInstance.ephemeral()
+    _build(root, "", inst)
+    drops = root / "store" / "state" / "dedup" / "drops"
+    first = {p.name for p in drops.iterdir()}
+    (root / "src" / "a" / "part1.jsonl").unlink()
+    _build(root, "", inst)
+    after = {p.name for p in drops.iterdir()}
+    assert first - after == set() and after - first  # the old list stays beside the new one
+    objects = tiny_resources(root / "spec.toml", root / "store")["store"].store()
+    later = time.time() + 9 * DAY
+    plan = plan_collection(objects, Policy(keep=1, max_age_s=0, grace_s=DAY), now=later)
+    collect(objects, plan)
+    named = {Path(k).name for d in _dedup_lineage(root / "store").values() if (k := d["drops"])}
+    left = {p.name for p in drops.iterdir()}
+    assert named <= left and left < after  # what the live version names stays; a list only the dropped one named went
+    assert verify_live_version(objects).problems == ()
 
 
 def test_the_check_fails_when_a_partition_publishes_its_copies(corpus, tmp_path):

@@ -46,7 +46,8 @@ STATE_PREFIX = "state/"
 OWNER_KEY = f"{STATE_PREFIX}dataset.json"  # which dataset this root holds: written once, by the first build
 CURRENT_TOKENIZER_KEY = f"{STATE_PREFIX}tokenizer.json"  # the pointer record: which tokenizer is current in this store
 PARTITIONS_PREFIX = f"{STATE_PREFIX}partitions/"
-COLLECTED_PREFIXES = (TOKENIZED_PREFIX, RAW_PREFIX, f"{VERSIONS_DIR}/")  # what gc may delete from; state/ never
+COLLECTED_PREFIXES = (TOKENIZED_PREFIX, RAW_PREFIX, f"{VERSIONS_DIR}/")  # what gc may delete from; of state/, only
+# the dedup drop lists nothing names (retention.plan_collection)
 
 
 def raw_key(partition: str, content_hash: str) -> str:
@@ -123,7 +124,9 @@ def probe_key(token: str) -> str:
     return check_key(f"{STATE_PREFIX}probes/{token}.json", "probe key")
 
 
-DEDUP_PREFIX = f"{STATE_PREFIX}dedup/"  # the dedup index: never collected by gc
+DEDUP_PREFIX = f"{STATE_PREFIX}dedup/"  # the dedup index: never collected by gc, but for drop lists nothing names
+DEDUP_DROPS_PREFIX = f"{DEDUP_PREFIX}drops/"
+DEDUP_DECISIONS_PREFIX = f"{DEDUP_PREFIX}partitions/"
 DEDUP_MEMBERS_KEY = f"{DEDUP_PREFIX}members.json"
 DEDUP_LOCK_KEY = f"{DEDUP_PREFIX}update.lock"
 
@@ -135,9 +138,9 @@ def dedup_range_key(kind: str, index: int, generation: int) -> str:
 
 def dedup_decision_key(partition: str) -> str:
     """A partition's dedup decision: what it drops and against which partition."""
-    return check_key(f"{DEDUP_PREFIX}partitions/{partition}.json", "dedup decision key")
+    return check_key(f"{DEDUP_DECISIONS_PREFIX}{partition}.json", "dedup decision key")
 
 
 def dedup_drops_key(partition: str, content_hash: str) -> str:
     """A partition's dropped document hashes, content-addressed: a decision names the list it was made with."""
-    return check_key(f"{DEDUP_PREFIX}drops/{partition}-{content_hash}.npz", "dedup drops key")
+    return check_key(f"{DEDUP_DROPS_PREFIX}{partition}-{content_hash}.npz", "dedup drops key")

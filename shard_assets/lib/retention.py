@@ -5,7 +5,8 @@ A version is kept while it is among the newest `keep` versions, younger than `ma
 `grace` ago, or held by a live reader lease (`readers/<version>/`, see shard_loader.format.leases: written and
 renewed by a trainer that can write, or a pin). Nothing written less than `grace` ago is deleted, so collecting
 beside a running publish is safe. A tokenizer neither current nor used by a kept version is abandoned: its file,
-records and shards go once the newest of them is older than `grace`.
+records and shards go once the newest of them is older than `grace`. A dedup drop list goes once no kept version's
+lineage, no current decision and no current part record names it.
 
 Collecting marks the dropped versions (`readers/<version>.collecting`), reads the leases again, and only then
 deletes: a reader that leased a version meanwhile keeps it, and one that leases it later finds the mark when it
@@ -28,6 +29,8 @@ from .errors import BuildError
 from .layout import (
     COLLECTED_PREFIXES,
     CURRENT_TOKENIZER_KEY,
+    DEDUP_DECISIONS_PREFIX,
+    DEDUP_DROPS_PREFIX,
     INGEST_FAILURES_PREFIX,
     LATEST_KEY,
     LINEAGE_DIR,
@@ -39,6 +42,7 @@ from .layout import (
     versioned_key,
 )
 from .published import with_sidecars
+from .dedup_records import DedupDecision
 from .records import PartRecord, RawRecord, TokenizerRecord, find_record
 from .store import ObjectStore
 
@@ -156,17 +160,23 @@ def _current_fingerprint(store: ObjectStore) -> str | None:
 
 
 def _live_records(store: ObjectStore, fingerprint: str | None) -> set[str]:
-    """Keys the builder's current records point at (latest raw per partition, the current tokenizer's
-    shards): the next publish may still reference them."""
+    """Keys the builder's current records point at (latest raw per partition, each partition's dedup drop list, the
+    current tokenizer's shards and the drop lists they were tokenized with): the next publish may still reference
+    them."""
     needed = set()
     for key, _ in store.list(RAW_PREFIX):
         if key.endswith(".json") and key.count("/") == 2 and not key.startswith(INGEST_FAILURES_PREFIX):
             if (raw := find_record(store, key, RawRecord, "gc")) is not None:
                 needed.add(raw.key)
+    for key, _ in store.list(DEDUP_DECISIONS_PREFIX):
+        if (decision := find_record(store, key, DedupDecision, "gc")) is not None and decision.drops is not None:
+            needed.add(decision.drops.key)
     if fingerprint is not None:
         for key, _ in store.list(parts_prefix(fingerprint)):
             if (part := find_record(store, key, PartRecord, "gc")) is not None:
                 needed |= {part.raw.key, *(r.key for e in part.shards.values() for r in (e.npy, e.bin))}
+                if part.dedup is not None and part.dedup.drops is not None:
+                    needed.add(part.dedup.drops.key)
     return needed
 
 
@@ -218,12 +228,13 @@ def plan_collection(store: ObjectStore, policy: Policy, now: float | None = None
         if m.version in kept:
             m = with_sidecars(store, m, lineage=True)
             needed |= {ref.key for ref in m.files()}
-            needed |= {
-                f["raw_key"] for s in m.full_lineage.get("sources", []) for f in s.get("files", []) if "raw_key" in f
-            }
+            files = [f for s in m.full_lineage.get("sources", []) for f in s.get("files", [])]
+            needed |= {f["raw_key"] for f in files if "raw_key" in f}
+            needed |= {f["dedup"]["drops"] for f in files if (f.get("dedup") or {}).get("drops")}
             in_use.add(m.tokenizer.fingerprint)
     dropped = {versioned_key(v.manifest.version) for v in versions if v.manifest.version not in kept}
-    listing = [(key, size) for prefix in (*COLLECTED_PREFIXES, TOKENIZERS_PREFIX) for key, size in store.list(prefix)]
+    prefixes = (*COLLECTED_PREFIXES, DEDUP_DROPS_PREFIX, TOKENIZERS_PREFIX)
+    listing = [(key, size) for prefix in prefixes for key, size in store.list(prefix)]
     modified = _Stamps(store)  # a HEAD per object only where its age decides (a deletion candidate), once
     unused = [key for key, _ in listing if _fingerprint_of(key) not in (None, *in_use)]
     abandoned = _abandoned(((key, modified(key)) for key in unused), in_use, policy, now)
