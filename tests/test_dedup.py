@@ -20,8 +20,7 @@ from tokenizers import Tokenizer
 
 import shard_loader
 from shard_assets.definitions import ASSETS, build_definitions
-from shard_assets.defs.dedup import no_duplicate_documents
-from shard_assets.defs.sensors import raw_files_sensor
+from shard_assets.defs.dedup import NO_COPIES, no_duplicate_documents
 from shard_assets.lib.retention import DAY, Policy, collect, plan_collection
 from shard_assets.lib.spec import load_spec
 from shard_assets.lib.verification import verify_live_version
@@ -31,7 +30,7 @@ from shard_assets.defs.resources import Settings
 from shard_assets.execution.local import LocalRuns
 from shard_assets.runner import build_dataset
 from shard_loader.format import open_shard
-from tests.support.dagster_helpers import run_automation, tiny_resources
+from tests.support.dagster_helpers import run_automation, run_sensor_tick, tiny_resources
 
 pytestmark = pytest.mark.integration
 
@@ -110,6 +109,18 @@ class LastFirst:
 
     def execute(self, batches: Sequence[RunBatch]) -> Iterator[RunOutcome]:
         return self.runs.execute(list(reversed(batches)))
+
+
+def _publish(inst: dg.DagsterInstance, resources: dict) -> dg.AssetCheckEvaluation:
+    """splits and manifest materialized (a failed blocking check is not raised); the dedup check's evaluation."""
+    result = dg.materialize(
+        [*ASSETS, no_duplicate_documents],
+        selection=["splits", "manifest"],
+        instance=inst,
+        resources=resources,
+        raise_on_error=False,
+    )
+    return next(e for e in result.get_asset_check_evaluations() if e.check_name == NO_COPIES)
 
 
 def published(store: Path) -> dict[str, dict[str, list[str]]]:
@@ -204,16 +215,7 @@ def test_a_file_removed_on_the_sensor_path_lets_the_next_version_keep_the_other_
     _, cursor = run_automation(defs, inst, resources, None)  # automation turned on over the built dataset
     before = _all_texts(published(root / "store"))
     (root / "src" / "a" / "part1.jsonl").unlink()
-    tick = raw_files_sensor(dg.build_sensor_context(instance=inst, resources=resources))
-    for request in tick.run_requests:
-        dg.materialize(
-            ASSETS,
-            selection=request.asset_selection,
-            partition_key=request.partition_key,
-            tags=request.tags,
-            instance=inst,
-            resources=resources,
-        )
+    run_sensor_tick(inst, resources)
     requested, _ = run_automation(defs, inst, resources, cursor)
     assert "b.part0" in dict(requested)["tokenized_shards"]  # with the partition the dedup run was launched for
     docs = published(root / "store")
@@ -260,17 +262,8 @@ def test_the_check_fails_when_a_partition_publishes_its_copies(corpus, tmp_path)
     path = store / f"tokenized/{fingerprint}/parts/b.part0.json"
     record = json.loads(path.read_text())
     path.write_text(json.dumps({**record, "dedup": None}))
-    resources = tiny_resources(root / "spec.toml", store)
-    result = dg.materialize(
-        [*ASSETS, no_duplicate_documents],
-        selection=["splits", "manifest"],
-        instance=inst,
-        resources=resources,
-        raise_on_error=False,
-    )
-    checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
-    assert not checks["no_duplicate_documents"].passed
-    assert checks["no_duplicate_documents"].metadata["copies"].value == EXACT
+    check = _publish(inst, tiny_resources(root / "spec.toml", store))
+    assert not check.passed and check.metadata["copies"].value == EXACT
     assert (store / "manifest.json").read_bytes() == live
 
 
@@ -285,23 +278,9 @@ def test_the_check_fails_when_a_kept_copy_left_and_its_other_copy_was_not_tokeni
     live = (store / "manifest.json").read_bytes()
     (root / "src" / "a" / "part1.jsonl").unlink()
     resources = tiny_resources(root / "spec.toml", store)
-    tick = raw_files_sensor(dg.build_sensor_context(instance=inst, resources=resources))
-    (request,) = tick.run_requests  # the dedup run that takes a.part1 out of the index
-    dg.materialize(
-        ASSETS,
-        selection=request.asset_selection,
-        partition_key=request.partition_key,
-        instance=inst,
-        resources=resources,
-    )
-    result = dg.materialize(
-        [*ASSETS, no_duplicate_documents],
-        selection=["splits", "manifest"],
-        instance=inst,
-        resources=resources,
-        raise_on_error=False,
-    )
-    check = {e.check_name: e for e in result.get_asset_check_evaluations()}["no_duplicate_documents"]
+    (request,) = run_sensor_tick(inst, resources)  # the dedup run that takes a.part1 out of the index
+    assert request.asset_selection == [dg.AssetKey("dedup")]
+    check = _publish(inst, resources)
     assert not check.passed and check.metadata["missing"].value == len(set(c.exact) & c.in_file("a/part1.jsonl"))
     assert "materialize tokenized_shards again for b.part0" in check.description
     assert (store / "manifest.json").read_bytes() == live

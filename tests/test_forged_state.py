@@ -13,12 +13,11 @@ import pytest
 
 import shard_loader
 from shard_assets.definitions import ASSETS, build_definitions
-from shard_assets.defs.sensors import raw_files_sensor
 from shard_assets.lib.layout import CURRENT_TOKENIZER_KEY, part_record_key, partition_record_key
 from shard_assets.lib.spec import load_spec
 from shard_assets.runner import RunFailed, build_dataset
 from shard_assets.execution.local import failure_message, run_job
-from tests.support.dagster_helpers import AUTOMATED, instance, tiny_dataset, write_jsonl
+from tests.support.dagster_helpers import AUTOMATED, instance, run_sensor_tick, tiny_dataset, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -53,16 +52,7 @@ def test_a_forged_tokenizer_pointer_stops_the_sensor_and_automation_build_with_o
     spec, store, resources = tiny_dataset(tmp_path, files=6, docs=80)
     inst, defs = instance(), build_definitions(resources)
     cursor = dg.evaluate_automation_conditions(defs=defs, instance=inst).cursor
-    tick = raw_files_sensor(dg.build_sensor_context(instance=inst, resources=resources))
-    for request in tick.run_requests:
-        dg.materialize(
-            ASSETS,
-            selection=request.asset_selection,
-            partition_key=request.partition_key,
-            tags=request.tags,
-            instance=inst,
-            resources=resources,
-        )
+    run_sensor_tick(inst, resources)
 
     def forge(asset: str) -> None:
         if asset == "tokenizer":

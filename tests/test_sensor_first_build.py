@@ -7,29 +7,13 @@ import dagster as dg
 
 import shard_loader
 
-from shard_assets.definitions import ASSETS, build_definitions
-from shard_assets.defs.sensors import raw_files_sensor
+from shard_assets.definitions import build_definitions
 from shard_assets.lib.spec import load_spec
 from shard_assets.runner import build_dataset
-from tests.support.dagster_helpers import instance, run_automation, tiny_dataset, write_jsonl
+from tests.support.dagster_helpers import instance, run_automation, run_sensor_tick, tiny_dataset, write_jsonl
 import pytest
 
 pytestmark = pytest.mark.integration
-
-
-def _run_sensor_requests(inst, resources) -> list[dg.RunRequest]:
-    """One discovery sensor tick, and the runs it requests executed as the daemon would; returns the requests."""
-    tick = raw_files_sensor(dg.build_sensor_context(instance=inst, resources=resources))
-    for request in tick.run_requests:
-        dg.materialize(
-            ASSETS,
-            selection=request.asset_selection or ["raw_documents", "dedup", "tokenized_shards"],  # None: tokenize_job
-            partition_key=request.partition_key,
-            tags=request.tags,
-            instance=inst,
-            resources=resources,
-        )
-    return tick.run_requests
 
 
 @pytest.mark.parametrize("automation_first", [True, False], ids=["automation-on-first", "automation-on-after"])
@@ -42,7 +26,7 @@ def test_sensor_runs_then_automation_build_the_whole_dataset(tmp_path, automatio
         baseline = dg.evaluate_automation_conditions(defs=defs, instance=inst)
         assert baseline.total_requested == 0
         cursor = baseline.cursor
-    requests = _run_sensor_requests(inst, resources)
+    requests = run_sensor_tick(inst, resources)
     assert sorted(inst.get_dynamic_partitions("raw_files")) == ["web.part0", "web.part1"]
     assert {tuple(r.asset_selection) for r in requests} == {(dg.AssetKey("raw_documents"), dg.AssetKey("dedup"))}
     requested, _ = run_automation(defs, inst, resources, cursor)
@@ -60,7 +44,7 @@ def test_a_file_tokenized_before_automation_is_turned_on_is_published_on_its_fir
     inst = instance()
     first = build_dataset(inst, load_spec(spec), resources)
     write_jsonl(tmp_path / "src" / "part2.jsonl", 80, seed=2)
-    requests = _run_sensor_requests(inst, resources)  # tokenized while automation is off
+    requests = run_sensor_tick(inst, resources)  # tokenized while automation is off
     assert [(r.partition_key, r.asset_selection) for r in requests] == [("web.part2", None)]
     requested, cursor = run_automation(build_definitions(resources), inst, resources, None)
     assert requested == [("splits", [""]), ("manifest", [""])]
@@ -95,12 +79,12 @@ def test_a_partition_a_concurrent_publish_missed_is_published_by_the_next_tick(t
     inst = instance()
     build_dataset(inst, load_spec(spec), resources)
     write_jsonl(tmp_path / "src" / "part2.jsonl", 80, seed=2)
-    _run_sensor_requests(inst, resources)  # web.part2 tokenized
+    run_sensor_tick(inst, resources)  # web.part2 tokenized
     inst.report_runless_asset_event(dg.AssetMaterialization("splits"))  # the publish that read the parts before it
-    requests = _run_sensor_requests(inst, resources)
+    requests = run_sensor_tick(inst, resources)
     assert [(sorted(k.to_user_string() for k in r.asset_selection), r.partition_key) for r in requests] == [
         (["manifest", "splits"], None)
     ]
     m = shard_loader.open_manifest(str(store)).manifest
     assert "web.part2" in {e.partition for s in m.splits.values() for e in s.shards}
-    assert _run_sensor_requests(inst, resources) == []  # published: nothing more to ask
+    assert run_sensor_tick(inst, resources) == []  # published: nothing more to ask

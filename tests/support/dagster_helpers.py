@@ -15,6 +15,23 @@ WORDS = (
 )
 
 
+def run_sensor_tick(inst: dg.DagsterInstance, resources: dict) -> list[dg.RunRequest]:
+    """One discovery sensor tick, and the runs it requests executed as the daemon would; returns the requests."""
+    from shard_assets.defs.sensors import raw_files_sensor
+
+    tick = raw_files_sensor(dg.build_sensor_context(instance=inst, resources=resources))
+    for request in tick.run_requests:
+        dg.materialize(
+            ASSETS,
+            selection=request.asset_selection or ["raw_documents", "dedup", "tokenized_shards"],  # None: tokenize_job
+            partition_key=request.partition_key,
+            tags=request.tags,
+            instance=inst,
+            resources=resources,
+        )
+    return list(tick.run_requests)
+
+
 def publish_checks() -> int:
     """The blocking checks a build's summary counts: those of publish_job's assets (splits and manifest)."""
     from shard_assets.definitions import build_definitions
