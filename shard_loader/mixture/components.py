@@ -70,8 +70,3 @@ class ComponentDataset(DatasetStream):
         plan = self.epoch_plan(epoch)
         window: Window = self.windows[int(plan.order[pos])]
         return Segment(pos, window, 0, plan.window_samples(window)), plan
-
-    def window_rows(self, place: int) -> tuple[np.ndarray, np.ndarray]:
-        """(shard index, token start) of every sample of the window at `place`, in the epoch's order."""
-        segment, plan = self.window_at(place)
-        return plan.rows(segment)
