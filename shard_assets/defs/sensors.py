@@ -1,8 +1,7 @@
 """The discovery sensor: new or changed source files become partitions and tokenize runs; vanished files
 leave the partition set (and so the next version) and the dedup index; a tokenized partition that a concurrent
-publish missed is published. Each tick does a bounded step of
-discovery and stores where to resume in a cursor of a few bytes, so a corpus of any size is registered across
-ticks."""
+publish missed is published. Each tick does a bounded step of discovery and stores where to resume in a cursor
+of a few bytes, so a corpus of any size is registered across ticks."""
 
 import hashlib
 
@@ -57,14 +56,18 @@ def missed_publish(
     if summary is None or published is None:
         return None
     known = {*summary.partitions, *summary.left_out, *summary.stale}
-    missed = [p for p in registered if p not in known and store.exists(part_record_key(fingerprint, p))]
+    tokenized = instance.get_materialized_partitions(tokenized_shards.key)
+    candidates = [p for p in registered if p not in known and p in tokenized]
+    if not candidates:
+        return None
+    newest = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=tokenized_shards.key, asset_partitions=candidates), limit=1
+    ).records
+    if not newest or newest[0].timestamp > published.timestamp:
+        return None  # tokenized since the last publish (the usual case): automation's next publish reads them
+    missed = [p for p in candidates if store.exists(part_record_key(fingerprint, p))]  # this tokenizer's
     if not missed:
         return None
-    records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=tokenized_shards.key, asset_partitions=missed), limit=len(missed)
-    ).records
-    if not records or max(r.timestamp for r in records) > published.timestamp:
-        return None  # tokenized since the last publish: automation's next one reads them
     key = hashlib.sha256("\n".join(sorted(missed)).encode()).hexdigest()[:16]
     return dg.RunRequest(run_key=f"publish:{fingerprint[:16]}:{key}", asset_selection=[splits.key, manifest.key])
 
