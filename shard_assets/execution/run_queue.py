@@ -52,6 +52,7 @@ POLL_SECONDS = 2.0
 RETRY_TAG_SECONDS = 300  # a failed run's will_retry tag is written with its failure; past this, no retry is coming
 SECRET_FIELDS = ("access_key_id", "secret_access_key")
 OUTAGE_SECONDS = 600  # how long a build waits for its Dagster database to answer again before it gives up
+ABANDON_SECONDS = 60  # how long a stopping build waits for retries the daemon announced, to cancel them too
 T = TypeVar("T")
 
 
@@ -332,18 +333,38 @@ class RunQueue:
                 self.down_since = None
             return result
 
-    def abandon(self, pending: Sequence[QueuedRun]) -> None:
+    def abandon(self) -> None:
         """The runs a stopping build leaves unfinished are cancelled (their Slurm jobs too), never left STARTING or
-        QUEUED for a daemon to launch or an hour's start timeout to fail; best effort, the database may be gone."""
-        for q in pending:
+        QUEUED for a daemon to launch or an hour's start timeout to fail: every unfinished run of this build, and the
+        retries the daemon still creates for failures it announced as retried (within seconds; waited for up to
+        ABANDON_SECONDS). Best effort: the database may be gone."""
+        deadline = time.monotonic() + ABANDON_SECONDS
+        while True:
             try:
-                run = self.instance.get_run_by_id(q.run_id)
-                if run is None or run.is_finished:
-                    continue
-                if not self.instance.run_launcher.terminate(run.run_id):
-                    self.instance.report_run_canceled(run, "the build that submitted it stopped")
-            except Exception as exc:  # the database or the engine is gone: say which run is left, and go on
-                print(f"warning: could not cancel run {q.run_id} ({type(exc).__name__})", file=sys.stderr, flush=True)
+                runs = self.instance.get_runs(dg.RunsFilter(tags={BUILD_TAG: self.build_id}))
+            except Exception as exc:  # the database is gone: nothing more can be cancelled
+                print(f"warning: could not list this build's runs ({type(exc).__name__})", file=sys.stderr, flush=True)
+                return
+            for run in runs:
+                if not run.is_finished:
+                    self._cancel(run)
+            coming = [
+                r
+                for r in runs
+                if r.status == dg.DagsterRunStatus.FAILURE
+                and r.tags.get(WILL_RETRY_TAG) == "true"
+                and AUTO_RETRY_RUN_ID_TAG not in r.tags
+            ]
+            if not coming or time.monotonic() > deadline:
+                return
+            time.sleep(POLL_SECONDS)  # the daemon creates an announced retry within seconds; bounded by the deadline
+
+    def _cancel(self, run: dg.DagsterRun) -> None:
+        try:
+            if not self.instance.run_launcher.terminate(run.run_id):
+                self.instance.report_run_canceled(run, "the build that submitted it stopped")
+        except Exception as exc:  # the database or the engine is gone: say which run is left, and go on
+            print(f"warning: could not cancel run {run.run_id} ({type(exc).__name__})", file=sys.stderr, flush=True)
 
     def _retry_coming(self, q: QueuedRun, run: dg.DagsterRun) -> bool:
         """Whether a retry of this failed run is still to come: it failed with retries on, and the daemon has not
@@ -381,7 +402,7 @@ class RunQueue:
                 pending.append(self.through_outage(lambda: self.submit(i, b.job, b.partitions, b.assets)))
             yield from self._outcomes(batches, pending)
         except Exception:
-            self.abandon(pending)
+            self.abandon()
             raise
 
     def _outcomes(self, batches: Sequence[RunBatch], pending: list[QueuedRun]) -> Iterator[RunOutcome]:
