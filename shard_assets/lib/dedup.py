@@ -19,6 +19,7 @@ import io
 import json
 import tempfile
 import time
+import zipfile
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from shard_loader.format import FileRef
+from shard_loader.format.shard import load_npy
 
 from .dedup_near import band_keys
 from .dedup_records import RULES, DedupDecision, DedupMember, DedupMembers
@@ -97,9 +99,7 @@ def _npy(array: np.ndarray) -> bytes:
 def load_range(store: ObjectStore, kind: str, index: int, generation: int) -> np.ndarray:
     if generation == 0:
         return np.zeros(0, dtype=ROW)
-    data: np.ndarray = np.load(
-        io.BytesIO(store.get_bytes(dedup_range_key(kind, index, generation))), allow_pickle=False
-    )
+    data = load_npy(store.get_bytes(dedup_range_key(kind, index, generation)))
     if data.dtype != ROW:
         raise DedupError(f"{dedup_range_key(kind, index, generation)}: rows of {data.dtype}, expected {ROW}")
     return data
@@ -204,9 +204,10 @@ def read_drops(store: ObjectStore, key: str | None) -> tuple[np.ndarray, list[st
     list at `key` (none: nothing dropped)."""
     if key is None:
         return np.zeros(0, dtype=np.uint64), [], np.zeros(0, dtype=np.uint8)
-    with np.load(io.BytesIO(store.get_bytes(key)), allow_pickle=False) as data:
-        names = [str(n) for n in data["names"]]
-        return data["docs"], [names[i] for i in data["against"]], data["rule"]
+    with zipfile.ZipFile(io.BytesIO(store.get_bytes(key))) as z:  # an .npz: read in threads, so never np.load
+        data = {name.removesuffix(".npy"): load_npy(z.read(name)) for name in z.namelist()}
+    names = [str(n) for n in data["names"]]
+    return data["docs"], [names[i] for i in data["against"]], data["rule"]
 
 
 def _decision(

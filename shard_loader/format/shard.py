@@ -13,10 +13,11 @@ from __future__ import annotations
 import errno
 import hashlib
 import io
+import math
 import mmap
 import os
+import re
 import stat
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -69,23 +70,46 @@ def _open(path: str | Path, key: str) -> BinaryIO:
         raise ShardFormatError(f"{key}: cannot read {path} ({exc.strerror})") from None
 
 
-_HEADER_LOCK = (
-    threading.Lock()
-)  # numpy parses a header with ast.literal_eval, which CPython before 3.11.8 / 3.12.1 breaks
-# when threads call it at once ("SystemError: AST constructor recursion depth mismatch", gh-106905): the prefetch
-# threads of several caches open shards at once, so headers are parsed one at a time (microseconds each)
+# What numpy writes as a `.npy` header: `{'descr': ..., 'fortran_order': ..., 'shape': (...), }`, padded with spaces to
+# a newline; `descr` is a dtype string or a list of (name, dtype string) fields.
+_NPY_HEADER = re.compile(
+    r"\{'descr': (?P<descr>'[^']+'|\[(?:\('[^']*', '[^']+'\)(?:, )?)*\]), 'fortran_order': (?P<fortran>True|False), "
+    r"'shape': \((?P<shape>(?:\d+, ?)*\d*)\), \} *\n"
+)
+_FIELD = re.compile(r"\('([^']*)', '([^']+)'\)")
 
 
 def read_npy_header(f: BinaryIO) -> tuple[tuple[int, ...], bool, np.dtype[Any]]:
-    """(shape, fortran order, dtype) from a `.npy` header at `f`'s position (format 1.0 or 2.0), one thread at a
-    time."""
-    with _HEADER_LOCK:
-        version = np.lib.format.read_magic(f)
-        if version == (1, 0):
-            return np.lib.format.read_array_header_1_0(f)
-        if version == (2, 0):
-            return np.lib.format.read_array_header_2_0(f)
-    raise ValueError(f".npy format version {version[0]}.{version[1]} is not read here")
+    """(shape, fortran order, dtype) from a `.npy` header at `f`'s position (format 1.0 or 2.0), leaving `f` at the
+    data. Parsed here, not by numpy's `ast.literal_eval`: CPython before 3.11.8 / 3.12.1 can fail an `ast.parse` that
+    runs while another thread's does (gh-106905), and a prefetch thread opens shards while anything else in the
+    process may parse (3.11's tracebacks do)."""
+    version = np.lib.format.read_magic(f)
+    if version not in ((1, 0), (2, 0)):
+        raise ValueError(f".npy format version {version[0]}.{version[1]} is not read here")
+    width = 2 if version == (1, 0) else 4
+    length = f.read(width)
+    if len(length) != width:
+        raise EOFError("the .npy header's length is cut short")
+    text = f.read(int.from_bytes(length, "little"))
+    found = _NPY_HEADER.fullmatch(text.decode("latin1"))
+    if found is None:
+        raise ValueError(f"its header {text[:120]!r} is not a header numpy writes")
+    descr = found["descr"]
+    dtype = np.dtype(descr[1:-1] if descr.startswith("'") else _FIELD.findall(descr))
+    shape = tuple(int(n) for n in found["shape"].replace(" ", "").split(",") if n)
+    return shape, found["fortran"] == "True", dtype
+
+
+def load_npy(raw: bytes) -> np.ndarray:
+    """The (read-only) array of an in-memory `.npy`, its header read as `read_npy_header` reads it; an array of
+    Python objects is never loaded."""
+    f = io.BytesIO(raw)
+    shape, fortran, dtype = read_npy_header(f)
+    if dtype.hasobject:
+        raise ValueError("it holds Python objects (a pickle), which are never loaded")
+    flat = np.frombuffer(raw, dtype=dtype, count=math.prod(shape), offset=f.tell())
+    return flat.reshape(shape, order="F" if fortran else "C")
 
 
 def map_npy(path: str | Path, key: str, dtype: str) -> np.ndarray:
