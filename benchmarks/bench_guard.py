@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 
-BUDGETS = (0.02, 0.01, 0.005, 0.002)
+BUDGETS = (0.02, 0.005, 0.002, 0.001)
 REPETITIONS = int(os.environ.get("BENCH_GUARD_REPETITIONS", 5))
 BATCH = 1000
 

@@ -559,8 +559,8 @@ def test_the_guard_s_share_of_tokens_stays_within_its_budget_with_mb_sized_docum
     assert results[1] == result  # the sample depends on the data only
     longest = max(map(len, docs))
     piece_tokens = result.tokens * PIECE_CHARS / sum(map(len, docs)) * 2  # one piece, generously
-    # every 31st document while the budget allows (0.5% of the tokens: 53 of the 65 here), and the longest
-    assert result.differing == 0 and result.documents == len(docs) and result.sampled >= 50
+    # every 31st document while the budget allows (0.2% of the tokens: 31 of the 65 here), and the longest
+    assert result.differing == 0 and result.documents == len(docs) and result.sampled >= 30
     assert (
         result.sampled_tokens <= GUARD_FLOOR_TOKENS + GUARD_BUDGET * result.tokens + piece_tokens
     )  # a few percent, not the MB documents whole

@@ -268,13 +268,14 @@ def encoders_of(fingerprint: str, load: Callable[[], str]) -> tuple[Encoder, Ref
 
 GUARD_DEPTH = 8  # sampled batches the guard's thread may lag behind the engine (their sampled text, and its ids)
 # The reference's share of a partition's tokens, above GUARD_FLOOR_TOKENS. The reference is ~120x slower than the
-# engine, so a share s costs ~120s of the engine's time (benchmarks/bench_guard.py, web-like partitions of 1.9M tokens:
-# the guard at 0.02 / 0.01 / 0.005 / 0.002 cost 2.85 / 1.89 / 1.30 / 1.19 engine-times, comparing 12 / 7 / 6 / 5
+# engine, so a share s costs ~120s of the engine's time (benchmarks/bench_guard.py, web-like partitions of 9.4M tokens:
+# the guard at 0.02 / 0.005 / 0.002 / 0.001 cost 1.64 / 0.65 / 0.30 / 0.27 engine-times, comparing 49 / 15 / 10 / 8
 # documents a partition; the planted classes (1 in 100 documents, documents of one script, the ends of documents over
-# 64K characters) were caught in the same partitions at every budget). Below 0.005 the floor and the longest document's
-# piece are most of the cost. A class of difference in a share f of documents escapes a build comparing n documents in
-# all with probability (1 - f)^n: at 2T tokens ~1M documents, so f = 1e-5 is caught with 1 - e^-10.
-GUARD_BUDGET = 0.005
+# 64K characters) were caught in the same partitions at 0.005 and 0.002, 1 in 100 in fewer at 0.001). Below 0.002 the
+# floor and the longest document's piece are most of the cost. A class of difference in a share f of documents escapes
+# a build comparing n documents in all with probability (1 - f)^n: at 2T tokens in 1B-token partitions ~600K
+# documents, so f = 1e-5 is caught with 1 - e^-6.
+GUARD_BUDGET = 0.002
 GUARD_FLOOR_TOKENS = 1 << 13  # compared whatever the partition's size (a partition this small is compared whole)
 PIECE_CHARS = 1 << 15  # a longer document is compared in pieces of about this many characters (~8K tokens)
 MAX_PIECE_CHARS = (
