@@ -12,6 +12,7 @@ from datetime import datetime
 
 import dagster as dg
 import pytest
+from dagster._core.event_api import PartitionKeyFilter
 from dagster._core.instance.ref import InstanceRef
 
 from shard_loader.format import check_key
@@ -25,6 +26,7 @@ from tests.support.mixtures import (
     mix,
     shard_assets,
 )
+from tests.support.mixture_files import MIXTURE_KEYS
 
 pytestmark = pytest.mark.integration
 
@@ -49,8 +51,8 @@ def budget_for(root) -> int:
     return sum(live_manifest(root / "store" / n)["splits"]["train"]["tokens"] for n in ("web", "code"))
 
 
-def check_results(root, name: str = "blend") -> dict[str, bool]:
-    """What the UI shows for the mixture's partition: the latest result of each of its asset checks."""
+def check_results(root, name: str = "blend") -> dict[str, str]:
+    """What the UI shows for the mixture's partition `name`: the latest result of each of its asset checks."""
     with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(dagster_home(root)))) as instance:
         out = {}
         for check in (
@@ -60,9 +62,10 @@ def check_results(root, name: str = "blend") -> dict[str, bool]:
             "repeats_within_caps",
             "tokens_per_epoch_bounded",
         ):
+            key = dg.AssetCheckKey(dg.AssetKey("mixture"), check)
             history = instance.event_log_storage.get_asset_check_execution_history(
-                dg.AssetCheckKey(dg.AssetKey("mixture"), check), limit=1
-            )
+                key, limit=1, partition_filter=PartitionKeyFilter(key=name)
+            ) or instance.event_log_storage.get_asset_check_execution_history(key, limit=1)  # unpartitioned: the latest
             out[check] = history[0].status.value
         return out
 
@@ -93,16 +96,7 @@ def test_shard_assets_mix_publishes_the_file_of_the_contract(root):
     version = live["mixture"]["version"]
     assert re.fullmatch(r"blend-[0-9a-f]{16}", version) and live["mixture"]["name"] == "blend"
     assert (store / f"mixtures/blend/{version}.json").read_bytes() == (store / "mixtures/blend.json").read_bytes()
-    assert list(live) == [
-        "format",
-        "format_version",
-        "mixture",
-        "created_at",
-        "tokenizer",
-        "tokens_per_epoch",
-        "components",
-        "lineage",
-    ]
+    assert list(live) == MIXTURE_KEYS
     assert (live["format"], live["format_version"]) == ("shard-mixture", 1)
     datetime.strptime(live["created_at"], "%Y-%m-%dT%H:%M:%SZ")
     manifests = {n: live_manifest(store / n) for n in WEIGHTS}
@@ -200,6 +194,17 @@ def test_two_tokenizers_are_refused_at_publish_naming_both(root):
     assert (
         check_results(root)["one_tokenizer"] == "FAILED" and check_results(root)["components_verified"] == "SUCCEEDED"
     )
+
+
+def test_a_failed_spec_is_its_own_failed_partition_and_leaves_the_live_mixture_s_checks_passed(root):
+    budget = budget_for(root)
+    assert mix(root, blend_spec(budget)).returncode == 0
+    odd = blend_spec(budget, weights={"web": 0.5, "other": 0.5}).replace('name = "blend"', 'name = "odd"')
+    done = mix(root, odd, name="odd")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert check_results(root, "blend") == dict.fromkeys(check_results(root, "blend"), "SUCCEEDED")
+    assert check_results(root, "odd")["one_tokenizer"] == "FAILED"
+    assert (root / "store/mixtures/blend.json").exists() and not (root / "store/mixtures/odd.json").exists()
 
 
 def test_a_component_that_moves_on_stays_pinned_until_the_mixture_is_republished(root):

@@ -150,7 +150,7 @@ def mixture_definitions(specs: MixtureSpecsResource) -> MixtureDefinitions:
         **MIXTURE_ASSET,
         kinds={"json"},
         tags={"stage": "mix"},
-        check_specs=audit_check_specs("mixture", AUDITS),
+        check_specs=audit_check_specs("mixture", AUDITS, partitions),
         description=(
             "Published datasets blended by weight: `mixtures/NAME/VERSION.json` (immutable, each component pinned to a "
             "manifest version by sha256) is written, audited by the blocking checks, and only then copied to "
