@@ -125,18 +125,9 @@ def _lost_bytes(store: Path) -> tuple[int, int, list[str]]:
 
 def _build_process(work: Path, spec: Path) -> subprocess.Popen:
     env = {**os.environ, "DAGSTER_HOME": str(work / "home"), "HF_HUB_OFFLINE": "1"}
-    command = [
-        sys.executable,
-        "-m",
-        "shard_assets.cli",
-        "build",
-        "--spec",
-        str(spec),
-        "--store",
-        str(work / "store"),
-        "--workers",
-        "1",
-    ]
+    from tests.support.build_helpers import build_command
+
+    command = build_command(spec, work / "store")
     return subprocess.Popen(
         command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
     )
@@ -211,11 +202,10 @@ def _bad_inputs(work: Path, published_store: Path) -> dict:
 
     from shard_assets.defs.partitions import sync_partitions
     from shard_assets.runner import RunFailed, build_dataset
-    from shard_assets.execution.local import QUIET, failure_message
-    from shard_assets.definitions import ASSETS
     from shard_assets.defs.resources import DatasetResource, StoreResource
     from shard_loader import open_manifest
     from tests.support.build_helpers import BAD_INPUTS, GOOD_INPUTS, bad_corpus_spec, write_bad_corpus
+    from tests.support.dagster_helpers import materialize_raw
 
     write_bad_corpus(work / "src")
     dataset = DatasetResource(spec_path=str(bad_corpus_spec(work / "spec.toml", work / "src")))
@@ -224,32 +214,12 @@ def _bad_inputs(work: Path, published_store: Path) -> dict:
     sync_partitions(inst, resources["store"].store(), dataset.spec())
     refused, wrong = 0, {}
     for partition, pattern in BAD_INPUTS.items():
-        result = dg.materialize(
-            ASSETS,
-            selection=["raw_documents"],
-            partition_key=partition,
-            instance=inst,
-            resources=resources,
-            run_config=QUIET,
-            raise_on_error=False,
-        )
-        message = failure_message(result)
-        if not result.success and re.search(pattern, message):
+        ok, message = materialize_raw(inst, resources, partition)
+        if not ok and re.search(pattern, message):
             refused += 1
         else:
             wrong[partition] = message
-    good = sum(
-        dg.materialize(
-            ASSETS,
-            selection=["raw_documents"],
-            partition_key=p,
-            instance=inst,
-            resources=resources,
-            run_config=QUIET,
-            raise_on_error=False,
-        ).success
-        for p in GOOD_INPUTS
-    )
+    good = sum(materialize_raw(inst, resources, p)[0] for p in GOOD_INPUTS)
     before = open_manifest(str(published_store)).manifest.version
     try:  # a failing partition is quarantined and left out of the next version (on_partition_failure = "skip")
         published = build_dataset(inst, dataset.spec(), resources).version != before

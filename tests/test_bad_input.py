@@ -12,8 +12,6 @@ import pytest
 import shard_loader
 from shard_assets.defs.partitions import sync_partitions
 from shard_assets.runner import RunFailed, build_dataset
-from shard_assets.execution.local import failure_message
-from shard_assets.definitions import ASSETS
 from shard_assets.lib.errors import SourceError, TokenizerError
 from shard_assets.defs.resources import DatasetResource, StoreResource
 from shard_assets.lib.sources.listing import list_all_files
@@ -27,7 +25,7 @@ from tests.support.build_helpers import (
     bad_corpus_spec,
     write_bad_corpus,
 )
-from tests.support.dagster_helpers import write_jsonl
+from tests.support.dagster_helpers import materialize_raw, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -57,22 +55,10 @@ def published(tmp_path_factory):
     return inst, resources, store, result
 
 
-def _materialize_raw(inst, resources, partition):
-    result = dg.materialize(
-        ASSETS,
-        selection=["raw_documents"],
-        partition_key=partition,
-        instance=inst,
-        resources=resources,
-        raise_on_error=False,
-    )
-    return result.success, failure_message(result)
-
-
 @pytest.mark.parametrize("partition", sorted(BAD_INPUTS))
 def test_each_bad_file_fails_its_partition_with_a_clear_error(published, partition):
     inst, resources, store, first = published
-    ok, message = _materialize_raw(inst, resources, partition)
+    ok, message = materialize_raw(inst, resources, partition)
     assert not ok
     assert "SourceError" in message
     assert re.search(BAD_INPUTS[partition], message), message
@@ -85,7 +71,7 @@ def test_each_bad_file_fails_its_partition_with_a_clear_error(published, partiti
 @pytest.mark.parametrize("partition", GOOD_INPUTS)
 def test_good_files_next_to_bad_ones_still_build(published, partition):
     inst, resources, _, _ = published
-    assert _materialize_raw(inst, resources, partition) == (True, "")
+    assert materialize_raw(inst, resources, partition) == (True, "")
 
 
 def test_bad_files_are_left_out_and_the_good_ones_beside_them_published(published, capsys):

@@ -21,6 +21,7 @@ from shard_assets.lib.spec import load_spec
 from shard_assets.lib.store import LocalFolderStore
 from shard_loader.cache.checksum import verify_file
 from shard_loader.format import open_shard
+from tests.support.build_helpers import build_command
 from tests.support.patience import HUNG
 
 pytestmark = pytest.mark.integration
@@ -159,18 +160,7 @@ def test_the_build_command_prints_a_summary_and_a_first_batch(tmp_path):
     )
     assert demo.returncode == 0, demo.stderr
     out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "shard_assets.cli",
-            "build",
-            "--spec",
-            str(tmp_path / "demo" / "demo.toml"),
-            "--store",
-            str(tmp_path / "store"),
-            "--workers",
-            "2",
-        ],
+        build_command(tmp_path / "demo" / "demo.toml", tmp_path / "store", 2),
         capture_output=True,
         text=True,
         env=env,

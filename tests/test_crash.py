@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 import shard_loader
-from tests.support.build_helpers import assert_every_manifest_whole
+from tests.support.build_helpers import assert_every_manifest_whole, build_command
 from tests.support.dagster_helpers import tiny_dataset, write_spec
 from tests.support.http_server import FolderServer
 from tests.support.patience import HUNG
@@ -29,18 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _build(tmp, spec, store):
     env = {**os.environ, "DAGSTER_HOME": str(tmp / "home"), "HF_HUB_OFFLINE": "1"}
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "shard_assets.cli",
-            "build",
-            "--spec",
-            str(spec),
-            "--store",
-            str(store),
-            "--workers",
-            "1",
-        ],
+        build_command(spec, store),
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -17,7 +17,14 @@ from shard_assets.lib.layout import CURRENT_TOKENIZER_KEY, part_record_key, part
 from shard_assets.lib.spec import load_spec
 from shard_assets.runner import RunFailed, build_dataset
 from shard_assets.execution.local import failure_message, run_job
-from tests.support.dagster_helpers import AUTOMATED, instance, run_sensor_tick, tiny_dataset, write_jsonl
+from tests.support.dagster_helpers import (
+    AUTOMATED,
+    instance,
+    materialize_raw,
+    run_sensor_tick,
+    tiny_dataset,
+    write_jsonl,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -97,15 +104,7 @@ def test_a_registration_naming_another_file_is_refused_before_that_file_is_read(
     record["pieces"][0]["uri"] = f"file://{tmp}/elsewhere/secret.jsonl"
     key.write_text(json.dumps(record))
     raw_before = sorted(p.name for p in (store / "raw" / "web").iterdir())
-    run = dg.materialize(
-        ASSETS,
-        selection=["raw_documents"],
-        partition_key="web.part1",
-        instance=inst,
-        resources=resources,
-        raise_on_error=False,
-    )
-    message = failure_message(run)
+    _, message = materialize_raw(inst, resources, "web.part1")
     assert message.startswith("StateMismatchError: ") and "\n" not in message
     assert (
         f"{partition_record_key('web.part1')}: names file://{tmp}/elsewhere/secret.jsonl, "
@@ -114,15 +113,8 @@ def test_a_registration_naming_another_file_is_refused_before_that_file_is_read(
     assert sorted(p.name for p in (store / "raw" / "web").iterdir()) == raw_before
     record["pieces"][0]["uri"] = f"file://{tmp}/src/part0.jsonl"  # a file of the source, but another partition's
     key.write_text(json.dumps(record))
-    run = dg.materialize(
-        ASSETS,
-        selection=["raw_documents"],
-        partition_key="web.part1",
-        instance=inst,
-        resources=resources,
-        raise_on_error=False,
-    )
-    assert "none of which is partition web.part1's file" in failure_message(run)
+    _, message = materialize_raw(inst, resources, "web.part1")
+    assert "none of which is partition web.part1's file" in message
 
 
 def test_a_part_record_naming_other_shards_stops_the_publish_and_keeps_the_live_version(built):

@@ -16,6 +16,7 @@ from shard_loader.format import (
     mixture_version_key,
     parse_mixture,
 )
+from tests.support.mixture_files import MIXTURE_KEYS
 
 OPTIONAL = {
     ("lineage",),
@@ -83,16 +84,7 @@ def test_what_the_builder_writes_the_loader_reads_back_equal():
     m = _mixture()
     assert parse_mixture(m.dumps(), "test") == m
     doc = json.loads(m.dumps())
-    assert list(doc) == [
-        "format",
-        "format_version",
-        "mixture",
-        "created_at",
-        "tokenizer",
-        "tokens_per_epoch",
-        "components",
-        "lineage",
-    ]
+    assert list(doc) == MIXTURE_KEYS
     assert doc["components"][0]["manifest"] == {"url": "web/manifests/web-0.json", "size": 1834, "sha256": "ab" * 32}
     assert doc["components"][1]["max_repeats"] == 4.0 and doc["components"][0]["max_repeats"] is None
 

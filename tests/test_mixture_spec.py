@@ -15,6 +15,7 @@ from shard_assets.lib.spec import TokenizerSpec, load_spec, parse_spec
 from shard_assets.lib.tokenizer import build_tokenizer, train_bpe
 from shard_loader.errors import ManifestError
 from shard_loader.format import Component, FileRef, MixtureFile, MixtureTokenizer, parse_mixture
+from tests.support.mixture_files import MIXTURE_KEYS
 
 TEXTS = [f"document {i} about tokenizers, mixtures and weights; {i * 7} apples" for i in range(300)]
 SOURCE = '[[sources]]\nname = "s"\nuri = "src/*.jsonl"\nformat = "jsonl"\n'
@@ -182,16 +183,7 @@ def _mixture(weights=(0.75, 0.25), max_repeats=(None, None), tokens_per_epoch=No
 def test_the_published_document_reads_back_as_written_and_its_version_covers_what_it_serves():
     m = _mixture(max_repeats=(None, 4.0))
     doc = json.loads(m.dumps())
-    assert list(doc) == [
-        "format",
-        "format_version",
-        "mixture",
-        "created_at",
-        "tokenizer",
-        "tokens_per_epoch",
-        "components",
-        "lineage",
-    ]
+    assert list(doc) == MIXTURE_KEYS
     assert (
         doc["mixture"] == {"name": "blend", "version": m.version}
         and doc["format"] == "shard-mixture"

@@ -8,12 +8,12 @@ import os
 import pty
 import re
 import subprocess
-import sys
 
 import pytest
 
 from shard_assets.runner import Progress
 from shard_assets.execution.batches import RunBatch, RunOutcome
+from tests.support.build_helpers import build_command
 from tests.support.dagster_helpers import publish_checks, tiny_dataset
 from tests.support.patience import HUNG
 
@@ -64,18 +64,7 @@ def _build_command(tmp_path):
         "HF_HUB_OFFLINE": "1",
         "SHARD_PARTITION_BYTES": "0",
     }  # one partition per file
-    return [
-        sys.executable,
-        "-m",
-        "shard_assets.cli",
-        "build",
-        "--spec",
-        str(spec),
-        "--store",
-        str(store),
-        "--workers",
-        "1",
-    ], env
+    return build_command(spec, store), env
 
 
 @pytest.mark.integration

@@ -7,7 +7,7 @@ import torch
 
 from shard_loader import TokenDataset
 from shard_loader.torch_dataset import TokenDataLoader, TorchTokenDataset
-from tests.support.positional import samples_of, write_positional
+from tests.support.positional import samples_of, take, write_positional
 
 pytestmark = pytest.mark.integration
 
@@ -32,19 +32,10 @@ def _loader(root, workers, **kw):
     return TokenDataLoader(TorchTokenDataset(root, batches_per_transfer=2, **OPTS), num_workers=workers, **kw)
 
 
-def _take(loader, n):
-    out = []
-    for batch in loader:
-        out.append(samples_of(batch, SIZES))
-        if len(out) == n:
-            break
-    return out
-
-
 @pytest.mark.parametrize("before,after,stop", [(2, 2, 3), (2, 3, 5), (3, 2, 7), (4, 1, 9), (0, 2, 1), (3, 4, 26)])
 def test_resume_at_any_batch_with_another_worker_count(root, full, before, after, stop):
     loader = _loader(root, before)
-    head = _take(loader, stop)
+    head = take(loader, stop, SIZES)
     state = loader.state_dict()
     assert state["batches"] == stop
     resumed = _loader(root, after)
@@ -57,7 +48,7 @@ def test_breaking_out_and_iterating_the_same_loader_again_continues_the_stream(r
     loader = _loader(root, 2, persistent_workers=persistent)
     got = []
     for n in (1, 3, 2, 5):  # breaks at 1, 4, 6, 11: never a multiple of workers x batches_per_transfer
-        got += _take(loader, n)
+        got += take(loader, n, SIZES)
     got += [samples_of(b, SIZES) for b in loader]
     assert got == full
 
@@ -68,7 +59,7 @@ def test_two_successive_resumes_with_the_readme_settings_shape(root, full):
         loader = _loader(root, workers, persistent_workers=True)
         if state is not None:
             loader.load_state_dict(state)
-        got += _take(loader, n)
+        got += take(loader, n, SIZES)
         state = loader.state_dict()
     assert got == full
 

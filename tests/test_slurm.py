@@ -38,6 +38,7 @@ import shard_loader
 from shard_assets.execution.slurm import JOB_ID_TAG
 from shard_assets.lib.spec import load_spec
 from shard_assets.runner import build_dataset
+from tests.support.build_helpers import build_command
 from tests.support.dagster_helpers import tiny_dataset, tiny_resources
 from tests.support.s3_proxy import PutGate, S3Proxy
 from tests.support.seaweedfs import WRITER, _free_ports
@@ -203,18 +204,7 @@ def cluster_build(slurm, postgres, seaweed, tmp_path_factory) -> Iterator[Build]
         sampler = threading.Thread(target=_sample, args=(slurm, instance, observed, stop), daemon=True)
         with open(folder / "build.err", "w") as err:
             proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "shard_assets.cli",
-                    "build",
-                    "--spec",
-                    str(spec),
-                    "--store",
-                    f"s3://{BUCKET}/tiny",
-                    "--workers",
-                    "4",
-                ],
+                build_command(spec, f"s3://{BUCKET}/tiny", 4),
                 cwd=folder,
                 env=env,
                 stdout=subprocess.PIPE,
@@ -461,18 +451,7 @@ def test_a_run_whose_job_dies_before_the_run_starts_fails_at_once_and_the_build_
         "HF_HUB_OFFLINE": "1",
     }
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "shard_assets.cli",
-            "build",
-            "--spec",
-            str(spec),
-            "--store",
-            str(store),
-            "--workers",
-            "1",
-        ],
+        build_command(spec, store),
         cwd=tmp_path,
         env=env,
         capture_output=True,

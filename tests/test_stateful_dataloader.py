@@ -12,7 +12,7 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 
 from shard_loader import StateError, TokenDataset
 from shard_loader.torch_dataset import TorchTokenDataset
-from tests.support.positional import samples_of, write_positional
+from tests.support.positional import samples_of, take, write_positional
 
 pytestmark = pytest.mark.integration
 
@@ -48,15 +48,6 @@ def _loader(ds, workers, **kw):
     return StatefulDataLoader(ds, batch_size=None, num_workers=workers, **kw)
 
 
-def _take(loader, n):
-    out = []
-    for batch in loader:
-        out.append(samples_of(batch, SIZES))
-        if len(out) == n:
-            break
-    return out
-
-
 def _points(full, seed, k):
     """k seeded save points in (0, len(full)]: never the wall clock."""
     return sorted(random.Random(seed).sample(range(1, len(full) + 1), k))
@@ -74,7 +65,7 @@ def test_a_plain_loader_yields_whole_int64_batches(root, full):
 def test_save_and_restore_at_seeded_points_equals_the_uninterrupted_stream(root, full, workers):
     for stop in _points(full, seed=workers, k=3):
         loader = _loader(_dataset(root), workers)
-        head = _take(loader, stop)
+        head = take(loader, stop, SIZES)
         state = loader.state_dict()
         resumed = _loader(_dataset(root), workers)
         resumed.load_state_dict(state)
@@ -85,7 +76,7 @@ def test_save_and_restore_at_seeded_points_equals_the_uninterrupted_stream(root,
 @pytest.mark.parametrize("method,workers", [("fork", 2), ("spawn", 1)])  # a spawned worker imports torch: seconds each
 def test_every_start_method_restores_exactly(root, full, method, workers):
     loader = _loader(_dataset(root), workers, multiprocessing_context=method)
-    head = _take(loader, 47)
+    head = take(loader, 47, SIZES)
     resumed = _loader(_dataset(root), workers, multiprocessing_context=method)
     resumed.load_state_dict(loader.state_dict())
     assert head + [samples_of(b, SIZES) for b in resumed] == full
@@ -94,7 +85,7 @@ def test_every_start_method_restores_exactly(root, full, method, workers):
 @pytest.mark.system
 def test_a_snapshot_every_n_steps_restores_exactly_between_snapshots(root, full):
     loader = _loader(_dataset(root), 2, snapshot_every_n_steps=5)
-    head = _take(loader, 23)  # 3 steps after the last snapshot: the loader replays them on restore
+    head = take(loader, 23, SIZES)  # 3 steps after the last snapshot: the loader replays them on restore
     state = loader.state_dict()
     resumed = _loader(_dataset(root), 2, snapshot_every_n_steps=5)
     resumed.load_state_dict(state)
@@ -108,7 +99,7 @@ def test_a_snapshot_every_n_steps_restores_exactly_between_snapshots(root, full)
 @pytest.mark.parametrize("before,after", [(2, 1), (1, 2)])
 def test_another_worker_count_is_refused_by_the_loader_and_exact_through_the_dataset(root, full, before, after):
     loader = _loader(_dataset(root), before)
-    head = _take(loader, 31)
+    head = take(loader, 31, SIZES)
     state = loader.state_dict()
     refused = _loader(_dataset(root), after)
     refused.load_state_dict(state)
@@ -127,7 +118,7 @@ def test_a_loader_state_restores_at_another_world_size_through_the_dataset(root,
     served, state = [], None
     for rank in range(2):
         loader = _loader(_dataset(root, rank, 2), workers)
-        served += [s for b in _take(loader, 29) for s in b]
+        served += [s for b in take(loader, 29, SIZES) for s in b]
         state = loader.state_dict() if rank == 0 else state
     for rank in range(3):
         ds = _dataset(root, rank, 3)
@@ -142,7 +133,7 @@ def test_a_loader_state_restores_at_another_world_size_through_the_dataset(root,
 @pytest.mark.system
 def test_the_same_worker_count_at_another_world_size_is_refused_by_the_loader(root):
     loader = _loader(_dataset(root, 0, 2), 2)
-    _take(loader, 9)
+    take(loader, 9, SIZES)
     refused = _loader(_dataset(root, 0, 3), 2)
     refused.load_state_dict(loader.state_dict())
     with pytest.raises(StateError, match=r"world_size=2.*world_size=3.*dataset.load_state_dict"):
@@ -151,7 +142,7 @@ def test_the_same_worker_count_at_another_world_size_is_refused_by_the_loader(ro
 
 def test_zero_workers_restores_at_another_world_size_through_the_loader(root):
     loader = _loader(_dataset(root, 0, 2), 0)
-    _take(loader, 12)
+    take(loader, 12, SIZES)
     state = loader.state_dict()
     resumed = _loader(_dataset(root, 0, 1), 0)
     resumed.load_state_dict(state)
@@ -164,7 +155,7 @@ def test_zero_workers_restores_at_another_world_size_through_the_loader(root):
 @pytest.mark.parametrize("before,after", [(0, 2), (2, 0)])
 def test_between_zero_and_some_workers_the_loader_itself_refuses(root, before, after):
     loader = _loader(_dataset(root), before)
-    _take(loader, 5)
+    take(loader, 5, SIZES)
     refused = _loader(_dataset(root), after)
     refused.load_state_dict(loader.state_dict())
     with pytest.raises(AssertionError, match="_snapshot" if after else "_num_yielded"):
@@ -181,7 +172,7 @@ def test_epochs_follow_set_epoch_and_a_restored_epoch_continues(root, workers):
         epochs.append([samples_of(b, SIZES) for b in loader])
     assert epochs == [_stream(root, epoch=0), _stream(root, epoch=1)]
     ds.set_epoch(2)
-    head = _take(loader, 7)
+    head = take(loader, 7, SIZES)
     resumed = _loader(_dataset(root), workers, persistent_workers=bool(workers))
     resumed.load_state_dict(loader.state_dict())
     resumed.dataset.set_epoch(2)
@@ -200,7 +191,7 @@ def test_a_plain_torch_dataloader_serves_the_rank_stream(root, full):
 def test_iterating_again_without_set_epoch_is_refused_with_workers(root, persistent):
     """Workers cannot know where the last loop stopped: a second pass over the same position would repeat batches."""
     loader = _loader(_dataset(root), 2, persistent_workers=persistent)
-    _take(loader, 3)
+    take(loader, 3, SIZES)
     with pytest.raises(StateError, match="set_epoch"):
         next(iter(loader))
 
@@ -208,7 +199,7 @@ def test_iterating_again_without_set_epoch_is_refused_with_workers(root, persist
 @pytest.mark.system
 def test_the_dataset_state_is_refused_in_the_trainer_while_workers_serve_it(root):
     loader = _loader(_dataset(root), 2)
-    _take(loader, 3)
+    take(loader, 3, SIZES)
     with pytest.raises(StateError, match=r"StatefulDataLoader's state_dict\(\)"):
         loader.dataset.state_dict()
 
@@ -234,7 +225,7 @@ def test_a_loop_that_goes_on_after_its_loader_was_loaded_is_refused(root, worker
     """load_state_dict() then state_dict() inside a loop: the old loop may not serve the old stream while the state
     says the loaded one; it is refused once the new iterator has started (with workers, after the batches in flight)."""
     saver = _loader(_dataset(root), workers)
-    _take(saver, 4)
+    take(saver, 4, SIZES)
     saved = saver.state_dict()
     loader = _loader(_dataset(root), workers)
     with pytest.raises(StateError, match="loop"):
@@ -248,7 +239,7 @@ def test_a_loop_that_goes_on_after_its_loader_was_loaded_is_refused(root, worker
 @pytest.mark.parametrize("workers", WORKERS)
 def test_loading_the_dataset_inside_a_loader_loop_is_refused(root, workers):
     saver = _loader(_dataset(root), workers)
-    _take(saver, 6)
+    take(saver, 6, SIZES)
     state = saver.state_dict()
     loader = _loader(_dataset(root), workers)
     with pytest.raises(StateError, match="loop"):

@@ -5,12 +5,12 @@ with `[tokenizer] fingerprint = "..."`, which later builds then use whatever fil
 
 import os
 import subprocess
-import sys
 
 import dagster as dg
 import pytest
 
 import shard_loader
+from tests.support.build_helpers import build_command
 from tests.support.dagster_helpers import tiny_dataset, write_jsonl
 
 pytestmark = pytest.mark.integration
@@ -19,18 +19,7 @@ pytestmark = pytest.mark.integration
 def _build(project) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME" and not k.startswith(("SHARD_", "DATASET_"))}
     return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "shard_assets.cli",
-            "build",
-            "--spec",
-            "spec.toml",
-            "--store",
-            "store",
-            "--workers",
-            "1",
-        ],
+        build_command("spec.toml", "store"),
         cwd=project,
         env={**env, "HF_HUB_OFFLINE": "1"},
         capture_output=True,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -23,6 +24,14 @@ BAD_INPUTS = {
     "js.empty": r"empty.jsonl: source 'js' file has no documents",
 }
 GOOD_INPUTS = ("pq.good", "js.fine")
+
+
+def build_command(spec: Path | str, store: Path | str, workers: int = 1) -> list[str]:
+    """`shard-assets build` as a user runs it, through this interpreter's CLI module."""
+    return [
+        *(sys.executable, "-m", "shard_assets.cli", "build"),
+        *("--spec", str(spec), "--store", str(store), "--workers", str(workers)),
+    ]
 
 
 def write_bad_corpus(src: Path) -> None:

@@ -57,6 +57,22 @@ def write_spec(path: Path, source_glob: str, vocab_size: int = 300, val_fraction
     return path
 
 
+def materialize_raw(inst: dg.DagsterInstance, resources: dict, partition: str) -> tuple[bool, str]:
+    """Materialize one partition of raw_documents, quietly: whether it succeeded and its failure's message."""
+    from shard_assets.execution.local import QUIET, failure_message
+
+    result = dg.materialize(
+        ASSETS,
+        selection=["raw_documents"],
+        partition_key=partition,
+        instance=inst,
+        resources=resources,
+        run_config=QUIET,
+        raise_on_error=False,
+    )
+    return result.success, failure_message(result)
+
+
 def tiny_resources(spec: Path, store: Path) -> dict:
     return {"dataset": DatasetResource(spec_path=str(spec)), "store": StoreResource(root=str(store))}
 

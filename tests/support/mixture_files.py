@@ -19,6 +19,17 @@ STRIDE = (
     10_000  # token at position p of shard s of component c is (c * 100 + s) * STRIDE + p + 1; one document per shard
 )
 VOCAB = 1 << 23
+# A published mixture document's top-level keys, in the order docs/format.md gives them.
+MIXTURE_KEYS = [
+    "format",
+    "format_version",
+    "mixture",
+    "created_at",
+    "tokenizer",
+    "tokens_per_epoch",
+    "components",
+    "lineage",
+]
 
 
 @dataclass(frozen=True)

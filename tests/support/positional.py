@@ -38,3 +38,14 @@ def samples_of(batch, sizes: list[int], label_shift: int = 1) -> list[tuple[int,
     assert np.array_equal(labels[:, :-label_shift], inputs[:, label_shift:])
     rows = np.concatenate([inputs, labels[:, -label_shift:]], axis=1)
     return [sample_of(r, sizes) for r in rows]
+
+
+def take(loader, n: int, sizes: list[int]) -> list[list[tuple[int, int]]]:
+    """The (shard, start) rows of the loader's first `n` batches, each checked; the loader stops there (a resumable
+    loader's state is then taken after batch `n`)."""
+    out = []
+    for batch in loader:
+        out.append(samples_of(batch, sizes))
+        if len(out) == n:
+            break
+    return out
