@@ -14,6 +14,8 @@ import socket
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -102,14 +104,14 @@ def project(tmp_path_factory):
     return fresh, env, version
 
 
-@pytest.fixture(scope="module")
-def dagster(project):
-    fresh, env, _ = project
+@contextmanager
+def dev_server(cwd: Path, env: dict, log_path: Path) -> Iterator[Dagster]:
+    """`shard-assets dev` as the README starts it, in `cwd`, until its code location has loaded; stopped on exit."""
     port = _free_port()
-    log = open(fresh / "dev.log", "w")
+    log = open(log_path, "w")
     proc = subprocess.Popen(
-        [".venv/bin/shard-assets", "dev", "--port", str(port)],
-        cwd=fresh,
+        [str(cwd / ".venv/bin/shard-assets"), "dev", "--port", str(port)],
+        cwd=cwd,
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -127,9 +129,7 @@ def dagster(project):
                 return None
             return [e["name"] for e in entries if e["loadStatus"] == "LOADED"]
 
-        assert _until(loaded, HUNG, f"shard-assets dev to load the code location ({fresh / 'dev.log'})") == [
-            "shard_assets"
-        ]
+        assert _until(loaded, HUNG, f"shard-assets dev to load the code location ({log_path})") == ["shard_assets"]
         yield server
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -139,6 +139,13 @@ def dagster(project):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         log.close()
+
+
+@pytest.fixture(scope="module")
+def dagster(project):
+    fresh, env, _ = project
+    with dev_server(fresh, env, fresh / "dev.log") as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
