@@ -160,3 +160,11 @@ def test_an_hf_source_in_offline_mode_says_offline_mode_is_on(monkeypatch):
         SourceError, match=r"HF_HUB_OFFLINE is set, so hf://datasets/karpathy/.* cannot be listed from the Hub"
     ):
         list_source_files(spec.sources[0])
+
+
+def test_a_preset_whose_uri_is_a_relative_path_reads_it_beside_the_spec(tmp_path):
+    """A preset names the format and column; a `uri` given with it is resolved against the spec's folder like any
+    other relative path (it once met the preset's own fields in its place and raised a raw TypeError)."""
+    source = {"preset": "tiny-shakespeare", "uri": "local/input.txt"}
+    spec = parse_spec({"name": "t", "sources": [source]}, "spec.toml", tmp_path)
+    assert spec.sources[0].uri == str(tmp_path / "local/input.txt") and spec.sources[0].format == "text"

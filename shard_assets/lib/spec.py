@@ -12,12 +12,15 @@ import types
 import typing
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .encoders import ON_MISMATCH
 from .presets import PRESETS
 from .errors import SpecError
 from .settings import DEFAULT_SPEC
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 SOURCE_FORMATS = ("parquet", "jsonl", "text")
 FAILURE_POLICIES = ("skip", "block")
@@ -25,7 +28,7 @@ STALE_POLICIES = ("leave_out", "keep_last_good")
 TOKENIZER_KINDS = ("train_bpe", "pretrained", "file")
 FINGERPRINT = re.compile("[0-9a-f]{16}")
 LOCAL_SCHEMES = ("", "file")
-R = TypeVar("R")  # the record type spec_record builds
+R = TypeVar("R", bound="DataclassInstance")  # the record type spec_record builds
 SPEC_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")  # a dataset, source, mixture or component name
 
 
@@ -201,13 +204,13 @@ def _source(data: dict[str, Any], where: str, base: Path | None) -> SourceSpec:
         if preset not in PRESETS:
             raise SpecError(f"{where}.preset: unknown preset {preset!r}; presets are {sorted(PRESETS)}")
         p = PRESETS[preset]
-        base = {
+        defaults = {
             "uri": p.uri,
             "format": p.format,
             "text_column": p.text_column,
             "document_separator": p.document_separator,
         }
-        data = {**base, "name": preset, **data}
+        data = {**defaults, "name": preset, **data}
     uri = data.get("uri")
     if base is not None and isinstance(uri, str) and uri and uri_scheme(uri) == "" and not uri.startswith(("/", "~")):
         data["uri"] = str(base / uri)
