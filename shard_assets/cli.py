@@ -12,19 +12,26 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn, cast
 
 from .lib.errors import BuildError, SettingsError
 from .lib.presets import format_catalog
 from .lib.settings import (
     DEFAULT_SPEC,
     PROJECT_ROOT_VARIABLE,
+    StoreChoice,
     local_folder,
     mixture_specs_folder,
     project_root,
     store_choice,
 )
+
+if TYPE_CHECKING:
+    from .defs.resources import Settings, StoreResource
+    from .lib.spec import DatasetSpec
+    from .lib.store.s3 import S3ObjectStore
 
 
 class _Parser(argparse.ArgumentParser):
@@ -44,7 +51,7 @@ def _positive(value: str) -> int:
     return n
 
 
-def _spec(args):
+def _spec(args: argparse.Namespace) -> DatasetSpec:
     """The dataset spec from --spec over the environment, read and checked with the store's settings before Dagster
     is imported; outside the project folder the missing default spec says so, rather than offer a demo there."""
     path = Path(store_choice(spec=args.spec, store=args.store).spec_path)
@@ -66,7 +73,7 @@ def _port(value: str) -> int:
     return n
 
 
-def _settings(args):
+def _settings(args: argparse.Namespace) -> Settings:
     """The spec from --spec and the store from --store over the environment (defs/resources.py), resolved to
     absolute locations here, before anything changes directory; invalid settings are one-line errors."""
     from .defs.resources import settings_from_env
@@ -74,7 +81,7 @@ def _settings(args):
     return settings_from_env(spec=args.spec, store=args.store)
 
 
-def cmd_demo(args) -> int:
+def cmd_demo(args: argparse.Namespace) -> int:
     from .lib.demo import write_demo
 
     spec = write_demo(local_folder(args.folder, "--folder"))
@@ -82,7 +89,7 @@ def cmd_demo(args) -> int:
     return 0
 
 
-def cmd_build(args) -> int:
+def cmd_build(args: argparse.Namespace) -> int:
     spec = _spec(args)
     from shard_loader import iter_sequences
     from shard_loader.opening import default_cache_dir
@@ -118,7 +125,10 @@ def cmd_build(args) -> int:
     remote = "://" in result.manifest_url
     options = (
         {
-            "store_options": {"client": resources["store"].store().client},
+            # a remote manifest URL is an S3ObjectStore's (a local folder's is a path)
+            "store_options": {
+                "client": cast("S3ObjectStore", cast("StoreResource", resources["store"]).store()).client
+            },
             "cache_dir": args.cache_dir or default_cache_dir(result.manifest_url),
         }
         if remote
@@ -135,7 +145,7 @@ def cmd_build(args) -> int:
     return 2 if result.failed_runs else 0
 
 
-def cmd_mix(args) -> int:
+def cmd_mix(args: argparse.Namespace) -> int:
     from .lib.mixture.spec import load_mixture_spec
 
     spec = load_mixture_spec(args.spec)  # a bad spec is one line before any run
@@ -177,12 +187,12 @@ def cmd_mix(args) -> int:
     return 0
 
 
-def cmd_presets(args) -> int:
+def cmd_presets(args: argparse.Namespace) -> int:
     print(format_catalog())
     return 0
 
 
-def cmd_plan(args) -> int:
+def cmd_plan(args: argparse.Namespace) -> int:
     spec = _spec(args)
     from .lib.plan import format_plan, plan_build
     from .lib.tokenizer import build_tokenizer, load_tokenizer
@@ -195,7 +205,7 @@ def cmd_plan(args) -> int:
     return 0
 
 
-def _sample_texts(spec, budget: int = 4 << 20):
+def _sample_texts(spec: DatasetSpec, budget: int = 4 << 20) -> Iterator[str]:
     """A few MB of the first source's documents, to train a stand-in BPE when no tokenizer exists yet; files that
     cannot be read are passed over (the plan lists them)."""
     from .lib.errors import SourceError
@@ -215,13 +225,15 @@ def _sample_texts(spec, budget: int = 4 << 20):
             continue
 
 
-def cmd_discover(args) -> int:
+def cmd_discover(args: argparse.Namespace) -> int:
     spec = _spec(args)
     from .defs.partitions import sync_partitions
     from .instance import local_instance
 
     settings = _settings(args)
-    changed, removed, keys = sync_partitions(local_instance(spec.name), settings.resources()["store"].store(), spec)
+    changed, removed, keys = sync_partitions(
+        local_instance(spec.name), cast("StoreResource", settings.resources()["store"]).store(), spec
+    )
     print("\n".join(keys))
     print(f"{len(keys)} partitions: {len(changed)} new or changed, {len(removed)} removed", file=sys.stderr)
     return 0
@@ -257,7 +269,7 @@ def _ui_dataset() -> str:
         return "mixtures"
 
 
-def _dev_runs(settings) -> str:
+def _dev_runs(settings: StoreChoice) -> str:
     """What the UI's runs build: the spec and store here, or each run's own config where runs execute elsewhere."""
     import dagster as dg
 
@@ -272,7 +284,7 @@ def _dev_runs(settings) -> str:
     return f"spec {settings.spec_path}, store {settings.store_root}"
 
 
-def cmd_dev(args) -> int:
+def cmd_dev(args: argparse.Namespace) -> int:
     """`dagster dev` on the dataset's instance (.dagster_home/<dataset>, configured by dagster.yaml) and workspace.
 
     The project folder is exported as SHARD_PROJECT_ROOT before Dagster changes directory, so the code location
@@ -310,7 +322,7 @@ def cmd_dev(args) -> int:
     return 0  # not reached: execv replaces this process
 
 
-def cmd_gc(args) -> int:
+def cmd_gc(args: argparse.Namespace) -> int:
     from .lib.retention import Policy, collect, parse_duration, plan_collection
 
     policy = Policy(
@@ -319,7 +331,7 @@ def cmd_gc(args) -> int:
         grace_s=parse_duration(args.grace, "--grace"),
     )
     store_choice(spec=args.spec, store=args.store)  # checked before Dagster is imported
-    store = _settings(args).resources()["store"].store()
+    store = cast("StoreResource", _settings(args).resources()["store"]).store()
     plan = plan_collection(store, policy)
     print(f"versions kept     {len(plan.kept_versions)}: {', '.join(plan.kept_versions) or '-'}")
     print(f"versions dropped  {len(plan.dropped_versions)}: {', '.join(plan.dropped_versions) or '-'}")
@@ -429,7 +441,8 @@ def main(argv: list[str] | None = None) -> int:
     g.set_defaults(func=cmd_gc)
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
+        func: Callable[[argparse.Namespace], int] = args.func
+        return func(args)
     except Exception as exc:
         if args.debug or not _ours(exc):
             raise

@@ -14,15 +14,16 @@ from __future__ import annotations
 import math
 import sys
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO, cast
 
 import dagster as dg
 
 from shard_loader.format import LATEST_KEY, parse_manifest
 
 from .defs.partitions import PARTITIONS_PER_RUN, RAW_FILES, RUN_BYTES, sync_partitions
-from .defs.resources import Settings
+from .defs.resources import Settings, StoreResource
 from .execution.batches import RunBatch, RunExecutor, RunOutcome
 from .execution.local import LocalRuns, release_killed_runs, worker_limit
 from .execution.run_events import check_results
@@ -93,7 +94,7 @@ class Progress:
             print(self.line(), file=self.stream, flush=True)
 
 
-def plan_runs(partitions: list[str], order: list[str], workers: int, sizes: dict[str, int]) -> list[list[str]]:
+def plan_runs(partitions: list[str], order: Sequence[str], workers: int, sizes: dict[str, int]) -> list[list[str]]:
     """Adjacent partitions grouped into runs of up to PARTITIONS_PER_RUN and RUN_BYTES of source (as the sensor
     does), but at least one run per worker."""
     per_run = max(1, min(PARTITIONS_PER_RUN, math.ceil(len(partitions) / max(workers, 1))))
@@ -104,7 +105,7 @@ def run_partitions(
     executor: RunExecutor,
     job: str,
     partitions: list[str],
-    order: list[str],
+    order: Sequence[str],
     sizes: dict[str, int],
     workers: int,
     assets: tuple[str, ...] = (),
@@ -115,7 +116,9 @@ def run_partitions(
     `in_key_order`: one run per range of adjacent partitions, each started once the one before has ended (dedup's
     index keeps the copy of the partition that joined first: which worker finishes first must not decide it)."""
     progress = Progress(job + (f" ({','.join(assets)})" if assets else ""), len(partitions))
-    runs, failures = [], {}
+    runs: list[str] = []
+    failures: dict[str, str] = {}
+    outcomes: Iterator[RunOutcome]
     if in_key_order:
         ranges = contiguous_runs(partitions, order, max(len(partitions), 1))
         outcomes = (o for r in ranges for o in executor.execute([RunBatch(job, tuple(r), assets)]))
@@ -146,7 +149,7 @@ def run_one(executor: RunExecutor, job: str) -> str:
 def build_dataset(
     instance: dg.DagsterInstance,
     spec: DatasetSpec,
-    resources: dict,
+    resources: dict[str, dg.ConfigurableResource[Any]],
     workers: int = 1,
     executor: RunExecutor | None = None,
 ) -> BuildResult:
@@ -164,7 +167,11 @@ def build_dataset(
 
 
 def _build(
-    instance: dg.DagsterInstance, spec: DatasetSpec, resources: dict, workers: int, executor: RunExecutor | None
+    instance: dg.DagsterInstance,
+    spec: DatasetSpec,
+    resources: dict[str, dg.ConfigurableResource[Any]],
+    workers: int,
+    executor: RunExecutor | None,
 ) -> BuildResult:
     from .definitions import build_definitions
 
@@ -186,7 +193,7 @@ def _build(
             workers = limit
         executor = LocalRuns(build_definitions(resources), Settings.of(resources), instance, workers)
     parallel = workers if instance.is_persistent else 1
-    store = resources["store"].store()
+    store = cast(StoreResource, resources["store"]).store()
     _, _, keys = sync_partitions(instance, store, spec)
     sizes = {k: r.size for k, r in registered(store, spec).items()}
     order = instance.get_dynamic_partitions(RAW_FILES)

@@ -13,6 +13,7 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 from shard_loader.errors import ShardLoaderError
@@ -27,7 +28,8 @@ from ..lib.mixture.publish import PublishedMixture, PublishReport, live_mixture_
 from ..lib.mixture.spec import MixtureSpec, load_mixture_spec, mixture_spec_files
 from ..lib.mixture.summary import component_rows, markdown_table
 from ..lib.version import code_version
-from .conventions import DATASET_ASSET
+from ..execution.dagster_private import UnresolvedAssetJobDefinition
+from .conventions import DATASET_ASSET, AssetConventions
 from .audit_checks import audit_check_specs, check_result
 from .manifest import manifest
 from .resources import StoreResource
@@ -43,7 +45,7 @@ AC = dg.AutomationCondition
 CODE_VERSION = "mixture-1"
 FOLLOW_CRON_ENV = "SHARD_MIXTURE_FOLLOW_CRON"
 DEFAULT_FOLLOW_CRON = "*/10 * * * *"
-MIXTURE_ASSET = {"group_name": "mixtures", "owners": DATASET_ASSET["owners"]}
+MIXTURE_ASSET: AssetConventions = {"group_name": "mixtures", "owners": DATASET_ASSET["owners"]}
 PUBLISH_REPORT = "publish_report"  # the materialization's metadata entry holding the PublishReport
 
 # Opt-in (evaluated only while the mixture_follow_live sensor runs): republish when an observation finds that the
@@ -53,7 +55,7 @@ FOLLOW_LIVE = (
 ).with_label("republish_when_a_component_moves")
 
 
-class MixtureSpecsResource(dg.ConfigurableResource):
+class MixtureSpecsResource(dg.ConfigurableResource["MixtureSpecsResource"]):
     """Which mixtures to publish: a folder of mixture specs (TOML), one partition per file, named by its stem."""
 
     folder: str = ""  # none: no mixtures
@@ -73,9 +75,9 @@ def mixture_specs_from_env() -> MixtureSpecsResource:
 
 @dataclass(frozen=True)
 class MixtureDefinitions:
-    assets: list
-    jobs: list
-    sensors: list
+    assets: list[dg.SourceAsset | dg.AssetsDefinition]
+    jobs: list[UnresolvedAssetJobDefinition]  # what define_asset_job returns (no public name)
+    sensors: list[dg.AutomationConditionSensorDefinition]
 
 
 def publish_report(metadata: Mapping[str, dg.MetadataValue]) -> PublishReport:
@@ -89,7 +91,7 @@ def _versions_id(versions: dict[str, str]) -> str:
     return hashlib.sha256(json.dumps(versions, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _metadata(published: PublishedMixture, url: str) -> dict:
+def _metadata(published: PublishedMixture, url: str) -> dict[str, Any]:
     """What a glance at the asset should tell: weights against natural shares, tokens and epochs per component, pins;
     and the publish's report for whoever started the run (`shard-assets mix`), decoded by `publish_report`."""
     m, report = published.mixture, published.report
@@ -132,7 +134,9 @@ def mixture_definitions(specs: MixtureSpecsResource) -> MixtureDefinitions:
         description="The version each mixture spec's component URLs name now (a live manifest.json moves on); observed "
         "on SHARD_MIXTURE_FOLLOW_CRON only while the mixture_follow_live sensor runs.",
     )
-    def mixture_components(context, mixtures: MixtureSpecsResource, store: StoreResource) -> dg.DataVersionsByPartition:
+    def mixture_components(
+        context: dg.OpExecutionContext, mixtures: MixtureSpecsResource, store: StoreResource
+    ) -> dg.DataVersionsByPartition:
         client = getattr(store.store(), "client", None)
         found = {}
         for partition in mixtures.files():
@@ -159,7 +163,7 @@ def mixture_definitions(specs: MixtureSpecsResource) -> MixtureDefinitions:
     )
     def mixture(
         context: dg.AssetExecutionContext, mixtures: MixtureSpecsResource, store: StoreResource
-    ) -> dg.MaterializeResult:
+    ) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the annotation: it must be the bare class
         objects = store.store()
         lineage = {"run_id": context.run.run_id, "code_version": code_version(), "asset_code_version": CODE_VERSION}
         published = publish_mixture(objects, resolve_mixture(mixtures.spec(context.partition_key), objects, lineage))

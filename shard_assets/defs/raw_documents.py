@@ -7,6 +7,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
@@ -44,7 +45,7 @@ def _histogram(stats: RawStats) -> dg.MetadataValue:
     return dg.MetadataValue.md(markdown_image(chart, "documents by length in characters"))
 
 
-def partition_metadata(done: Ingested) -> dict:
+def partition_metadata(done: Ingested) -> dict[str, Any]:
     """What the UI shows for one partition: its row count, source files, drops by reason, sizes and time."""
     record, stats = done.record, done.stats
     return {
@@ -81,7 +82,7 @@ def _summary(done: Ingested) -> str:
 )
 def raw_documents(
     context: dg.AssetExecutionContext, dataset: DatasetResource, store: StoreResource
-) -> dg.MaterializeResult:
+) -> dg.MaterializeResult[None]:
     spec, objects = dataset.spec(), store.store()
     run_id = context.run.run_id
 

@@ -2,6 +2,8 @@
 offsets) under content-hashed keys; a failure is quarantined in the store with its error. The work is
 lib/shard_build.py's `tokenize_partitions`; this module reads the context and reports each partition."""
 
+from typing import Any
+
 import dagster as dg
 
 from ..lib.shard_build import TokenizedPartition, TokenizeJob, tokenize_partitions
@@ -16,7 +18,7 @@ from .resources import DatasetResource, StoreResource
 from .tokenizer import tokenizer
 
 
-def partition_metadata(done: TokenizedPartition) -> dict:
+def partition_metadata(done: TokenizedPartition) -> dict[str, Any]:
     """What the UI shows for one partition: its documents and tokens per split, sizes, speed, the engine and its
     guard."""
     stats, record, guard = done.stats, done.record, done.stats.guard
@@ -53,7 +55,7 @@ def partition_metadata(done: TokenizedPartition) -> dict:
 )
 def tokenized_shards(
     context: dg.AssetExecutionContext, dataset: DatasetResource, store: StoreResource
-) -> dg.MaterializeResult:
+) -> dg.MaterializeResult[None]:
     job = TokenizeJob.current(store.store(), dataset.spec(), context.run.run_id, CODE_VERSIONS.tokenized_shards)
     outcome = tokenize_partitions(job, context.partition_keys, context.log)
     for done in outcome.stored:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import dagster as dg
-import yaml
+import yaml  # type: ignore[import-untyped]  # PyYAML ships no annotations; types-PyYAML is not installed
 
 from ..lib.errors import BuildError
 from .dagster_private import DAEMON_MODULE
@@ -55,7 +55,7 @@ class BuildDaemon:
     """`dagster-daemon run` in its own process group, on this environment (DAGSTER_HOME, DAGSTER_PG_*, the
     launcher's variables), logging to a temporary folder; `stop()` ends the group."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="shard-daemon-"))
         self.log_path = self.folder / "daemon.log"
         with open(self.log_path, "wb") as log:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 import dagster as dg
 import sqlalchemy.exc
@@ -82,7 +82,7 @@ def launches_elsewhere(instance: dg.DagsterInstance) -> bool:
     return not isinstance(instance.run_launcher, DefaultRunLauncher | SyncInMemoryRunLauncher)
 
 
-def portable_config(resources: dict[str, dg.ConfigurableResource]) -> dict:
+def portable_config(resources: dict[str, dg.ConfigurableResource[Any]]) -> dict[str, Any]:
     """Run config that rebuilds `resources` on a machine that sees neither this process's environment nor its
     disk: the spec travels as its text, a local store root as an absolute path (a folder every node sees),
     secrets only as `{env: NAME}`."""
@@ -132,7 +132,7 @@ class RunQueue:
         self,
         instance: dg.DagsterInstance,
         workspace: WorkspaceProcessContext,
-        run_config: dict,
+        run_config: dict[str, Any],
         daemon: BuildDaemon | None,
     ):
         self.instance, self.workspace, self.run_config, self.daemon = instance, workspace, run_config, daemon
@@ -144,7 +144,9 @@ class RunQueue:
 
     @classmethod
     @contextmanager
-    def open(cls, instance: dg.DagsterInstance, resources: dict) -> Iterator[RunQueue | None]:
+    def open(
+        cls, instance: dg.DagsterInstance, resources: dict[str, dg.ConfigurableResource[Any]]
+    ) -> Iterator[RunQueue | None]:
         """A queue for the build when the instance launches runs elsewhere, else None (runs execute in this process).
         Starts a dagster-daemon for the build when none serves the instance, and stops it after."""
         if not launches_elsewhere(instance):
@@ -279,7 +281,8 @@ class RunQueue:
             return
         if (
             health.status != WorkerStatus.FAILED
-            or self.instance.get_run_by_id(run.run_id).status != dg.DagsterRunStatus.STARTING
+            # None only for a run deleted meanwhile: then an AttributeError, as before the annotations
+            or cast(dg.DagsterRun, self.instance.get_run_by_id(run.run_id)).status != dg.DagsterRunStatus.STARTING
         ):
             return
         message = f"its worker ended before the run started: {health.msg}"
@@ -390,7 +393,7 @@ class RunQueue:
                 dg.DagsterEventType.RUN_FAILURE,
             },
         )
-        return failure_message(e.dagster_event for e in entries)
+        return failure_message(e.get_dagster_event() for e in entries)  # of_type: every entry holds a DagsterEvent
 
     def execute(self, batches: Sequence[RunBatch]) -> Iterator[RunOutcome]:
         """Every batch queued at once (the instance's limits hold how many run); each batch's outcome once its runs

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from dagster import Array, Field, IntSource, StringSource
 from .dagster_private import (
@@ -58,7 +59,7 @@ class JobResources:
 
     def with_tags(self, tags: Mapping[str, str]) -> JobResources:
         """These resources with a run's `slurm/<field>` tags applied; a bad value names its tag."""
-        changes: dict[str, object] = {}
+        changes: dict[str, Any] = {}
         for name in ("partition", "mem", "time_limit"):
             if (value := tags.get(TAG_PREFIX + name)) is not None:
                 changes[name] = value.strip()
@@ -118,10 +119,10 @@ class SlurmRunLauncher(RunLauncher, ConfigurableClass):
         self.job_setup, self.python, self.scratch_dir, self.output = tuple(job_setup), python, scratch_dir, output
         self._states: tuple[float, dict[str, JobState]] = (0.0, {})
         self._states_lock = threading.Lock()
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # Dagster leaves RunLauncher's base __init__ unannotated
 
     @classmethod
-    def config_type(cls):
+    def config_type(cls) -> dict[str, Field]:
         return {
             "partition": Field(
                 StringSource,
@@ -188,7 +189,7 @@ class SlurmRunLauncher(RunLauncher, ConfigurableClass):
         }
 
     @classmethod
-    def from_config_value(cls, inst_data: ConfigurableClassData, config_value: Mapping) -> SlurmRunLauncher:
+    def from_config_value(cls, inst_data: ConfigurableClassData, config_value: Mapping[str, Any]) -> SlurmRunLauncher:
         return cls(inst_data=inst_data, **config_value)
 
     @property

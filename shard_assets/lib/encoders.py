@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from importlib import metadata
+from typing import Any
 
 import numpy as np
 
@@ -143,7 +144,8 @@ class ReferenceEncoder(Encoder):
         self.version = metadata.version("tokenizers")
         self.reason = reason
         config = json.loads(tokenizer_json)
-        self.cuts = None if unsupported_reason(config) else SAFE_CUTS[_pattern(config["pre_tokenizer"])]
+        pattern = _pattern(config["pre_tokenizer"])
+        self.cuts = None if unsupported_reason(config) or pattern is None else SAFE_CUTS[pattern]
 
     def _encode(self, texts: list[str]) -> Encoded:
         encodings = self.tokenizer.encode_batch_fast(texts, add_special_tokens=False)
@@ -171,7 +173,7 @@ class FastokensEncoder(Encoder):
         return Encoded(np.frombuffer(ids, dtype="<u4"), np.diff(np.frombuffer(offsets, dtype="<u8")).astype(np.int64))
 
 
-def _pattern(pre_tokenizer: dict) -> str | None:
+def _pattern(pre_tokenizer: dict[str, Any]) -> str | None:
     """The split regex of a byte-level pre-tokenizer, or None when it is not a byte-level shape."""
     kind = pre_tokenizer.get("type")
     if kind == "ByteLevel":
@@ -186,20 +188,22 @@ def _pattern(pre_tokenizer: dict) -> str | None:
         return None
     if byte_level.get("type") != "ByteLevel" or byte_level.get("use_regex", True) or byte_level.get("add_prefix_space"):
         return None
-    return split.get("pattern", {}).get("Regex")
+    regex = split.get("pattern", {}).get("Regex")
+    return regex if isinstance(regex, str) else None
 
 
-def _normalizer(normalizer: dict | None) -> str | None:
+def _normalizer(normalizer: dict[str, Any] | None) -> str | None:
     """The normalizer's type, or 'Sequence[...]' for a sequence; a one-element sequence counts as its element."""
     if normalizer is None:
         return None
     if normalizer.get("type") == "Sequence":
         inner = normalizer.get("normalizers", [])
         return _normalizer(inner[0]) if len(inner) == 1 else f"Sequence{[n.get('type') for n in inner]}"
-    return normalizer.get("type")
+    kind = normalizer.get("type")
+    return kind if kind is None or isinstance(kind, str) else str(kind)
 
 
-def unsupported_reason(config: dict) -> str | None:
+def unsupported_reason(config: dict[str, Any]) -> str | None:
     """Why no fast engine is verified for this tokenizer.json shape, or None when fastokens is."""
     model = config.get("model") or {}
     if model.get("type") != "BPE":
@@ -223,7 +227,7 @@ def unsupported_reason(config: dict) -> str | None:
     return None
 
 
-def piece_bounds(text: str, cuts: re.Pattern | None, size: int) -> list[int]:
+def piece_bounds(text: str, cuts: re.Pattern[str] | None, size: int) -> list[int]:
     """0, then the first safe cut at least `size` characters after the previous bound, and so on, then len(text):
     the bounds of `text`'s pieces (one piece when it is short or `cuts` finds none)."""
     bounds = [0]
@@ -443,10 +447,11 @@ class ExactnessGuard:
         first call that differs."""
         if self.differing:  # the partition is failed or redone anyway: compare no more
             return
-        pieces, differs = [], {}
+        pieces: list[_Piece] = []
+        differs: dict[int, str] = {}
         for sample in samples:
-            compared, where = self._pieces(sample)
-            pieces += compared
+            mine, where = self._pieces(sample)
+            pieces += mine
             if where:
                 differs[sample.index] = where
         for run in _runs([p.stop - p.start for p in pieces], REFERENCE_GROUP_CHARS):
@@ -477,7 +482,8 @@ class ExactnessGuard:
         chosen = set(_spread(comparable, sample.pieces, sample.index))
         if len(bounds) == 2:
             return [_Piece(sample, 0, len(text), ids)] if chosen else [], ""
-        pieces, offset = [], 0
+        pieces: list[_Piece] = []
+        offset = 0
         for run in _runs(np.diff(bounds).tolist(), ENGINE_GROUP_CHARS):
             encoded = self.engine.encode([text[bounds[j] : bounds[j + 1]] for j in run])
             for k, j in enumerate(run):

@@ -17,10 +17,14 @@ import numpy as np
 
 from .text import is_val
 from .background import prefetched
-from .encoders import Encoded, Encoder, ExactnessError, ExactnessGuard, GuardResult, select_encoder
+from .encoders import Encoded, Encoder, ExactnessError, ExactnessGuard, ReferenceEncoder, select_encoder
+from .records import GuardResult
 from shard_loader.format import SPLITS, ShardWriter
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from pyarrow.parquet import ParquetFile
     from tokenizers import Tokenizer
 
 MAX_BATCH_CHARS = 4 << 20  # bounds the text (and the reference's ~400 bytes per token) of one encode call
@@ -69,7 +73,7 @@ def encode_documents(tokenizer: Tokenizer, texts: list[str], eod_id: int, dtype:
     return select_encoder(tokenizer.to_str()).encode(texts).with_eod(eod_id, dtype, "estimate")
 
 
-def _batches(pf, val_fraction: float, batch_documents: int):
+def _batches(pf: ParquetFile, val_fraction: float, batch_documents: int) -> Iterator[tuple[list[str], np.ndarray]]:
     """(texts, is-val mask) of a raw ParquetFile's documents, reading only the two columns, bounded by
     MAX_BATCH_CHARS."""
     for batch in pf.iter_batches(batch_size=batch_documents, columns=["text", "doc_hash"]):
@@ -99,7 +103,7 @@ def _append(writers: dict[str, ShardWriter], encoded: Encoded, val: np.ndarray, 
 
 
 def _write_shards(
-    pf, encoder: Encoder, guard: ExactnessGuard, settings: EncodeSettings, out_dir: Path, stem: str
+    pf: ParquetFile, encoder: Encoder, guard: ExactnessGuard, settings: EncodeSettings, out_dir: Path, stem: str
 ) -> dict[str, ShardWriter]:
     """Encode every document of the raw ParquetFile into closed train/val writers; the guard's failure aborts them.
 
@@ -132,7 +136,7 @@ def _write_shards(
 
 
 def tokenize_partition(
-    raw_path: Path, out_dir: Path, stem: str, engine: Encoder, reference: Encoder, settings: EncodeSettings
+    raw_path: Path, out_dir: Path, stem: str, engine: Encoder, reference: ReferenceEncoder, settings: EncodeSettings
 ) -> tuple[dict[str, ShardWriter], TokenizeStats]:
     """Tokenize one raw parquet into `<out_dir>/<split>/<stem>.npy|.bin` with `engine` behind the guard of `reference`;
     the closed writers name the files.

@@ -178,7 +178,9 @@ class PartitionUploads:
     """
 
     def __init__(self, store: ObjectStore, depth: int = UPLOAD_DEPTH):
-        self.store, self.failed, self.stored = store, {}, []
+        self.store = store
+        self.failed: dict[str, BuildError] = {}
+        self.stored: list[str] = []
         self._thread = Background("upload", depth)
 
     def submit(self, built: BuiltPartition, workdir: Path) -> None:
@@ -243,16 +245,16 @@ def tokenize_partitions(job: TokenizeJob, partitions: Sequence[str], log: Log = 
             built[partition] = done = TokenizedPartition(shards.record, shards.stats, samples)
             log.info(_describe(done))
     finally:  # the partitions built before a failure still get their files and records
-        for partition, exc in uploads.wait().items():
-            failed[partition] = exc
-            log.error(f"{partition}: upload failed, quarantined: {type(exc).__name__}: {exc}")
+        for partition, problem in uploads.wait().items():
+            failed[partition] = problem
+            log.error(f"{partition}: upload failed, quarantined: {type(problem).__name__}: {problem}")
         for partition in uploads.stored:
             job.store.delete(quarantine_key(fingerprint, partition))
-        for partition, exc in failed.items():
+        for partition, problem in failed.items():
             error = (
-                f"{sources[partition]}: {type(exc).__name__}: {exc}"
+                f"{sources[partition]}: {type(problem).__name__}: {problem}"
                 if partition in sources
-                else f"{type(exc).__name__}: {exc}"
+                else f"{type(problem).__name__}: {problem}"
             )
             put_record(
                 job.store, quarantine_key(fingerprint, partition), Quarantine(partition, fingerprint, error, job.run_id)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -113,7 +114,7 @@ class MixtureStream:
             c.disk_budget = self.disk_budget * need // sum(needs)
             c.cache = c.make_cache()  # the factory refuses a share that cannot hold two of its windows
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         """Workers get the parsed mixture and its components, never open windows, threads or leases."""
         state = dict(self.__dict__)
         state.pop("_server", None)
@@ -198,7 +199,7 @@ class MixtureStream:
         block, picks = self._walker.at(position.block, position.served)
         return self.interleave.consumed_at(block, picks, position.served - block.start)
 
-    def state_dict(self) -> dict:
+    def state_dict(self) -> dict[str, Any]:
         """Where the stream stands (the same on every rank at the same step), and what it must be restored onto."""
         p = self._normal(self.position)
         consumed = self._consumed(p)
@@ -207,10 +208,10 @@ class MixtureStream:
             self.stream_key(), self._weights(), self.interleave.block, self.world.world_size, p, consumed, epochs
         ).to_dict()
 
-    def parse_state(self, state: dict) -> MixtureState:  # type: ignore[override]
+    def parse_state(self, state: dict[str, Any]) -> MixtureState:
         return MixtureState.from_dict(state)
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from a saved state, at any world size. A state of another mixture version is refused naming what
         changed, unless allow_weight_change: then the new weights take over at the saved sample, each component
         continuing from its own position (so none repeats a sample before its epoch ends)."""

@@ -9,6 +9,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 from ..errors import ManifestError, ShardLoaderError
@@ -17,7 +18,7 @@ from ..opening import OpenedManifest, document_format, open_manifest, read_docum
 from ..storage import Store, open_store, split_manifest_url
 
 
-def is_mixture(url: str, store_options: dict | None = None) -> bool:
+def is_mixture(url: str, store_options: dict[str, Any] | None = None) -> bool:
     """Whether the URL names a mixture file (told by its `format` field, never by its path)."""
     return document_format(read_document(url, store_options)[1]) == MIXTURE_FORMAT
 
@@ -73,7 +74,7 @@ class OpenedMixture:
 
 
 def open_mixture(
-    url: str, store_options: dict | None = None, document: tuple[Store, bytes] | None = None
+    url: str, store_options: dict[str, Any] | None = None, document: tuple[Store, bytes] | None = None
 ) -> OpenedMixture:
     """Read and validate the mixture file at `url` (`document`: its store and bytes, when read already), resolving its
     components' URLs (their manifests are read later, each checked against its pinned size and sha256)."""
@@ -85,7 +86,7 @@ def open_mixture(
     return OpenedMixture(mixture, url, urls)
 
 
-def component_cache_dir(cache_dir: Path, name: str) -> Path:
+def component_cache_dir(cache_dir: str | Path, name: str) -> Path:
     """A component's folder under a mixture's cache_dir (each has its own part of the disk budget): readable, and
     distinct for distinct names."""
     return (
@@ -114,7 +115,7 @@ def open_components(
     opened: OpenedMixture,
     splits: Sequence[str] | None = None,
     cache_dir: str | Path | None = None,
-    store_options: dict | None = None,
+    store_options: dict[str, Any] | None = None,
 ) -> list[OpenedManifest]:
     """Each component's pinned manifest, its bytes checked against the mixture's size and sha256 and its tokenizer
     against the mixture's, with the shard tables of `splits` (default all) read."""

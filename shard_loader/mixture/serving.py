@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from ..format import Shard
-from ..sampler import Window
+from ..sampler import EpochPlan, Segment, Window
 from ..world import Consumer
 from .components import ComponentDataset
 from .interleave import Interleave, Walker
@@ -34,7 +34,7 @@ class HeldWindows:
         self.prefetched: int | None = None
         self.followed: int | None = None  # the epoch whose plan the cache follows
 
-    def _follow(self, place: int):
+    def _follow(self, place: int) -> tuple[Segment, EpochPlan]:
         segment, plan = self.component.window_at(place)
         if plan.epoch != self.followed:
             self.component.cache.follow(plan)
@@ -101,7 +101,8 @@ class HeldWindows:
 
     def windows_between(self, low: int, high: int, most: int) -> int:
         """Distinct windows at the places from `low` through `high` (counting stops past `most`)."""
-        seen, place = set(), low
+        seen: set[int] = set()
+        place = low
         while place <= high and len(seen) <= most:
             seen.add(self.component.window_at(place)[0].window.index)
             place += 1
@@ -117,7 +118,9 @@ class HeldWindows:
     def close(self) -> None:
         for i in [i for i in self.open if self.first <= i < self.first + len(self.component.shards)]:
             del self.open[i]
-        self.rows.clear(), self.index_of.clear(), self.acquired.clear()
+        self.rows.clear()
+        self.index_of.clear()
+        self.acquired.clear()
         self.component.cache.close()
 
 

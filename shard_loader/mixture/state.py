@@ -10,6 +10,7 @@ world size, the stream goes on from the same sample, cut into global batches of 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Any
 
 from ..state import MIXTURE_KIND, StateError, check_fields
 from .interleave import BlockState
@@ -75,7 +76,7 @@ class MixtureState:
     consumed: tuple[int, ...]  # each component's samples consumed before position.served
     component_epochs: tuple[int, ...]  # consumed // samples per epoch: for people reading a state
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """A flat dict of plain values and lists (JSON- and torch.save-friendly)."""
         p = self.position
         return {
@@ -95,7 +96,7 @@ class MixtureState:
         }
 
     @classmethod
-    def from_dict(cls, state: dict) -> MixtureState:
+    def from_dict(cls, state: dict[str, Any]) -> MixtureState:
         names = [f.name for f in (*fields(StreamKey), *fields(Weights))] + [
             *("block_samples", "world_size", "epoch", "epoch_start", "served", "batches"),
             *("consumed", "component_epochs", "block"),
@@ -163,15 +164,15 @@ class MixtureState:
         return f"mixture.version {self.weights.mixture_version!r}, this mixture has {weights.mixture_version!r}"
 
 
-def _count(value, name: str, minimum: int) -> int:
+def _count(value: object, name: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise StateError(f"state_dict {name} must hold integers of at least {minimum}, got {value!r}")
     return value
 
 
-def _tuple(value):
+def _tuple(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
 
-def _plain(value):
+def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
