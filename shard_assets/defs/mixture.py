@@ -28,7 +28,6 @@ from ..lib.mixture.publish import PublishedMixture, PublishReport, live_mixture_
 from ..lib.mixture.spec import MixtureSpec, load_mixture_spec, mixture_spec_files
 from ..lib.mixture.summary import component_rows, markdown_table
 from ..lib.version import code_version
-from ..execution.dagster_private import UnresolvedAssetJobDefinition
 from .conventions import DATASET_ASSET, AssetConventions
 from .audit_checks import audit_check_specs, check_result
 from .manifest import manifest
@@ -76,7 +75,7 @@ def mixture_specs_from_env() -> MixtureSpecsResource:
 @dataclass(frozen=True)
 class MixtureDefinitions:
     assets: list[dg.SourceAsset | dg.AssetsDefinition]
-    jobs: list[UnresolvedAssetJobDefinition]  # what define_asset_job returns (no public name)
+    jobs: list[Any]  # define_asset_job's jobs: Dagster exports no public name for their type
     sensors: list[dg.AutomationConditionSensorDefinition]
 
 

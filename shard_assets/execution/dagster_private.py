@@ -3,7 +3,6 @@ moves one breaks this module's import (and tests/test_execution.py, which import
 
 from dagster import _check as check
 from dagster._core.definitions.selector import JobSubsetSelector
-from dagster._core.definitions.unresolved_asset_job_definition import UnresolvedAssetJobDefinition
 from dagster._core.events import EngineEventData
 from dagster._core.instance.ref import InstanceRef
 from dagster._core.launcher import DefaultRunLauncher, LaunchRunContext, RunLauncher
@@ -56,5 +55,4 @@ __all__ = [
     "WorkerStatus",
     "WorkspaceProcessContext",
     "check",
-    "UnresolvedAssetJobDefinition",
 ]
