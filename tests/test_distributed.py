@@ -5,7 +5,6 @@ start method, with equal batch counts; SIGKILLed runs restore at other worker co
 import json
 import os
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from shard_loader import TokenDataset
 from tests.support.dist_reader import OPTIONS
 from tests.support.positional import samples_of, write_positional
 from tests.support.patience import HUNG
+from tests.support.training import torchrun
 
 pytestmark = pytest.mark.system
 
@@ -33,11 +33,7 @@ def url(tmp_path_factory):
 
 def _torchrun(url, out, world, workers, method, run, every=0, kill_at=0):
     cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc_per_node={world}",
+        *torchrun(world),
         str(ROOT / "tests/support/dist_reader.py"),
         url,
         str(out),

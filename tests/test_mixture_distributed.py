@@ -11,7 +11,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from tests.support.mixture_files import (
 )
 from tests.support.mixtures import WEIGHTS as BUILT_WEIGHTS
 from tests.support.mixtures import blend_spec, build_corpus, mix
+from tests.support.training import torchrun
 
 pytestmark = pytest.mark.system
 
@@ -63,11 +63,7 @@ def _torchrun(store, out, world, workers, method, run, every=0, kill_at=0, sizes
     """Run the reader; with kill_at, wait for rank 0's handshake at that step and SIGKILL it. With sizes {}, rows are
     logged as (component, digest of the sample's tokens)."""
     cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc_per_node={world}",
+        *torchrun(world),
         str(ROOT / "tests/support/mix_reader.py"),
         str(store / "mixtures/blend.json"),
         str(out),

@@ -27,6 +27,7 @@ from tests.support.seaweedfs import READER, WRITER
 from tests.support.positional import samples_of, write_positional
 from tests.support.synthetic import write_dataset
 from tests.support.patience import HUNG
+from tests.support.training import torchrun
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = [int(n) for n in np.random.default_rng(8).integers(300, 900, size=6)]
@@ -317,11 +318,7 @@ def _lagging_passes(url, tmp_path, budget, store_options=None):
     """20 passes of 2 ranks x 2 workers (torchrun, gloo) into one node cache, rank 1 slowed; the disk in use sampled
     throughout."""
     cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc_per_node=2",
+        *torchrun(2),
         str(ROOT / "tests/support/lagging_rank.py"),
         url,
         str(tmp_path / "cache"),

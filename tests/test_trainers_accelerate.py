@@ -7,7 +7,6 @@ at the first batch with a TrainerError naming what to use."""
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +16,7 @@ from shard_loader import TokenDataset
 from tests.support.mixture_files import Part, digests_of, write_component, write_mixture
 from tests.support.patience import HUNG
 from tests.support.positional import write_positional
+from tests.support.training import torchrun
 
 pytestmark = pytest.mark.system
 
@@ -44,8 +44,7 @@ def mixture(tmp_path_factory):
 def run(url: str, out: Path, **settings) -> subprocess.CompletedProcess:
     """tests/support/accelerate_reader.py at 2 processes under torchrun, logging into `out`."""
     out.mkdir(exist_ok=True)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    cmd += [str(ROOT / "tests/support/accelerate_reader.py"), url, str(out), json.dumps(settings)]
+    cmd = [*torchrun(2), str(ROOT / "tests/support/accelerate_reader.py"), url, str(out), json.dumps(settings)]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=HUNG)
 

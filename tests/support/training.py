@@ -116,15 +116,16 @@ def train(
     ]
     script = tmp / f"{name}.py"
     script.write_text(PRELUDE + code)
-    launch = (
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world}"]
-        if world
-        else [sys.executable]
-    )
+    launch = torchrun(world) if world else [sys.executable]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
         [*launch, str(script), *args], cwd=ROOT, env=env, timeout=HUNG, capture_output=True, text=True
     )
+
+
+def torchrun(world: int) -> list[str]:
+    """The launcher a test's ranks start under: torchrun on this host with `world` processes."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world}"]
 
 
 def read_log(tmp: Path, name: str, rank: int = 0) -> list:
