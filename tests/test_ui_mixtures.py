@@ -38,6 +38,7 @@ def test_each_mixture_check_shows_each_spec_s_own_result(tmp_path, browser):  # 
     with dev_server(ROOT, env, tmp_path / "dev.log") as dagster:
         _screenshot(browser, f"{dagster.url}/assets/mixture?view=checks", "mixture-checks", 'text="one_tokenizer"')
         browser.get_by_text("one_tokenizer", exact=True).first.click()
+        browser.get_by_text("Execution history", exact=True).wait_for()  # the check's own tabs, after the asset's
         browser.get_by_text("Partitions", exact=True).last.click()
         browser.get_by_text("Passed (1)").wait_for()
         text = browser.inner_text("body")
