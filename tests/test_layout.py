@@ -25,7 +25,7 @@ BUILDER_USES = {  # the loader names the builder may import, by module
     "shard_loader.format.keys": set("LINEAGE_DIR shard_content_hash".split()),
     "shard_loader.format.leases": set("COLLECTING_SUFFIX Lease READERS_DIR collecting_key lease_key".split()),
     "shard_loader.format.manifest": set("CREATED_AT_FORMAT".split()),
-    "shard_loader.format.shard": set("load_npy".split()),
+    "shard_loader.format.shard": set("load_npy map_npy".split()),
     "shard_loader.opening": set("default_cache_dir".split()),
     "shard_loader.storage": set("LocalStore Store is_remote open_store split_manifest_url".split()),
     "shard_loader.storage.reader_leases": set("writer_for".split()),

@@ -20,6 +20,7 @@ from typing import Protocol
 import numpy as np
 
 from shard_loader.format import FileRef, ShardEntry, ShardWriter, shard_base_key
+from shard_loader.format.shard import map_npy
 
 from .background import Background
 from .dedup_apply import kept_raw
@@ -147,7 +148,7 @@ def decoded_samples(
     reference: ReferenceEncoder, writer: ShardWriter, count: int = SAMPLE_DOCUMENTS, chars: int = SAMPLE_CHARS
 ) -> tuple[str, ...]:
     """The first documents of a closed shard decoded back to text on one line each, cut to `chars`."""
-    tokens = np.load(writer.npy_path, mmap_mode="r")
+    tokens = map_npy(writer.npy_path, writer.npy_path.name, writer.dtype)  # no ast: threads run beside it
     offsets = np.fromfile(writer.bin_path, dtype="<i8", count=count + 1)
     samples = []
     for a, b in zip(offsets.tolist(), offsets[1:].tolist()):
