@@ -167,6 +167,7 @@ def test_the_build_command_prints_a_summary_and_a_first_batch(tmp_path):
         timeout=HUNG,
     )
     assert out.returncode == 0, out.stderr[-3000:]
+    assert "Warning" not in out.stderr, out.stderr[-3000:]  # no library notice (Dagster's preview ones) in a build
     text = out.stdout
     assert f"{tmp_path / 'store'}/manifest.json" in text
     assert re.search(r"^train\s+[\d,]+ tokens", text, re.M) and re.search(r"^val\s+[\d,]+ tokens", text, re.M)
