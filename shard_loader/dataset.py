@@ -32,9 +32,9 @@ class TokenDataset:
 
     Iterating yields the rest of the current epoch of this rank's batches; `set_epoch` moves to another.
     `state_dict()` after k batches, loaded into a new dataset (with any world size), continues with the next batch.
-    A mixture also takes `block_batches` (default 64: every run of that many global batches holds floor or ceil of
-    each component's share) and `allow_weight_change` (accept a state saved under other weights of the same
-    components; each continues from its own position).
+    A mixture also takes `block_batches` (default 64: every run of that many global batches within a mixture epoch
+    holds floor or ceil of each component's share) and `allow_weight_change` (accept a state saved under other
+    weights of the same components; each continues from its own position).
     """
 
     def __init__(self, url: str, **options: Any):

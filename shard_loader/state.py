@@ -33,7 +33,10 @@ def check_fields(state: Any, kind: str | None, version: int, names: list[str]) -
         saved, mine = _KINDS.get(state.get("kind"), repr(state.get("kind"))), _KINDS[kind]
         raise StateError(f"state_dict was saved by {saved}, not {mine}: it cannot be loaded into {mine}")
     if state.get("version") != version:
-        raise StateError(f"state_dict version {state.get('version')!r} is not {version}")
+        raise StateError(
+            f"state_dict version {state.get('version')!r} is not {version}: it was saved by another shard_loader "
+            "release, whose stream differs; restore it with that release, or start this one afresh"
+        )
     missing = [n for n in names if n not in state]
     if missing:
         raise StateError(f"state_dict lacks {', '.join(missing)}")

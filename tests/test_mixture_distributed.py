@@ -19,6 +19,7 @@ import pytest
 
 from tests.support.mix_reader import EPOCHS, OPTIONS
 from tests.support.mixture_files import (
+    assert_every_block_holds_the_shares,
     Part,
     digests_of,
     own_stream,
@@ -104,10 +105,9 @@ def _global_stream(out, run, world, until=None):
 
 
 def _assert_every_64_global_batches_hold_the_shares(stream, weights):
-    comps, window = np.array([row[0] for row in stream]), 64 * OPTIONS["batch_size"] * 2
-    for start in range(0, len(comps) - window + 1, OPTIONS["batch_size"] * 2):
-        counts = np.bincount(comps[start : start + window], minlength=3)
-        assert np.all(np.abs(counts - np.array(weights) * window) <= 1), (start, counts)
+    global_batch = OPTIONS["batch_size"] * 2
+    comps = np.array([row[0] for row in stream])
+    assert_every_block_holds_the_shares(comps, weights, 64 * global_batch, 16_000 // OPTIONS["seq_len"], global_batch)
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])

@@ -13,6 +13,8 @@ import sys
 
 import pytest
 
+from shard_loader.mixture.interleave import Interleave
+
 from shard_assets.lib.mixture.audits import audit_mixture
 from shard_loader import ManifestError, TokenDataset
 from shard_loader.format import parse_mixture
@@ -94,6 +96,31 @@ def test_tokens_per_epoch_past_the_bound_is_refused_by_the_loader_and_the_audits
     assert any(f"{tokens:,}" in p for p in audits["tokens_per_epoch_bounded"].problems)
     fine = parse_mixture(open(write_mixture(store, "fine", PARTS, MAX_TOKENS_PER_EPOCH)).read(), "fine")
     assert {a.name: a.passed for a in audit_mixture(fine, str(store))}["tokens_per_epoch_bounded"]
+
+
+def test_skipping_to_an_epoch_of_a_mixture_at_the_bound_costs_a_few_pd2_steps_not_a_walk(store, monkeypatch):
+    """set_epoch(3) on a mixture of 2**48 tokens per epoch used to walk every block of three epochs (it never
+    returned); each epoch now starts its interleave from exact quotas, one PD2 step per epoch before it."""
+    url = write_mixture(store, "vast", PARTS, MAX_TOKENS_PER_EPOCH)
+    steps = []
+    real = Interleave.picks
+
+    def counted(self, state):
+        steps.append(state.start)
+        if len(steps) > 100:
+            raise AssertionError(f"{len(steps)} PD2 steps to reach an epoch: a walk through its samples")
+        return real(self, state)
+
+    monkeypatch.setattr(Interleave, "picks", counted)
+    ds = TokenDataset(url, **OPTS)
+    ds.set_epoch(3)
+    batch = next(iter(ds))
+    length = MAX_TOKENS_PER_EPOCH // OPTS["seq_len"]
+    assert ds.state_dict()["epoch_start"] == 3 * length and batch["component"].shape == (OPTS["batch_size"],)
+    again = TokenDataset(url, **OPTS)
+    again.load_state_dict(ds.state_dict())
+    assert next(iter(again))["input_ids"].tolist() == next(iter(ds))["input_ids"].tolist()
+    assert len(steps) <= 100
 
 
 def test_a_mixture_at_the_bound_holds_one_reader_lease_per_dataset_version_not_per_component(store):

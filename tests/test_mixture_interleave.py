@@ -1,13 +1,16 @@
 """Property tests of the mixture interleave: for random weights and block sizes, every block holds floor or ceil of
 each component's share, so does every run of one block's length at any offset, each component's count at a block
 boundary is within one sample of its share of everything before (Pfair), any window at all is within 4, each
-component's samples are numbered 0, 1, 2, ... in stream order, and the walk is the same from any block it passes."""
+component's samples are numbered 0, 1, 2, ... in stream order. Cut into mixture epochs (Segments), every epoch holds
+its exact quotas, every epoch boundary is within one sample of each share, the state at an epoch's start is the one a
+walk reaches, windows keep their bounds within an epoch's full blocks (within 3 across its end), and the walk is the
+same from any block it passes."""
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shard_loader.mixture.interleave import UNIT, BlockState, Interleave, Walker, edf_layout, units
+from shard_loader.mixture.interleave import UNIT, BlockState, Interleave, Segments, Walker, edf_layout, units
 
 EPS = 1e-6  # weights are exact to 2**-40 of a block; the bounds below are strict up to that
 
@@ -79,18 +82,84 @@ def test_each_component_is_numbered_in_stream_order(setup):
             assert list(il.consumed_at(states[j], picks, offset)) == expected
 
 
+@st.composite
+def epochs(draw):
+    """Weights, a block size, an epoch length (shorter than a block too) and an optional shorter first epoch."""
+    weights, block, _ = draw(mixtures())
+    length = draw(st.integers(1, 6 * block + 5))
+    return weights, block, length, draw(st.none() | st.integers(1, length))
+
+
+def _epochs(weights, block, length, first, count=4):
+    """(segments, component of each sample, its component sample index) over `count` epochs, walked block by block."""
+    segments = Segments(units(weights), block, 7, [5] * len(weights), length, first)
+    walker, comps, ks = Walker(segments), [], []
+    end = segments.start(count).start
+    position = segments.origin
+    while position < end:
+        state, picks = walker.at(segments.start(0), position)
+        il = segments.interleave(state)
+        c, k = il.locate(state, picks, np.arange(il.block))
+        comps.append(c)
+        ks.append(k)
+        position = state.start + il.block
+    return segments, np.concatenate(comps), np.concatenate(ks)
+
+
+@settings(max_examples=150, deadline=None)
+@given(epochs())
+def test_epochs_hold_exact_quotas_and_start_where_the_walk_reaches(setup):
+    weights, block, length, first = setup
+    segments, comps, ks = _epochs(weights, block, length, first)
+    w, n = np.asarray(weights), len(weights)
+    cum = np.vstack([np.zeros(n), np.cumsum(np.eye(n)[comps], axis=0)])
+    starts = [segments.start(j).start - segments.origin for j in range(5)]
+    assert starts == [0, *(((first or length) + j * length) for j in range(4))]
+    for j in range(4):
+        held = cum[starts[j + 1]] - cum[starts[j]]
+        assert held.tolist() == list(segments.epoch(j).quota)  # exact quotas, each within one sample of its share
+        assert np.all(np.abs(held - w * (starts[j + 1] - starts[j])) < 1 + EPS)
+        assert list(segments.start(j).consumed) == (cum[starts[j]] + 5).tolist()  # closed form == the walk
+        if j and first is None:  # Pfair over epochs: every epoch boundary within one sample of everything before
+            assert np.all(np.abs(cum[starts[j]] - w * starts[j]) < 1 + EPS)
+    for c in range(n):  # numbered in stream order, from where the segments began
+        assert np.array_equal(ks[comps == c], 5 + np.arange(np.count_nonzero(comps == c)))
+    windows = _window_counts(comps, n, block)
+    for start, deviation in enumerate(np.abs(windows - w * block).max(axis=1)):
+        j = max(i for i in range(4) if starts[i] <= start)
+        inside = start + block <= starts[j] + segments.epoch(j).blocks * block
+        assert deviation < (1 if inside else 3) + EPS, (start, deviation)
+    for size in range(1, min(len(comps), 3 * block + 2)):
+        assert np.all(np.abs(_window_counts(comps, n, size) - w * size) < 4)
+
+
 @settings(max_examples=60, deadline=None)
-@given(mixtures(), st.data())
+@given(epochs(), st.data())
 def test_a_walk_from_any_block_finds_the_same_states(setup, data):
-    weights, block, blocks = setup
-    il, comps, ks, states = _stream(weights, block, blocks)
-    walker = Walker(il)
+    weights, block, length, first = setup
+    segments, _, _ = _epochs(weights, block, length, first)
+    walked = Walker(segments)
+    end = segments.start(4).start
     for _ in range(5):
-        start = data.draw(st.integers(0, blocks - 1))
-        position = data.draw(st.integers(start * block, blocks * block - 1))
-        state, picks = walker.at(states[start], position)
-        assert state == states[position // block]
-        assert il.origin(state) == states[0]
+        position = data.draw(st.integers(segments.origin, end - 1))
+        truth = walked.at(segments.start(0), position)
+        begin = data.draw(st.integers(segments.origin, position))
+        state, _ = Walker(segments).at(segments.start(0), begin)
+        assert Walker(segments).at(state, position) == truth
+        segments.check(truth[0])
+
+
+def test_an_epoch_start_costs_one_pd2_step_per_epoch_before_it_not_a_walk_through_its_samples(monkeypatch):
+    steps = []
+    real = Interleave.picks
+    monkeypatch.setattr(Interleave, "picks", lambda self, state: steps.append(self.block) or real(self, state))
+    length = (1 << 48) // 2048  # the largest epoch a mixture file may ask for, at seq_len 2048: 33M blocks of 4,096
+    segments = Segments(units([0.6, 0.3, 0.1]), 4096, 0, [0, 0, 0], length)
+    state = segments.start(3)
+    assert state.start == 3 * length and sum(state.consumed) == 3 * length
+    assert np.all(np.abs(np.asarray(state.consumed) - np.array([0.6, 0.3, 0.1]) * 3 * length) < 1)
+    assert steps == [length] * 3  # three steps of the epoch-level PD2, none of a block
+    assert sum(segments.epoch(3).quota) == length and steps == [length] * 4
 
 
 @settings(max_examples=100, deadline=None)

@@ -16,6 +16,7 @@ from shard_loader import IntegrityError, ManifestError, TokenDataset
 from shard_loader.mixture.dataset import MixtureStream
 from shard_loader.state import StateError
 from tests.support.mixture_files import (
+    assert_every_block_holds_the_shares,
     Part,
     components_of,
     own_stream,
@@ -113,11 +114,8 @@ def test_each_component_keeps_its_own_order_and_epochs_and_every_64_global_batch
     assert min(math_epochs) >= 19  # 300 samples of a 15-sample component: 20 passes (the first and last partial)
     assert state["component_epochs"] == [1, 0, 20]
     comps = np.array([c for c, _, _ in stream])
-    weights = np.array([p.weight for p in PARTS])
-    window = 64 * global_batch
-    for start in range(0, len(comps) - window + 1, global_batch):  # every window of 64 global batches, sliding by one
-        counts = np.bincount(comps[start : start + window], minlength=3)
-        assert np.all(np.abs(counts - weights * window) <= 1), (start, counts)
+    epoch = TOKENS_PER_EPOCH // OPTS["seq_len"]
+    assert_every_block_holds_the_shares(comps, [p.weight for p in PARTS], 64 * global_batch, epoch, global_batch)
 
 
 @pytest.mark.parametrize("before,after,stop", [(2, 3, 37), (2, 1, 100), (3, 2, 5), (1, 4, 251)])
@@ -152,6 +150,16 @@ def test_state_dict_names_where_each_component_stands(url):
         TokenDataset(url, **OPTS).load_state_dict(edited)
     with pytest.raises(StateError, match="state_dict was saved by a mixture, not a dataset"):
         TokenDataset(str(Path(url).parents[1] / "web"), **OPTS).load_state_dict(state)
+    with pytest.raises(StateError, match="version 1 is not 2: it was saved by another shard_loader release"):
+        TokenDataset(url, **OPTS).load_state_dict({**state, "version": 1})  # its stream had no epoch series
+    for series, said in (
+        ([0, 0, 1000, 0, 0], "series must hold 6 integers"),
+        ([0, 0, 0, 0, 0, 0], "series must give epochs of at least 1 sample"),
+        ([3, 0, 1000, 0, 0, 0], "block does not lie on its stream"),
+        ([0, 0, 1000, 1, 0, 0], "do not follow from its epoch.s start"),
+    ):
+        with pytest.raises(StateError, match=said):
+            TokenDataset(url, **OPTS).load_state_dict({**state, "series": series})
 
 
 def test_a_weight_change_is_refused_by_name_unless_opted_into_and_then_repeats_nothing_early(tmp_path):

@@ -26,11 +26,11 @@ from ..storage import Store, is_remote, split_manifest_url
 from ..stream import EmptyEpochError, LoaderStats
 from ..world import Consumer
 from .components import ComponentDataset
-from .interleave import BlockState, Interleave, Walker, units
+from .interleave import Segments, Walker, units
 from .opening import check_component, component_cache_dir, open_mixture, where
 from .plan import MixturePlan
 from .serving import Server
-from .state import MixturePosition, MixtureState, StreamKey, Weights
+from .state import MixturePosition, MixtureState, Series, StreamKey, Weights
 
 
 def _room_needed(component: ComponentDataset) -> int:
@@ -69,11 +69,12 @@ class MixtureStream:
         self._split_budget()
         counts = np.array([len(c.shards) for c in self.components], dtype=np.int64)
         self._shard_ends = np.cumsum(counts)
-        self.interleave = Interleave(
-            units([c.weight for c in mix.components]), self.block_batches * self.batch_size * self.world.world_size
+        g = self.batch_size * self.world.world_size
+        self.segments = Segments(
+            self._units(), self.block_batches * g, 0, (0,) * len(self.components), self._epoch_length(g)
         )
-        self._walker = Walker(self.interleave)
-        self.position = MixturePosition(0, 0, 0, 0, BlockState.origin(0, (0,) * len(self.components)))
+        self._walker = Walker(self.segments)
+        self.position = MixturePosition(0, 0, 0, 0, self.segments.start(0))
 
     def _component(self, i: int, window_shards: int | None, window_bytes: int | None) -> ComponentDataset:
         """Component i: the stream of its pinned manifest, checked against the mixture file."""
@@ -114,11 +115,18 @@ class MixtureStream:
             c.disk_budget = self.disk_budget * need // sum(needs)
             c.cache = c.make_cache()  # the factory refuses a share that cannot hold two of its windows
 
+    def _units(self) -> tuple[int, ...]:
+        return units([c.weight for c in self.mixture.components])
+
+    def _epoch_length(self, global_batch: int) -> int:
+        """Samples one mixture epoch serves in global batches of `global_batch`: the epoch rounded up to whole ones."""
+        return -(-self.epoch_samples // global_batch) * global_batch
+
     def __getstate__(self) -> dict[str, Any]:
         """Workers get the parsed mixture and its components, never open windows, threads or leases."""
         state = dict(self.__dict__)
         state.pop("_server", None)
-        state["_walker"] = Walker(self.interleave)  # a worker walks from its anchor: the blocks met here stay here
+        state["_walker"] = Walker(self.segments)  # a worker walks from its anchor: the blocks met here stay here
         return state
 
     # --- the plan and the position ----------------------------------------------------------------------------------
@@ -158,13 +166,13 @@ class MixtureStream:
         else:
             g = self.batch_size * self.world.world_size
             start = p.epoch_start + (epoch - p.epoch) * -(-self.epoch_samples // g) * g
-        origin = self.interleave.origin(p.block)
-        if start < origin.start:
+        segments = self.segments
+        if start < segments.origin:
             raise ArgumentError(
-                f"epoch {epoch} would start at sample {start:,} of the stream, before sample {origin.start:,} where "
-                f"the current weights took over (a weight change); set_epoch cannot go back past it"
+                f"epoch {epoch} would start at sample {start:,} of the stream, before sample {segments.origin:,} "
+                f"where the current weights took over (a weight change); set_epoch cannot go back past it"
             )
-        block, _ = self._walker.at(origin if start < p.block.start else p.block, start)
+        block, _ = self._walker.at(segments.start(segments.segment(start)) if start < p.block.start else p.block, start)
         self.position = MixturePosition(epoch, start, start, 0, block)
 
     def next_window(self) -> None:
@@ -197,15 +205,17 @@ class MixtureStream:
     def _consumed(self, position: MixturePosition) -> tuple[int, ...]:
         """Each component's samples consumed before `position.served`, over all its epochs."""
         block, picks = self._walker.at(position.block, position.served)
-        return self.interleave.consumed_at(block, picks, position.served - block.start)
+        return self.segments.interleave(block).consumed_at(block, picks, position.served - block.start)
 
     def state_dict(self) -> dict[str, Any]:
         """Where the stream stands (the same on every rank at the same step), and what it must be restored onto."""
         p = self._normal(self.position)
         consumed = self._consumed(p)
         epochs = tuple(k // c.samples for k, c in zip(consumed, self.components))
+        seg = self.segments
+        series = Series(seg.origin, seg.head.length if seg.head else 0, seg.length, seg.consumed)
         return MixtureState(
-            self.stream_key(), self._weights(), self.interleave.block, self.world.world_size, p, consumed, epochs
+            self.stream_key(), self._weights(), seg.block, series, self.world.world_size, p, consumed, epochs
         ).to_dict()
 
     def parse_state(self, state: dict[str, Any]) -> MixtureState:
@@ -231,16 +241,36 @@ class MixtureStream:
                 f"state_dict position (served {p.served}, epoch_start {p.epoch_start}, block {p.block.start}) is "
                 "inconsistent"
             )
-        weights = units([c.weight for c in self.mixture.components])
-        self.interleave = Interleave(weights, saved.block_samples)
-        self._walker = Walker(self.interleave)
-        if changed:
-            p = replace(p, block=BlockState.origin(p.served, saved.consumed))
-        elif self._consumed(p) != saved.consumed:
+        if changed:  # the new weights take over at `served`: the epoch under way ends where it would have
+            g = self.batch_size * self.world.world_size
+            rest = max(0, p.epoch_start + self.epoch_samples - p.served)
+            segments = Segments(
+                self._units(),
+                saved.block_samples,
+                p.served,
+                saved.consumed,
+                self._epoch_length(g),
+                first=-(-rest // g) * g,
+            )
+            p = replace(p, block=segments.start(0))
+        else:
+            s = saved.series
+            segments = Segments(self._units(), saved.block_samples, s.origin, s.consumed, s.length, s.first or None)
+        walker = Walker(segments)
+        try:
+            segments.check(p.block)
+            consumed = walker.at(p.block, p.served)
+        except ValueError as exc:
+            raise StateError(f"state_dict block does not lie on its stream ({exc}): the state was edited") from None
+        block, picks = consumed
+        if (
+            not changed
+            and segments.interleave(block).consumed_at(block, picks, p.served - block.start) != saved.consumed
+        ):
             raise StateError(
                 "state_dict consumed does not match its block: the state was edited or belongs to another stream"
             )
-        self.position = p
+        self.segments, self._walker, self.position = segments, walker, p
 
     # --- serving ------------------------------------------------------------------------------------------------
 
@@ -252,11 +282,11 @@ class MixtureStream:
         leaves the components' windows open for the next one (the next epoch goes on from there); stopped, it closes
         them."""
         server = self.__dict__.get("_server")
-        if server is None or not server.follows(self.interleave, consumer, plan):
+        if server is None or not server.follows(self.segments, consumer, plan):
             if server is not None:
                 server.close()
             server = self._server = Server(
-                self.interleave, self.components, [self.shard_offset(i) for i in range(len(self.components))], consumer
+                self.segments, self.components, [self.shard_offset(i) for i in range(len(self.components))], consumer
             )
         return server.serve(plan)
 

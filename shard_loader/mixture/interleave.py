@@ -1,13 +1,19 @@
-"""Which component each sample of a mixture's global stream comes from: blocks of `S` samples, each holding
-floor or ceil of every component's share, laid out so any `S` consecutive samples do too.
+"""Which component each sample of a mixture's global stream comes from: mixture epochs holding exact quotas, each cut
+into blocks of `S` samples that hold floor or ceil of every component's share, laid out so any `S` consecutive samples
+of an epoch do too.
 
-Weights are first made exact integers (`units` over 2**40, largest remainder). In every block component c has
-`base[c] = floor(w_c S)` slots at fixed places (the template); the `r = S - sum(base)` extra slots are given, block
-by block, to r components chosen by a Pfair scheduler (PD2, Anderson & Srinivasan) over the fractional parts
-`frac[c] = w_c S - base[c]` (which sum to r). Pfair keeps each component's extras within one of `frac[c] x blocks`,
-so at every block boundary its cumulative count is within one sample of `w_c x samples`: long runs stay exact. A
-component that gets extras in consecutive blocks keeps the same extra slot, so a window of S samples at any offset
+Weights are first made exact integers (`units` over 2**40, largest remainder), and an epoch of L samples gets each
+component's quota of them by largest remainder. The epoch is `L // S` full blocks holding the quotas' share of
+`S x (L // S)` samples, then one last block of the rest. In every full block component c has `base[c] = floor(w_c S)`
+slots at fixed places (the template); the `r = S - sum(base)` extra slots are given, block by block, to r components
+chosen by a Pfair scheduler (PD2, Anderson & Srinivasan) over the fractional parts `frac[c] = w_c S - base[c]` (which
+sum to r). Pfair keeps each component's extras within one of `frac[c] x blocks`, so at every block boundary its
+cumulative count is within one sample of `w_c x samples`, and at the epoch's end exactly its quota. A component that
+gets extras in consecutive blocks keeps the same extra slot, so a window of S samples at any offset of the full blocks
 holds each slot place once, every base slot of c and at most one extra of c: floor or ceil of `w_c S`.
+
+Since each epoch holds exact quotas, where any epoch starts is known without walking the ones before (set_epoch is
+constant time); the price is that a window across an epoch's last block holds its share within two samples, not one.
 
 Within a block, the template spreads each component's base slots and the extra slots evenly (EDF over their Pfair
 windows), so shorter windows stay close to their share too (tests/test_mixture_interleave.py states the bound).
@@ -20,7 +26,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -74,14 +80,19 @@ class Picks:
 
 @dataclass(frozen=True)
 class Interleave:
-    """The shares and slot template of one set of weights and one block size `block` (S samples)."""
+    """The shares (`units` over their sum) and slot template of one set of weights and one block size `block` (S
+    samples)."""
 
     units: tuple[int, ...]
     block: int
 
     def __post_init__(self) -> None:
-        if self.block < 1 or not self.units or sum(self.units) != UNIT or min(self.units) < 0:
-            raise ValueError(f"an interleave needs a block of at least 1 sample and units summing to {UNIT}")
+        if self.block < 1 or not self.units or sum(self.units) < 1 or min(self.units) < 0:
+            raise ValueError("an interleave needs a block of at least 1 sample and non-negative units, not all 0")
+
+    @cached_property
+    def total(self) -> int:
+        return sum(self.units)
 
     @property
     def n(self) -> int:
@@ -89,12 +100,12 @@ class Interleave:
 
     @cached_property
     def base(self) -> tuple[int, ...]:
-        return tuple(u * self.block // UNIT for u in self.units)
+        return tuple(u * self.block // self.total for u in self.units)
 
     @cached_property
     def frac(self) -> tuple[int, ...]:
-        """Each component's fractional share of a block, over UNIT (they sum to `extras` x UNIT)."""
-        return tuple(u * self.block % UNIT for u in self.units)
+        """Each component's fractional share of a block, over `total` (they sum to `extras` x `total`)."""
+        return tuple(u * self.block % self.total for u in self.units)
 
     @property
     def extras(self) -> int:
@@ -140,13 +151,13 @@ class Interleave:
     def _priority(self, c: int, i: int) -> tuple[int, int, int, int]:
         """PD2 priority of component c's i-th extra (1-based), smaller first: pseudo-deadline, then successor bit
         (1 first), then group deadline of a heavy share (later first), then the lower component."""
-        f = self.frac[c]
-        deadline = -(-i * UNIT // f)
-        successor = 1 if i * UNIT % f else 0
+        f, total = self.frac[c], self.total
+        deadline = -(-i * total // f)
+        successor = 1 if i * total % f else 0
         group = 0
-        if 2 * f >= UNIT:  # heavy: the group deadline, ceil(ceil(d (1 - w)) / (1 - w))
-            rest = UNIT - f
-            group = -(-(-(-deadline * rest // UNIT)) * UNIT // rest)
+        if 2 * f >= total:  # heavy: the group deadline, ceil(ceil(d (1 - w)) / (1 - w))
+            rest = total - f
+            group = -(-(-(-deadline * rest // total)) * total // rest)
         return deadline, -successor, -group, c
 
     def picks(self, state: BlockState) -> Picks:
@@ -159,7 +170,7 @@ class Interleave:
         for c, f in enumerate(self.frac):
             if f:
                 i = state.extras[c] + 1
-                if (i - 1) * UNIT // f <= state.index:  # released: its i-th extra may go in this block
+                if (i - 1) * self.total // f <= state.index:  # released: its i-th extra may go in this block
                     if (c, i) not in known:
                         if len(known) > 4096:
                             known.clear()
@@ -199,11 +210,6 @@ class Interleave:
                 state.consumed[c] + int(np.searchsorted(base, offset)) + (1 if s >= 0 and places[s] < offset else 0)
             )
         return tuple(out)
-
-    def origin(self, state: BlockState) -> BlockState:
-        """The first block of the segment `state` lies on (two states with one origin lie on one walk)."""
-        consumed = (c - b * state.index - e for c, b, e in zip(state.consumed, self.base, state.extras))
-        return BlockState.origin(state.start - state.index * self.block, tuple(consumed))
 
     def locate(self, state: BlockState, picks: Picks, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(component, component sample index over all epochs) of the samples at these offsets of the block."""
@@ -263,41 +269,197 @@ def edf_layout(counts: Sequence[int], slots: int) -> tuple[np.ndarray, np.ndarra
     return task, index
 
 
+def apportion(units: Sequence[int], n: int, cap: Sequence[int] | None = None) -> tuple[int, ...]:
+    """`n` samples shared by integer `units`: each its floor, then one more each by largest remainder (ties: the
+    earlier one), so none exceeds the ceiling of its exact share. With `cap` (summing to `n` or more) no share exceeds
+    its cap: a capped one's extra goes to the next remainder with room."""
+    total, cap = sum(units), cap or (n,) * len(units)
+    out = [min(u * n // total, c) for u, c in zip(units, cap)]
+    rest = n - sum(out)
+    order = sorted(range(len(units)), key=lambda i: (-(units[i] * n % total), i))
+    while rest:
+        for i in order:
+            if rest and out[i] < cap[i]:
+                out[i], rest = out[i] + 1, rest - 1
+    return tuple(out)
+
+
+@lru_cache(maxsize=64)
+def shared(units: tuple[int, ...], block: int) -> Interleave:
+    """One Interleave per shares and block size, so epochs of one layout share its template (built once)."""
+    return Interleave(units, block)
+
+
+@dataclass(frozen=True)
+class Epoch:
+    """The layout of one mixture epoch holding exactly `quota[c]` samples of component c: `blocks` full blocks of
+    `block` samples (the interleave `full`, over the weights' share of those samples, none above its quota), then one
+    last block `tail` of the rest (its own template, no extras)."""
+
+    units: tuple[int, ...]
+    quota: tuple[int, ...]
+    block: int
+
+    @cached_property
+    def length(self) -> int:
+        return sum(self.quota)
+
+    @property
+    def blocks(self) -> int:
+        return self.length // self.block
+
+    @cached_property
+    def full(self) -> Interleave | None:
+        if not self.blocks:
+            return None
+        return shared(apportion(self.units, self.blocks * self.block, self.quota), self.block)
+
+    @cached_property
+    def tail(self) -> Interleave | None:
+        if self.length == self.blocks * self.block:
+            return None
+        full = self.full.units if self.full else (0,) * len(self.quota)
+        return shared(tuple(q - f for q, f in zip(self.quota, full)), self.length - self.blocks * self.block)
+
+    def interleave(self, index: int) -> Interleave:
+        """The interleave of the epoch's block `index`."""
+        layout = self.full if index < self.blocks else self.tail
+        assert layout is not None, f"an epoch of {self.length} samples has no block {index}"
+        return layout
+
+
+class Segments:
+    """The stream from `origin` (where each component had consumed `consumed`) as mixture epochs of `length` samples
+    (the first of `first`, when given: the rest of an epoch a weight change cut). Each epoch's quotas are chosen by PD2
+    over epochs (an interleave whose block is an epoch: every epoch boundary within one sample of each share), and its
+    blocks start afresh from them, so the state at an epoch's start costs one PD2 step per epoch before it (remembered),
+    never a walk through the samples of those epochs."""
+
+    CHECKPOINT = 1024  # epochs between the epoch states remembered
+
+    def __init__(
+        self,
+        units: tuple[int, ...],
+        block: int,
+        origin: int,
+        consumed: Sequence[int],
+        length: int,
+        first: int | None = None,
+    ):
+        self.units, self.block, self.origin, self.length = units, block, origin, length
+        self.consumed = tuple(int(c) for c in consumed)
+        self.head = Epoch(units, apportion(units, first), block) if first else None
+        self.quotas = Interleave(units, length)
+        after = self.origin + (self.head.length if self.head else 0)
+        level = BlockState.origin(
+            after, tuple(c + q for c, q in zip(self.consumed, self.head.quota if self.head else (0,) * len(units)))
+        )
+        self._levels: dict[int, BlockState] = {0: level}  # epoch-level states: every CHECKPOINT-th and the last met
+        self._last = 0
+        self._layouts: dict[int, Epoch] = {}  # epoch -> its layout, for the epochs met lately
+
+    @property
+    def first(self) -> int:
+        """Samples in the first epoch."""
+        return self.head.length if self.head else self.length
+
+    def segment(self, position: int) -> int:
+        """The epoch (counted from `origin`) holding stream `position`."""
+        if position < self.origin:
+            raise ValueError(f"position {position} is before the segments' origin {self.origin}")
+        return (
+            (position - self.origin - self.first) // self.length + 1
+            if self.head
+            else (position - self.origin) // self.length
+        )
+
+    def _level(self, j: int) -> BlockState:
+        """The epoch-level state of the j-th epoch after the head: its start, index j and consumed counts."""
+        if j in self._levels:
+            return self._levels[j]
+        state = self._levels[max(k for k in self._levels if k <= j)]
+        while state.index < j:
+            state = self.quotas.following(state, self.quotas.picks(state))
+            if state.index % self.CHECKPOINT == 0:
+                self._levels[state.index] = state
+        if self._last % self.CHECKPOINT:
+            del self._levels[self._last]
+        self._levels[j], self._last = state, j
+        return state
+
+    def epoch(self, segment: int) -> Epoch:
+        """The layout of epoch `segment`."""
+        if self.head:
+            if segment == 0:
+                return self.head
+            segment -= 1
+        if segment not in self._layouts:
+            level = self._level(segment)
+            if len(self._layouts) > 64:
+                self._layouts.clear()
+            quota = tuple(int(x) for x in self.quotas.counts(self.quotas.picks(level)))
+            self._layouts[segment] = Epoch(self.units, quota, self.block)
+        return self._layouts[segment]
+
+    def start(self, segment: int) -> BlockState:
+        """The block state at the start of epoch `segment`."""
+        if self.head and segment == 0:
+            return BlockState.origin(self.origin, self.consumed)
+        level = self._level(segment - 1 if self.head else segment)
+        return BlockState.origin(level.start, level.consumed)
+
+    def interleave(self, state: BlockState) -> Interleave:
+        """The interleave of the block starting at `state`."""
+        return self.epoch(self.segment(state.start)).interleave(state.index)
+
+    def check(self, state: BlockState) -> None:
+        """Refuse a block state that does not start a block of its epoch (an edited or foreign state)."""
+        segment = self.segment(state.start)
+        first, epoch = self.start(segment), self.epoch(segment)
+        offset = state.start - first.start
+        if offset % self.block or offset // self.block != state.index or state.index > epoch.blocks:
+            raise ValueError(f"block {state.start} (index {state.index}) is not a block start of its epoch")
+        base = epoch.full.base if epoch.full else (0,) * len(self.units)
+        if any(c - f != state.index * b + e for c, f, b, e in zip(state.consumed, first.consumed, base, state.extras)):
+            raise ValueError(f"block {state.start}'s consumed counts do not follow from its epoch's start")
+
+
 class Walker:
-    """Block states along one segment, computed forward (each block costs one PD2 choice) and remembered (the last
-    KEEP blocks met), so the trainer's position, a plan's start and a state_dict never walk the same blocks twice."""
+    """Block states along the segments, computed forward from the start of each epoch (each block costs one PD2
+    choice) and remembered (the last KEEP blocks met), so the trainer's position, a plan's start and a state_dict never
+    walk the same blocks twice."""
 
     KEEP = 4096
 
-    def __init__(self, interleave: Interleave):
-        self.interleave = interleave
-        self._origin: BlockState | None = None  # the segment the remembered blocks lie on
+    def __init__(self, segments: Segments):
+        self.segments = segments
         self._known: dict[int, tuple[BlockState, Picks]] = {}  # block start -> its state and picks
         self._furthest = -1  # the start of the furthest block remembered
 
     def at(self, state: BlockState, position: int) -> tuple[BlockState, Picks]:
         """The state and picks of the block holding stream `position`, walking from `state` (a block start at or
-        before it) or from the furthest block already met on its segment, when that is nearer."""
-        size = self.interleave.block
+        before it) when it lies in the same epoch, else from that epoch's start, or from the furthest block already
+        met, when that is nearer."""
+        segments = self.segments
         if position < state.start:
             raise ValueError(f"position {position} is before the block starting at {state.start}")
-        known = self._known.get(state.start)
-        if known is None or known[0] != state:  # not a block met on this segment: check which segment it lies on
-            origin = self.interleave.origin(state)
-            if origin != self._origin:
-                self._origin, self._known, self._furthest = origin, {}, -1
-        target = state.start + (position - state.start) // size * size
+        segment = segments.segment(position)
+        if segments.segment(state.start) != segment:
+            state = segments.start(segment)
+        first, epoch = segments.start(segment).start, segments.epoch(segment)
+        target = first + min((position - first) // epoch.block, epoch.blocks) * epoch.block
         if target in self._known:
             return self._known[target]
         current, picks = state, None
         if state.start < self._furthest <= target and self._furthest in self._known:
             current, picks = self._known[self._furthest]
         while True:
-            picks = picks or self.interleave.picks(current)
+            interleave = epoch.interleave(current.index)
+            picks = picks or interleave.picks(current)
             self._remember(current, picks)
             if current.start == target:
                 return current, picks
-            current, picks = self.interleave.following(current, picks), None
+            current, picks = interleave.following(current, picks), None
 
     def _remember(self, state: BlockState, picks: Picks) -> None:
         if state.start not in self._known:

@@ -16,7 +16,7 @@ from ..format import Shard
 from ..sampler import EpochPlan, Segment, Window
 from ..world import Consumer
 from .components import ComponentDataset
-from .interleave import Interleave, Walker
+from .interleave import Segments, Walker
 from .plan import MixturePlan
 
 CHUNK_BATCHES = 256  # a consumer maps this many of its batches to components and samples in one vectorised pass
@@ -80,6 +80,14 @@ class HeldWindows:
         for place in [p for p in self.rows if p < low]:
             self._release(place)
 
+    def keep(self, place: int) -> None:
+        """Release the places before `place`, keeping their window open when `place` reads it too (a component whose
+        epoch ends with the mixture's goes on in the same window)."""
+        if place not in self.rows and self.component.window_at(place)[0].window.index in self.acquired:
+            self._acquire(place)
+            self.next_place = self._after(place)
+        self.release_before(place)
+
     def need(self, low: int, high: int) -> None:
         """Hold every place from `low` through `high` open (the consumer's rows lie there), release the places before,
         and prefetch the next one. A prefetched place the consumer skipped is acquired and released at once."""
@@ -138,7 +146,7 @@ def _chunks(runs: Iterator[tuple[int, int]], size: int) -> Iterator[list[tuple[i
 
 def _map(walker: Walker, plan: MixturePlan, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(component, component sample index) of ascending stream positions."""
-    interleave, size = walker.interleave, walker.interleave.block
+    segments = walker.segments
     states, picks, starts = [], [], []
     position = int(positions[0])
     while position <= positions[-1]:
@@ -146,9 +154,20 @@ def _map(walker: Walker, plan: MixturePlan, positions: np.ndarray) -> tuple[np.n
         states.append(state)
         picks.append(p)
         starts.append(state.start)
-        position = state.start + size
+        position = state.start + segments.interleave(state).block
     blocks = np.searchsorted(np.asarray(starts), positions, side="right") - 1
-    return interleave.locate_blocks(states, picks, blocks, positions - np.asarray(starts)[blocks])
+    offsets = positions - np.asarray(starts)[blocks]
+    layouts = [segments.interleave(s) for s in states]
+    if all(layout is layouts[0] for layout in layouts):  # the common case: full blocks of one epoch layout
+        return layouts[0].locate_blocks(states, picks, blocks, offsets)
+    comp, k = np.empty_like(positions), np.empty_like(positions)
+    for layout in {id(x): x for x in layouts}.values():  # an epoch's last block, or a first epoch of its own
+        mine = np.flatnonzero([x is layout for x in layouts])
+        rows = np.isin(blocks, mine)
+        comp[rows], k[rows] = layout.locate_blocks(
+            [states[i] for i in mine], [picks[i] for i in mine], np.searchsorted(mine, blocks[rows]), offsets[rows]
+        )
+    return comp, k
 
 
 class Server:
@@ -158,7 +177,7 @@ class Server:
 
     def __init__(
         self,
-        interleave: Interleave,
+        segments: Segments,
         components: Sequence[ComponentDataset],
         first_shards: Sequence[int],
         consumer: Consumer,
@@ -166,15 +185,15 @@ class Server:
         self.components, self.consumer = components, consumer
         self.open: dict[int, Shard] = {}
         self.held = [HeldWindows(c, first, self.open) for c, first in zip(components, first_shards)]
-        self.walker = Walker(interleave)  # its own walk: the dataset's stays where the trainer's position is
+        self.walker = Walker(segments)  # its own walk: the dataset's stays where the trainer's position is
         self.end: int | None = None  # the stream position the last plan served to, when it was served to its end
         self.closed = False
 
-    def follows(self, interleave: Interleave, consumer: Consumer, plan: MixturePlan) -> bool:
+    def follows(self, segments: Segments, consumer: Consumer, plan: MixturePlan) -> bool:
         """Whether `plan` goes on where this consumer's last plan ended."""
         return (
             not self.closed
-            and self.walker.interleave is interleave
+            and self.walker.segments is segments
             and self.consumer == consumer
             and self.end == plan.start.served
         )
@@ -196,9 +215,9 @@ class Server:
         """Keep open only each component's window holding its sample at stream `position` (and the prefetch): a window
         passed already would keep a prefetch waiting for room until the next plan."""
         block, picks = self.walker.at(plan.start.block, position)
-        consumed = self.walker.interleave.consumed_at(block, picks, position - block.start)
+        consumed = self.walker.segments.interleave(block).consumed_at(block, picks, position - block.start)
         for component, held, k in zip(self.components, self.held, consumed):
-            held.release_before(int(component.locate(np.array([k]))[0][0]))
+            held.keep(int(component.locate(np.array([k]))[0][0]))
 
     def close(self) -> None:
         """Release every window and stop prefetching; once only (a generator finalised after its server was replaced

@@ -15,7 +15,7 @@ from typing import Any
 from ..state import MIXTURE_KIND, StateError, check_fields
 from .interleave import BlockState
 
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: epochs hold exact quotas and start their interleave afresh (the `series` field)
 
 
 @dataclass(frozen=True)
@@ -67,10 +67,25 @@ class Weights:
 
 
 @dataclass(frozen=True)
+class Series:
+    """Where the current weights took over (`origin`, each component's samples consumed there), and the mixture
+    epochs cut from there: the first of `first` samples (0: of `length` too), every later one of `length`."""
+
+    origin: int
+    first: int
+    length: int
+    consumed: tuple[int, ...]
+
+    def to_list(self) -> list[int]:
+        return [self.origin, self.first, self.length, *self.consumed]
+
+
+@dataclass(frozen=True)
 class MixtureState:
     key: StreamKey
     weights: Weights
     block_samples: int
+    series: Series
     world_size: int
     position: MixturePosition
     consumed: tuple[int, ...]  # each component's samples consumed before position.served
@@ -85,6 +100,7 @@ class MixtureState:
             **{f.name: _plain(getattr(self.key, f.name)) for f in fields(StreamKey)},
             **{f.name: _plain(getattr(self.weights, f.name)) for f in fields(Weights)},
             "block_samples": self.block_samples,
+            "series": self.series.to_list(),
             "world_size": self.world_size,
             "epoch": p.epoch,
             "epoch_start": p.epoch_start,
@@ -98,7 +114,7 @@ class MixtureState:
     @classmethod
     def from_dict(cls, state: dict[str, Any]) -> MixtureState:
         names = [f.name for f in (*fields(StreamKey), *fields(Weights))] + [
-            *("block_samples", "world_size", "epoch", "epoch_start", "served", "batches"),
+            *("block_samples", "series", "world_size", "epoch", "epoch_start", "served", "batches"),
             *("consumed", "component_epochs", "block"),
         ]
         check_fields(state, MIXTURE_KIND, STATE_VERSION, names)
@@ -108,11 +124,15 @@ class MixtureState:
                 raise StateError(f"state_dict {name} must list one value per component ({n})")
         for name in ("block_samples", "world_size", "epoch", "epoch_start", "served", "batches"):
             _count(state[name], name, 1 if name in ("block_samples", "world_size") else 0)
-        for name in ("consumed", "component_epochs", "block"):
+        for name, size in (("block", 2 + 3 * n), ("series", 3 + n)):
+            if not isinstance(state[name], (list, tuple)) or len(state[name]) != size:
+                raise StateError(f"state_dict {name} must hold {size} integers")
+        for name in ("consumed", "component_epochs", "block", "series"):
             for v in state[name]:
                 _count(v, name, -1 if name == "block" else 0)
-        if not isinstance(state["block"], (list, tuple)) or len(state["block"]) != 2 + 3 * n:
-            raise StateError(f"state_dict block must hold {2 + 3 * n} integers")
+        origin, first, length, *at_origin = state["series"]
+        if length < 1:
+            raise StateError("state_dict series must give epochs of at least 1 sample")
         key = StreamKey(**{f.name: _tuple(state[f.name]) for f in fields(StreamKey)})
         weights = Weights(
             state["mixture_version"], tuple(float(w) for w in state["weights"]), state["tokens_per_epoch"]
@@ -128,6 +148,7 @@ class MixtureState:
             key,
             weights,
             state["block_samples"],
+            Series(origin, first, length, tuple(at_origin)),
             state["world_size"],
             position,
             tuple(state["consumed"]),

@@ -159,3 +159,16 @@ def own_stream(url: str | Path, samples: int, row_of, **options) -> tuple[list, 
         out += [row_of(b)[0][1:] for b in ds]
         epoch += 1
     return out[:samples], len(out) // epoch
+
+
+def assert_every_block_holds_the_shares(comps: np.ndarray, weights: list[float], block: int, epoch: int, step: int):
+    """Every run of `block` samples (sliding by `step`) holds floor or ceil of each share within an epoch's full blocks
+    and within 2 across an epoch's last block, and every epoch of `epoch` samples ends within one sample of each share
+    of everything before."""
+    w, full = np.asarray(weights), epoch // block * block
+    for start in range(0, len(comps) - block + 1, step):
+        counts = np.bincount(comps[start : start + block], minlength=len(w))
+        bound = 1 if start % epoch + block <= full else 2
+        assert np.all(np.abs(counts - w * block) <= bound), (start, counts)
+    for end in range(epoch, len(comps) + 1, epoch):
+        assert np.all(np.abs(np.bincount(comps[:end], minlength=len(w)) - w * end) < 1), end
