@@ -34,7 +34,7 @@ from .lib.layout import splits_record_key
 from .lib.partitioning import contiguous_runs
 from .lib.records import SplitsRecord, get_record
 from .lib.spec import DatasetSpec
-from .lib.tokenizer import current_record, tokenizer_change
+from .lib.tokenizer import current_record, tokenizer_change, tokenizer_forecast
 
 CLEAR_LINE = "\r\x1b[K"  # a terminal's progress line is cleared before a warning takes its place
 PROGRESS_INTERVAL = 30.0  # seconds between progress lines in a pipe (a terminal redraws one line at every run)
@@ -195,7 +195,10 @@ def _build(
     parallel = workers if instance.is_persistent else 1
     store = cast(StoreResource, resources["store"]).store()
     _, _, keys = sync_partitions(instance, store, spec)
-    sizes = {k: r.size for k, r in registered(store, spec).items()}
+    records = registered(store, spec)
+    if forecast := tokenizer_forecast(store, spec.tokenizer, records):  # said before any run, and again once made
+        print(f"warning: {forecast}", file=sys.stderr, flush=True)
+    sizes = {k: r.size for k, r in records.items()}
     order = instance.get_dynamic_partitions(RAW_FILES)
     runs, failures = run_partitions(executor, "ingest_job", keys, order, sizes, parallel, assets=("raw_documents",))
     built = [k for k in keys if k not in failures]

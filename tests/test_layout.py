@@ -188,6 +188,7 @@ def test_definitions_snapshot(tmp_path):
         "components_verified",
         "counts_agree",
         "files_present",
+        "keeps_token_ids",
         "no_duplicate_documents",
         "one_tokenizer",
         "reads_with_shard_loader",

@@ -28,6 +28,7 @@ from shard_assets.lib.records import (
     SplitsRecord,
     SplitTotals,
     TokenizerRecord,
+    TrainingSample,
     decode,
     from_dict,
     to_json,
@@ -39,6 +40,7 @@ ENTRY = ShardEntry("web.a", 100, 10, FileRef("t/train/a.npy", 328, "cd" * 32), F
 GUARD = GuardResult("fastokens", "0.3.5", "verified pattern", 10, 100, 3, 30, 0, None, "fail")
 EXAMPLES = [
     TokenizerRecord("bpe-300", "0123456789abcdef", 300, 0, "uint16"),
+    TrainingSample(("web.a@mtime:1:2", "web.b@etag:x:9"), True),
     SOURCE,
     FilePiece("/data/web/big.parquet", "etag:x:9", 9000, (2, 5)),
     PartitionRecord(

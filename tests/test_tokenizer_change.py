@@ -1,7 +1,9 @@
 """A tokenizer change is said where a data engineer looks (#33): a BPE re-trained because a file was added changes
-every token id; the build says so on stderr once the tokenizer is made, before it tokenizes with it, and the tokenizer
-asset's `change` metadata (and a warning in its run's log) names both fingerprints and how to keep the old one: pin it
-with `[tokenizer] fingerprint = "..."`, which later builds then use whatever files arrive."""
+every token id; the build says so on stderr before any run (from what the current BPE was trained on) and again once
+the tokenizer is made, before it tokenizes with it; the tokenizer asset's `change` metadata (and a warning in its run's
+log) names both fingerprints and how to keep the old one: pin it with `[tokenizer] fingerprint = "..."`, which later
+builds then use whatever files arrive. In the UI, the tokenizer's `keeps_token_ids` check warns as soon as the sensor
+registers a file that would retrain it (the sensor's own runs keep the current tokenizer)."""
 
 import os
 import subprocess
@@ -10,8 +12,11 @@ import dagster as dg
 import pytest
 
 import shard_loader
+from shard_assets.defs.sensors import raw_files_sensor
+from shard_assets.lib.spec import load_spec
+from shard_assets.runner import build_dataset
 from tests.support.build_helpers import build_command
-from tests.support.dagster_helpers import tiny_dataset, write_jsonl
+from tests.support.dagster_helpers import instance, tiny_dataset, write_jsonl
 
 pytestmark = pytest.mark.integration
 
@@ -44,6 +49,9 @@ def test_a_retrained_tokenizer_is_named_by_the_build_and_the_asset(tmp_path):
     after = _fingerprint(store)
     assert before != after
     lines = second.stderr.splitlines()
+    (forecast,) = [i for i, line in enumerate(lines) if line.startswith("warning: this build replaces the tokenizer")]
+    assert f"replaces the tokenizer {before}: the BPE would be trained again (1 partitions new" in lines[forecast]
+    assert forecast < next(i for i, line in enumerate(lines) if line.startswith("ingest_job"))  # before any run
     said = [i for i, line in enumerate(lines) if line.startswith("warning: the tokenizer changed")]
     assert len(said) == 1 and f"from {before} to {after}" in lines[said[0]], second.stderr
     assert f'set [tokenizer] fingerprint = "{before}"' in lines[said[0]]
@@ -51,6 +59,30 @@ def test_a_retrained_tokenizer_is_named_by_the_build_and_the_asset(tmp_path):
     with dg.DagsterInstance.from_config(str(tmp_path / ".dagster_home" / "tiny")) as instance:
         event = instance.get_latest_materialization_event(dg.AssetKey("tokenizer"))
         assert f"from {before} to {after}" in event.asset_materialization.metadata["change"].value
+        check = instance.event_log_storage.get_latest_asset_check_execution_by_key(
+            [dg.AssetCheckKey(dg.AssetKey("tokenizer"), "keeps_token_ids")]
+        )
+        (execution,) = check.values()
+        assert execution.status.value == "SUCCEEDED"  # made now: the next build keeps it
+
+
+def test_the_sensor_warns_on_the_tokenizer_when_a_new_file_would_retrain_it(tmp_path):
+    spec, store, resources = tiny_dataset(tmp_path, files=2, docs=80)
+    inst = instance()
+    build_dataset(inst, load_spec(spec), resources)
+    current = _fingerprint(store)
+    tick = lambda: raw_files_sensor(dg.build_sensor_context(instance=inst, resources=resources))  # noqa: E731
+    assert tick().asset_events == []  # nothing new: nothing said
+    write_jsonl(tmp_path / "src" / "part2.jsonl", 200, seed=9)
+    (said,) = tick().asset_events
+    assert isinstance(said, dg.AssetCheckEvaluation) and said.check_name == "keeps_token_ids"
+    assert not said.passed and said.severity == dg.AssetCheckSeverity.WARN
+    assert said.description.startswith(f"this build replaces the tokenizer {current}: the BPE would be trained again")
+    assert f'set [tokenizer] fingerprint = "{current}"' in said.description
+    spec.write_text(spec.read_text().replace('kind = "train_bpe"', f'kind = "train_bpe"\nfingerprint = "{current}"'))
+    write_jsonl(tmp_path / "src" / "part3.jsonl", 200, seed=10)
+    (kept,) = tick().asset_events
+    assert kept.passed and "keeps the current one" in kept.description
 
 
 def test_a_pinned_fingerprint_keeps_the_tokenizer_as_files_arrive(tmp_path):

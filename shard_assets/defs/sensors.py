@@ -21,6 +21,7 @@ from .raw_documents import raw_documents
 from .resources import DatasetResource, StoreResource
 from .splits import splits
 from .tokenized_shards import tokenized_shards
+from .tokenizer import keeps_token_ids
 
 TICK_BUDGET = DiscoveryBudget(max_files=20_000, seconds=20.0)  # well inside Dagster's 60 s tick deadline
 
@@ -99,4 +100,7 @@ def raw_files_sensor(
         f"{step.files} files handled, {len(step.changed)} partitions new or changed, {len(step.removed)} removed; "
         f"resume at {step.cursor}"
     )
-    return dg.SensorResult(run_requests=requests, cursor=step.cursor.to_json())
+    events = []  # say on the tokenizer whether materialising it now would replace it (the sensor's runs keep it)
+    if (step.changed or step.removed) and has_tokenizer(objects):
+        events.append(keeps_token_ids(objects, dataset.spec()))
+    return dg.SensorResult(run_requests=requests, cursor=step.cursor.to_json(), asset_events=events)

@@ -6,13 +6,19 @@ import dagster as dg
 from ..lib.errors import TokenizerError
 from ..lib.layout import tokenizer_key
 from ..lib.raw_writer import current_raws
+from ..lib.discovery import registered
+from ..lib.spec import DatasetSpec
 from ..lib.state import registered_partitions
+from ..lib.store import ObjectStore
 from ..lib.tokenizer import (
+    TrainingReads,
     build_tokenizer,
     current_record,
     pinned_tokenizer,
     store_tokenizer,
+    store_training_sample,
     tokenizer_change,
+    tokenizer_forecast,
     training_texts,
 )
 from .code_versions import CODE_VERSIONS
@@ -22,8 +28,29 @@ from .raw_documents import raw_documents
 from .resources import DatasetResource, StoreResource
 
 
+KEEPS_TOKEN_IDS = "keeps_token_ids"
+KEEPS_TOKEN_IDS_TEXT = (
+    "Whether materialising tokenizer now keeps the current one (warns when it would replace it, so every token id "
+    "would change): evaluated with each materialization and whenever the sensor registers new or changed files."
+)
+
+
+def keeps_token_ids(objects: ObjectStore, spec: DatasetSpec) -> dg.AssetCheckEvaluation:
+    """The keeps_token_ids evaluation now: a warning naming the change and how to keep the current tokenizer."""
+    forecast = tokenizer_forecast(objects, spec.tokenizer, registered(objects, spec))
+    return dg.AssetCheckEvaluation(
+        asset_key=dg.AssetKey("tokenizer"),
+        check_name=KEEPS_TOKEN_IDS,
+        passed=forecast is None,
+        severity=dg.AssetCheckSeverity.WARN,
+        description=forecast or "materialising tokenizer now keeps the current one: token ids unchanged",
+        metadata={"forecast": forecast or "kept"},
+    )
+
+
 @dg.asset(
     deps=[raw_documents],
+    check_specs=[dg.AssetCheckSpec(KEEPS_TOKEN_IDS, asset="tokenizer", description=KEEPS_TOKEN_IDS_TEXT)],
     code_version=CODE_VERSIONS.tokenizer,
     automation_condition=FIRST_TOKENIZER,
     **DATASET_ASSET,
@@ -51,11 +78,14 @@ def tokenizer(
             else "no partition is registered (run `shard-assets discover` or turn on raw_files_sensor)"
         )
         raise TokenizerError(f"no raw_documents to train the BPE on: {why}; materialise raw_documents first")
+    reads = TrainingReads()
     if pin:
         text, record = pinned_tokenizer(objects, pin)
     else:
-        text, record = build_tokenizer(spec.tokenizer, training_texts(objects, [r.key for r in raws]))
+        text, record = build_tokenizer(spec.tokenizer, training_texts(objects, raws, reads))
     change = tokenizer_change(objects, current_record(objects), record)
+    if reads.started:  # what it was trained on, so a later build can tell beforehand whether it would train another
+        store_training_sample(objects, record.fingerprint, reads.sample(registered(objects, spec)))
     store_tokenizer(objects, text, record)
     if change:
         context.log.warning(change)
@@ -67,8 +97,18 @@ def tokenizer(
         if spec.tokenizer.kind == "train_bpe"
         else f"tokenizer {record.name} ({record.fingerprint}) made current"
     )
+    kept = keeps_token_ids(objects, spec)
     return dg.MaterializeResult(
         data_version=dg.DataVersion(record.fingerprint),
+        check_results=[
+            dg.AssetCheckResult(
+                check_name=KEEPS_TOKEN_IDS,
+                passed=kept.passed,
+                severity=kept.severity,
+                description=kept.description,
+                metadata=kept.metadata,
+            )
+        ],
         metadata={
             "fingerprint": record.fingerprint,
             "name": record.name,

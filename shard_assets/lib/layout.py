@@ -35,6 +35,7 @@ __all__ = [
     "shard_base_key",
     "splits_record_key",
     "tokenizer_info_key",
+    "training_sample_key",
     "tokenizer_key",
     "versioned_key",
 ]
@@ -72,6 +73,11 @@ def ingest_failure_key(partition: str) -> str:
 
 def tokenizer_info_key(fingerprint: str) -> str:
     return check_key(f"tokenizers/{fingerprint}/info.json", "tokenizer info key")
+
+
+def training_sample_key(fingerprint: str) -> str:
+    """What a trained tokenizer read (a TrainingSample): how a build tells beforehand that it would train another."""
+    return check_key(f"tokenizers/{fingerprint}/trained_on.json", "training sample key")
 
 
 def parts_prefix(fingerprint: str) -> str:

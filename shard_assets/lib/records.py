@@ -41,6 +41,15 @@ class TokenizerRecord:
 
 
 @dataclass(frozen=True)
+class TrainingSample:
+    """What a trained BPE read (`tokenizers/<fp>/trained_on.json`): each partition as `key@fingerprint`, in the order
+    read, and whether the training budget ended the reading (then partitions after those cannot change it)."""
+
+    partitions: tuple[str, ...]
+    budget_reached: bool
+
+
+@dataclass(frozen=True)
 class SourceFileRef:
     """The source file a partition was made from, as registered: never listed again."""
 
@@ -482,4 +491,5 @@ __all__ = [
     "get_records",
     "put_record",
     "to_json",
+    "TrainingSample",
 ]

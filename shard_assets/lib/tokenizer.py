@@ -9,14 +9,15 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from shard_loader.format import token_dtype_for
 
 from .errors import StateMismatchError, TokenizerError
-from .layout import CURRENT_TOKENIZER_KEY, tokenizer_info_key, tokenizer_key
-from .records import TokenizerRecord, find_record, to_json
+from .layout import CURRENT_TOKENIZER_KEY, tokenizer_info_key, tokenizer_key, training_sample_key
+from .records import PartitionRecord, RawRecord, TokenizerRecord, TrainingSample, find_record, to_json
 from .store import ObjectStore
 from .spec import TokenizerSpec
 
@@ -194,15 +195,79 @@ def load_tokenizer(tokenizer_json: str) -> Tokenizer:
     return Tokenizer.from_str(tokenizer_json)
 
 
-def training_texts(store: ObjectStore, raw_keys: list[str]) -> Iterator[str]:
-    """Raw documents of the given parquet keys in order, read lazily: `build_tokenizer` stops reading once it has
-    `train_max_bytes` (see training_pieces)."""
+@dataclass
+class TrainingReads:
+    """The raw partitions a BPE's training began to read, in order, and whether it read to the end of the last."""
+
+    started: list[RawRecord] = field(default_factory=list)
+    finished: bool = False
+
+    def sample(self, registered: dict[str, PartitionRecord]) -> TrainingSample:
+        return TrainingSample(
+            tuple(_entry(r.partition, registered[r.partition]) for r in self.started if r.partition in registered),
+            budget_reached=not self.finished,
+        )
+
+
+def _entry(partition: str, record: PartitionRecord) -> str:
+    return f"{partition}@{record.fingerprint}"
+
+
+def training_texts(store: ObjectStore, raws: list[RawRecord], reads: TrainingReads | None = None) -> Iterator[str]:
+    """Raw documents of the given partitions in order, read lazily: `build_tokenizer` stops reading once it has
+    `train_max_bytes` (see training_pieces); `reads` records how far it went."""
     import pyarrow.parquet as pq
 
-    for key in raw_keys:
-        with store.open_read(key) as f:
+    for raw in raws:
+        if reads is not None:
+            reads.started.append(raw)
+        with store.open_read(raw.key) as f:
             for batch in pq.ParquetFile(f).iter_batches(batch_size=1000, columns=["text"]):
                 yield from batch.column(0).to_pylist()
+    if reads is not None:
+        reads.finished = True
+
+
+def store_training_sample(store: ObjectStore, fingerprint: str, sample: TrainingSample) -> None:
+    store.put_if_changed(training_sample_key(fingerprint), to_json(sample))
+
+
+def tokenizer_forecast(store: ObjectStore, spec: TokenizerSpec, registered: dict[str, PartitionRecord]) -> str | None:
+    """One line when making the tokenizer now would replace the current one (so every token id would change), and how
+    to keep it; None when it would not, or cannot be told without loading it (a pretrained name) or training."""
+    current = current_record(store)
+    if current is None:
+        return None
+    keep = f'to keep {current.fingerprint}, set [tokenizer] fingerprint = "{current.fingerprint}"'
+    if spec.fingerprint:
+        why = None if spec.fingerprint == current.fingerprint else f"[tokenizer] fingerprint pins {spec.fingerprint}"
+    elif spec.kind == "file":
+        assert spec.path is not None
+        try:
+            text = Path(spec.path).expanduser().read_bytes().decode("utf-8")
+            why = None if fingerprint_of(text) == current.fingerprint else f"[tokenizer].path {spec.path} differs"
+        except (OSError, UnicodeDecodeError):
+            return None  # the build itself names what is wrong with the file
+    elif spec.kind == "train_bpe":
+        sample = find_record(store, training_sample_key(current.fingerprint), TrainingSample, "tokenizer forecast")
+        if sample is None:
+            return None  # trained by a release that did not record its sample
+        entries = [_entry(k, r) for k, r in registered.items()]
+        now = entries[: len(sample.partitions)] if sample.budget_reached else entries
+        changed, gone = len(set(now) - set(sample.partitions)), len(set(sample.partitions) - set(now))
+        why = (
+            f"the BPE would be trained again ({changed} partitions new or changed, {gone} gone since it was trained)"
+            if changed or gone
+            else None
+        )
+    else:
+        return None
+    if why is None:
+        return None
+    return (
+        f"this build replaces the tokenizer {current.fingerprint}: {why}; every token id changes and every partition "
+        f'is re-tokenized; {keep} (or name a tokenizer file: kind = "file")'
+    )
 
 
 def store_tokenizer(store: ObjectStore, tokenizer_json: str, record: TokenizerRecord) -> None:
