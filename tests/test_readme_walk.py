@@ -1,10 +1,16 @@
 """The README as a new user follows it (#33): in one fresh clone, every fenced block in the order written: each bash
 block run (the first is `scripts/demo`), each TOML block headed by its path (`# data/...`) written there, each
 Python block run with the clone's .venv. A block this machine cannot run (a cluster, R2, the Hub, a server that
-waits) is named below with the test that runs it instead; an entry that matches no block fails the test."""
+waits) is named below with the test that runs it instead; an entry that matches no block fails the test.
+
+Then docs/*.md in the same clone, in order: each JSON example has the keys of the file of its `format` the walk
+published (the demo's manifest, the README's blend mixture), each TOML spec loads as `shard-assets mix` loads it, and
+each block under a `<!-- name -->` marker is run verbatim by the test named in DOCS_RUN_BY (which must ask for that
+marker); any other block fails the test."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 
@@ -31,6 +37,67 @@ ELSEWHERE = {  # a block's first line -> why it is not run here, and what runs i
     "[dedup]": "a fragment of a spec's settings: tests/test_dedup.py builds with exact, near and no dedup",
     "scripts/bench --size small": "about an hour: tests/test_benchmarks.py runs each benchmark small",
 }
+
+
+DOCS = ("docs/architecture.md", "docs/format.md", "docs/loader.md", "docs/deploy.md")
+DOCS_RUN_BY = {  # a docs block's marker -> the test that runs it verbatim (on torchrun, Slurm, a UI)
+    "stateful-dataloader": "test_standard_resume.py",
+    "dcp": "test_standard_resume.py",
+    "accelerate": "test_trainers.py",
+    "hf-trainer": "test_trainers.py",
+    "lightning": "test_trainers.py",
+    "fabric": "test_trainers.py",
+    "slurm-instance": "test_slurm.py",
+    "slurm-services": "test_slurm.py",
+    "slurm-build": "test_slurm.py",
+}
+DOCS_ELSEWHERE = {".venv/bin/shard-assets dev": "starts the UI and waits: tests/test_ui.py starts it as written"}
+DOCS_BLOCK = re.compile(r"(?:<!-- ([\w-]+?)(?::start)? -->\n)?^```(\w+)\n(.*?)^```", re.S | re.M)
+
+
+NAMED = ("resolved_from",)  # maps keyed by the walk's own names: the example's keys are some of them
+
+
+def same_keys(example: object, published: object, where: str) -> None:
+    """The example's keys are the published document's, level by level (an example's `{"…": "…"}` stands for any)."""
+    if isinstance(example, dict) and isinstance(published, dict) and example != {"…": "…"}:
+        if where.endswith(NAMED):
+            assert set(example) <= set(published), f"{where}: {sorted(example)} not in {sorted(published)}"
+            return
+        assert sorted(example) == sorted(published), f"{where}: {sorted(example)} != {sorted(published)}"
+        for key in example:
+            same_keys(example[key], published[key], f"{where}.{key}")
+    elif isinstance(example, list) and isinstance(published, list) and example and published:
+        same_keys(example[0], published[0], f"{where}[0]")
+
+
+def walk_docs(clone) -> None:
+    """docs/*.md's blocks in order, in the clone the README walk left (see the module's docstring)."""
+    matched: list[str] = []
+    published = {
+        doc["format"]: doc
+        for doc in (
+            json.loads((clone / p).read_text()) for p in ("data/store/manifest.json", "data/store/mixtures/blend.json")
+        )
+    }
+    for name in DOCS:
+        for marker, language, body in DOCS_BLOCK.findall((ROOT / name).read_text()):
+            if marker:
+                runner = DOCS_RUN_BY[marker]
+                assert f'"{marker}"' in (ROOT / "tests" / runner).read_text(), f"{runner} does not run {marker}"
+            elif language == "json":
+                example = json.loads(body)
+                same_keys(example, published[example["format"]], f"{name} {example['format']} example")
+            elif language == "toml":
+                (clone / "docs-example.toml").write_text(body)
+                code = "from shard_assets.lib.mixture.spec import load_mixture_spec as load; load('docs-example.toml')"
+                done = subprocess.run([".venv/bin/python", "-c", code], cwd=clone, capture_output=True, text=True)
+                assert done.returncode == 0, f"{name}: the TOML example does not load: {done.stderr[-2000:]}"
+            elif key := next((k for k in DOCS_ELSEWHERE if body.startswith(k)), None):
+                matched.append(key)
+            else:
+                raise AssertionError(f"{name}: a {language} block nobody runs: {body[:80]!r}")
+    assert sorted(matched) == sorted(DOCS_ELSEWHERE), "DOCS_ELSEWHERE names a block the docs no longer have"
 
 
 def blocks(text: str) -> list[tuple[str, str]]:
@@ -70,3 +137,4 @@ def test_every_readme_block_runs_in_order_in_a_fresh_clone(tmp_path):
     assert f"audits        {len(MIXTURE_AUDITS)} of {len(MIXTURE_AUDITS)} passed" in published.stdout, published.stdout
     shares = [float(x) for x in re.findall(r"[\d.]+", outputs[-1][1].stdout.strip().splitlines()[-1])]
     assert shares == pytest.approx([0.6, 0.3, 0.1], abs=0.02)
+    walk_docs(clone)
