@@ -79,6 +79,10 @@ def test_the_sensor_warns_on_the_tokenizer_when_a_new_file_would_retrain_it(tmp_
     assert not said.passed and said.severity == dg.AssetCheckSeverity.WARN
     assert said.description.startswith(f"this build replaces the tokenizer {current}: the BPE would be trained again")
     assert f'set [tokenizer] fingerprint = "{current}"' in said.description
+    inst.report_runless_asset_event(said)  # what the sensor daemon does with it: the UI shows it on the tokenizer
+    key = dg.AssetCheckKey(dg.AssetKey("tokenizer"), "keeps_token_ids")
+    (shown,) = inst.event_log_storage.get_latest_asset_check_execution_by_key([key]).values()
+    assert shown.status.value == "FAILED" and shown.event.dagster_event.event_specific_data.severity.value == "WARN"
     spec.write_text(spec.read_text().replace('kind = "train_bpe"', f'kind = "train_bpe"\nfingerprint = "{current}"'))
     write_jsonl(tmp_path / "src" / "part3.jsonl", 200, seed=10)
     (kept,) = tick().asset_events
