@@ -259,10 +259,9 @@ class MixtureStream:
         walker = Walker(segments)
         try:
             segments.check(p.block)
-            consumed = walker.at(p.block, p.served)
+            block, picks = walker.at(p.block, p.served)
         except ValueError as exc:
             raise StateError(f"state_dict block does not lie on its stream ({exc}): the state was edited") from None
-        block, picks = consumed
         if (
             not changed
             and segments.interleave(block).consumed_at(block, picks, p.served - block.start) != saved.consumed
