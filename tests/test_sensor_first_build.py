@@ -88,3 +88,22 @@ def test_a_partition_a_concurrent_publish_missed_is_published_by_the_next_tick(t
     m = shard_loader.open_manifest(str(store)).manifest
     assert "web.part2" in {e.partition for s in m.splits.values() for e in s.shards}
     assert run_sensor_tick(inst, resources) == []  # published: nothing more to ask
+
+
+def test_a_partition_automation_let_pass_after_a_publish_is_published_once_its_grace_is_over(tmp_path, monkeypatch):
+    """The race the browser test met in CI: the sensor's tokenize run ended just after automation's publish ended, on
+    one automation tick, and automation never published it. Within AUTOMATION_GRACE_SECONDS the sensor leaves it to
+    automation; past it, the sensor's tick requests the publish."""
+    spec, store, resources = tiny_dataset(tmp_path)
+    inst = instance()
+    build_dataset(inst, load_spec(spec), resources)
+    inst.report_runless_asset_event(dg.AssetMaterialization("splits"))  # the publish that ended just before
+    write_jsonl(tmp_path / "src" / "part2.jsonl", 80, seed=2)
+    run_sensor_tick(inst, resources)  # web.part2 tokenized after it
+    assert run_sensor_tick(inst, resources) == []  # automation's turn
+    monkeypatch.setattr("shard_assets.defs.sensors.AUTOMATION_GRACE_SECONDS", 0.0)  # its ticks have passed
+    requests = run_sensor_tick(inst, resources)
+    assert [sorted(k.to_user_string() for k in r.asset_selection) for r in requests] == [["manifest", "splits"]]
+    m = shard_loader.open_manifest(str(store)).manifest
+    assert "web.part2" in {e.partition for s in m.splits.values() for e in s.shards}
+    assert run_sensor_tick(inst, resources) == []

@@ -4,6 +4,7 @@ publish missed is published. Each tick does a bounded step of discovery and stor
 of a few bytes, so a corpus of any size is registered across ticks."""
 
 import hashlib
+import time
 
 import dagster as dg
 
@@ -24,6 +25,9 @@ from .tokenized_shards import tokenized_shards
 from .tokenizer import keeps_token_ids
 
 TICK_BUDGET = DiscoveryBudget(max_files=20_000, seconds=20.0)  # well inside Dagster's 60 s tick deadline
+# Automation evaluates every 30 s: a publish of new parts it has not started three ticks after they were tokenized, it
+# counted as handled (dagster-io/dagster#24650) and will not start.
+AUTOMATION_GRACE_SECONDS = 90.0
 
 
 def run_request(
@@ -45,10 +49,11 @@ def removal_request(removed: list[str], anchor: str) -> dg.RunRequest:
 def missed_publish(
     instance: dg.DagsterInstance, store: ObjectStore, registered: dict[str, PartitionRecord]
 ) -> dg.RunRequest | None:
-    """A publish run when partitions tokenized with the current tokenizer are in no version although splits was
-    materialized after their tokenize runs: that publish began before they ended, and Dagster counts an input
-    updated on the tick its consumer updated as handled (dagster-io/dagster#24650), so automation would leave them
-    out until the next change. Requested once per set of partitions."""
+    """A publish run when partitions tokenized with the current tokenizer are in no version, and either splits was
+    materialized after their tokenize runs (that publish began before they ended) or automation has let
+    AUTOMATION_GRACE_SECONDS pass without publishing them: Dagster counts an input updated on the tick its consumer
+    updated as handled (dagster-io/dagster#24650), so automation would leave them out until the next change.
+    Requested once per set of partitions."""
     if not has_tokenizer(store):
         return None
     fingerprint = current_tokenizer(store).fingerprint
@@ -64,7 +69,9 @@ def missed_publish(
     newest = instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=tokenized_shards.key, asset_partitions=candidates), limit=1
     ).records
-    if not newest or newest[0].timestamp > published.timestamp:
+    if not newest:
+        return None
+    if newest[0].timestamp > published.timestamp and time.time() - newest[0].timestamp < AUTOMATION_GRACE_SECONDS:
         return None  # tokenized since the last publish (the usual case): automation's next publish reads them
     missed = [p for p in candidates if store.exists(part_record_key(fingerprint, p))]  # this tokenizer's
     if not missed:
