@@ -29,3 +29,39 @@ def test_the_private_names_are_what_the_room_uses():
             if isinstance(node, ast.ImportFrom) and node.module == "dagster_private":
                 used |= {a.name for a in node.names}
     assert used == set(dagster_private.__all__)
+
+
+def test_a_stopping_build_cancels_a_retry_the_daemon_submits_after_it_was_cancelled(tmp_path):
+    """The race CI met (test_slurm_failures: a run left in progress after the build stopped): the retry daemon makes
+    the retry, tags its parent, then submits the run object it holds. A stop that cancelled the retry in between saw
+    nothing more to wait for, and the daemon's submission started it again. The stop now passes once more after any
+    cancel, until a pass finds nothing unfinished."""
+    import uuid
+
+    import dagster as dg
+    from dagster._core.events import DagsterEvent, DagsterEventType
+
+    from shard_assets.execution.dagster_private import AUTO_RETRY_RUN_ID_TAG, WILL_RETRY_TAG
+    from shard_assets.execution.run_queue import BUILD_TAG, RunQueue
+
+    job, retry_id = dg.GraphDefinition("g").to_job(), str(uuid.uuid4())
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        queue = RunQueue(instance, None, {}, None)  # type: ignore[arg-type]  # abandon needs the instance only
+        tags = {BUILD_TAG: queue.build_id}
+        parent = instance.create_run_for_job(job, tags={**tags, WILL_RETRY_TAG: "true"})
+        instance.report_run_failed(parent)
+        retry = instance.create_run_for_job(job, run_id=retry_id, tags=tags)  # made by the daemon: NOT_STARTED
+        instance.add_run_tags(parent.run_id, {AUTO_RETRY_RUN_ID_TAG: retry_id})
+        cancel, submitted = queue._cancel, []
+
+        def cancel_then_the_daemon_submits(run):  # the daemon's submission lands right after the first cancel
+            cancel(run)
+            if run.run_id == retry_id and not submitted:
+                starting = DagsterEvent(DagsterEventType.RUN_STARTING.value, job_name=retry.job_name)  # its stale copy
+                instance.report_dagster_event(starting, run_id=retry_id)
+                submitted.append(run.run_id)
+
+        queue._cancel = cancel_then_the_daemon_submits  # type: ignore[method-assign]
+        queue.abandon()
+        assert submitted == [retry_id]
+        assert instance.get_run_by_id(retry_id).status == dg.DagsterRunStatus.CANCELED

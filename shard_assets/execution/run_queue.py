@@ -340,7 +340,7 @@ class RunQueue:
         """The runs a stopping build leaves unfinished are cancelled (their Slurm jobs too), never left STARTING or
         QUEUED for a daemon to launch or an hour's start timeout to fail: every unfinished run of this build, and the
         retries the daemon still creates for failures it announced as retried (within seconds; waited for up to
-        ABANDON_SECONDS). Best effort: the database may be gone."""
+        ABANDON_SECONDS), until a pass finds none left. Best effort: the database may be gone."""
         deadline = time.monotonic() + ABANDON_SECONDS
         while True:
             try:
@@ -348,9 +348,9 @@ class RunQueue:
             except Exception as exc:  # the database is gone: nothing more can be cancelled
                 print(f"warning: could not list this build's runs ({type(exc).__name__})", file=sys.stderr, flush=True)
                 return
-            for run in runs:
-                if not run.is_finished:
-                    self._cancel(run)
+            unfinished = [run for run in runs if not run.is_finished]
+            for run in unfinished:
+                self._cancel(run)
             coming = [
                 r
                 for r in runs
@@ -358,7 +358,9 @@ class RunQueue:
                 and r.tags.get(WILL_RETRY_TAG) == "true"
                 and AUTO_RETRY_RUN_ID_TAG not in r.tags
             ]
-            if not coming or time.monotonic() > deadline:
+            # one more pass after any cancel: the retry daemon submits the retry it made from the run it holds, so a
+            # retry cancelled between its making and its submission is queued again
+            if (not coming and not unfinished) or time.monotonic() > deadline:
                 return
             time.sleep(POLL_SECONDS)  # the daemon creates an announced retry within seconds; bounded by the deadline
 
