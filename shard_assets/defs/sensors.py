@@ -22,7 +22,7 @@ from .raw_documents import raw_documents
 from .resources import DatasetResource, StoreResource
 from .splits import splits
 from .tokenized_shards import tokenized_shards
-from .tokenizer import keeps_token_ids
+from .tokenizer import keeps_token_ids, tokenizer
 
 TICK_BUDGET = DiscoveryBudget(max_files=20_000, seconds=20.0)  # well inside Dagster's 60 s tick deadline
 # Automation evaluates every 30 s: a publish of new parts it has not started three ticks after they were tokenized, it
@@ -88,9 +88,9 @@ def raw_files_sensor(
     content) and requests tokenize runs of up to 32 adjacent new or changed partitions and 1 GiB of source
     (raw documents only until a tokenizer exists); the next tick resumes where this one stopped. A removal
     alone requests a dedup run; tokenized partitions a publish missed, a publish."""
-    objects = store.store()
+    objects, spec = store.store(), dataset.spec()
     step, records = discovery_step(
-        context.instance, objects, dataset.spec(), DiscoveryCursor.from_json(context.cursor), TICK_BUDGET
+        context.instance, objects, spec, DiscoveryCursor.from_json(context.cursor), TICK_BUDGET
     )
     selection = None if has_tokenizer(objects) else [raw_documents.key, dedup.key]
     order = context.instance.get_dynamic_partitions(RAW_FILES)
@@ -99,7 +99,7 @@ def raw_files_sensor(
         run_request(run, records, selection)
         for run in contiguous_runs(step.changed, order, PARTITIONS_PER_RUN, sizes, RUN_BYTES)
     ]
-    if step.removed and not step.changed and records and dataset.spec().dedup.enabled:
+    if step.removed and not step.changed and records and spec.dedup.enabled:
         requests.append(removal_request(step.removed, next(k for k in order if k in records)))
     if not step.changed and (publish := missed_publish(context.instance, objects, records)):
         requests.append(publish)
@@ -109,5 +109,5 @@ def raw_files_sensor(
     )
     events = []  # say on the tokenizer whether materialising it now would replace it (the sensor's runs keep it)
     if (step.changed or step.removed) and has_tokenizer(objects):
-        events.append(keeps_token_ids(objects, dataset.spec()))
+        events.append(dg.AssetCheckEvaluation(asset_key=tokenizer.key, **keeps_token_ids(objects, spec, records)))
     return dg.SensorResult(run_requests=requests, cursor=step.cursor.to_json(), asset_events=events)

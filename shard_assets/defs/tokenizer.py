@@ -1,12 +1,15 @@
 """Asset tokenizer: a pretrained tokenizer or a BPE trained on the raw documents, stored under its
 fingerprint and made the store's current tokenizer (the pointer record every later asset reads)."""
 
+from typing import Any
+
 import dagster as dg
 
 from ..lib.errors import TokenizerError
 from ..lib.layout import tokenizer_key
 from ..lib.raw_writer import current_raws
 from ..lib.discovery import registered
+from ..lib.records import PartitionRecord
 from ..lib.spec import DatasetSpec
 from ..lib.state import registered_partitions
 from ..lib.store import ObjectStore
@@ -35,17 +38,18 @@ KEEPS_TOKEN_IDS_TEXT = (
 )
 
 
-def keeps_token_ids(objects: ObjectStore, spec: DatasetSpec) -> dg.AssetCheckEvaluation:
-    """The keeps_token_ids evaluation now: a warning naming the change and how to keep the current tokenizer."""
-    forecast = tokenizer_forecast(objects, spec.tokenizer, registered(objects, spec))
-    return dg.AssetCheckEvaluation(
-        asset_key=dg.AssetKey("tokenizer"),
-        check_name=KEEPS_TOKEN_IDS,
-        passed=forecast is None,
-        severity=dg.AssetCheckSeverity.WARN,
-        description=forecast or "materialising tokenizer now keeps the current one: token ids unchanged",
-        metadata={"forecast": forecast or "kept"},
-    )
+def keeps_token_ids(objects: ObjectStore, spec: DatasetSpec, records: dict[str, PartitionRecord]) -> dict[str, Any]:
+    """The keeps_token_ids result now, given the registered partitions: a warning naming the change and how to keep the
+    current tokenizer. As the fields an AssetCheckResult (the asset's) and an AssetCheckEvaluation (the sensor's)
+    share."""
+    forecast = tokenizer_forecast(objects, spec.tokenizer, records)
+    return {
+        "check_name": KEEPS_TOKEN_IDS,
+        "passed": forecast is None,
+        "severity": dg.AssetCheckSeverity.WARN,
+        "description": forecast or "materialising tokenizer now keeps the current one: token ids unchanged",
+        "metadata": {"forecast": forecast or "kept"},
+    }
 
 
 @dg.asset(
@@ -84,8 +88,9 @@ def tokenizer(
     else:
         text, record = build_tokenizer(spec.tokenizer, training_texts(objects, raws, reads))
     change = tokenizer_change(objects, current_record(objects), record)
+    records = registered(objects, spec)
     if reads.started:  # what it was trained on, so a later build can tell beforehand whether it would train another
-        store_training_sample(objects, record.fingerprint, reads.sample(registered(objects, spec)))
+        store_training_sample(objects, record.fingerprint, reads.sample(records))
     store_tokenizer(objects, text, record)
     if change:
         context.log.warning(change)
@@ -97,18 +102,9 @@ def tokenizer(
         if spec.tokenizer.kind == "train_bpe"
         else f"tokenizer {record.name} ({record.fingerprint}) made current"
     )
-    kept = keeps_token_ids(objects, spec)
     return dg.MaterializeResult(
         data_version=dg.DataVersion(record.fingerprint),
-        check_results=[
-            dg.AssetCheckResult(
-                check_name=KEEPS_TOKEN_IDS,
-                passed=kept.passed,
-                severity=kept.severity,
-                description=kept.description,
-                metadata=kept.metadata,
-            )
-        ],
+        check_results=[dg.AssetCheckResult(**keeps_token_ids(objects, spec, records))],
         metadata={
             "fingerprint": record.fingerprint,
             "name": record.name,

@@ -164,8 +164,7 @@ class MixtureStream:
         if epoch == p.epoch + 1 and self.plan(p).total_batches == 0:
             start = p.served
         else:
-            g = self.batch_size * self.world.world_size
-            start = p.epoch_start + (epoch - p.epoch) * -(-self.epoch_samples // g) * g
+            start = p.epoch_start + (epoch - p.epoch) * self._epoch_length(self.batch_size * self.world.world_size)
         segments = self.segments
         if start < segments.origin:
             raise ArgumentError(

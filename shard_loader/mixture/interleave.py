@@ -444,10 +444,10 @@ class Walker:
         if position < state.start:
             raise ValueError(f"position {position} is before the block starting at {state.start}")
         segment = segments.segment(position)
+        first, epoch = segments.start(segment), segments.epoch(segment)
         if segments.segment(state.start) != segment:
-            state = segments.start(segment)
-        first, epoch = segments.start(segment).start, segments.epoch(segment)
-        target = first + min((position - first) // epoch.block, epoch.blocks) * epoch.block
+            state = first
+        target = first.start + min((position - first.start) // epoch.block, epoch.blocks) * epoch.block
         if target in self._known:
             return self._known[target]
         current, picks = state, None
