@@ -330,7 +330,7 @@ def test_a_missing_or_unreadable_tokenizer_file_is_one_line_naming_the_path(tmp_
         TokenizerError, match=f"^\\[tokenizer\\].path {tmp_path}/binary.json: cannot be read as UTF-8 text"
     ):
         build(tmp_path / "binary.json")
-    with pytest.raises(TokenizerError, match=f"^\\[tokenizer\\].path {tmp_path}: cannot be read"):
+    with pytest.raises(TokenizerError, match=f"^\\[tokenizer\\].path {tmp_path}: a folder, not a tokenizer.json"):
         build(tmp_path)
     with pytest.raises(TokenizerError, match=r"has no token '<eos>'; set \[tokenizer\].eod_token"):
         build(_tokenizer_file(tmp_path), eod="<eos>")

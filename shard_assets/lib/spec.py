@@ -18,6 +18,7 @@ from .encoders import ON_MISMATCH
 from .presets import PRESETS
 from .errors import SpecError
 from .settings import DEFAULT_SPEC
+from .user_files import read_user_file
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -297,17 +298,12 @@ def load_spec(path: str | Path) -> DatasetSpec:
             "no dataset spec given: pass --spec FILE or set SHARD_DATASET_SPEC (`shard-assets demo` writes one)"
         )
     path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        hint = (
-            "run `shard-assets demo` to write the demo spec there"
-            if path.as_posix().endswith(DEFAULT_SPEC)
-            else "check --spec or SHARD_DATASET_SPEC"
-        )
-        raise SpecError(f"{path}: dataset spec file not found; {hint}") from None
-    except IsADirectoryError:
-        raise SpecError(f"{path}: a folder, not a dataset spec file; name the spec's .toml file") from None
+    hint = (
+        "run `shard-assets demo` to write the demo spec there"
+        if path.as_posix().endswith(DEFAULT_SPEC)
+        else "check --spec or SHARD_DATASET_SPEC"
+    )
+    text = read_user_file(path, str(path), "a dataset spec file", f"dataset spec file not found; {hint}", SpecError)
     return spec_from_text(text, path)
 
 

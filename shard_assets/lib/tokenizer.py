@@ -20,6 +20,7 @@ from .layout import CURRENT_TOKENIZER_KEY, tokenizer_info_key, tokenizer_key, tr
 from .records import PartitionRecord, RawRecord, TokenizerRecord, TrainingSample, find_record, to_json
 from .store import ObjectStore
 from .spec import TokenizerSpec
+from .user_files import read_user_file
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -111,14 +112,8 @@ def read_tokenizer_file(path: str, eod_token: str) -> tuple[str, Tokenizer, int]
     """A `tokenizer.json` used as is: (its exact text, tokenizers.Tokenizer, eod id). Every failure is one line
     naming `[tokenizer].path` and the file."""
     where = f"[tokenizer].path {path}"
-    try:
-        text = Path(path).expanduser().read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise TokenizerError(
-            f"{where}: no such file; give the path of a tokenizer.json (relative to the spec's folder)"
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TokenizerError(f"{where}: cannot be read as UTF-8 text ({' '.join(str(exc).split())[:200]})") from None
+    missing = "no such file; give the path of a tokenizer.json (relative to the spec's folder)"
+    text = read_user_file(Path(path), where, "a tokenizer.json", missing, TokenizerError)
     try:
         tok = load_tokenizer(text)
     except Exception as exc:  # tokenizers raises a bare Exception on any malformed file

@@ -14,6 +14,7 @@ from shard_loader.format import SPLITS
 
 from ..errors import SpecError
 from ..spec import SPEC_NAME, check_choice, spec_record, uri_scheme
+from ..user_files import read_user_file
 
 # How many tokens one mixture epoch serves, per split, when the spec gives no budget for that split:
 # "first_exhausted": until the first component (the largest weight for its size) has served one pass of its own
@@ -159,14 +160,10 @@ def parse_mixture_spec(data: dict[str, Any], origin: str, base: Path | None = No
 def load_mixture_spec(path: str | Path) -> MixtureSpec:
     """Read and validate a mixture spec file."""
     path = Path(path)
+    missing = "mixture spec file not found; check --spec or the folder SHARD_MIXTURE_SPECS"
+    text = read_user_file(path, str(path), "a mixture spec file", missing, SpecError)
     try:
-        data = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise SpecError(
-            f"{path}: mixture spec file not found; check --spec or the folder SHARD_MIXTURE_SPECS"
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"{path}: cannot read the mixture spec ({exc})") from None
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{path}: not valid TOML ({exc})") from None
     return parse_mixture_spec(data, str(path), path.resolve().parent)
