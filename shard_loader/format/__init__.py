@@ -14,6 +14,7 @@ from .keys import (
     versioned_key,
 )
 from .entries import FileRef, ShardEntry
+from .fields import parse_json
 from .manifest import (
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -21,7 +22,6 @@ from .manifest import (
     Manifest,
     SplitInfo,
     TokenizerInfo,
-    parse_json,
     parse_manifest,
     token_dtype_for,
 )

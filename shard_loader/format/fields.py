@@ -7,11 +7,13 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Collection
 from typing import Any
 
 from ..errors import ManifestError
 
 SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+MAX_DEPTH = 64  # levels of JSON nesting a published document may use
 
 
 def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -26,6 +28,42 @@ def loads(raw: bytes | str) -> Any:
     """`json.loads` that refuses a key written twice in one object (read last-wins, a forged second `components` or
     split would be served unseen): a ValueError naming the key, as for any other invalid JSON."""
     return json.loads(raw, object_pairs_hook=_unique)
+
+
+def parse_json(raw: bytes | str, origin: str) -> Any:
+    """Parse a JSON document no deeper than MAX_DEPTH (deeper nesting exhausts Python's recursion when it is
+    printed), each key once per object."""
+    try:
+        doc = loads(raw)
+    except RecursionError:
+        raise ManifestError(
+            f"{origin}: nests deeper than Python can parse; a manifest nests at most {MAX_DEPTH} levels"
+        ) from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ManifestError(f"{origin}: not valid JSON ({exc})") from None
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ManifestError(
+                f"{origin}: nests deeper than {MAX_DEPTH} levels; a manifest or lineage file nests far less"
+            )
+        children = value.values() if isinstance(value, dict) else value
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return doc
+
+
+def format_version(doc: Any, origin: str, name: str, readable: Collection[int]) -> int:
+    """The document's `format_version`, once its `format` is `name` and this reader knows the version."""
+    if field(doc, "format", str, origin) != name:
+        raise ManifestError(f"{origin}: format is {doc['format']!r}, expected {name!r}")
+    version: int = field(doc, "format_version", int, origin)
+    if version not in readable:
+        raise ManifestError(
+            f"{origin}: format_version {version} is not supported (this reader knows {list(readable)}); "
+            "upgrade shard_loader"
+        )
+    return version
 
 
 def field(obj: Any, name: str, kind: type | tuple[type, ...], where: str) -> Any:

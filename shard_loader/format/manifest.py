@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import IntegrityError, ManifestError
 from .entries import FileRef, ShardEntry
-from .fields import SHA256_HEX as _SHA256, count as _count, field as _get, loads
+from .fields import SHA256_HEX as _SHA256, count as _count, field as _get, format_version, parse_json
 from .keys import LINEAGE_DIR, TABLES_DIR, check_key
 from .table import ShardTable
 
@@ -26,7 +26,6 @@ FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 CREATED_AT_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # UTC
 TOKEN_DTYPES = {"uint16": 2, "uint32": 4}
-MAX_DEPTH = 64  # levels of JSON nesting a manifest or lineage file may use
 
 Reader = Callable[[FileRef], bytes]  # the bytes of a published file (a store's read); checked here against the ref
 
@@ -244,29 +243,6 @@ def _check_splits_disjoint(tables: dict[str, ShardTable]) -> None:
         seen[name] = set(keys)
 
 
-def parse_json(raw: bytes | str, origin: str) -> Any:
-    """Parse a JSON document no deeper than MAX_DEPTH (deeper nesting exhausts Python's recursion when it is
-    printed), each key once per object."""
-    try:
-        doc = loads(raw)
-    except RecursionError:
-        raise ManifestError(
-            f"{origin}: nests deeper than Python can parse; a manifest nests at most {MAX_DEPTH} levels"
-        ) from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ManifestError(f"{origin}: not valid JSON ({exc})") from None
-    stack: list[tuple[Any, int]] = [(doc, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise ManifestError(
-                f"{origin}: nests deeper than {MAX_DEPTH} levels; a manifest or lineage file nests far less"
-            )
-        children = value.values() if isinstance(value, dict) else value
-        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
-    return doc
-
-
 def _file(obj: Any, where: str) -> FileRef:
     key = check_key(_get(obj, "key", str, where), f"{where}.key")
     sha = _get(obj, "sha256", str, where)
@@ -296,14 +272,7 @@ def _shard(obj: Any, where: str, itemsize: int) -> ShardEntry:
 def parse_manifest(raw: bytes | str, origin: str = "manifest") -> Manifest:
     """Parse and validate a manifest document; `origin` names it in every error."""
     doc = parse_json(raw, origin)
-    if _get(doc, "format", str, origin) != FORMAT_NAME:
-        raise ManifestError(f"{origin}: format is {doc['format']!r}, expected {FORMAT_NAME!r}")
-    version = _get(doc, "format_version", int, origin)
-    if version not in READABLE_VERSIONS:
-        raise ManifestError(
-            f"{origin}: format_version {version} is not supported (this reader knows {list(READABLE_VERSIONS)}); "
-            "upgrade shard_loader"
-        )
+    version = format_version(doc, origin, FORMAT_NAME, READABLE_VERSIONS)
     dtype = _get(doc, "token_dtype", str, origin)
     if dtype not in TOKEN_DTYPES:
         raise ManifestError(f"{origin}.token_dtype: {dtype!r} is not one of {sorted(TOKEN_DTYPES)}")

@@ -12,10 +12,10 @@ from typing import Any
 
 from ..errors import ManifestError
 from .entries import FileRef
-from .fields import SHA256_HEX, count, counts, text
+from .fields import SHA256_HEX, count, counts, format_version, parse_json, text
 from .fields import field as get_field
 from .keys import check_key
-from .manifest import TOKEN_DTYPES, Manifest, parse_json
+from .manifest import TOKEN_DTYPES, Manifest
 
 MIXTURE_FORMAT = "shard-mixture"
 MIXTURE_FORMAT_VERSION = 1
@@ -157,14 +157,7 @@ def _component(obj: Any, where: str) -> Component:
 def parse_mixture(raw: bytes | str, origin: str = "mixture") -> MixtureFile:
     """Parse and validate a mixture file; `origin` (its URL) names it in every error."""
     doc = parse_json(raw, origin)  # nesting bounded, as a manifest's
-    if get_field(doc, "format", str, origin) != MIXTURE_FORMAT:
-        raise ManifestError(f"{origin}: format is {doc['format']!r}, expected {MIXTURE_FORMAT!r}")
-    version = get_field(doc, "format_version", int, origin)
-    if version not in MIXTURE_VERSIONS:
-        raise ManifestError(
-            f"{origin}: format_version {version} is not supported (this reader knows {list(MIXTURE_VERSIONS)}); "
-            "upgrade shard_loader"
-        )
+    format_version(doc, origin, MIXTURE_FORMAT, MIXTURE_VERSIONS)
     mix = get_field(doc, "mixture", dict, origin)
     tok = get_field(doc, "tokenizer", dict, origin)
     tokenizer = MixtureTokenizer(
