@@ -96,6 +96,11 @@ def _environment(entries: Sequence[str]) -> tuple[tuple[str, ...], dict[str, str
     return tuple(dict.fromkeys(names)), values
 
 
+def _option(source: Any, default: Any, description: str) -> Field:
+    """An optional setting of the launcher's config (dagster.yaml's run_launcher.config)."""
+    return Field(source, is_required=False, default_value=default, description=description)
+
+
 class SlurmRunLauncher(RunLauncher, ConfigurableClass):
     """Launches each run as a Slurm batch job; see the module docstring and deploy/slurm/dagster.yaml."""
 
@@ -124,67 +129,31 @@ class SlurmRunLauncher(RunLauncher, ConfigurableClass):
     @classmethod
     def config_type(cls) -> dict[str, Field]:
         return {
-            "partition": Field(
-                StringSource,
-                is_required=False,
-                default_value="",
-                description="sbatch --partition; empty: the cluster's default partition",
-            ),
-            "cpus_per_task": Field(
-                IntSource,
-                is_required=False,
-                default_value=1,
-                description="sbatch --cpus-per-task: a run tokenizes on one core",
-            ),
-            "mem": Field(
-                StringSource,
-                is_required=False,
-                default_value="",
-                description="sbatch --mem (per node), e.g. 4G; empty: the partition's default",
-            ),
-            "time_limit": Field(
-                StringSource,
-                is_required=False,
-                default_value="",
-                description="sbatch --time, e.g. 4:00:00; empty: the partition's default",
-            ),
-            "sbatch_args": Field(
+            "partition": _option(StringSource, "", "sbatch --partition; empty: the cluster's default partition"),
+            "cpus_per_task": _option(IntSource, 1, "sbatch --cpus-per-task: a run tokenizes on one core"),
+            "mem": _option(StringSource, "", "sbatch --mem (per node), e.g. 4G; empty: the partition's default"),
+            "time_limit": _option(StringSource, "", "sbatch --time, e.g. 4:00:00; empty: the partition's default"),
+            "sbatch_args": _option(Array(StringSource), [], "more sbatch flags, e.g. --account=data or --qos=low"),
+            "env_vars": _option(
                 Array(StringSource),
-                is_required=False,
-                default_value=[],
-                description="more sbatch flags, e.g. --account=data or --qos=low",
+                [],
+                "variables the job gets: NAME (its value in the launcher's environment) or NAME=value; no other "
+                "variable reaches the job",
             ),
-            "env_vars": Field(
-                Array(StringSource),
-                is_required=False,
-                default_value=[],
-                description="variables the job gets: NAME (its value in the launcher's environment) or NAME=value; no "
-                "other variable reaches the job",
+            "job_setup": _option(
+                Array(StringSource), [], "shell lines the job runs first, e.g. `module load python/3.11`"
             ),
-            "job_setup": Field(
-                Array(StringSource),
-                is_required=False,
-                default_value=[],
-                description="shell lines the job runs first, e.g. `module load python/3.11`",
+            "python": _option(
+                StringSource, "", "the Python on the nodes with this project installed; empty: the code location's own"
             ),
-            "python": Field(
+            "scratch_dir": _option(
                 StringSource,
-                is_required=False,
-                default_value="",
-                description="the Python on the nodes with this project installed; empty: the code location's own",
+                "",
+                "node-local folder under which each job makes and removes its scratch dir (%n: the node's name); "
+                "empty: $TMPDIR, else /tmp",
             ),
-            "scratch_dir": Field(
-                StringSource,
-                is_required=False,
-                default_value="",
-                description="node-local folder under which each job makes and removes its scratch dir (%n: the node's "
-                "name); empty: $TMPDIR, else /tmp",
-            ),
-            "output": Field(
-                StringSource,
-                is_required=False,
-                default_value="",
-                description="sbatch --output (%j: the job id); empty: Slurm's slurm-%j.out in /tmp",
+            "output": _option(
+                StringSource, "", "sbatch --output (%j: the job id); empty: Slurm's slurm-%j.out in /tmp"
             ),
         }
 
