@@ -6,9 +6,9 @@ import hashlib
 import os
 from pathlib import Path
 
-from ..errors import IntegrityError, MissingFileError, StoreError
+from ..errors import IntegrityError, StoreError
 from ..format import FileRef
-from ..format.shard import open_regular as open_plain
+from ..format.shard import copy_errors, open_regular as open_plain
 from .files import CachePath
 
 
@@ -48,14 +48,8 @@ def check_open_file(fd: int, ref: FileRef, where: str | Path | CachePath) -> os.
 def verify_file(path: str | Path | CachePath, ref: FileRef) -> os.stat_result:
     """Raise IntegrityError naming the key unless the file has the manifest's size and sha256 (MissingFileError if it is
     gone); the file's status as it was verified."""
-    try:
+    with copy_errors(path, ref.key, StoreError):
         fd = open_regular(path)
-    except FileNotFoundError:
-        raise MissingFileError(
-            f"{ref.key}: no file at {path}; it was deleted (a version removed by gc?) or never copied"
-        ) from None
-    except OSError as exc:
-        raise StoreError(f"{ref.key}: cannot read {path} ({exc.strerror})") from None
     try:
         return check_open_file(fd, ref, path)
     finally:

@@ -18,13 +18,15 @@ import mmap
 import os
 import re
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 
-from ..errors import MissingFileError, ShardFormatError, UnsafeFileError
+from ..errors import MissingFileError, ShardFormatError, ShardLoaderError, UnsafeFileError
 from .entries import ShardEntry
 from .keys import shard_content_hash
 
@@ -59,15 +61,23 @@ def open_regular(path: str | Path) -> int:
     return fd
 
 
-def _open(path: str | Path, key: str) -> BinaryIO:
+@contextmanager
+def copy_errors(path: object, key: str, unreadable: type[ShardLoaderError]) -> Iterator[None]:
+    """Opening the local copy of the published file `key`: absent is a MissingFileError naming both, any other failure
+    an `unreadable` one."""
     try:
-        return os.fdopen(open_regular(path), "rb")
+        yield
     except FileNotFoundError:
         raise MissingFileError(
-            f"{key}: no file at {path}; it was deleted under this reader (a version removed by gc?) or never copied"
+            f"{key}: no file at {path}; it was deleted (a version removed by gc?) or never copied"
         ) from None
     except OSError as exc:
-        raise ShardFormatError(f"{key}: cannot read {path} ({exc.strerror})") from None
+        raise unreadable(f"{key}: cannot read {path} ({exc.strerror})") from None
+
+
+def _open(path: str | Path, key: str) -> BinaryIO:
+    with copy_errors(path, key, ShardFormatError):
+        return os.fdopen(open_regular(path), "rb")
 
 
 # What numpy writes as a `.npy` header: `{'descr': ..., 'fortran_order': ..., 'shape': (...), }`, padded with spaces to
