@@ -90,7 +90,7 @@ def release_killed_runs(instance: dg.DagsterInstance) -> list[str]:
         filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED])
     ):
         host, pid = (run.tags.get(t) for t in BUILD_TAGS)
-        if host != socket.gethostname() or not pid or _alive(int(pid)):
+        if host != socket.gethostname() or not pid or process_alive(int(pid)):
             continue
         instance.report_run_failed(
             run,
@@ -101,7 +101,8 @@ def release_killed_runs(instance: dg.DagsterInstance) -> list[str]:
     return released
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process of this number runs on this host (one of another user counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

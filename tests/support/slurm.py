@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from shard_assets.execution.local import process_alive
 
 from tests.support.seaweedfs import _free_ports
 
@@ -216,7 +217,7 @@ PartitionName={self.partition} Nodes={",".join(NODES)} Default=YES MaxTime=INFIN
                 continue
             if path.name == "munged.pid":
                 _signal(pid, signal.SIGTERM)
-            while _alive(pid) and time.monotonic() < deadline:
+            while process_alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.2)  # waiting for a daemon's orderly exit, bounded above
             _signal(pid, signal.SIGKILL)
 
@@ -226,14 +227,6 @@ def _pid(path: Path) -> int | None:
         return int(path.read_text().split()[0])
     except (FileNotFoundError, ValueError, IndexError):
         return None
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _signal(pid: int, sig: int) -> None:
