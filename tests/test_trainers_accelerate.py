@@ -15,7 +15,7 @@ import pytest
 from shard_loader import TokenDataset
 from tests.support.mixture_files import Part, digests_of, write_component, write_mixture
 from tests.support.patience import HUNG
-from tests.support.positional import write_positional
+from tests.support.positional import positional_dataset
 from tests.support.training import torchrun
 
 pytestmark = pytest.mark.system
@@ -28,9 +28,7 @@ PARTS = [Part("web", (900,) * 6, 0.6, 0), Part("code", (700,) * 6, 0.3, 1), Part
 
 @pytest.fixture(scope="module")
 def url(tmp_path_factory):
-    root = tmp_path_factory.mktemp("positional")
-    write_positional(root, SIZES)
-    return str(root)
+    return positional_dataset(tmp_path_factory, SIZES)
 
 
 @pytest.fixture(scope="module")
