@@ -7,7 +7,7 @@ import torch
 
 from shard_loader import TokenDataset
 from shard_loader.torch_dataset import TokenDataLoader, TorchTokenDataset
-from tests.support.mixture_files import Part, samples_of, write_component, write_mixture
+from tests.support.mixture_files import Part, samples_of, write_components, write_mixture
 
 pytestmark = pytest.mark.integration
 
@@ -18,9 +18,7 @@ OPTS = dict(seq_len=16, batch_size=2, seed=5, window_shards=2)
 
 @pytest.fixture(scope="module")
 def url(tmp_path_factory):
-    root = tmp_path_factory.mktemp("mixture")
-    for part in PARTS:
-        write_component(root, part)
+    root = write_components(tmp_path_factory.mktemp("mixture"), PARTS)
     return write_mixture(root, "blend", PARTS, tokens_per_epoch=4_000)
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from shard_loader import TokenDataset
-from tests.support.mixture_files import Part, digests_of, write_component, write_mixture
+from tests.support.mixture_files import Part, digests_of, write_components, write_mixture
 from tests.support.patience import HUNG
 from tests.support.positional import positional_dataset
 from tests.support.training import torchrun
@@ -33,9 +33,7 @@ def url(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def mixture(tmp_path_factory):
-    root = tmp_path_factory.mktemp("mixture")
-    for part in PARTS:
-        write_component(root, part)
+    root = write_components(tmp_path_factory.mktemp("mixture"), PARTS)
     return write_mixture(root, "blend", PARTS, tokens_per_epoch=4_000)
 
 
