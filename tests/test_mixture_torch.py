@@ -2,6 +2,8 @@
 `component`, the delivered stream is the numpy stream for any worker count, persistent workers follow set_epoch, and a
 state saved mid-epoch resumes with another worker count; a kept batch (tokens and components) is never overwritten."""
 
+from itertools import islice
+
 import pytest
 import torch
 
@@ -46,11 +48,7 @@ def test_the_dataloader_stream_is_the_numpy_stream_with_components(url, workers,
 def test_a_state_saved_mid_epoch_resumes_with_another_worker_count(url):
     ds = TorchTokenDataset(url, batches_per_transfer=4, **OPTS)
     loader = TokenDataLoader(ds, num_workers=3, persistent_workers=True)
-    head = []
-    for batch in loader:
-        head.append(_rows(batch))
-        if len(head) == 41:
-            break
+    head = [_rows(b) for b in islice(loader, 41)]
     state = loader.state_dict()
     assert state["served"] == 82
     resumed = TokenDataLoader(TorchTokenDataset(url, batches_per_transfer=2, **OPTS), num_workers=1)
