@@ -10,7 +10,6 @@ swaps over a throttled link."""
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from shard_loader import TokenDataset
 
 from .datasets import make_dataset
 from .machine import PEAK_RSS_SNIPPET
+from .run import write_result
 from .sizes import Size, get_size
 
 B, S = 8, 2048
@@ -416,10 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, default=Path(__file__).parent / "results" / "work" / "loader")
     args = parser.parse_args(argv)
     result = run(int(args.size) if args.size.isdigit() else args.size, args.work)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    for row in result["summary"]:
-        print(f"{row['figure']:<58} {row['value']:<60} {row.get('target', '')}")
+    write_result(args.out, result, (58, 60))
     return 0
 
 

@@ -6,7 +6,6 @@ repetitions; medians (min-max) of per-repetition ratios, and the trainer's main-
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -19,6 +18,7 @@ from shard_loader import TokenDataset
 
 from .datasets import make_dataset
 from .machine import machine_info
+from .run import write_result
 from .sizes import Size, get_size
 
 B, S = 8, 2048
@@ -177,10 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     before = os.getloadavg()[0]
     result = run(args.size, args.work, args.reps)
     result.update(machine=machine_info(), load_average=[round(before, 1), round(os.getloadavg()[0], 1)])
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
-    for row in result["summary"]:
-        print(f"{row['figure']:<70} {row['value']:<70} {row.get('target', '')}")
+    write_result(args.out, result, (70, 70))
     return 0
 
 

@@ -291,6 +291,16 @@ def _hash_npy(path: Path, repetitions: int) -> dict:
     return {"bytes": path.stat().st_size, "seconds": seconds}
 
 
+def _alone(encoder, batches: list, outputs: dict[str, list]):
+    """A variant: the encoder alone over every batch, its encodings kept in `outputs` under its name."""
+
+    def encode_all():
+        outputs[encoder.name] = [encoder.encode(b) for b in batches]
+        return sum(int(e.lengths.sum()) for e in outputs[encoder.name])
+
+    return encode_all
+
+
 def _interleaved(variants: dict, repetitions: int) -> dict[str, list[float]]:
     """Tokens per second of each variant (a call returning its tokens), every one once per repetition, the order
     rotating."""
@@ -317,13 +327,6 @@ def measure(store_root: str, key: str, key_10x: str, tok_json: str, repetitions:
     outputs: dict[str, list] = {}
     published: dict[str, tuple] = {}
 
-    def alone(encoder):
-        def encode_all():
-            outputs[encoder.name] = [encoder.encode(b) for b in batches]
-            return sum(int(e.lengths.sum()) for e in outputs[encoder.name])
-
-        return encode_all
-
     def hot_path(raw_key, guarded=True):
         def publish():
             shards, guard = _publish(root, raw_key, engine, reference if guarded else engine, record, keep=guarded)
@@ -336,9 +339,9 @@ def measure(store_root: str, key: str, key_10x: str, tok_json: str, repetitions:
     engine_name = f"{engine.name} alone"
     candidate_name = f"{candidate.name} alone (not used)"
     variants = {
-        REFERENCE: alone(reference),
-        engine_name: alone(engine),
-        candidate_name: alone(candidate),
+        REFERENCE: _alone(reference, batches, outputs),
+        engine_name: _alone(engine, batches, outputs),
+        candidate_name: _alone(candidate, batches, outputs),
         HOT: hot_path(key),
         HOT_10X: hot_path(key_10x),
         HOT_10X_UNGUARDED: hot_path(key_10x, guarded=False),
@@ -399,13 +402,6 @@ def measure_mb(store_root: str, keys: list[str], tok_json: str, repetitions: int
     outputs: dict[str, list] = {}
     published: dict[str, tuple] = {}
 
-    def alone(encoder):
-        def encode_all():
-            outputs[encoder.name] = [encoder.encode(b) for b in batches]
-            return sum(int(e.lengths.sum()) for e in outputs[encoder.name])
-
-        return encode_all
-
     def asset(guarded):
         def publish_all():
             tokens = 0
@@ -422,8 +418,8 @@ def measure_mb(store_root: str, keys: list[str], tok_json: str, repetitions: int
     reference_name = f"{REFERENCE}, MB-document corpus"
     rates = _interleaved(
         {
-            reference_name: alone(reference),
-            engine_name: alone(engine),
+            reference_name: _alone(reference, batches, outputs),
+            engine_name: _alone(engine, batches, outputs),
             MB_ASSET: asset(True),
             MB_UNGUARDED: asset(False),
         },

@@ -45,6 +45,14 @@ def markdown(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def write_result(out: Path, result: dict, widths: tuple[int, int]) -> None:
+    """One benchmark's result as its `main` writes it, its summary printed in columns of `widths`."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    for row in result["summary"]:
+        print(f"{row['figure']:<{widths[0]}} {row['value']:<{widths[1]}} {row.get('target', '')}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__)
     parser.add_argument("--size", default="small", help="small, medium or large")

@@ -9,16 +9,14 @@ from shard_loader import ShardLoaderError, TokenDataset
 from shard_loader.arguments import ArgumentError, size_in_bytes
 from shard_loader.dataset import EmptyEpochError
 from shard_loader.world import World, WorldError, resolve_world
-from tests.support.positional import write_positional
+from tests.support.positional import positional_dataset
 
 SIZES = [300, 500, 400, 200]
 
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
-    root = tmp_path_factory.mktemp("positional")
-    write_positional(root, SIZES)
-    return str(root)
+    return positional_dataset(tmp_path_factory, SIZES)
 
 
 @pytest.mark.parametrize(

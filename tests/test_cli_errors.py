@@ -1,27 +1,19 @@
 """Common mistakes, run through the real `shard-assets` CLI: each gives one line saying what is wrong, where,
 and what to do, and exit status 2, before any expensive work; --debug gives the traceback instead."""
 
-import os
 import re
 import subprocess
 import sys
 
 import pytest
+from tests.support.mixtures import shard_assets
 from tests.support.patience import HUNG
 
 pytestmark = pytest.mark.integration
 
 
 def _cli(*args: str, cwd=None, **extra: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "DAGSTER_HOME": str(cwd or "."), "SHARD_DATASET_SPEC": "", **extra}
-    return subprocess.run(
-        [sys.executable, "-m", "shard_assets.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=HUNG,
-    )
+    return shard_assets(list(args), cwd, cwd or ".", HUNG, {"SHARD_DATASET_SPEC": "", **extra})
 
 
 def _one_line_error(out: subprocess.CompletedProcess, pattern: str) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from shard_loader import TokenDataset
 from tests.support.dist_reader import OPTIONS
-from tests.support.positional import samples_of, write_positional
+from tests.support.positional import positional_dataset, samples_of
 from tests.support.patience import HUNG
 from tests.support.training import torchrun
 
@@ -26,9 +26,7 @@ NUMPY_OPTIONS = {k: v for k, v in OPTIONS.items() if k != "batches_per_transfer"
 
 @pytest.fixture(scope="module")
 def url(tmp_path_factory):
-    root = tmp_path_factory.mktemp("positional")
-    write_positional(root, SIZES)
-    return str(root)
+    return positional_dataset(tmp_path_factory, SIZES)
 
 
 def _torchrun(url, out, world, workers, method, run, every=0, kill_at=0):

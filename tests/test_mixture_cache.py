@@ -7,7 +7,7 @@ import pytest
 from shard_loader import DiskBudgetError, TokenDataset
 from shard_loader.cache.eviction import cache_usage  # the files on disk, measured as the cache measures them
 from tests.support.http_server import FolderServer
-from tests.support.mixture_files import Part, samples_of, write_component, write_mixture
+from tests.support.mixture_files import Part, samples_of, write_components, write_mixture
 
 pytestmark = pytest.mark.integration
 
@@ -17,9 +17,7 @@ OPTS = dict(seq_len=16, batch_size=2, seed=3, window_shards=2)
 
 
 def test_components_share_one_budget_and_it_holds_while_all_rotate(tmp_path):
-    store = tmp_path / "store"
-    for part in PARTS:
-        write_component(store, part)
+    store = write_components(tmp_path / "store", PARTS)
     url = write_mixture(store, "blend", PARTS, tokens_per_epoch=16_000)
     local = [samples_of(b, SIZES) for epoch in (0, 1) for b in _epoch(TokenDataset(url, **OPTS), epoch)]
     with FolderServer(store) as server:

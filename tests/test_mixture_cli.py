@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from tests.support.http_server import FolderServer
-from tests.support.mixture_files import Part, write_component, write_mixture
+from tests.support.mixture_files import Part, write_components, write_mixture
 
 pytestmark = pytest.mark.integration
 
@@ -23,9 +23,7 @@ def _run(*args):
 
 
 def test_info_fetch_verify_a_mixture(tmp_path):
-    store = tmp_path / "store"
-    for part in PARTS:
-        write_component(store, part)
+    store = write_components(tmp_path / "store", PARTS)
     url = write_mixture(store, "blend", PARTS, tokens_per_epoch=12_000)
     info = _run("info", url)
     assert info.returncode == 0, info.stderr

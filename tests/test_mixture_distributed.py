@@ -24,7 +24,7 @@ from tests.support.mixture_files import (
     digests_of,
     own_stream,
     samples_of,
-    write_component,
+    write_components,
     write_mixture,
 )
 from tests.support.mixtures import WEIGHTS as BUILT_WEIGHTS
@@ -42,9 +42,7 @@ NUMPY_OPTIONS = {k: v for k, v in OPTIONS.items() if k != "batches_per_transfer"
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    root = tmp_path_factory.mktemp("mixture-store")
-    for part in PARTS:
-        write_component(root, part)
+    root = write_components(tmp_path_factory.mktemp("mixture-store"), PARTS)
     write_mixture(root, "blend", PARTS, tokens_per_epoch=16_000)
     return root
 

@@ -19,7 +19,7 @@ from shard_assets.lib.mixture.audits import audit_mixture
 from shard_loader import ManifestError, TokenDataset
 from shard_loader.format import parse_mixture
 from shard_loader.format.mixture import MAX_COMPONENTS, MAX_TOKENS_PER_EPOCH
-from tests.support.mixture_files import VOCAB, Part, write_component, write_mixture
+from tests.support.mixture_files import VOCAB, Part, write_components, write_mixture
 from tests.support.patience import HUNG
 
 pytestmark = pytest.mark.integration
@@ -30,10 +30,7 @@ OPTS = dict(seq_len=16, batch_size=2)
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    root = tmp_path_factory.mktemp("store")
-    for part in PARTS:
-        write_component(root, part)
-    return root
+    return write_components(tmp_path_factory.mktemp("store"), PARTS)
 
 
 def _info(url: str) -> subprocess.CompletedProcess:

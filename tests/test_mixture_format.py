@@ -26,24 +26,11 @@ OPTIONAL = {
 
 
 def _mixture() -> MixtureFile:
+    web = FileRef("web/manifests/web-0.json", 1834, "ab" * 32)
+    code = FileRef("s3://bucket/code/manifests/code-1.json", 99, "cd" * 32)
     components = (
-        Component(
-            "web",
-            0.75,
-            FileRef("web/manifests/web-0.json", 1834, "ab" * 32),
-            "web",
-            "web-0",
-            {"train": 3000, "val": 30},
-        ),
-        Component(
-            "code",
-            0.25,
-            FileRef("s3://bucket/code/manifests/code-1.json", 99, "cd" * 32),
-            "code",
-            "code-1",
-            {"train": 100, "val": 5},
-            4.0,
-        ),
+        Component("web", 0.75, web, "web", "web-0", {"train": 3000, "val": 30}),
+        Component("code", 0.25, code, "code", "code-1", {"train": 100, "val": 5}, 4.0),
     )
     tokens = {"train": 4000, "val": 20}
     tokenizer = MixtureTokenizer("f" * 16, 300, 0, "uint16")

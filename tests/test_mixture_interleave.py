@@ -49,9 +49,7 @@ def _window_counts(comps, n, length):
 @settings(max_examples=150, deadline=None)
 @given(mixtures())
 def test_every_run_of_a_block_holds_floor_or_ceil_of_each_share(setup):
-    weights, block, blocks = setup
-    il, comps, ks, states = _stream(weights, block, blocks)
-    w = np.asarray(weights)
+    w, block, comps = np.asarray(setup[0]), setup[1], _stream(*setup)[1]
     counts = _window_counts(comps, len(w), block)  # every offset, not only block starts
     assert np.all(np.abs(counts - w * block) < 1 + EPS)
 
@@ -59,9 +57,8 @@ def test_every_run_of_a_block_holds_floor_or_ceil_of_each_share(setup):
 @settings(max_examples=150, deadline=None)
 @given(mixtures())
 def test_long_runs_stay_exact_and_short_windows_close(setup):
-    weights, block, blocks = setup
-    il, comps, ks, states = _stream(weights, block, blocks)
-    w = np.asarray(weights)
+    _, comps, _, states = _stream(*setup)
+    w, block = np.asarray(setup[0]), setup[1]
     for j, state in enumerate(states):  # at each block boundary: within one sample of the share of everything before
         assert np.all(np.abs(np.asarray(state.consumed) - w * block * j) < 1 + EPS)
     for length in range(1, min(len(comps), 3 * block + 2)):

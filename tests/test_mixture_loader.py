@@ -22,6 +22,7 @@ from tests.support.mixture_files import (
     own_stream,
     samples_of,
     write_component,
+    write_components,
     write_mixture,
 )
 from tests.support.synthetic import random_docs, write_dataset
@@ -38,10 +39,7 @@ TOKENS_PER_EPOCH = 16_000  # 1,000 samples of 16 tokens: web 600 of its 1,496, c
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    root = tmp_path_factory.mktemp("mixture-store")
-    for part in PARTS:
-        write_component(root, part)
-    return root
+    return write_components(tmp_path_factory.mktemp("mixture-store"), PARTS)
 
 
 @pytest.fixture(scope="module")
@@ -163,8 +161,7 @@ def test_state_dict_names_where_each_component_stands(url):
 
 
 def test_a_weight_change_is_refused_by_name_unless_opted_into_and_then_repeats_nothing_early(tmp_path):
-    for part in PARTS:
-        write_component(tmp_path, part)
+    write_components(tmp_path, PARTS)
     first = write_mixture(tmp_path, "curriculum", PARTS, TOKENS_PER_EPOCH)
     head, state = _stream(first, 2, epochs=(0,), stop=130)
     shifted = [
@@ -191,8 +188,7 @@ def test_a_weight_change_is_refused_by_name_unless_opted_into_and_then_repeats_n
 
 
 def test_a_component_is_served_at_its_pinned_version_after_its_live_manifest_moves_on(tmp_path):
-    for part in PARTS:
-        write_component(tmp_path, part)
+    write_components(tmp_path, PARTS)
     url = write_mixture(tmp_path, "pinned", PARTS, TOKENS_PER_EPOCH)
     before, _ = _stream(url, 1, stop=50)
     moved = Part("web", (5000,) * 3, 0.6, 0)
@@ -209,8 +205,7 @@ def _pinned(doc, i):
 
 
 def test_a_component_whose_manifest_bytes_differ_is_refused_naming_it(tmp_path):
-    for part in PARTS:
-        write_component(tmp_path, part)
+    write_components(tmp_path, PARTS)
     url = write_mixture(tmp_path, "tampered", PARTS, TOKENS_PER_EPOCH)
     key = tmp_path / "code/manifests/code-v1.json"
     key.write_text(key.read_text().replace('"code-v1"', '"code-v9"'))
@@ -252,8 +247,7 @@ def test_a_component_whose_manifest_bytes_differ_is_refused_naming_it(tmp_path):
     ],
 )
 def test_a_bad_mixture_file_is_refused_naming_the_field(tmp_path, edit, error, match):
-    for part in PARTS:
-        write_component(tmp_path, part)
+    write_components(tmp_path, PARTS)
     url = write_mixture(tmp_path, "bad", PARTS, TOKENS_PER_EPOCH, edit=edit)
     with pytest.raises(error, match=match):
         TokenDataset(url, **OPTS)

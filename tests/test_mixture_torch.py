@@ -2,12 +2,14 @@
 `component`, the delivered stream is the numpy stream for any worker count, persistent workers follow set_epoch, and a
 state saved mid-epoch resumes with another worker count; a kept batch (tokens and components) is never overwritten."""
 
+from itertools import islice
+
 import pytest
 import torch
 
 from shard_loader import TokenDataset
 from shard_loader.torch_dataset import TokenDataLoader, TorchTokenDataset
-from tests.support.mixture_files import Part, samples_of, write_component, write_mixture
+from tests.support.mixture_files import Part, samples_of, write_components, write_mixture
 
 pytestmark = pytest.mark.integration
 
@@ -18,9 +20,7 @@ OPTS = dict(seq_len=16, batch_size=2, seed=5, window_shards=2)
 
 @pytest.fixture(scope="module")
 def url(tmp_path_factory):
-    root = tmp_path_factory.mktemp("mixture")
-    for part in PARTS:
-        write_component(root, part)
+    root = write_components(tmp_path_factory.mktemp("mixture"), PARTS)
     return write_mixture(root, "blend", PARTS, tokens_per_epoch=4_000)
 
 
@@ -48,11 +48,7 @@ def test_the_dataloader_stream_is_the_numpy_stream_with_components(url, workers,
 def test_a_state_saved_mid_epoch_resumes_with_another_worker_count(url):
     ds = TorchTokenDataset(url, batches_per_transfer=4, **OPTS)
     loader = TokenDataLoader(ds, num_workers=3, persistent_workers=True)
-    head = []
-    for batch in loader:
-        head.append(_rows(batch))
-        if len(head) == 41:
-            break
+    head = [_rows(b) for b in islice(loader, 41)]
     state = loader.state_dict()
     assert state["served"] == 82
     resumed = TokenDataLoader(TorchTokenDataset(url, batches_per_transfer=2, **OPTS), num_workers=1)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.dagster_helpers import publish_checks
-from tests.support.seaweedfs import READER, WRITER
+from tests.support.seaweedfs import READER, WRITER, cli_build
 from tests.support.patience import HUNG
 
 pytestmark = pytest.mark.system
@@ -88,11 +88,7 @@ def test_s3_raw_sources_are_listed_and_read_with_the_stores_keys(seaweed, tmp_pa
         'name = "s3raw"\nval_fraction = 0.2\nmin_chars = 10\n[tokenizer]\nvocab_size = 300\n'
         '[[sources]]\nname = "web"\nuri = "s3://raw-corpus/corpus/*.jsonl"\nformat = "jsonl"\nallow_unbounded = true\n'
     )
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("R2_", "AWS_", "DATASET_", "S3_"))}
-    env = {
-        **clean,
-        "HF_HUB_OFFLINE": "1",
-        "DAGSTER_HOME": str(tmp_path / "home"),
+    settings = {
         "XDG_CACHE_HOME": str(tmp_path / "cache"),
         "DATASET_STORE": "r2",
         "S3_ENDPOINT_URL": seaweed.url,
@@ -102,15 +98,7 @@ def test_s3_raw_sources_are_listed_and_read_with_the_stores_keys(seaweed, tmp_pa
         "R2_DATASET_WRITE_ACCESS_KEY_ID": WRITER[0],
         "R2_DATASET_WRITE_SECRET_ACCESS_KEY": WRITER[1],
     }
-    (tmp_path / "home").mkdir()
-    out = subprocess.run(
-        [str(ROOT / ".venv/bin/shard-assets"), "build", "--spec", str(spec), "--workers", "1"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=HUNG,
-    )
+    out = cli_build(spec, tmp_path, settings)
     assert out.returncode == 0, out.stderr[-3000:]
     assert re.search(r"^partitions\s+2 \(0 left out", out.stdout, re.M), out.stdout
     assert WRITER[1] not in out.stdout + out.stderr

@@ -7,7 +7,7 @@ import torch
 
 from shard_loader import TokenDataset
 from shard_loader.torch_dataset import TokenDataLoader, TorchTokenDataset
-from tests.support.positional import samples_of, take, write_positional
+from tests.support.positional import positional_dataset, samples_of, take
 
 pytestmark = pytest.mark.integration
 
@@ -17,9 +17,7 @@ OPTS = dict(seq_len=16, batch_size=2, seed=6, window_shards=3, rank=1, world_siz
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
-    root = tmp_path_factory.mktemp("positional")
-    write_positional(root, SIZES)
-    return str(root)
+    return positional_dataset(tmp_path_factory, SIZES)
 
 
 @pytest.fixture(scope="module")

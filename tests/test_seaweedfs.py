@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -21,12 +20,11 @@ from shard_loader.format import FileRef
 from shard_loader.storage.retry import RequestStats, RetryPolicy
 from shard_loader.storage.s3_client import describe_s3_error
 from shard_loader.storage.s3 import S3Store, classify
-from tests.support.seaweedfs import READER, WRITER
+from tests.support.seaweedfs import READER, WRITER, cli_build
 from tests.support.synthetic import random_docs, write_dataset
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[1]
 BUCKET = "datasets"
 PREFIX = "team/demo"
 
@@ -177,11 +175,7 @@ def test_the_builder_with_read_only_keys_stops_before_any_ingest_naming_the_writ
 
     seaweed.create_bucket("readonly-build")
     spec, _, _ = tiny_dataset(tmp_path)
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("R2_", "AWS_", "DATASET_", "S3_"))}
-    env = {
-        **clean,
-        "HF_HUB_OFFLINE": "1",
-        "DAGSTER_HOME": str(tmp_path / "home"),
+    settings = {
         "DATASET_STORE": "r2",
         "S3_ENDPOINT_URL": seaweed.url,
         "R2_DATASET_BUCKET_NAME": "readonly-build",
@@ -189,15 +183,7 @@ def test_the_builder_with_read_only_keys_stops_before_any_ingest_naming_the_writ
         "R2_DATASET_WRITE_ACCESS_KEY_ID": READER[0],
         "R2_DATASET_WRITE_SECRET_ACCESS_KEY": READER[1],  # the read-only pair, by mistake
     }
-    (tmp_path / "home").mkdir()
-    out = subprocess.run(
-        [str(ROOT / ".venv/bin/shard-assets"), "build", "--spec", str(spec), "--workers", "1"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    out = cli_build(spec, tmp_path, settings, timeout=600)
     assert out.returncode == 2, out.stderr[-3000:]
     (line,) = [s for s in out.stderr.splitlines() if s.startswith("error:")]
     assert "AccessDenied" in line and "check R2_DATASET_WRITE_ACCESS_KEY_ID/R2_DATASET_WRITE_SECRET_ACCESS_KEY" in line

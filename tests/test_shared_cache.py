@@ -54,6 +54,15 @@ def test_a_held_file_is_not_evicted_until_its_last_holder_releases(tmp_path):
     assert hold(path).fd >= 0  # a new lease after eviction works on a fresh lease file
 
 
+def _ready(script: str, folder: Path, says: str) -> subprocess.Popen:
+    """`script` run on `folder` in a child process, once it has printed `says` (it then waits on its stdin)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, str(folder)], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline().strip() == says
+    return proc
+
+
 HOLDER = """
 import sys
 from pathlib import Path
@@ -68,14 +77,7 @@ sys.stdin.read()
 def test_a_dead_holders_lease_expires(tmp_path):
     path = CachePath(tmp_path, "f.npy")
     path.path.write_bytes(b"x")
-    proc = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(tmp_path)],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout.readline().strip() == "held"
+    proc = _ready(HOLDER, tmp_path, "held")
     assert not evict(path)
     proc.kill()
     proc.wait()
@@ -120,14 +122,7 @@ sys.stdin.read()
 
 
 def test_a_consumers_place_counts_while_it_lives_and_moves_with_it(tmp_path):
-    proc = subprocess.Popen(
-        [sys.executable, "-c", REGISTERED, str(tmp_path)],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout.readline().strip() == "registered"
+    proc = _ready(REGISTERED, tmp_path, "registered")
     mine = Registration(tmp_path, "layout", 3)
     other = Registration(tmp_path, "other", 1)
     assert sorted(live_places(tmp_path, "layout")) == [3, 7]

@@ -8,7 +8,7 @@ import pytest
 
 from shard_loader import ShardLoaderError, TokenDataset
 from shard_loader.state import StateError
-from tests.support.positional import samples_of, write_positional
+from tests.support.positional import positional_dataset, samples_of, write_positional
 
 SIZES = [int(n) for n in np.random.default_rng(5).integers(150, 900, size=10)]
 OPTS = dict(seq_len=16, batch_size=3, seed=2, window_shards=3)
@@ -16,9 +16,7 @@ OPTS = dict(seq_len=16, batch_size=3, seed=2, window_shards=3)
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
-    root = tmp_path_factory.mktemp("positional")
-    write_positional(root, SIZES)
-    return str(root)
+    return positional_dataset(tmp_path_factory, SIZES)
 
 
 def _rank_stream(root, rank, world, state=None, stop=None):

@@ -9,7 +9,7 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 
 from shard_loader import TokenDataset
 from shard_loader.torch_dataset import TorchTokenDataset
-from tests.support.mixture_files import Part, samples_of, write_component, write_mixture
+from tests.support.mixture_files import Part, samples_of, write_components, write_mixture
 
 pytestmark = [pytest.mark.integration, pytest.mark.system]
 
@@ -22,9 +22,7 @@ STOP = 37  # batches served before the save: mid-epoch, mid-window, not a multip
 @pytest.fixture(scope="module")
 def urls(tmp_path_factory):
     """A mixture of three positional components, and one of them alone as a plain dataset."""
-    root = tmp_path_factory.mktemp("mixture")
-    for part in PARTS:
-        write_component(root, part)
+    root = write_components(tmp_path_factory.mktemp("mixture"), PARTS)
     return {"mixture": write_mixture(root, "blend", PARTS, tokens_per_epoch=4_000), "dataset": str(root / "web")}
 
 

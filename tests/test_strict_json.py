@@ -18,7 +18,7 @@ from shard_assets.lib.records import RecordError, TokenizerRecord, find_record
 from shard_assets.lib.store import LocalFolderStore
 from shard_loader import ManifestError, TokenDataset
 from shard_loader.format.leases import Lease, lease_key
-from tests.support.mixture_files import Part, write_component, write_mixture
+from tests.support.mixture_files import Part, write_components, write_mixture
 from tests.support.patience import HUNG
 from tests.support.synthetic import random_docs, write_dataset
 
@@ -61,8 +61,7 @@ def _one_line(out: subprocess.CompletedProcess, *parts: str) -> None:
 
 @pytest.mark.integration
 def test_a_mixture_file_with_two_components_keys_is_refused_naming_it(tmp_path):
-    for part in PARTS:
-        write_component(tmp_path, part)
+    write_components(tmp_path, PARTS)
     url = write_mixture(tmp_path, "blend", PARTS, tokens_per_epoch=4_000)
     doc = json.loads(Path(url).read_text())
     other = [dict(c, weight=w) for c, w in zip(doc["components"], (0.1, 0.1, 0.8))]  # what a last-wins reader served

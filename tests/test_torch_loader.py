@@ -1,6 +1,8 @@
 """The torch path: DataLoader workers, pinned memory, persistent workers, exactly once, resume with other worker
 counts."""
 
+from itertools import islice
+
 import numpy as np
 import pytest
 import torch
@@ -58,11 +60,7 @@ def test_resume_with_a_different_number_of_workers(dataset):
     full = [_keys(b) for b in TokenDataLoader(TorchTokenDataset(dataset, **opts), num_workers=3)]
     ds = TorchTokenDataset(dataset, **opts)
     loader = TokenDataLoader(ds, num_workers=3, persistent_workers=True)
-    head = []
-    for b in loader:
-        head.append(_keys(b))
-        if len(head) == 7:
-            break
+    head = [_keys(b) for b in islice(loader, 7)]
     state = loader.state_dict()
     assert state["batches"] == 7
     resumed = TokenDataLoader(TorchTokenDataset(dataset, **opts), num_workers=1)

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from tests.support.mixture_files import Part, write_component, write_mixture
+from tests.support.mixture_files import Part, write_components, write_mixture
 from tests.support.positional import write_positional
 from tests.support.training import check_replayed, read_log, snippet, train, uninterrupted
 
@@ -42,9 +42,7 @@ def sources(tmp_path_factory):
     epoch: 24 steps of 2 x 8 samples of 2,048 tokens)."""
     root = tmp_path_factory.mktemp("positional")
     write_positional(root, SIZES)
-    store = tmp_path_factory.mktemp("mixture")
-    for part in PARTS:
-        write_component(store, part)
+    store = write_components(tmp_path_factory.mktemp("mixture"), PARTS)
     return {"dataset": (str(root), SIZES), "mixture": (write_mixture(store, "blend", PARTS, 400_000), MIXTURE_SIZES)}
 
 

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from shard_loader import TokenDataset
-from tests.support.mixture_files import Part, digests_of, write_component, write_mixture
+from tests.support.mixture_files import Part, digests_of, write_components, write_mixture
 from tests.support.patience import HUNG
-from tests.support.positional import write_positional
+from tests.support.positional import positional_dataset
 from tests.support.training import torchrun
 
 pytestmark = pytest.mark.system
@@ -28,16 +28,12 @@ PARTS = [Part("web", (900,) * 6, 0.6, 0), Part("code", (700,) * 6, 0.3, 1), Part
 
 @pytest.fixture(scope="module")
 def url(tmp_path_factory):
-    root = tmp_path_factory.mktemp("positional")
-    write_positional(root, SIZES)
-    return str(root)
+    return positional_dataset(tmp_path_factory, SIZES)
 
 
 @pytest.fixture(scope="module")
 def mixture(tmp_path_factory):
-    root = tmp_path_factory.mktemp("mixture")
-    for part in PARTS:
-        write_component(root, part)
+    root = write_components(tmp_path_factory.mktemp("mixture"), PARTS)
     return write_mixture(root, "blend", PARTS, tokens_per_epoch=4_000)
 
 

@@ -52,6 +52,13 @@ def write_component(root: str | Path, part: Part, version: str = "v1") -> str:
     return f"{part.name}/{versioned_key(manifest.version)}"
 
 
+def write_components(root: Path, parts: list[Part]) -> Path:
+    """write_component for each part; returns `root`."""
+    for part in parts:
+        write_component(root, part)
+    return root
+
+
 def write_mixture(
     root: str | Path,
     name: str,

@@ -19,6 +19,13 @@ def write_positional(root: str | Path, sizes: list[int], version: str = "v1") ->
     return write_dataset(root, {"train": shards}, vocab_size=1 << 23, version=version)
 
 
+def positional_dataset(tmp_path_factory, sizes: list[int]) -> str:
+    """write_positional into a new temporary folder; its path, as a URL to open."""
+    root = tmp_path_factory.mktemp("positional")
+    write_positional(root, sizes)
+    return str(root)
+
+
 def shard_tokens(shard: int, size: int) -> np.ndarray:
     return np.append(shard * STRIDE + 1 + np.arange(size), 0)
 

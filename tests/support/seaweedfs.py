@@ -26,7 +26,24 @@ from tests.support.patience import HUNG
 
 WRITER = ("AKIASEAWEEDWRITER001", "seaweed-writer-secret-0000000000000001")
 READER = ("AKIASEAWEEDREADER002", "seaweed-reader-secret-0000000000000002")
+ROOT = Path(__file__).resolve().parents[2]
 START_SECONDS = HUNG  # readiness on a loaded machine can take minutes
+
+
+def cli_build(spec: Path, folder: Path, settings: dict[str, str], timeout: float = HUNG) -> subprocess.CompletedProcess:
+    """`.venv/bin/shard-assets build` in `folder` (its DAGSTER_HOME a new folder/home), as a user runs it with
+    `settings` and none of this shell's R2_, AWS_, DATASET_ or S3_ variables."""
+    (folder / "home").mkdir()
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("R2_", "AWS_", "DATASET_", "S3_"))}
+    env = {**clean, "HF_HUB_OFFLINE": "1", "DAGSTER_HOME": str(folder / "home"), **settings}
+    return subprocess.run(
+        [str(ROOT / ".venv/bin/shard-assets"), "build", "--spec", str(spec), "--workers", "1"],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def weed_binary() -> str | None:
