@@ -16,7 +16,9 @@ from shard_loader.cache.download import DownloadConfig, download_file
 from shard_loader.format import FileRef
 from shard_loader.storage.retry import RequestStats, RetryPolicy
 from shard_loader.storage.s3 import S3Store
+from shard_assets.lib.mixture.components import pin_component
 from tests.support.http_server import Faults
+from tests.support.mixture_files import Part, write_components, write_mixture
 from tests.support.patience import HUNG
 from tests.support.rank_download import rank_download
 from tests.support.s3_proxy import ACCESS_KEY, SECRET_KEY, loopback_s3_with_bucket
@@ -203,3 +205,31 @@ def test_keys_given_as_store_options_never_reach_logs_or_errors(s3, monkeypatch,
     text = caplog.text + "\n".join(errors)
     assert "Authorization" in caplog.text and "AccessDenied" in text
     assert key_id not in text and secret not in text
+
+
+def test_manifests_tables_mixture_files_and_sizes_are_read_through_refused_requests(s3, tmp_path):
+    """A 503 or a reset on a small whole-object read (a mixture file, a manifest, a shard table) or a HEAD is retried as
+    a shard's download is: one refused request must not end a trainer's start or fail a mixture's publish."""
+    parts = [Part("web", (3_000, 2_000, 2_500), 0.7, 0), Part("code", (1_500, 2_200), 0.3, 1)]
+    local = write_components(tmp_path / "local", parts)
+    write_mixture(local, "blend", parts, tokens_per_epoch=8_000)
+    for path in sorted(p for p in local.rglob("*") if p.is_file()):
+        _upload(s3, f"retried/{path.relative_to(local).as_posix()}", path.read_bytes())
+    options = {"seq_len": 64, "batch_size": 4}
+    expected = [b["input_ids"] for b in TokenDataset(str(local / "mixtures/blend.json"), **options)]
+    keys = {"endpoint_url": s3.url, "access_key_id": ACCESS_KEY, "secret_access_key": SECRET_KEY}
+    s3.proxy.faults = Faults(error_rate=0.3, reset_rate=0.1, seed=7)
+    try:
+        ds = TokenDataset(
+            f"s3://{BUCKET}/retried/mixtures/blend.json", cache_dir=tmp_path / "cache", store_options=keys, **options
+        )
+        served = [b["input_ids"] for b in ds]
+        pinned = pin_component(f"s3://{BUCKET}/retried/web", S3Store(f"s3://{BUCKET}", **keys).client)
+    finally:
+        injected, s3.proxy.faults = dict(s3.proxy.faults.injected), Faults()
+    assert len(served) == len(expected) and all((a == b).all() for a, b in zip(served, expected))
+    assert pinned.manifest.dataset == "web" and injected["error"] + injected["reset"] > 0
+    refused_first = [
+        k for k in ("mixtures/blend.json", "web/manifest.json") if s3.proxy.gets[f"/{BUCKET}/retried/{k}"] > 1
+    ]
+    assert refused_first, dict(s3.proxy.gets)  # some whole-object read was refused and read again

@@ -7,13 +7,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
+from .retry import RequestStats, RetryPolicy
 from .transfer import MAX_OBJECT_BYTES
 
 
 class Store(Protocol):
-    """Read access to the keys under one dataset root."""
+    """Read access to the keys under one dataset root. `read_bytes` and `size` retry transient errors by `retry`,
+    counted in `stats`; `stream` does not (the downloader retries each part against its deadline)."""
 
     url: str
+    retry: RetryPolicy
+    stats: RequestStats
 
     def read_bytes(self, key: str, limit: int = MAX_OBJECT_BYTES) -> bytes:
         """The whole object, refused with TooLargeError (before reading it) when over `limit` bytes."""

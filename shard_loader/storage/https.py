@@ -17,6 +17,7 @@ from urllib.parse import quote, unquote
 
 from ..errors import NotFoundError, StoreError, TransientStoreError
 from ..format import check_key
+from .retry import RequestStats, RetryPolicy, retried
 from .transfer import MAX_OBJECT_BYTES, check_range_answer, check_size, collect, iter_body
 
 TRANSIENT_STATUS = {408, 429, 500, 502, 503, 504}
@@ -32,6 +33,7 @@ class HttpStore:
     def __init__(self, root_url: str, timeout: float = 30.0):
         self.url = root_url.rstrip("/")
         self.timeout = timeout
+        self.retry, self.stats = RetryPolicy(), RequestStats()
 
     def _url(self, key: str) -> str:
         """The key's URL, percent-quoted; a key that decodes to `..` or an absolute path is refused, never sent."""
@@ -66,6 +68,7 @@ class HttpStore:
         value = response.headers.get("Content-Length")
         return int(value) if value is not None and value.isdigit() else None
 
+    @retried("get")
     def read_bytes(self, key: str, limit: int = MAX_OBJECT_BYTES) -> bytes:
         where = f"{self.url}/{key}"
         with self._open(key, {}) as response:
@@ -73,6 +76,7 @@ class HttpStore:
             check_size(where, length, limit)
             return collect(iter_body(response.read1, length, where, NETWORK_ERRORS, limit), where)
 
+    @retried("head")
     def size(self, key: str) -> int:
         with self._open(key, {}, method="HEAD") as response:
             length = self._length(response)

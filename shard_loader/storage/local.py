@@ -10,6 +10,7 @@ from io import BufferedReader
 
 from ..errors import NotFoundError, UnsafeFileError
 from ..format import check_key
+from .retry import RequestStats, RetryPolicy, retried
 from .transfer import MAX_OBJECT_BYTES, check_size, collect, iter_body
 
 
@@ -19,6 +20,7 @@ class LocalStore:
     def __init__(self, root: str | Path):
         self.root = Path(root).resolve()
         self.url = str(self.root)
+        self.retry, self.stats = RetryPolicy(), RequestStats()
 
     def local_path(self, key: str) -> Path:
         """The key's path, refused if it resolves outside the root or names anything but a regular file (or nothing
@@ -72,11 +74,13 @@ class LocalStore:
             raise UnsafeFileError(f"{self.root}: key {key} is not a regular file; refusing it")
         return os.fdopen(fd, "rb")
 
+    @retried("get")
     def read_bytes(self, key: str, limit: int = MAX_OBJECT_BYTES) -> bytes:
         with self._open(key) as f:
             check_size(f"{self.root}/{key}", os.fstat(f.fileno()).st_size, limit)
             return collect(iter_body(f.read1, None, f"{self.root}/{key}", (OSError,), limit), f"{self.root}/{key}")
 
+    @retried("head")
     def size(self, key: str) -> int:
         with self._open(key) as f:
             return os.fstat(f.fileno()).st_size

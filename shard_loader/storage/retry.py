@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import random
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 from ..errors import DeadlineError, StoreError, TransientStoreError
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 @dataclass
@@ -95,3 +97,31 @@ def with_retries(
                 time.sleep(delay)
     stats.add(failures=1)
     raise StoreError(f"{what}: failed after {policy.attempts} attempts: {last}") from last
+
+
+class RetryingStore(Protocol):
+    """A store whose reads `retried` wraps: its root, its retry policy and where its requests are counted."""
+
+    url: str
+    retry: RetryPolicy
+    stats: RequestStats
+
+
+S = TypeVar("S", bound=RetryingStore)
+
+
+def retried(action: str) -> Callable[[Callable[Concatenate[S, str, P], T]], Callable[Concatenate[S, str, P], T]]:
+    """A store's read of one key (a whole small object, a size) retried on TransientStoreError by the store's policy:
+    a manifest, a shard table or a lease read before any download must survive one refused request as a download
+    does."""
+
+    def wrap(method: Callable[Concatenate[S, str, P], T]) -> Callable[Concatenate[S, str, P], T]:
+        @functools.wraps(method)
+        def call(store: S, key: str, /, *args: P.args, **kwargs: P.kwargs) -> T:
+            return with_retries(
+                lambda: method(store, key, *args, **kwargs), f"{action} {key}", store.retry, store.stats
+            )
+
+        return call
+
+    return wrap

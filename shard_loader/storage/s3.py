@@ -15,6 +15,7 @@ from urllib.parse import urlparse
 from ..errors import NotFoundError, StoreError, TransientStoreError
 from ..format import check_key
 from .s3_client import Role, describe_s3_error, make_s3_client, s3_errors
+from .retry import RequestStats, RetryPolicy, retried
 from .transfer import MAX_OBJECT_BYTES, check_range_answer, check_size, collect, iter_body
 
 T = TypeVar("T")
@@ -38,6 +39,7 @@ class S3Store:
         self.bucket, self.prefix = parsed.netloc, parsed.path.strip("/")
         self.url = f"{parsed.scheme}://{self.bucket}/{self.prefix}".rstrip("/")
         self.client = client or make_s3_client(**{"r2": parsed.scheme == "r2", **client_options})
+        self.retry, self.stats = RetryPolicy(), RequestStats()
 
     def _key(self, key: str) -> str:
         key = check_key(key, f"key under {self.url}")
@@ -58,6 +60,7 @@ class S3Store:
         )
         return response
 
+    @retried("get")
     def read_bytes(self, key: str, limit: int = MAX_OBJECT_BYTES) -> bytes:
         response = self._get(key)
         where = self._where("get", key)
@@ -65,6 +68,7 @@ class S3Store:
             check_size(where, response["ContentLength"], limit)
             return collect(iter_body(raw.read1, response["ContentLength"], where, s3_errors()), where)
 
+    @retried("head")
     def size(self, key: str) -> int:
         return int(
             self._call(

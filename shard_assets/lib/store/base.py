@@ -51,7 +51,8 @@ class ObjectStore(ABC):
     stats: RequestStats
 
     # -- the loader's Store (shard_loader.storage.base), which each concrete store inherits from its loader class:
-    # a builder store is read wherever the loader reads one (ensure_local, the audits' sample reads) --
+    # a builder store is read wherever the loader reads one (ensure_local, the audits' sample reads), and its
+    # read_bytes and size retry by `retry` as the loader's do --
 
     url: str
 
@@ -77,9 +78,6 @@ class ObjectStore(ABC):
     @abstractmethod
     def local_path(self, key: str) -> Path | None:
         """The key's file when the store is a folder on this machine (read in place), else None."""
-
-    @abstractmethod
-    def _read(self, key: str) -> bytes: ...
 
     @abstractmethod
     def _download(self, key: str, path: Path) -> None: ...
@@ -113,16 +111,16 @@ class ObjectStore(ABC):
 
     # -- the builder's API: retried, ObjectStoreError with the StoreError as its cause --
 
-    def _do(self, action: str, key: str, call: Callable[[], T]) -> T:
+    def _do(self, action: str, key: str, call: Callable[[], T], retry: bool = True) -> T:
         try:
-            return with_retries(call, f"{self.describe()}: {action} {key}", self.retry, self.stats)
+            return with_retries(call, f"{self.describe()}: {action} {key}", self.retry, self.stats) if retry else call()
         except NotFoundError as exc:
             raise ObjectMissingError(f"{self.describe()}: no object at key {key} ({exc})") from exc
         except StoreError as exc:
             raise ObjectStoreError(str(exc)) from exc
 
     def get_bytes(self, key: str) -> bytes:
-        return self._do("get", key, lambda: self._read(key))
+        return self._do("get", key, lambda: self.read_bytes(key), retry=False)  # the loader's read retries itself
 
     def get_file(self, key: str, path: Path) -> None:
         """Copy the object at `key` into a local file."""

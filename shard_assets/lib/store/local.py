@@ -87,9 +87,6 @@ class LocalFolderStore(LocalStore, ObjectStore):
             raise
         return Path(tmp)
 
-    def _read(self, key: str) -> bytes:
-        return self.read_bytes(key)
-
     def _download(self, key: str, path: Path) -> None:
         with self._open(key) as src, self._os_errors("download", key), open(path, "wb") as dst:
             shutil.copyfileobj(src, dst, 8 << 20)

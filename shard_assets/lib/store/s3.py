@@ -60,9 +60,6 @@ class S3ObjectStore(S3Store, ObjectStore):
     def _where(self, action: str, key: str) -> str:
         return f"{self.describe()}: {action} {key} failed"
 
-    def _read(self, key: str) -> bytes:
-        return self.read_bytes(key)
-
     def _download(self, key: str, path: Path) -> None:
         self._call(key, lambda: self.client.download_file(self.bucket, self._key(key), str(path)), "download")
 
