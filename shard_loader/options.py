@@ -56,3 +56,7 @@ class LoaderOptions:
         }
         for name, value in checked.items():
             object.__setattr__(self, name, value)
+
+    def stream_shape(self) -> tuple[str, int, int, int, int, int]:
+        """What shapes a stream in every state's key: split, seq_len, batch_size, stride, label_shift, seed."""
+        return (self.split, self.spec.seq_len, self.batch_size, self.spec.step, self.spec.label_shift, self.seed)

@@ -164,12 +164,7 @@ class DatasetStream:
         return StreamKey(
             manifest.dataset,
             manifest.version,
-            self.split,
-            self.spec.seq_len,
-            self.batch_size,
-            self.spec.step,
-            self.spec.label_shift,
-            self.seed,
+            *self.options.stream_shape(),
             _layout_digest(self.windows),
             *self.window_options,
         )

@@ -183,12 +183,7 @@ class MixtureStream:
         names = tuple(c.name for c in self.mixture.components)
         return StreamKey(
             self.mixture.name,
-            self.split,
-            self.spec.seq_len,
-            self.batch_size,
-            self.spec.step,
-            self.spec.label_shift,
-            self.seed,
+            *self.options.stream_shape(),
             names,
             tuple(c.version for c in self.mixture.components),
             tuple(c.stream_key().windows for c in self.components),
