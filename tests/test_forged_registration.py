@@ -8,8 +8,8 @@ import json
 import re
 
 import shard_loader
-from shard_assets.lib.layout import partition_record_key, quarantine_key
-from tests.support.dagster_helpers import tiny_dataset, write_jsonl
+from shard_assets.lib.layout import quarantine_key
+from tests.support.dagster_helpers import forge_registration, tiny_dataset, write_jsonl
 from tests.support.mixtures import dagster_home, shard_assets
 
 
@@ -29,10 +29,7 @@ def test_a_forged_registration_quarantines_its_partition_instead_of_keeping_its_
     assert "web.part1" in _partitions(store)
     (tmp_path / "elsewhere").mkdir()
     write_jsonl(tmp_path / "elsewhere" / "secret.jsonl", 50, seed=99)
-    key = store / partition_record_key("web.part1")
-    record = json.loads(key.read_text())
-    record["pieces"][0]["uri"] = f"file://{tmp_path}/elsewhere/secret.jsonl"
-    key.write_text(json.dumps(record))
+    forge_registration(store, "web.part1", f"file://{tmp_path}/elsewhere/secret.jsonl")
 
     again = _build(tmp_path, spec, store)
     assert re.search(r"^warning: .*web\.part1.*StateMismatchError: ", again.stderr, re.M), again.stderr[-2000:]

@@ -19,6 +19,7 @@ from shard_assets.runner import RunFailed, build_dataset
 from shard_assets.execution.local import failure_message, run_job
 from tests.support.dagster_helpers import (
     AUTOMATED,
+    forge_registration,
     instance,
     materialize_raw,
     run_sensor_tick,
@@ -99,10 +100,7 @@ def test_a_registration_naming_another_file_is_refused_before_that_file_is_read(
     tmp, store, resources, inst, _ = built
     (tmp / "elsewhere").mkdir()
     write_jsonl(tmp / "elsewhere" / "secret.jsonl", 50, seed=99)
-    key = store / partition_record_key("web.part1")
-    record = json.loads(key.read_text())
-    record["pieces"][0]["uri"] = f"file://{tmp}/elsewhere/secret.jsonl"
-    key.write_text(json.dumps(record))
+    forge_registration(store, "web.part1", f"file://{tmp}/elsewhere/secret.jsonl")
     raw_before = sorted(p.name for p in (store / "raw" / "web").iterdir())
     _, message = materialize_raw(inst, resources, "web.part1")
     assert message.startswith("StateMismatchError: ") and "\n" not in message
@@ -111,8 +109,7 @@ def test_a_registration_naming_another_file_is_refused_before_that_file_is_read(
         "which is not a file of source 'web'" in message
     )
     assert sorted(p.name for p in (store / "raw" / "web").iterdir()) == raw_before
-    record["pieces"][0]["uri"] = f"file://{tmp}/src/part0.jsonl"  # a file of the source, but another partition's
-    key.write_text(json.dumps(record))
+    forge_registration(store, "web.part1", f"file://{tmp}/src/part0.jsonl")  # the source's, another partition's
     _, message = materialize_raw(inst, resources, "web.part1")
     assert "none of which is partition web.part1's file" in message
 

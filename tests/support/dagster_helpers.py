@@ -9,6 +9,7 @@ import dagster as dg
 
 from shard_assets.definitions import ASSETS
 from shard_assets.defs.resources import DatasetResource, StoreResource
+from shard_assets.lib.layout import partition_record_key
 
 WORDS = (
     "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau upsilon".split()
@@ -37,6 +38,14 @@ def publish_checks() -> int:
     from shard_assets.definitions import build_definitions
 
     return len(build_definitions().resolve_job_def("publish_job").asset_layer.asset_graph.asset_check_keys)
+
+
+def forge_registration(store: Path, partition: str, uri: str) -> None:
+    """Point `partition`'s registration (its first piece) at `uri`, as a forger with write access would."""
+    key = store / partition_record_key(partition)
+    record = json.loads(key.read_text())
+    record["pieces"][0]["uri"] = uri
+    key.write_text(json.dumps(record))
 
 
 def write_jsonl(path: Path, n: int, seed: int) -> None:
