@@ -121,10 +121,10 @@ class MeetingStore(LocalFolderStore):
         super().__init__(root)
         self.meeting, self.written, self._lock = threading.Barrier(registrations), [], threading.Lock()
 
-    def _write(self, key, data):
+    def write_bytes(self, key, data):
         if key.startswith(PARTITIONS_PREFIX):
             self.meeting.wait(timeout=120)
-        super()._write(key, data)
+        super().write_bytes(key, data)
         with self._lock:
             self.written.append(key)
 

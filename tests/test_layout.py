@@ -28,7 +28,7 @@ BUILDER_USES = {  # the loader names the builder may import, by module
     "shard_loader.format.shard": set("load_npy map_npy".split()),
     "shard_loader.opening": set("default_cache_dir".split()),
     "shard_loader.storage": set("LocalStore Store is_remote open_store split_manifest_url".split()),
-    "shard_loader.storage.reader_leases": set("writer_for".split()),
+    "shard_loader.storage.reader_leases": set("WritableStore writer_for".split()),
     "shard_loader.storage.retry": set("RequestStats RetryPolicy with_retries".split()),
     "shard_loader.storage.s3": set("S3Store classify".split()),
     "shard_loader.storage.s3_client": set(

@@ -17,7 +17,7 @@ import shard_loader
 from shard_assets.lib.errors import PublishError
 from shard_assets.lib.publish import promote, publish, write_version
 from shard_assets.lib.store import LocalFolderStore
-from shard_assets.lib.store.local import STALE_TEMP_SECONDS
+from shard_loader.storage.local import STALE_TEMP_SECONDS
 from shard_loader.errors import ShardLoaderError
 from shard_loader.format import SplitInfo
 from tests.support.build_helpers import assert_every_manifest_whole
@@ -31,7 +31,7 @@ PUBLISHER = """
 import sys
 from shard_assets.lib.publish import promote, write_version
 from shard_assets.lib.store import LocalFolderStore
-from shard_assets.lib.store.local import STALE_TEMP_SECONDS
+from shard_loader.storage.local import STALE_TEMP_SECONDS
 from shard_loader import open_manifest
 store = LocalFolderStore(sys.argv[1])
 manifest = open_manifest(sys.argv[2]).manifest

@@ -25,7 +25,7 @@ from shard_loader.errors import ManifestError, NotFoundError
 from shard_loader.format.leases import Lease, collecting_key, lease_key
 from shard_loader.storage import LocalStore
 from shard_loader.storage.https import HttpStore
-from shard_loader.storage.reader_leases import FolderWriter, ReaderLease, hold_reader_lease
+from shard_loader.storage.reader_leases import ReaderLease, hold_reader_lease
 from tests.support.build_helpers import assert_every_manifest_whole
 from tests.support.dagster_helpers import instance, tiny_dataset, write_jsonl
 from tests.support.seaweedfs import READER, WRITER
@@ -87,7 +87,7 @@ def test_a_version_collected_while_a_reader_opens_it_is_refused_at_the_opening(t
     pinned = tmp_path / "manifests" / f"{version}.json"
     pinned.parent.mkdir(exist_ok=True)
     pinned.write_bytes((tmp_path / "manifest.json").read_bytes())
-    put = FolderWriter.put
+    put = LocalStore.write_bytes
 
     def gc_in_between(
         self, key, data
@@ -96,7 +96,7 @@ def test_a_version_collected_while_a_reader_opens_it_is_refused_at_the_opening(t
         (tmp_path / collecting_key(version)).write_bytes(b"")
         put(self, key, data)
 
-    monkeypatch.setattr(FolderWriter, "put", gc_in_between)
+    monkeypatch.setattr(LocalStore, "write_bytes", gc_in_between)
     for url in (str(pinned), str(tmp_path)):  # by its pinned URL, or live
         with pytest.raises(NotFoundError, match=rf"version {version} was collected by gc while this reader opened it"):
             shard_loader.TokenDataset(url, seq_len=8, batch_size=2)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from shard_assets.lib.store import LocalFolderStore, ObjectMissingError, ObjectStoreError
-from shard_assets.lib.store.local import STALE_TEMP_SECONDS
+from shard_loader.storage.local import STALE_TEMP_SECONDS
 from shard_loader.errors import NotFoundError, UnsafeFileError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,17 +1,44 @@
-"""A dataset root that is a folder on this machine: read in place, and only regular files inside it are opened."""
+"""A dataset root that is a folder on this machine: read in place, and only regular files inside it are opened;
+written (a reader's lease, the builder's files) through a synced temp file renamed into place."""
 
 from __future__ import annotations
 
+import math
 import os
 import stat
-from collections.abc import Iterator
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from io import BufferedReader
+from typing import BinaryIO
 
-from ..errors import NotFoundError, UnsafeFileError
+from ..errors import NotFoundError, StoreError, UnsafeFileError
 from ..format import check_key
 from .retry import RequestStats, RetryPolicy, retried
 from .transfer import MAX_OBJECT_BYTES, check_size, collect, iter_body
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+FILE_MODE = 0o666 & ~_umask()  # written files readable by others (0644 under the usual umask), not mkstemp's 0600
+STALE_TEMP_SECONDS = 3600  # a temp file this old has no live writer: its process was killed mid-write
+
+
+def sweep_stale_temps(folder: Path) -> None:
+    """Delete the temp files in `folder` left by writers killed mid-write (SIGKILL skips their cleanup)."""
+    cutoff = time.time() - STALE_TEMP_SECONDS
+    for tmp in folder.glob(".*.tmp"):
+        try:
+            if tmp.stat().st_mtime < cutoff:
+                tmp.unlink()
+        except FileNotFoundError:  # another writer swept it first
+            pass
 
 
 class LocalStore:
@@ -21,6 +48,7 @@ class LocalStore:
         self.root = Path(root).resolve()
         self.url = str(self.root)
         self.retry, self.stats = RetryPolicy(), RequestStats()
+        self._swept: dict[Path, float] = {}  # folder -> when this store last swept it (time.monotonic)
 
     def local_path(self, key: str) -> Path:
         """The key's path, refused if it resolves outside the root or names anything but a regular file (or nothing
@@ -89,3 +117,48 @@ class LocalStore:
         with self._open(key) as f:
             f.seek(start)
             yield from iter_body(f.read1, end - start, f"{self.root}/{key}", (OSError,))
+
+    @contextmanager
+    def _os_errors(self, action: str, key: str) -> Iterator[None]:
+        """An OSError of the file system (full disk, no permission) as a StoreError naming the key."""
+        try:
+            yield
+        except OSError as exc:
+            raise StoreError(f"{self.root}: {action} {key} failed: {exc.strerror or exc}") from exc
+
+    def _sweep_once(self, folder: Path) -> None:
+        """Sweep a folder's stale temps on this store's first write there, then at most once per
+        STALE_TEMP_SECONDS: a write costs O(1), not a listing of its folder (30,000 part records share one)."""
+        now = time.monotonic()
+        if now - self._swept.get(folder, -math.inf) >= STALE_TEMP_SECONDS:
+            self._swept[folder] = now
+            sweep_stale_temps(folder)
+
+    def _atomic_write(self, key: str, write: Callable[[BinaryIO], object]) -> Path:
+        """A whole, synced temp file beside the key's file (not yet in place); the caller renames or links it."""
+        dest = self.local_path(key)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        self._sweep_once(dest.parent)
+        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                os.fchmod(f.fileno(), FILE_MODE)
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())
+        except BaseException:
+            os.unlink(tmp)
+            raise
+        return Path(tmp)
+
+    @retried("put")
+    def write_bytes(self, key: str, data: bytes) -> None:
+        """Replace the file at `key` with `data` atomically: a reader sees the old bytes or the new, never a part."""
+        with self._os_errors("put", key):
+            os.replace(self._atomic_write(key, lambda f: f.write(data)), self.local_path(key))
+
+    @retried("delete")
+    def remove(self, key: str) -> None:
+        """Remove the file at `key`; a missing one is not an error."""
+        with self._os_errors("delete", key):
+            self.local_path(key).unlink(missing_ok=True)

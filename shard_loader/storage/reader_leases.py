@@ -14,10 +14,8 @@ import logging
 import os
 import secrets
 import socket
-import tempfile
 import threading
 import weakref
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlparse
 
@@ -28,7 +26,7 @@ from .base import Store
 from .local import LocalStore
 
 if TYPE_CHECKING:
-    from .s3 import S3Store
+    pass
 
 LEASE_SECONDS = (
     3600.0  # a reader's lease outlives its last renewal by this long (a killed trainer's lapses within the hour)
@@ -37,68 +35,26 @@ RENEW_SECONDS = 600.0
 log = logging.getLogger(__name__)
 
 
-class LeaseWriter(Protocol):
-    """Writes and removes lease objects under a dataset root."""
+class WritableStore(Store, Protocol):
+    """A store leases can be written into: a folder or a bucket (https cannot be written to)."""
 
-    def put(self, key: str, data: bytes) -> None: ...
+    def write_bytes(self, key: str, data: bytes) -> None: ...
 
-    def delete(self, key: str) -> None: ...
-
-
-class FolderWriter:
-    """Leases in a local dataset folder: a temp file renamed into place."""
-
-    def __init__(self, store: LocalStore):
-        self.store = store
-
-    def put(self, key: str, data: bytes) -> None:
-        path = self.store.local_path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-
-    def delete(self, key: str) -> None:
-        self.store.local_path(key).unlink(missing_ok=True)
+    def remove(self, key: str) -> None: ...
 
 
-class BucketWriter:
-    """Leases in an S3/R2 bucket, with the store's own client (the reader's keys)."""
-
-    def __init__(self, store: S3Store):
-        self.store = store
-
-    def put(self, key: str, data: bytes) -> None:
-        s = self.store
-        s._call(key, lambda: s.client.put_object(Bucket=s.bucket, Key=s._key(key), Body=data), "put")
-
-    def delete(self, key: str) -> None:
-        s = self.store
-        s._call(key, lambda: s.client.delete_object(Bucket=s.bucket, Key=s._key(key)), "delete")
-
-
-def writer_for(store: Store) -> LeaseWriter | None:
-    """How leases are written into `store`, None for a store nothing can be written to (https)."""
+def writer_for(store: Store) -> WritableStore | None:
+    """`store` when leases can be written into it, None for one nothing can be written to (https)."""
     from .s3 import S3Store
 
-    if isinstance(store, LocalStore):
-        return FolderWriter(store)
-    if isinstance(store, S3Store):
-        return BucketWriter(store)
-    return None
+    return store if isinstance(store, (LocalStore, S3Store)) else None
 
 
-def _stop_and_delete(stop: threading.Event, writer: LeaseWriter | None, key: str) -> None:
+def _stop_and_delete(stop: threading.Event, writer: WritableStore | None, key: str) -> None:
     stop.set()
     if writer is not None:
         try:
-            writer.delete(key)
+            writer.remove(key)
         except (StoreError, OSError):
             pass  # best effort: an unremoved lease lapses by itself
 
@@ -139,7 +95,7 @@ class ReaderLease:
             self.refused = f"{self.store.url} cannot be written to"
         else:
             try:
-                self.writer.put(self.key, self.lease.to_bytes())
+                self.writer.write_bytes(self.key, self.lease.to_bytes())
                 return True
             except (StoreError, OSError) as exc:
                 self.refused = " ".join(str(exc).split())
@@ -155,11 +111,11 @@ class ReaderLease:
         )
         self._thread.start()
 
-    def _renew_loop(self, writer: LeaseWriter) -> None:
+    def _renew_loop(self, writer: WritableStore) -> None:
         failing = False
         while not self._stop.wait(self.renew):
             try:
-                writer.put(self.key, self.lease.to_bytes())
+                writer.write_bytes(self.key, self.lease.to_bytes())
                 failing = False
             except (StoreError, OSError) as exc:
                 if not failing:

@@ -87,3 +87,13 @@ class S3Store:
 
     def local_path(self, key: str) -> Path | None:
         return None
+
+    @retried("put")
+    def write_bytes(self, key: str, data: bytes) -> None:
+        """Replace the object at `key` with `data` (an S3 object appears whole or not at all)."""
+        self._call(key, lambda: self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data), "put")
+
+    @retried("delete")
+    def remove(self, key: str) -> None:
+        """Remove the object at `key`; a missing one is not an error (S3's DELETE says so)."""
+        self._call(key, lambda: self.client.delete_object(Bucket=self.bucket, Key=self._key(key)), "delete")

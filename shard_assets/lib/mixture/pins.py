@@ -11,7 +11,7 @@ from typing import Any
 from shard_loader.errors import ShardLoaderError
 from shard_loader.format import MixtureFile
 from shard_loader.format.leases import Lease, lease_key
-from shard_loader.storage.reader_leases import writer_for
+from shard_loader.storage.reader_leases import WritableStore, writer_for
 
 from ..errors import PublishError
 from .components import absolute_url, open_manifest_store
@@ -24,7 +24,7 @@ def pin_holder(live_url: str, name: str) -> str:
     return f"mixture-{name}-{hashlib.sha256(live_url.encode()).hexdigest()[:8]}"
 
 
-def _pins(mixture: MixtureFile, root: str, client: Any) -> list[tuple[str, Any, str]]:
+def _pins(mixture: MixtureFile, root: str, client: Any) -> list[tuple[str, WritableStore | None, str]]:
     """(component URL, lease writer, the component version's pin key) for each component; writer None over https."""
     found = []
     for c in mixture.components:
@@ -44,7 +44,7 @@ def pin_components(mixture: MixtureFile, root: str, live_url: str, client: Any =
             continue
         lease = Lease(version, holder, "pin", PIN_SECONDS, f"mixture {mixture.version} at {live_url}")
         try:
-            writer.put(lease_key(version, holder), lease.to_bytes())
+            writer.write_bytes(lease_key(version, holder), lease.to_bytes())
         except (ShardLoaderError, OSError) as exc:
             raise PublishError(
                 f"{url}: cannot pin version {version} for mixture {mixture.name} ({' '.join(str(exc).split())}); "
@@ -60,6 +60,6 @@ def unpin_components(old: MixtureFile, new: MixtureFile, root: str, live_url: st
     for url, writer, version in _pins(old, root, client):
         if writer is not None and (url, version) not in kept:
             try:
-                writer.delete(lease_key(version, holder))
+                writer.remove(lease_key(version, holder))
             except (ShardLoaderError, OSError):
                 continue

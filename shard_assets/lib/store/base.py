@@ -51,8 +51,8 @@ class ObjectStore(ABC):
     stats: RequestStats
 
     # -- the loader's Store (shard_loader.storage.base), which each concrete store inherits from its loader class:
-    # a builder store is read wherever the loader reads one (ensure_local, the audits' sample reads), and its
-    # read_bytes and size retry by `retry` as the loader's do --
+    # a builder store is read wherever the loader reads one (ensure_local, the audits' sample reads); read_bytes,
+    # size, write_bytes and remove retry by `retry` themselves --
 
     url: str
 
@@ -64,6 +64,12 @@ class ObjectStore(ABC):
 
     @abstractmethod
     def stream(self, key: str, start: int, end: int) -> Iterator[bytes]: ...
+
+    @abstractmethod
+    def write_bytes(self, key: str, data: bytes) -> None: ...
+
+    @abstractmethod
+    def remove(self, key: str) -> None: ...
 
     # -- backend primitives: raise shard_loader StoreErrors (NotFoundError for a missing key) --
 
@@ -89,15 +95,9 @@ class ObjectStore(ABC):
     def _write_file(self, key: str, path: Path) -> None: ...
 
     @abstractmethod
-    def _write(self, key: str, data: bytes) -> None: ...
-
-    @abstractmethod
     def _create(self, key: str, data: bytes) -> bool:
         """Write `data` only if no object is at `key`, atomically; whether it did. A server that cannot say raises
         ConditionalWriteError."""
-
-    @abstractmethod
-    def _remove(self, key: str) -> None: ...
 
     @abstractmethod
     def _info(self, key: str) -> ObjectInfo: ...
@@ -112,6 +112,8 @@ class ObjectStore(ABC):
     # -- the builder's API: retried, ObjectStoreError with the StoreError as its cause --
 
     def _do(self, action: str, key: str, call: Callable[[], T], retry: bool = True) -> T:
+        """`call` as the builder's API: retried here (`retry`; the loader's own methods retry themselves), a missing
+        key an ObjectMissingError, any other StoreError an ObjectStoreError keeping it as the cause."""
         try:
             return with_retries(call, f"{self.describe()}: {action} {key}", self.retry, self.stats) if retry else call()
         except NotFoundError as exc:
@@ -120,7 +122,7 @@ class ObjectStore(ABC):
             raise ObjectStoreError(str(exc)) from exc
 
     def get_bytes(self, key: str) -> bytes:
-        return self._do("get", key, lambda: self.read_bytes(key), retry=False)  # the loader's read retries itself
+        return self._do("get", key, lambda: self.read_bytes(key), retry=False)
 
     def get_file(self, key: str, path: Path) -> None:
         """Copy the object at `key` into a local file."""
@@ -140,7 +142,7 @@ class ObjectStore(ABC):
         `preflight`): two racing writers are never both told "written".
         """
         if not if_absent:
-            self._do("put", key, lambda: self._write(key, data))
+            self._do("put", key, lambda: self.write_bytes(key, data), retry=False)
             return True
         self.preflight()
         return self._do("put", key, lambda: self._create(key, data))
@@ -197,7 +199,7 @@ class ObjectStore(ABC):
 
     def delete(self, key: str) -> None:
         """Remove the object at `key`; a missing key is not an error."""
-        self._do("delete", key, lambda: self._remove(key))
+        self._do("delete", key, lambda: self.remove(key), retry=False)
 
     def list(self, prefix: str) -> list[tuple[str, int]]:
         """(key, size) of every object whose key starts with `prefix`, sorted by key."""

@@ -84,9 +84,6 @@ class S3ObjectStore(S3Store, ObjectStore):
             key, lambda: self.client.upload_file(str(path), self.bucket, self._key(key), Config=config), "upload"
         )
 
-    def _write(self, key: str, data: bytes) -> None:
-        self._call(key, lambda: self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data), "put")
-
     def _create(self, key: str, data: bytes) -> bool:
         try:
             self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, IfNoneMatch="*")
@@ -104,9 +101,6 @@ class S3ObjectStore(S3Store, ObjectStore):
                     f"honours conditional writes (R2, S3, MinIO, SeaweedFS)"
                 ) from None
             raise classify(exc, self._where("put", key), self.role) from None
-
-    def _remove(self, key: str) -> None:
-        self._call(key, lambda: self.client.delete_object(Bucket=self.bucket, Key=self._key(key)), "delete")
 
     def _info(self, key: str) -> ObjectInfo:
         head = self._call(key, lambda: self.client.head_object(Bucket=self.bucket, Key=self._key(key)), "head")
