@@ -25,16 +25,16 @@ pytestmark = pytest.mark.system
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
 ELSEWHERE = {  # a block's first line -> why it is not run here, and what runs it
     "scripts/test": "the test suite itself",
-    "scripts/demo                      # once": "starts the UI and waits: tests/test_ui.py",
+    "scripts/demo                      # once": "starts the UI and waits: tests/builder/test_ui.py",
     "# my-dataset.toml": "a Hugging Face Hub preset (the machine reaches no Hub)",
     "export SHARD_DATASET_SPEC=my-dataset.toml": "builds the Hub preset above",
     "export DATASET_STORE=r2": "needs an R2 bucket: tests/test_readme_r2.py runs it on SeaweedFS",
     "export R2_DATASET_ACCOUNT_ID=<account id>": "needs an R2 bucket: tests/test_readme_r2.py",
     "import os": "needs a model and a checkpoint path: tests/test_readme_training.py",
     "srun --nodes=4": "needs a Slurm cluster with GPUs",
-    "srun --ntasks=16": "needs a Slurm cluster: tests/test_slurm.py runs two such tasks",
+    "srun --ntasks=16": "needs a Slurm cluster: tests/cluster/test_slurm.py runs two such tasks",
     "[tokenizer]": "a fragment of the specs the next block writes",
-    "[dedup]": "a fragment of a spec's settings: tests/test_dedup.py builds with exact, near and no dedup",
+    "[dedup]": "a fragment of a spec's settings: tests/builder/test_dedup.py builds with exact, near and no dedup",
     "scripts/bench --size small": "about an hour: tests/test_benchmarks.py runs each benchmark small",
 }
 
@@ -51,7 +51,9 @@ DOCS_RUN_BY = {  # a docs block's marker -> the test that runs it verbatim (on t
     "slurm-services": "test_slurm.py",
     "slurm-build": "test_slurm.py",
 }
-DOCS_ELSEWHERE = {".venv/bin/shard-assets dev": "starts the UI and waits: tests/test_ui.py starts it as written"}
+DOCS_ELSEWHERE = {
+    ".venv/bin/shard-assets dev": "starts the UI and waits: tests/builder/test_ui.py starts it as written"
+}
 DOCS_BLOCK = re.compile(r"(?:<!-- ([\w-]+?)(?::start)? -->\n)?^```(\w+)\n(.*?)^```", re.S | re.M)
 
 
@@ -84,7 +86,9 @@ def walk_docs(clone) -> None:
         for marker, language, body in DOCS_BLOCK.findall((ROOT / name).read_text()):
             if marker:
                 runner = DOCS_RUN_BY[marker]
-                assert f'"{marker}"' in (ROOT / "tests" / runner).read_text(), f"{runner} does not run {marker}"
+                assert f'"{marker}"' in next((ROOT / "tests").rglob(runner)).read_text(), (
+                    f"{runner} does not run {marker}"
+                )
             elif language == "json":
                 example = json.loads(body)
                 same_keys(example, published[example["format"]], f"{name} {example['format']} example")

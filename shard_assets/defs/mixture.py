@@ -39,8 +39,9 @@ warnings.filterwarnings(
     "ignore", message="Function `observable_source_asset` is currently in beta", category=dg.BetaWarning
 )
 warnings.filterwarnings("ignore", message="Property `OpDefinition.version` is deprecated", category=DeprecationWarning)
-# Checks with a result per spec need partitioned check specs, which Dagster 1.13 marks preview (tests/test_mixtures.py
-# and tests/test_ui_mixtures.py pin what they show); the notice would print in every build and `dev`.
+# Checks with a result per spec need partitioned check specs, which Dagster 1.13 marks preview
+# (tests/builder/test_mixtures.py and tests/builder/test_ui_mixtures.py pin what they show); the notice would print in
+# every build and `dev`.
 warnings.filterwarnings(
     "ignore", message="Specifying a partitions_def on an AssetCheckSpec", category=dg.PreviewWarning
 )

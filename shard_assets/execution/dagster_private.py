@@ -1,5 +1,5 @@
 """Every name this project takes from Dagster's private modules (`dagster._*`), in one place: a Dagster upgrade that
-moves one breaks this module's import (and tests/test_execution.py, which imports each name), not a run."""
+moves one breaks this module's import (and tests/builder/test_execution.py, which imports each name), not a run."""
 
 from dagster import _check as check
 from dagster._core.definitions.selector import JobSubsetSelector

@@ -39,14 +39,15 @@ VERIFIED_PATTERNS = {
     "gpt2": GPT2_PATTERN,
     "llama3": LLAMA3_PATTERN,
     "qwen2": QWEN2_PATTERN,
-}  # each is in tests/test_encoders.py
-# Where each verified split regex always splits whatever precedes or follows (no match spans the position, none
-# before it reads past it), so the reference's ids of a document are its ids of the pieces between such cuts, joined
-# (tests/test_encoders.py proves it over adversarial text). GPT-2: a non-space then a space, tab or line break (no
-# alternative carries a non-space run into whitespace). Llama 3 / Qwen2: a non-space then a space or tab (punctuation
-# there takes only line breaks), and a line break then a non-space (a run ending in a line break is one match that
-# nothing extends). Python's \S also counts \x1c-\x1f as space, so it never cuts where the reference sees whitespace;
-# and NFC composes nothing across a space, tab or line break, so normalising the pieces equals normalising the whole.
+}  # each is in tests/builder/test_encoders.py
+# Where each verified split regex always splits whatever precedes or follows (no match spans the position, none before
+# it reads past it), so the reference's ids of a document are its ids of the pieces between such cuts, joined
+# (tests/builder/test_encoders.py proves it over adversarial text). GPT-2: a non-space then a space, tab or line break
+# (no alternative carries a non-space run into whitespace). Llama 3 / Qwen2: a non-space then a space or tab
+# (punctuation there takes only line breaks), and a line break then a non-space (a run ending in a line break is one
+# match that nothing extends). Python's \S also counts \x1c-\x1f as space, so it never cuts where the reference sees
+# whitespace; and NFC composes nothing across a space, tab or line break, so normalising the pieces equals normalising
+# the whole.
 _CUT_BEFORE_SPACE = r"(?<=\S)(?=[\t ])"
 SAFE_CUTS = {
     GPT2_PATTERN: re.compile(r"(?<=\S)(?=[\t\n\r ])"),

@@ -16,7 +16,7 @@ Since each epoch holds exact quotas, where any epoch starts is known without wal
 constant time); the price is that a window across an epoch's last block holds its share within two samples, not one.
 
 Within a block, the template spreads each component's base slots and the extra slots evenly (EDF over their Pfair
-windows), so shorter windows stay close to their share too (tests/test_mixture_interleave.py states the bound).
+windows), so shorter windows stay close to their share too (tests/loader/test_mixture_interleave.py states the bound).
 
 Everything is integer arithmetic on the block's state, so every rank and worker computes the same stream.
 """

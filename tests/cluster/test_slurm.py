@@ -46,7 +46,7 @@ from tests.support.synthetic import random_docs, write_dataset
 
 pytestmark = pytest.mark.system
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 2  # jobs at once in the test's instance; the build asks for 4 runs per job, so the queue holds the rest
 PARTITIONS = 8
 BUCKET = "slurm-build"

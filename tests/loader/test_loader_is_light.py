@@ -15,7 +15,7 @@ def test_importing_shard_loader_loads_no_heavy_dependency():
 
 
 def test_no_module_imports_the_builder_side():
-    root = Path(__file__).resolve().parents[1] / "shard_loader"
+    root = Path(__file__).resolve().parents[2] / "shard_loader"
     for path in root.rglob("*.py"):
         for line in path.read_text().splitlines():
             words = line.split()

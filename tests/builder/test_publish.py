@@ -25,7 +25,7 @@ from tests.support.synthetic import random_docs, write_dataset
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 PUBLISHER = """
 import sys

@@ -19,7 +19,7 @@ from tests.support.training import torchrun
 
 pytestmark = pytest.mark.system
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SIZES = [int(n) for n in np.random.default_rng(1).integers(200, 800, size=9)]
 NUMPY_OPTIONS = {k: v for k, v in OPTIONS.items() if k != "batches_per_transfer"}
 

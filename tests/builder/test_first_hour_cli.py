@@ -20,7 +20,7 @@ from tests.support.patience import HUNG
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 SETTINGS = ("DAGSTER_HOME", "DATASET_STORE", "DATASET_STORE_ROOT", "S3_ENDPOINT_URL", "R2_DATASET_ACCOUNT_ID")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.support.slurm import SLURMD_TIMEOUT
 
-DOCS = Path(__file__).resolve().parents[1] / "docs/deploy.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs/deploy.md"
 
 
 def test_the_lost_node_time_is_given_with_the_slurmd_timeout_it_depends_on():

@@ -11,7 +11,7 @@ import numpy as np
 
 from shard_assets.lib.text import doc_hash, is_val, normalise
 
-DOC = (Path(__file__).resolve().parents[1] / "docs" / "format.md").read_text()
+DOC = (Path(__file__).resolve().parents[2] / "docs" / "format.md").read_text()
 SECTION = " ".join(DOC[DOC.index("A document's split is decided") : DOC.index("## Manifest")].split())
 
 

@@ -1,5 +1,6 @@
 """The Slurm path's failures as issue 34 met them, each a `shard-assets build` run verbatim against the real 2-node
-cluster and Postgres of tests/test_slurm.py (the session's `slurm` and `postgres`), a store folder every node sees:
+cluster and Postgres of tests/cluster/test_slurm.py (the session's `slurm` and `postgres`), a store folder every node
+sees:
 
 - case 11: the nodes' `python` lacks Dagster: the build stops after the same job failed the same way twice at start,
   with the job's first output lines (`No module named dagster`) and the output file in the one-line error;
@@ -33,7 +34,7 @@ from shard_assets.definitions import build_definitions
 from shard_assets.execution.slurm import JOB_ID_TAG
 from tests.support.dagster_helpers import tiny_dataset
 from tests.support.seaweedfs import _free_ports
-from tests.test_slurm import clean_environ, environ, slurm_home
+from tests.cluster.test_slurm import clean_environ, environ, slurm_home
 
 pytestmark = pytest.mark.system
 
@@ -234,7 +235,7 @@ def test_dev_on_the_slurm_instance_does_not_print_this_machines_default_spec_and
     }
     proc = subprocess.Popen(
         [sys.executable, "-m", "shard_assets.cli", "dev", "--port", str(_free_ports(1)[0])],
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=Path(__file__).resolve().parents[2],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

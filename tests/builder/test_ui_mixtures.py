@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.mixtures import blend_spec, build_corpus, dagster_home, live_manifest, mix
-from tests.test_ui import ARTIFACTS, CHROMIUM, _screenshot, browser, dev_server  # noqa: F401  (browser: the module's fixture)
+from tests.builder.test_ui import ARTIFACTS, CHROMIUM, _screenshot, browser, dev_server  # noqa: F401  (browser: the module's fixture)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [
     pytest.mark.system,
     pytest.mark.skipif(

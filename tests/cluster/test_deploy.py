@@ -16,7 +16,7 @@ from tests.support.patience import HUNG
 
 pytestmark = pytest.mark.system
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ENV = {
     "DAGSTER_PG_HOST": "db",
     "DAGSTER_PG_PORT": "5432",

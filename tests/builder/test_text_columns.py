@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from shard_assets.lib.text import column_hashes, normalise_column, to_arrow
-from tests.test_encoders import WORDS, _adversarial
-from tests.test_tokenize import _documents
+from tests.builder.test_encoders import WORDS, _adversarial
+from tests.builder.test_tokenize import _documents
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _LINE_BREAK = re.compile(r"\r\n?")

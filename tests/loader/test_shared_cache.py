@@ -29,7 +29,7 @@ from tests.support.synthetic import write_dataset
 from tests.support.patience import HUNG
 from tests.support.training import torchrun
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SIZES = [int(n) for n in np.random.default_rng(8).integers(300, 900, size=6)]
 OPTS = dict(seq_len=16, batch_size=2, seed=1, window_shards=1)
 

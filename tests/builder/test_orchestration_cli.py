@@ -18,7 +18,7 @@ import pytest
 
 pytestmark = pytest.mark.system
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _instance(home: Path) -> dg.DagsterInstance:

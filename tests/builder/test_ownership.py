@@ -29,7 +29,7 @@ from tests.support.build_helpers import assert_every_manifest_whole
 from tests.support.dagster_helpers import instance, tiny_dataset, tiny_resources, write_jsonl
 from tests.support.seaweedfs import WRITER
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def other_spec(tmp: Path, vocab: int = 2048) -> Path:

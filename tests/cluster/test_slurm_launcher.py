@@ -1,6 +1,6 @@
 """The Slurm run launcher's pieces without a cluster: what a run's job asks for, the batch script (run by bash),
 job states read from squeue and sacct (stand-ins on PATH), health as the monitoring daemon sees it, and the run
-config a cluster run carries. The real cluster is tests/test_slurm.py's."""
+config a cluster run carries. The real cluster is tests/cluster/test_slurm.py's."""
 
 import os
 import stat

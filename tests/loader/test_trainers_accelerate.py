@@ -20,7 +20,7 @@ from tests.support.training import torchrun
 
 pytestmark = pytest.mark.system
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SIZES = [int(n) for n in np.random.default_rng(1).integers(200, 800, size=9)]
 OPTIONS = {"seq_len": 16, "batch_size": 2, "seed": 4, "window_shards": 2}
 PARTS = [Part("web", (900,) * 6, 0.6, 0), Part("code", (700,) * 6, 0.3, 1), Part("math", (120,), 0.1, 2)]

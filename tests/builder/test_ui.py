@@ -27,7 +27,7 @@ from shard_assets.lib.store import LocalFolderStore
 from tests.support.clone import fresh_clone, new_user_env
 from tests.support.patience import HUNG
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "ui"
 DATASET_GROUP = "/locations/shard_assets/asset-groups/dataset"  # the asset graph the README sends a user to
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -19,7 +19,7 @@ from tests.support.dagster_helpers import tiny_dataset
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KUBECONFIG = """apiVersion: v1
 kind: Config
 clusters: [{name: none, cluster: {server: "https://127.0.0.1:1"}}]

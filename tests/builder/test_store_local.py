@@ -15,7 +15,7 @@ from shard_assets.lib.store import LocalFolderStore, ObjectMissingError, ObjectS
 from shard_loader.storage.local import STALE_TEMP_SECONDS
 from shard_loader.errors import NotFoundError, UnsafeFileError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 STUCK_WRITER = """
 import sys, time

@@ -19,7 +19,7 @@ from shard_assets.execution.local import BUILD_TAGS, TOKENIZE_POOL, release_kill
 from tests.support.dagster_helpers import tiny_dataset
 from tests.support.patience import HUNG
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 KILLED_BUILD = """
 import os, signal, socket, sys

@@ -33,7 +33,7 @@ from tests.support.training import torchrun
 
 pytestmark = pytest.mark.system
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PARTS = [Part("web", (3000,) * 8, 0.6, 0), Part("code", (2000,) * 12, 0.3, 1), Part("math", (240,), 0.1, 2)]
 SIZES = {p.index: p.sizes for p in PARTS}
 BUILT = tuple(BUILT_WEIGHTS)  # in the spec's order, so their component ids; sources: JSONL, text, 6 lemmas in parquet
