@@ -6,7 +6,6 @@ this one code path; runs take up to PARTITIONS_PER_RUN adjacent partitions each.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections.abc import Callable, Iterable
 from typing import TypedDict, TypeVar
@@ -16,6 +15,7 @@ import dagster as dg
 from ..lib.discovery import DiscoveryBudget, DiscoveryCursor, DiscoveryStep, discover, registered
 from ..lib.errors import BuildError
 from ..lib.partitioning import PartitionPolicy, PartitionRecord
+from ..lib.records import DatasetOwner, decode, to_json
 from ..lib.spec import DatasetSpec
 from ..lib.store import ObjectStore
 
@@ -51,19 +51,20 @@ def claim_home(instance: dg.DagsterInstance, spec: DatasetSpec) -> None:
     """One Dagster home, one dataset: record which dataset (name and spec) its raw_files partitions belong to, and
     refuse to register another's beside them (the UI would show both sets as one, with nothing to tell them apart).
     Another store of the same dataset is allowed: its partition keys are the same."""
+    home = instance.root_directory if instance.is_persistent else "this Dagster instance"
     held = instance.run_storage.get_cursor_values({HOME_DATASET_KEY}).get(HOME_DATASET_KEY)
-    claim = json.dumps({"dataset": spec.name, "spec": spec.origin})
-    if held == claim:
+    owner = decode(DatasetOwner, held.encode(), f"{home}: cursor {HOME_DATASET_KEY}") if held else None
+    if owner and (owner.dataset, owner.spec) == (spec.name, spec.origin):
         return
-    owner = json.loads(held) if held else None
-    if owner and owner["dataset"] != spec.name and instance.get_dynamic_partitions(RAW_FILES):
-        home = instance.root_directory if instance.is_persistent else "this Dagster instance"
+    if owner and owner.dataset != spec.name and instance.get_dynamic_partitions(RAW_FILES):
         raise HomeHoldsAnotherDataset(
-            f"{home} holds the partitions of dataset {owner['dataset']!r} (spec {owner['spec']}), not {spec.name!r} "
+            f"{home} holds the partitions of dataset {owner.dataset!r} (spec {owner.spec}), not {spec.name!r} "
             f"(spec {spec.origin}): give each dataset its own Dagster home (unset DAGSTER_HOME: `shard-assets` then "
             "uses .dagster_home/<dataset>; or set it to another folder)"
         )
-    instance.run_storage.set_cursor_values({HOME_DATASET_KEY: claim})
+    instance.run_storage.set_cursor_values(
+        {HOME_DATASET_KEY: to_json(DatasetOwner.now(spec.name, spec.origin)).decode()}
+    )
 
 
 def partition_policy(spec: DatasetSpec) -> PartitionPolicy:

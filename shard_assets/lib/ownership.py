@@ -4,7 +4,6 @@ anything. Two builds of one spec at once both find their own name there, whichev
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 
 from shard_loader.errors import ShardLoaderError
 from shard_loader.format import LATEST_KEY, parse_manifest
@@ -48,8 +47,7 @@ def claim(store: ObjectStore, dataset: str, origin: str = "") -> None:
         published = _published_name(store)
         if published is not None and published != dataset:
             raise _refuse(store, published, dataset, origin, f"its {LATEST_KEY}")
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        store.put_bytes(OWNER_KEY, to_json(DatasetOwner(dataset, origin, now)), if_absent=True)
+        store.put_bytes(OWNER_KEY, to_json(DatasetOwner.now(dataset, origin)), if_absent=True)
         owner = get_record(store, OWNER_KEY, DatasetOwner, "dataset owner")
     if owner.dataset != dataset:
         raise _refuse(

@@ -16,10 +16,12 @@ import typing
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from shard_loader.format import FileRef, ShardEntry
 from shard_loader.format.fields import loads
+from shard_loader.format.manifest import CREATED_AT_FORMAT
 
 from .dedup_records import DedupDecision, DedupMember, DedupMembers
 from .errors import RecordError, RecordMissingError
@@ -217,11 +219,17 @@ class IngestFailure:
 
 @dataclass(frozen=True)
 class DatasetOwner:
-    """Which dataset a store root holds (`state/dataset.json`), written once by the first build into it."""
+    """Which dataset a store root holds (`state/dataset.json`), written once by the first build into it; also which
+    dataset a Dagster home's partitions belong to (a cursor value of its instance)."""
 
     dataset: str
     spec: str
-    claimed_at: str
+    claimed_at: str = ""  # a home's claim before this release has none
+
+    @classmethod
+    def now(cls, dataset: str, spec: str) -> DatasetOwner:
+        """A claim made now."""
+        return cls(dataset, spec, datetime.now(UTC).strftime(CREATED_AT_FORMAT))
 
 
 @dataclass(frozen=True)

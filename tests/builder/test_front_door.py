@@ -14,7 +14,8 @@ import pytest
 
 import shard_loader
 from shard_assets.definitions import build_definitions
-from shard_assets.defs.partitions import HomeHoldsAnotherDataset, sync_partitions
+from shard_assets.defs.partitions import HOME_DATASET_KEY, HomeHoldsAnotherDataset, sync_partitions
+from shard_assets.lib.errors import RecordError
 from shard_assets.lib.layout import part_record_key, raw_record_key
 from shard_assets.lib.records import PartRecord, RawRecord, get_record
 from shard_assets.lib.spec import load_spec
@@ -178,3 +179,10 @@ def test_one_dagster_home_holds_one_datasets_partitions(tmp_path):
     ):
         sync_partitions(inst, LocalFolderStore(tmp_path / "b" / "store"), load_spec(other))
     assert inst.get_dynamic_partitions("raw_files") == ["web.part0"]
+    claim = json.dumps({"dataset": "tiny", "spec": str(spec)})  # as a home claimed before the claim was a record
+    inst.run_storage.set_cursor_values({HOME_DATASET_KEY: claim})
+    with pytest.raises(HomeHoldsAnotherDataset, match=r"holds the partitions of dataset 'tiny'"):
+        sync_partitions(inst, LocalFolderStore(tmp_path / "b" / "store"), load_spec(other))
+    inst.run_storage.set_cursor_values({HOME_DATASET_KEY: '{"dataset": 7}'})
+    with pytest.raises(RecordError, match=r"cursor shard_assets/dataset.*dataset"):
+        sync_partitions(inst, LocalFolderStore(store), load_spec(spec))
