@@ -224,7 +224,9 @@ def test_a_40_second_postgres_outage_mid_build_is_waited_out_and_leaves_no_run_i
     assert not [(r.run_id, r.status) for r in built.runs if r.status in IN_PROGRESS]
 
 
-def test_dev_on_the_slurm_instance_does_not_print_this_machines_default_spec_and_store(slurm, postgres, tmp_path):
+def test_dev_on_the_slurm_instance_does_not_print_this_machines_default_spec_and_store(
+    slurm, postgres, tmp_path, demo_spec
+):
     postgres.create_database("dev")
     env = {
         **clean_environ(),
@@ -232,21 +234,24 @@ def test_dev_on_the_slurm_instance_does_not_print_this_machines_default_spec_and
         **postgres.env("dev"),
         "DAGSTER_HOME": str(slurm_home(tmp_path)),
         "SHARD_SLURM_PARTITION": slurm.partition,
+        "SHARD_DATASET_SPEC": str(demo_spec),  # a spec that exists whatever other tests left in the repository
     }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "shard_assets.cli", "dev", "--port", str(_free_ports(1)[0])],
-        cwd=Path(__file__).resolve().parents[2],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        banner = proc.stdout.readline()
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    assert banner.startswith("Dagster UI on http://"), banner
+    with open(tmp_path / "dev.err", "w+") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "shard_assets.cli", "dev", "--port", str(_free_ports(1)[0])],
+            cwd=Path(__file__).resolve().parents[2],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            banner = proc.stdout.readline()
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        err.seek(0)
+        assert banner.startswith("Dagster UI on http://"), banner + err.read()
     assert "SlurmRunLauncher, each with the spec and store its run config names" in banner
     assert "demo.toml" not in banner and "store " not in banner.replace("spec and store", ""), banner
