@@ -27,7 +27,7 @@ ASSETS = [raw_documents, dedup, tokenizer, tokenized_shards, splits, manifest]
 def build_definitions(resources: dict[str, Any] | None = None) -> dg.Definitions:
     """Definitions with the given resources (tests pass a temporary store), else those from the environment."""
     resources = resources or default_resources()
-    specs = resources.get("mixtures") or mixture_specs_from_env()  # its folder's spec files are the mixture partitions
+    specs = resources.get("mixtures") or mixture_specs_from_env()  # its folder's spec files are the mixture assets
     assert isinstance(specs, MixtureSpecsResource)
     mixtures = mixture_definitions(specs)
     return dg.Definitions(

@@ -11,7 +11,7 @@ from typing import Any
 import dagster as dg
 from shard_loader.format import MixtureFile
 
-from .defs.mixture import MixtureSpecsResource, publish_report
+from .defs.mixture import MixtureSpecsResource, mixture_key, publish_report
 from .lib.errors import PublishError, RunFailed
 from .lib.mixture.publish import PublishReport, live_mixture_url, read_mixture
 from .execution.local import failure_message, run_job
@@ -27,18 +27,18 @@ class MixResult:
 
 
 def publish_mixture_spec(instance: dg.DagsterInstance, spec: Path, resources: dict[str, Any]) -> MixResult:
-    """Run mixture_job for `spec` (its folder holds the partitions, its stem is the partition) and read back the version
-    it wrote. A run that fails before publishing is a RunFailed naming the cause; failed audits are in the result."""
+    """Run mixture_job for `spec`'s asset (`mixture/<its stem>`, defined from its folder) and read back the version it
+    wrote. A run that fails before publishing is a RunFailed naming the cause; failed audits are in the result."""
     from .definitions import build_definitions
 
     started = time.perf_counter()
-    spec = spec.resolve()
+    spec, key = spec.resolve(), mixture_key(spec.stem)
     defs = build_definitions({**resources, "mixtures": MixtureSpecsResource(folder=str(spec.parent))})
-    result = run_job(defs, "mixture_job", instance, (spec.stem,), failed_ok=True)
-    materialized = result.asset_materializations_for_node("mixture")
+    result = run_job(defs, "mixture_job", instance, assets=(key.to_user_string(),), failed_ok=True)
+    materialized = result.asset_materializations_for_node(key.to_python_identifier())
     if not materialized:
         raise RunFailed(
-            f"mixture_job [{spec.stem}] failed (run {result.run_id}): "
+            f"mixture_job [{key.to_user_string()}] failed (run {result.run_id}): "
             f"{failure_message(result) or 'see the run in the Dagster UI'}"
         )
     report, store = publish_report(materialized[0].metadata), resources["store"].store()

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from shard_assets.definitions import build_definitions
+from shard_assets.defs.mixture import MixtureSpecsResource
 from shard_assets.defs.resources import DatasetResource, StoreResource
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -170,15 +171,21 @@ def test_there_are_no_import_cycles():
 
 
 def test_definitions_snapshot(tmp_path):
+    (tmp_path / "mixtures").mkdir()
+    (tmp_path / "mixtures" / "blend.toml").write_text('name = "blend"\n')  # listed, not read, when definitions load
     defs = build_definitions(
-        {"dataset": DatasetResource(spec_path=str(tmp_path / "spec.toml")), "store": StoreResource(root=str(tmp_path))}
+        {
+            "dataset": DatasetResource(spec_path=str(tmp_path / "spec.toml")),
+            "store": StoreResource(root=str(tmp_path)),
+            "mixtures": MixtureSpecsResource(folder=str(tmp_path / "mixtures")),
+        }
     )
     graph = defs.resolve_asset_graph()
     assert sorted(k.to_user_string() for k in graph.get_all_asset_keys()) == [
         "dedup",
         "manifest",
-        "mixture",
-        "mixture_components",
+        "mixture/blend",
+        "mixture/blend_components",
         "raw_documents",
         "splits",
         "tokenized_shards",
@@ -211,7 +218,7 @@ def test_definitions_snapshot(tmp_path):
     assert sorted(s.name for s in defs.schedules) == ["gc_schedule", "retokenize_schedule"]
     assert sorted(s.name for s in defs.sensors) == ["mixture_follow_live", "raw_files_sensor"]
     partitioned = {k.to_user_string() for k in graph.get_all_asset_keys() if graph.get(k).partitions_def is not None}
-    assert partitioned == {"dedup", "mixture", "mixture_components", "raw_documents", "tokenized_shards"}
+    assert partitioned == {"dedup", "raw_documents", "tokenized_shards"}
     labels = {
         k.to_user_string(): graph.get(k).automation_condition.get_label()
         for k in graph.get_all_asset_keys()
@@ -222,6 +229,6 @@ def test_definitions_snapshot(tmp_path):
         "tokenized_shards": "rebuild_on_upstream_or_code_change",
         "splits": "rebuild_on_upstream_or_code_change",
         "manifest": "publish_after_splits",
-        "mixture": "republish_when_a_component_moves",
-        "mixture_components": "observe_on_cron",
+        "mixture/blend": "republish_when_a_component_moves",
+        "mixture/blend_components": "observe_on_cron",
     }

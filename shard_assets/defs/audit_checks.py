@@ -9,15 +9,9 @@ from ..lib.publish import Audit
 from .figures import markdown_list
 
 
-def audit_check_specs(
-    asset: str, audits: Mapping[str, str], partitions: dg.PartitionsDefinition | None = None
-) -> list[dg.AssetCheckSpec]:
-    """One blocking check per audit (name: description) of `asset`; with `partitions`, each partition (a mixture
-    spec) has its own results, so one spec's failed publish never shows as another's."""
-    return [
-        dg.AssetCheckSpec(name, asset=asset, blocking=True, description=text, partitions_def=partitions)
-        for name, text in audits.items()
-    ]
+def audit_check_specs(asset: str | dg.AssetKey, audits: Mapping[str, str]) -> list[dg.AssetCheckSpec]:
+    """One blocking check per audit (name: description) of `asset`."""
+    return [dg.AssetCheckSpec(name, asset=asset, blocking=True, description=text) for name, text in audits.items()]
 
 
 def check_summary(a: Audit) -> str:

@@ -1,10 +1,11 @@
-"""Asset mixture: one partition per mixture spec in the folder SHARD_MIXTURE_SPECS. Each run resolves its spec's
-components (a live manifest pinned to its version), writes `mixtures/<name>/<version>.json`, audits exactly that
-version with blocking checks, and only then replaces `mixtures/<name>.json` (write-audit-publish, as the manifest).
+"""The mixtures group: per mixture spec in the folder SHARD_MIXTURE_SPECS, an asset `mixture/<name>`. Each run
+resolves its spec's components (a live manifest pinned to its version), writes `mixtures/<name>/<version>.json`, audits
+exactly that version with blocking checks, and only then replaces `mixtures/<name>.json` (write-audit-publish, as the
+manifest). An asset per spec, so each shows its own latest publish and its own checks.
 
-Researchers pin: nothing republishes a mixture by itself. Turning on the `mixture_follow_live` sensor opts in:
-`mixture_components` then observes, on SHARD_MIXTURE_FOLLOW_CRON, the version each spec's component URLs name, and a
-mixture whose components moved is republished (a new version; the pinned old one stays readable)."""
+Researchers pin: nothing republishes a mixture by itself. Turning on the `mixture_follow_live` sensor opts in: each
+spec's `mixture/<name>_components` then observes, on SHARD_MIXTURE_FOLLOW_CRON, the version its component URLs name,
+and a mixture whose components moved is republished (a new version; the pinned old one stays readable)."""
 
 import hashlib
 import json
@@ -16,10 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from shard_loader.errors import ShardLoaderError
 
 from ..lib.charts import grouped_bar_chart_svg, markdown_image
-from ..lib.errors import BuildError
 from ..lib.records import from_dict, to_json
 from ..lib.settings import mixture_specs_folder
 from ..lib.mixture.audits import AUDITS
@@ -39,12 +38,6 @@ warnings.filterwarnings(
     "ignore", message="Function `observable_source_asset` is currently in beta", category=dg.BetaWarning
 )
 warnings.filterwarnings("ignore", message="Property `OpDefinition.version` is deprecated", category=DeprecationWarning)
-# Checks with a result per spec need partitioned check specs, which Dagster 1.13 marks preview
-# (tests/builder/test_mixtures.py and tests/builder/test_ui_mixtures.py pin what they show); the notice would print in
-# every build and `dev`.
-warnings.filterwarnings(
-    "ignore", message="Specifying a partitions_def on an AssetCheckSpec", category=dg.PreviewWarning
-)
 
 AC = dg.AutomationCondition
 CODE_VERSION = "mixture-1"
@@ -61,20 +54,19 @@ FOLLOW_LIVE = (
 
 
 class MixtureSpecsResource(dg.ConfigurableResource["MixtureSpecsResource"]):
-    """Which mixtures to publish: a folder of mixture specs (TOML), one partition per file, named by its stem."""
+    """Which mixtures to publish: a folder of mixture specs (TOML), one asset per file, named by its stem."""
 
     folder: str = ""  # none: no mixtures
 
     def files(self) -> dict[str, Path]:
         return mixture_spec_files(self.folder) if self.folder else {}
 
-    def spec(self, partition: str) -> MixtureSpec:
-        return load_mixture_spec(Path(self.folder) / f"{partition}.toml")
+    def spec(self, name: str) -> MixtureSpec:
+        return load_mixture_spec(Path(self.folder) / f"{name}.toml")
 
 
 def mixture_specs_from_env() -> MixtureSpecsResource:
-    """SHARD_MIXTURE_SPECS resolved once against the project folder; unset, the code location has no mixture
-    partitions."""
+    """SHARD_MIXTURE_SPECS resolved once against the project folder; unset, the code location has no mixtures."""
     return MixtureSpecsResource(folder=mixture_specs_folder())
 
 
@@ -125,45 +117,44 @@ def _metadata(published: PublishedMixture, url: str) -> dict[str, Any]:
     }
 
 
-def mixture_definitions(specs: MixtureSpecsResource) -> MixtureDefinitions:
-    """The mixture asset, the observation of its components, its job and the opt-in sensor, partitioned by the
-    spec files in `specs.folder` when the definitions load (a new spec file appears on the next reload)."""
-    partitions = dg.StaticPartitionsDefinition(sorted(specs.files()))
+def mixture_key(name: str) -> dg.AssetKey:
+    """The asset of the mixture spec `name` (its file's stem): `mixture/<name>`."""
+    return dg.AssetKey(["mixture", name])
+
+
+def _spec_assets(name: str) -> tuple[dg.SourceAsset, dg.AssetsDefinition]:
+    """The spec `name`'s two assets: the observation of the versions its component URLs name, and its mixture with one
+    blocking check per audit. An asset per spec, not a partition per spec: each shows its own latest publish and its
+    own checks, and a spec never mixed shows its checks not yet run."""
 
     @dg.observable_source_asset(
-        partitions_def=partitions,
+        key=["mixture", f"{name}_components"],  # shown as <name>_components beside <name>
         automation_condition=AC.on_cron(os.environ.get(FOLLOW_CRON_ENV, DEFAULT_FOLLOW_CRON)).with_label(
             "observe_on_cron"
         ),
         group_name=MIXTURE_ASSET["group_name"],
-        description="The version each mixture spec's component URLs name now (a live manifest.json moves on); observed "
+        description=f"The version each of {name}'s component URLs names now (a live manifest.json moves on); observed "
         "on SHARD_MIXTURE_FOLLOW_CRON only while the mixture_follow_live sensor runs.",
     )
-    def mixture_components(
-        context: dg.OpExecutionContext, mixtures: MixtureSpecsResource, store: StoreResource
-    ) -> dg.DataVersionsByPartition:
+    def observed(mixtures: MixtureSpecsResource, store: StoreResource) -> dg.DataVersion:
         client = getattr(store.store(), "client", None)
-        found = {}
-        for partition in mixtures.files():
-            try:
-                found[partition] = _versions_id(current_versions(mixtures.spec(partition), client))
-            except (BuildError, ShardLoaderError) as exc:
-                context.log.warning(f"{partition}: not observed: {exc}")
-        return dg.DataVersionsByPartition(found)
+        return dg.DataVersion(_versions_id(current_versions(mixtures.spec(name), client)))
+
+    key = mixture_key(name)
 
     @dg.asset(
-        partitions_def=partitions,
-        deps=[manifest, mixture_components],
+        key=key,
+        deps=[manifest, observed],
         code_version=CODE_VERSION,
         automation_condition=FOLLOW_LIVE,
         **MIXTURE_ASSET,
         kinds={"json"},
         tags={"stage": "mix"},
-        check_specs=audit_check_specs("mixture", AUDITS, partitions),
+        check_specs=audit_check_specs(key, AUDITS),
         description=(
-            "Published datasets blended by weight: `mixtures/NAME/VERSION.json` (immutable, each component pinned to a "
-            "manifest version by sha256) is written, audited by the blocking checks, and only then copied to "
-            "`mixtures/NAME.json`."
+            f"Published datasets blended by weight as the spec {name}.toml says: `mixtures/{name}/VERSION.json` "
+            "(immutable, each component pinned to a manifest version by sha256) is written, audited by the blocking "
+            f"checks, and only then copied to `mixtures/{name}.json`."
         ),
     )
     def mixture(
@@ -171,7 +162,7 @@ def mixture_definitions(specs: MixtureSpecsResource) -> MixtureDefinitions:
     ) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the annotation: it must be the bare class
         objects = store.store()
         lineage = {"run_id": context.run.run_id, "code_version": code_version(), "asset_code_version": CODE_VERSION}
-        published = publish_mixture(objects, resolve_mixture(mixtures.spec(context.partition_key), objects, lineage))
+        published = publish_mixture(objects, resolve_mixture(mixtures.spec(name), objects, lineage))
         report, url = published.report, live_mixture_url(objects, published.mixture.name)
         if not report.live:
             context.log.error(
@@ -183,18 +174,26 @@ def mixture_definitions(specs: MixtureSpecsResource) -> MixtureDefinitions:
             check_results=[check_result(a) for a in report.audits],
         )
 
+    return observed, mixture
+
+
+def mixture_definitions(specs: MixtureSpecsResource) -> MixtureDefinitions:
+    """The assets of each spec file in `specs.folder` when the definitions load (a new spec file appears on the next
+    reload), the job that publishes them and the opt-in sensor."""
+    pairs = [_spec_assets(name) for name in sorted(specs.files())]
+    assets: list[dg.SourceAsset | dg.AssetsDefinition] = [a for pair in pairs for a in pair]
     job = dg.define_asset_job(
         "mixture_job",
-        selection=[mixture],
+        selection=dg.AssetSelection.assets(*(m for _, m in pairs)),
         executor_def=dg.in_process_executor,
-        description="Resolve one mixture spec, write its version, audit it, and make it live if every blocking check "
+        description="Resolve a mixture spec, write its version, audit it, and make it live if every blocking check "
         "passes.",
     )
     follow = dg.AutomationConditionSensorDefinition(
         "mixture_follow_live",
-        target=dg.AssetSelection.assets(mixture.key, mixture_components.key),
+        target=dg.AssetSelection.assets(*(a.key for a in assets)),
         default_status=dg.DefaultSensorStatus.STOPPED,
         description="Opt in to following live component manifests: observe them on SHARD_MIXTURE_FOLLOW_CRON and "
         "republish a mixture whose components moved.",
     )
-    return MixtureDefinitions([mixture_components, mixture], [job], [follow])
+    return MixtureDefinitions(assets, [job], [follow])

@@ -45,7 +45,7 @@ def run_job(
     """Execute one defined job in this process over adjacent `partitions` (one run for the range), quietly and tagged
     with this process (so a re-run finds what a kill left behind). A failure is a RunFailed naming the job,
     partitions and cause, unless `failed_ok` (the caller reads the failed run's result)."""
-    selection = [dg.AssetKey(a) for a in assets] if assets else None
+    selection = [dg.AssetKey.from_user_string(a) for a in assets] if assets else None
     target = run_target(list(partitions)) if partitions else {"partition_key": None, "tags": {}}
     target["tags"] = {**target["tags"], **dict(zip(BUILD_TAGS, (socket.gethostname(), str(os.getpid()))))}
     result = defs.resolve_job_def(job).execute_in_process(

@@ -12,9 +12,10 @@ from datetime import datetime
 
 import dagster as dg
 import pytest
-from dagster._core.event_api import PartitionKeyFilter
 from dagster._core.instance.ref import InstanceRef
 
+from shard_assets.defs.mixture import mixture_key
+from shard_assets.lib.mixture.audits import AUDITS as MIXTURE_AUDITS
 from shard_loader.format import check_key
 from tests.support.mixtures import (
     WEIGHTS,
@@ -52,20 +53,12 @@ def budget_for(root) -> int:
 
 
 def check_results(root, name: str = "blend") -> dict[str, str]:
-    """What the UI shows for the mixture's partition `name`: the latest result of each of its asset checks."""
+    """What the UI shows for the mixture `name`'s asset: the latest result of each of its asset checks."""
     with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(dagster_home(root)))) as instance:
         out = {}
-        for check in (
-            "components_verified",
-            "one_tokenizer",
-            "weights_positive",
-            "repeats_within_caps",
-            "tokens_per_epoch_bounded",
-        ):
-            key = dg.AssetCheckKey(dg.AssetKey("mixture"), check)
-            history = instance.event_log_storage.get_asset_check_execution_history(
-                key, limit=1, partition_filter=PartitionKeyFilter(key=name)
-            ) or instance.event_log_storage.get_asset_check_execution_history(key, limit=1)  # unpartitioned: the latest
+        for check in MIXTURE_AUDITS:
+            key = dg.AssetCheckKey(mixture_key(name), check)
+            history = instance.event_log_storage.get_asset_check_execution_history(key, limit=1)
             out[check] = history[0].status.value
         return out
 
@@ -157,19 +150,15 @@ def test_the_mix_run_is_a_named_dagster_run_whose_metadata_reads_at_a_glance(roo
     assert done.returncode == 0, done.stderr
     with dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(dagster_home(root)))) as instance:
         [run] = instance.get_runs()
-        assert (run.job_name, run.tags["dagster/partition"], run.status) == (
+        assert (run.job_name, run.asset_selection, run.status) == (
             "mixture_job",
-            "blend",
+            {mixture_key("blend")},
             dg.DagsterRunStatus.SUCCESS,
         )
-        event = instance.get_latest_materialization_event(dg.AssetKey("mixture"))
+        event = instance.get_latest_materialization_event(mixture_key("blend"))
     meta = {k: v.value for k, v in event.asset_materialization.metadata.items()}
     live = json.loads((root / "store/mixtures/blend.json").read_text())
-    assert (
-        event.asset_materialization.partition == "blend"
-        and meta["version"] == live["mixture"]["version"]
-        and meta["live"] is True
-    )
+    assert meta["version"] == live["mixture"]["version"] and meta["live"] is True
     assert (
         meta["weights"].startswith("![weight against natural share") and "data:image/svg+xml;base64," in meta["weights"]
     )
@@ -196,7 +185,7 @@ def test_two_tokenizers_are_refused_at_publish_naming_both(root):
     )
 
 
-def test_a_failed_spec_is_its_own_failed_partition_and_leaves_the_live_mixture_s_checks_passed(root):
+def test_a_failed_spec_is_its_own_failed_asset_and_leaves_the_live_mixture_s_checks_passed(root):
     budget = budget_for(root)
     assert mix(root, blend_spec(budget)).returncode == 0
     odd = blend_spec(budget, weights={"web": 0.5, "other": 0.5}).replace('name = "blend"', 'name = "odd"')
@@ -307,40 +296,40 @@ def test_following_live_versions_is_opt_in_and_republishes_when_a_component_move
     }
     defs = build_definitions(resources)
     assert defs.resolve_sensor_def("mixture_follow_live").default_status == dg.DefaultSensorStatus.STOPPED
-    [components, _] = mixture_definitions(specs).assets
-    selection = dg.AssetSelection.assets("mixture", "mixture_components")
+    [components, mixture] = mixture_definitions(specs).assets
+    selection = dg.AssetSelection.assets(mixture.key, components.key)
     instance = dg.DagsterInstance.ephemeral()
     clock = datetime(2026, 11, 23, 12, 0, 30)
     cursor = None
 
-    def tick(minutes: float) -> tuple[set, set]:
+    def tick(minutes: float) -> tuple[int, int]:
+        """(observations, publishes) the conditions request `minutes` after the last tick."""
         nonlocal clock, cursor
         clock = datetime.fromtimestamp(clock.timestamp() + 60 * minutes)
         result = dg.evaluate_automation_conditions(
             defs=defs, instance=instance, asset_selection=selection, evaluation_time=clock, cursor=cursor
         )
         cursor = result.cursor
-        return result.get_requested_partitions(dg.AssetKey("mixture_components")), result.get_requested_partitions(
-            dg.AssetKey("mixture")
-        )
+        return result.get_num_requested(components.key), result.get_num_requested(mixture.key)
 
     def publish() -> dict:
-        assert defs.resolve_job_def("mixture_job").execute_in_process(instance=instance, partition_key="blend").success
+        job = defs.resolve_job_def("mixture_job")
+        assert job.execute_in_process(instance=instance, asset_selection=[mixture.key]).success
         return json.loads((root / "store/mixtures/blend.json").read_text())
 
-    assert tick(0) == (set(), set())  # nothing is published by itself
-    assert tick(10) == ({"blend"}, set())  # a cron tick: observe what the components' URLs name
+    assert tick(0) == (0, 0)  # nothing is published by itself
+    assert tick(10) == (1, 0)  # a cron tick: observe what the components' URLs name
     observe([components], instance=instance, resources=resources)
-    assert tick(0.5) == (set(), {"blend"})  # first observation: publish
+    assert tick(0.5) == (0, 1)  # first observation: publish
     first = publish()
     observe([components], instance=instance, resources=resources)
-    assert tick(10)[1] == set()  # observed again, nothing moved: nothing to republish
+    assert tick(10)[1] == 0  # observed again, nothing moved: nothing to republish
     (root / "sources/web/pages9.jsonl").write_text(
         (root / "sources/web/pages0.jsonl").read_text().replace("Document 0-", "Document 9-")
     )
     build(root, "web")
     observe([components], instance=instance, resources=resources)
-    assert tick(0.5) == (set(), {"blend"})
+    assert tick(0.5) == (0, 1)
     second = publish()
     assert (
         second["components"][0]["version"]
