@@ -365,8 +365,10 @@ class RunQueue:
             time.sleep(POLL_SECONDS)  # the daemon creates an announced retry within seconds; bounded by the deadline
 
     def _cancel(self, run: dg.DagsterRun) -> None:
+        """Terminate the run through its launcher; one still CANCELING a pass later (its worker never started, or died
+        with its job, so nothing else will say so) or that the launcher cannot terminate is marked canceled here."""
         try:
-            if not self.instance.run_launcher.terminate(run.run_id):
+            if run.status == dg.DagsterRunStatus.CANCELING or not self.instance.run_launcher.terminate(run.run_id):
                 self.instance.report_run_canceled(run, "the build that submitted it stopped")
         except Exception as exc:  # the database or the engine is gone: say which run is left, and go on
             print(f"warning: could not cancel run {run.run_id} ({type(exc).__name__})", file=sys.stderr, flush=True)

@@ -65,3 +65,29 @@ def test_a_stopping_build_cancels_a_retry_the_daemon_submits_after_it_was_cancel
         queue.abandon()
         assert submitted == [retry_id]
         assert instance.get_run_by_id(retry_id).status == dg.DagsterRunStatus.CANCELED
+
+
+def test_a_stopping_build_ends_a_run_left_canceling_when_nothing_else_will(tmp_path, monkeypatch):
+    """CI met it too (test_slurm_failures: nodes without Dagster): the launcher cancels the run's Slurm job and marks
+    the run CANCELING, but its worker never started, so nothing ever marked it CANCELED and the build left it in
+    progress. A run still CANCELING a pass later is marked CANCELED by the stopping build."""
+    import dagster as dg
+
+    from shard_assets.execution import run_queue
+    from shard_assets.execution.run_queue import BUILD_TAG, RunQueue
+
+    monkeypatch.setattr(run_queue, "ABANDON_SECONDS", 10)  # before the change: left CANCELING after this long
+    with dg.instance_for_test(temp_dir=str(tmp_path)) as instance:
+        queue = RunQueue(instance, None, {}, None)  # type: ignore[arg-type]  # abandon needs the instance only
+        run = instance.create_run_for_job(dg.GraphDefinition("g").to_job(), tags={BUILD_TAG: queue.build_id})
+        terminated = []
+
+        def cancel_the_job_only(run_id: str) -> bool:  # as the Slurm launcher does: scancel, then CANCELING
+            instance.report_run_canceling(instance.get_run_by_id(run_id))
+            terminated.append(run_id)
+            return True
+
+        monkeypatch.setattr(instance.run_launcher, "terminate", cancel_the_job_only)
+        queue.abandon()
+        assert terminated == [run.run_id]
+        assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.CANCELED
