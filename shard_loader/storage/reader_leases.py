@@ -16,7 +16,7 @@ import secrets
 import socket
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from ..errors import NotFoundError, ShardLoaderError, StoreError
@@ -24,9 +24,6 @@ from ..format import VERSIONS_DIR
 from ..format.leases import Lease, collecting_key, lease_key
 from .base import Store
 from .local import LocalStore
-
-if TYPE_CHECKING:
-    pass
 
 LEASE_SECONDS = (
     3600.0  # a reader's lease outlives its last renewal by this long (a killed trainer's lapses within the hour)
