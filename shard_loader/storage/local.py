@@ -21,6 +21,14 @@ from .transfer import MAX_OBJECT_BYTES, check_size, collect, iter_body
 
 
 def _umask() -> int:
+    """The process's umask, read where Linux shows it (/proc/self/status), so a thread creating a file meanwhile never
+    sees it cleared; elsewhere set and restored."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
     mask = os.umask(0)
     os.umask(mask)
     return mask
