@@ -8,10 +8,11 @@ new ranks. Anything else that shapes the stream must match, or the state is refu
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
 
 from .errors import ShardLoaderError
+from .format.codec import from_dict, to_plain
 from .sampler import Cursor
 
 STATE_VERSION = 2
@@ -25,8 +26,11 @@ MIXTURE_KIND = "shard-mixture"
 _KINDS = {None: "a dataset", MIXTURE_KIND: "a mixture"}  # what saved a state, by its `kind` (a dataset's has none)
 
 
-def check_fields(state: Any, kind: str | None, version: int, names: list[str]) -> None:
-    """Refuse a state that is not a dict saved by this kind of stream at this version, holding every field named."""
+R = TypeVar("R")
+
+
+def check_saved(state: Any, kind: str | None, version: int) -> None:
+    """Refuse a state that is not a dict saved by this kind of stream at this version."""
     if not isinstance(state, dict):
         raise StateError(f"state_dict must be a dict, got {type(state).__name__}")
     if state.get("kind") != kind:
@@ -37,9 +41,12 @@ def check_fields(state: Any, kind: str | None, version: int, names: list[str]) -
             f"state_dict version {state.get('version')!r} is not {version}: it was saved by another shard_loader "
             "release, whose stream differs; restore it with that release, or start this one afresh"
         )
-    missing = [n for n in names if n not in state]
-    if missing:
-        raise StateError(f"state_dict lacks {', '.join(missing)}")
+
+
+def state_record(record: type[R], state: dict[str, Any]) -> R:
+    """A record read from a state's flat fields through the one codec; a missing field or one of the wrong type is a
+    StateError naming it."""
+    return from_dict(record, state, "state_dict", StateError)
 
 
 @dataclass(frozen=True)
@@ -85,6 +92,17 @@ class Position:
 
 
 @dataclass(frozen=True)
+class _Place:
+    """A dataset state's world size and position, as its flat fields."""
+
+    world_size: int
+    epoch: int
+    window: int
+    sample: int
+    batches: int
+
+
+@dataclass(frozen=True)
 class LoaderState:
     """A position with the stream key and world size it was saved under."""
 
@@ -95,30 +113,14 @@ class LoaderState:
     def to_dict(self) -> dict[str, Any]:
         """A flat dict of plain values (JSON- and torch.save-friendly)."""
         p = self.position
-        return {
-            "version": STATE_VERSION,
-            **asdict(self.key),
-            "world_size": self.world_size,
-            "epoch": p.epoch,
-            "window": p.cursor.window,
-            "sample": p.cursor.sample,
-            "batches": p.batches,
-        }
+        place = _Place(self.world_size, p.epoch, p.cursor.window, p.cursor.sample, p.batches)
+        return {"version": STATE_VERSION, **to_plain(self.key), **to_plain(place)}
 
     @classmethod
     def from_dict(cls, state: dict[str, Any]) -> LoaderState:
-        names = [f.name for f in fields(StreamKey) if f.compare] + [
-            "world_size",
-            "epoch",
-            "window",
-            "sample",
-            "batches",
-        ]
-        check_fields(state, None, STATE_VERSION, names)
-        values: dict[str, Any] = {f.name: state[f.name] if f.compare else state.get(f.name) for f in fields(StreamKey)}
-        key = StreamKey(**values)
-        position = Position(state["epoch"], Cursor(state["window"], state["sample"]), state["batches"])
-        return cls(key, state["world_size"], position)
+        check_saved(state, None, STATE_VERSION)
+        key, at = state_record(StreamKey, state), state_record(_Place, state)
+        return cls(key, at.world_size, Position(at.epoch, Cursor(at.window, at.sample), at.batches))
 
     def check(self, key: StreamKey) -> None:
         """Refuse a state saved for another stream, naming the first field that differs (for the windows, the options

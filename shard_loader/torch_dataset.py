@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 from .arguments import ArgumentError, integer
 from .dataset import TokenDataset
 from .errors import ShardLoaderError
+from .format.codec import from_dict, to_plain
 from .state import StateError
 from .trainers import Follower
 from .world import Consumer
@@ -54,34 +55,35 @@ _MAX_WORKERS = 1024  # slots of the shared table of which pass each worker serve
 
 
 @dataclass(frozen=True)
-class WorkerState:
-    """One DataLoader worker's place in a pass: the pass's anchor (a loader state), which worker of how many, and
-    the next batch (counted from the anchor) it serves. A StatefulDataLoader snapshots it and restores the same
-    worker."""
+class WorkerPlace:
+    """Which worker of how many, and the next batch (counted from the pass's anchor) it serves."""
 
-    anchor: dict[str, Any]
     worker: int
     num_workers: int
     next_batch: int
 
+
+@dataclass(frozen=True)
+class WorkerState:
+    """One DataLoader worker's place in a pass: the pass's anchor (a loader state) and the worker's place. A
+    StatefulDataLoader snapshots it and restores the same worker."""
+
+    anchor: dict[str, Any]
+    place: WorkerPlace
+
     KEY = "shard_loader_worker"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            self.KEY: {"worker": self.worker, "num_workers": self.num_workers, "next_batch": self.next_batch},
-            "anchor": self.anchor,
-        }
+        return {self.KEY: to_plain(self.place), "anchor": self.anchor}
 
     @classmethod
     def from_dict(cls, state: Any) -> WorkerState | None:
         """The worker state in `state`, or None when it is not one."""
         if not isinstance(state, dict) or cls.KEY not in state:
             return None
-        try:
-            w = state[cls.KEY]
-            return cls(state["anchor"], int(w["worker"]), int(w["num_workers"]), int(w["next_batch"]))
-        except (KeyError, TypeError, ValueError) as e:
-            raise StateError(f"state_dict {cls.KEY!r} is malformed ({e!r})") from None
+        if "anchor" not in state:
+            raise StateError(f"state_dict {cls.KEY!r} has no 'anchor' beside it")
+        return cls(state["anchor"], from_dict(WorkerPlace, state[cls.KEY], f"state_dict.{cls.KEY}", StateError))
 
 
 @dataclass
@@ -295,7 +297,7 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         loader = (info.seed - info.id) % (1 << 62) + 1 if info is not None else 0  # one value per loader iteration
         if restored is not None:  # a StatefulDataLoader gave this worker its place back
             self.data.load_state_dict(restored.anchor)
-            anchor, first = self.data.position, restored.next_batch
+            anchor, first = self.data.position, restored.place.next_batch
         elif info is None:  # in the trainer's process: continue where the stream stands
             self.rebase()
             anchor, first = self.anchor(), 0
@@ -366,7 +368,7 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         p = self._pass
         if p is None:
             raise StateError("state_dict() in a DataLoader worker before its pass began")
-        return WorkerState(p.anchor_state, p.worker, p.num_workers, p.next_batch).to_dict()
+        return WorkerState(p.anchor_state, WorkerPlace(p.worker, p.num_workers, p.next_batch)).to_dict()
 
     def _check_worker_state(self, state: dict[str, Any], info: WorkerInfo) -> WorkerState:
         """A worker's place given back by a StatefulDataLoader, if this worker can honour it exactly."""
@@ -377,10 +379,10 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
                 "trainer's process"
             )
         world, anchor = self.data.world_size, self.data.parse_state(saved.anchor)
-        saved_world = anchor.world_size
-        if (saved.num_workers, saved_world) != (info.num_workers, world) or saved.worker != info.id:
+        saved_world, place = anchor.world_size, saved.place
+        if (place.num_workers, saved_world) != (info.num_workers, world) or place.worker != info.id:
             raise StateError(
-                f"this StatefulDataLoader state was saved with num_workers={saved.num_workers} and "
+                f"this StatefulDataLoader state was saved with num_workers={place.num_workers} and "
                 f"world_size={saved_world}; this loader has num_workers={info.num_workers} and world_size={world}, "
                 "and a StatefulDataLoader restores each worker only from its own saved place: call "
                 "dataset.load_state_dict(state) instead (exact at any num_workers and world size) and iterate a "
@@ -413,7 +415,7 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         anchor = self.data.position
         # batches are counted in the saved world size's plan: the position they reach is the same for every rank
         plan = replace(self.data.plan(anchor), rank=0, world_size=saved_world)
-        total, nexts = plan.total_batches, [w.next_batch for w in workers]
+        total, nexts = plan.total_batches, [w.place.next_batch for w in workers]
         if min(at, total) != min(min(nexts), total):  # the workers' places are those of the snapshot
             raise StateError(
                 f"StatefulDataLoader state_dict is inconsistent: snapshot at step {at}, its workers' next batches "

@@ -7,6 +7,7 @@ from typing import Any
 import dagster as dg
 
 from shard_loader.format import LATEST_KEY, FileRef
+from shard_loader.format.codec import to_plain
 
 from ..lib.dedup_apply import lineage_entry as dedup_lineage, lineage_summary as dedup_summary
 from ..lib.layout import part_record_key, splits_record_key, tokenizer_key
@@ -54,7 +55,7 @@ def lineage_of(
                 "raw_run_id": raw.run_id,
                 "tokenized_data_version": part.data_version,
                 "tokenized_run_id": part.run_id,
-                "encoder": part.encoder.to_dict() if part.encoder else None,
+                "encoder": to_plain(part.encoder) if part.encoder else None,
                 "dedup": dedup_lineage(part.dedup),
             }
         )

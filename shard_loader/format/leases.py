@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from ..arguments import MAX_DAYS, MAX_SECONDS
 from ..errors import ManifestError
+from .codec import from_dict, to_plain
 from .fields import loads
 from .keys import check_key
 
@@ -51,24 +52,19 @@ class Lease:
     note: str = ""  # who holds it, for gc's listing: host and process, or the pin's author
 
     def to_bytes(self) -> bytes:
-        return (json.dumps({"format": LEASE_FORMAT, **asdict(self)}, sort_keys=True) + "\n").encode()
+        return (json.dumps({"format": LEASE_FORMAT, **to_plain(self)}, sort_keys=True) + "\n").encode()
 
     @classmethod
     def parse(cls, raw: bytes, key: str) -> Lease:
-        """A lease from its object's bytes; anything else is a ManifestError naming the key."""
+        """A lease from its object's bytes; anything else is a ManifestError naming the key (and the field)."""
         try:
             data = loads(raw)
-            if data.get("format") != LEASE_FORMAT or data.get("kind") not in KINDS:
-                raise ValueError(f"format {data.get('format')!r}, kind {data.get('kind')!r}")
-            lease = cls(
-                str(data["version"]),
-                str(data["holder"]),
-                str(data["kind"]),
-                float(data["seconds"]),
-                str(data.get("note", "")),
-            )
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (ValueError, UnicodeDecodeError) as exc:
             raise ManifestError(f"{key}: not a reader lease ({exc})") from None
+        if not isinstance(data, dict) or data.get("format") != LEASE_FORMAT or data.get("kind") not in KINDS:
+            found = (data.get("format"), data.get("kind")) if isinstance(data, dict) else type(data).__name__
+            raise ManifestError(f"{key}: not a reader lease (format and kind {found!r})")
+        lease = from_dict(cls, data, key)
         if not 0 <= lease.seconds <= MAX_SECONDS:  # NaN fails this too: a lease's end must be a date every clock has
             raise ManifestError(
                 f"{key}: seconds {lease.seconds} is not from 0 to {MAX_SECONDS:.0f} ({MAX_DAYS} days); it holds "

@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ..state import MIXTURE_KIND, StateError, check_fields
+from ..format.codec import to_plain
+from ..state import MIXTURE_KIND, StateError, check_saved, state_record
 from .interleave import BlockState
 
 STATE_VERSION = 2  # 2: epochs hold exact quotas and start their interleave afresh (the `series` field)
@@ -81,6 +82,34 @@ class Series:
 
 
 @dataclass(frozen=True)
+class _Counts:
+    """A mixture state's counts, as its flat fields, with the least each may hold."""
+
+    block_samples: int
+    series: tuple[int, ...]
+    world_size: int
+    epoch: int
+    epoch_start: int
+    served: int
+    batches: int
+    consumed: tuple[int, ...]
+    component_epochs: tuple[int, ...]
+    block: tuple[int, ...]
+
+    def check(self, components: int) -> None:
+        for name, size in (("block", 2 + 3 * components), ("series", 3 + components)):
+            if len(getattr(self, name)) != size:
+                raise StateError(f"state_dict {name} must hold {size} integers")
+        for name, value in vars(self).items():
+            least = 1 if name in ("block_samples", "world_size") else -1 if name == "block" else 0
+            low = min(value if isinstance(value, tuple) else (value,), default=least)
+            if low < least:
+                raise StateError(f"state_dict {name} must hold integers of at least {least}, got {low!r}")
+        if self.series[2] < 1:
+            raise StateError("state_dict series must give epochs of at least 1 sample")
+
+
+@dataclass(frozen=True)
 class MixtureState:
     key: StreamKey
     weights: Weights
@@ -94,66 +123,37 @@ class MixtureState:
     def to_dict(self) -> dict[str, Any]:
         """A flat dict of plain values and lists (JSON- and torch.save-friendly)."""
         p = self.position
-        return {
-            "version": STATE_VERSION,
-            "kind": MIXTURE_KIND,
-            **{f.name: _plain(getattr(self.key, f.name)) for f in fields(StreamKey)},
-            **{f.name: _plain(getattr(self.weights, f.name)) for f in fields(Weights)},
-            "block_samples": self.block_samples,
-            "series": self.series.to_list(),
-            "world_size": self.world_size,
-            "epoch": p.epoch,
-            "epoch_start": p.epoch_start,
-            "served": p.served,
-            "batches": p.batches,
-            "consumed": list(self.consumed),
-            "component_epochs": list(self.component_epochs),
-            "block": p.block.to_list(),
-        }
+        counts = _Counts(
+            self.block_samples,
+            tuple(self.series.to_list()),
+            self.world_size,
+            p.epoch,
+            p.epoch_start,
+            p.served,
+            p.batches,
+            self.consumed,
+            self.component_epochs,
+            tuple(p.block.to_list()),
+        )
+        state: dict[str, Any] = {"version": STATE_VERSION, "kind": MIXTURE_KIND}
+        for record in (self.key, self.weights, counts):
+            state.update(to_plain(record))
+        return state
 
     @classmethod
     def from_dict(cls, state: dict[str, Any]) -> MixtureState:
-        names = [f.name for f in (*fields(StreamKey), *fields(Weights))] + [
-            *("block_samples", "series", "world_size", "epoch", "epoch_start", "served", "batches"),
-            *("consumed", "component_epochs", "block"),
-        ]
-        check_fields(state, MIXTURE_KIND, STATE_VERSION, names)
-        n = len(state["components"]) if isinstance(state["components"], (list, tuple)) else -1
-        for name in ("datasets", "windows", "weights", "consumed", "component_epochs"):
-            if not isinstance(state[name], (list, tuple)) or len(state[name]) != n:
+        check_saved(state, MIXTURE_KIND, STATE_VERSION)
+        key, weights, c = state_record(StreamKey, state), state_record(Weights, state), state_record(_Counts, state)
+        n = len(key.components)
+        per_component = {"datasets": key.datasets, "windows": key.windows, "weights": weights.weights}
+        for name, values in (per_component | {"consumed": c.consumed, "component_epochs": c.component_epochs}).items():
+            if len(values) != n:
                 raise StateError(f"state_dict {name} must list one value per component ({n})")
-        for name in ("block_samples", "world_size", "epoch", "epoch_start", "served", "batches"):
-            _count(state[name], name, 1 if name in ("block_samples", "world_size") else 0)
-        for name, size in (("block", 2 + 3 * n), ("series", 3 + n)):
-            if not isinstance(state[name], (list, tuple)) or len(state[name]) != size:
-                raise StateError(f"state_dict {name} must hold {size} integers")
-        for name in ("consumed", "component_epochs", "block", "series"):
-            for v in state[name]:
-                _count(v, name, -1 if name == "block" else 0)
-        origin, first, length, *at_origin = state["series"]
-        if length < 1:
-            raise StateError("state_dict series must give epochs of at least 1 sample")
-        key = StreamKey(**{f.name: _tuple(state[f.name]) for f in fields(StreamKey)})
-        weights = Weights(
-            state["mixture_version"], tuple(float(w) for w in state["weights"]), state["tokens_per_epoch"]
-        )
-        position = MixturePosition(
-            state["epoch"],
-            state["epoch_start"],
-            state["served"],
-            state["batches"],
-            BlockState.from_list(state["block"], n),
-        )
-        return cls(
-            key,
-            weights,
-            state["block_samples"],
-            Series(origin, first, length, tuple(at_origin)),
-            state["world_size"],
-            position,
-            tuple(state["consumed"]),
-            tuple(state["component_epochs"]),
-        )
+        c.check(n)
+        origin, first, length, *at_origin = c.series
+        position = MixturePosition(c.epoch, c.epoch_start, c.served, c.batches, BlockState.from_list(list(c.block), n))
+        series = Series(origin, first, length, tuple(at_origin))
+        return cls(key, weights, c.block_samples, series, c.world_size, position, c.consumed, c.component_epochs)
 
     def check(self, key: StreamKey) -> None:
         """Refuse a state saved for another stream, naming the first field (or component) that differs."""
@@ -183,16 +183,6 @@ class MixtureState:
         if self.weights.tokens_per_epoch != weights.tokens_per_epoch:
             return f"tokens_per_epoch {self.weights.tokens_per_epoch!r}, this mixture has {weights.tokens_per_epoch!r}"
         return f"mixture.version {self.weights.mixture_version!r}, this mixture has {weights.mixture_version!r}"
-
-
-def _count(value: object, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise StateError(f"state_dict {name} must hold integers of at least {minimum}, got {value!r}")
-    return value
-
-
-def _tuple(value: Any) -> Any:
-    return tuple(value) if isinstance(value, list) else value
 
 
 def _plain(value: Any) -> Any:

@@ -101,11 +101,35 @@ def test_a_state_from_another_dataset_version_or_split_is_refused(root, tmp_path
 
 
 @pytest.mark.parametrize(
-    "state,message", [({}, "version None"), ({"version": 2}, "lacks dataset, "), ("x", "must be a dict")]
+    "state,message",
+    [({}, "version None"), ({"version": 2}, "state_dict: missing field 'dataset'"), ("x", "must be a dict")],
 )
 def test_a_malformed_state_is_refused(root, state, message):
     with pytest.raises(StateError, match=message):
         TokenDataset(root, **OPTS).load_state_dict(state)
+
+
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        (dict(epoch="1"), r"^state_dict\.epoch: expected int, got '1'$"),
+        (dict(seq_len=16.0), r"^state_dict\.seq_len: expected int, got 16\.0$"),
+        (dict(batches=True), r"^state_dict\.batches: expected int, got True$"),
+        (dict(window_bytes="1MB"), r"^state_dict\.window_bytes: expected int, got '1MB'$"),
+    ],
+)
+def test_a_state_field_of_the_wrong_type_is_refused_naming_it(root, change, message):
+    """Every field goes through the one codec: a hand-edited value is one line naming the field, not a failure later."""
+    state = TokenDataset(root, **OPTS).state_dict()
+    with pytest.raises(StateError, match=message):
+        TokenDataset(root, **OPTS).load_state_dict({**state, **change})
+
+
+def test_a_state_holding_numpy_integers_restores_the_same_stream(root):
+    """A state built or edited with numpy's integers (never JSON) restores as the plain one does."""
+    head, state = _rank_stream(root, 0, 1, stop=3)
+    as_numpy = {k: np.int64(v) if type(v) is int else v for k, v in state.items()}
+    assert _rank_stream(root, 0, 1, state=as_numpy) == _rank_stream(root, 0, 1, state=state)
 
 
 @pytest.mark.parametrize("change", [dict(window=-1), dict(window=99), dict(sample=10**6), dict(batches=-3)])
