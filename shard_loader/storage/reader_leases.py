@@ -10,6 +10,7 @@ version, or this reader sees the mark and refuses to start (never mid-epoch)."""
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import secrets
@@ -189,32 +190,54 @@ class SharedLease:
 
 _SHARED: dict[tuple[int, str, str], tuple[ReaderLease, int]] = {}  # (pid, store, version) -> the lease, its shares
 _SHARED_LOCK = threading.Lock()
+# Shares released or collected, not yet counted down: a share's finalizer may run inside any allocation, also in a
+# thread holding _SHARED_LOCK (hold_reader_lease writing a lease), so it never waits for the lock; whoever frees it
+# next counts them down.
+_UNSHARED: collections.deque[tuple[int, str, str]] = collections.deque()
 
 
 def _unshare(key: tuple[int, str, str]) -> None:
-    with _SHARED_LOCK:
-        lease, shares = _SHARED[key]
-        if shares > 1:
-            _SHARED[key] = (lease, shares - 1)
-            return
-        del _SHARED[key]
-    lease.release()
+    _UNSHARED.append(key)
+    _count_down()
+
+
+def _count_down() -> None:
+    """Count down the queued shares and release each lease whose last share went, if the lock is free now; the
+    holder of the lock comes back here once it has freed it, so no share stays queued."""
+    while _UNSHARED and _SHARED_LOCK.acquire(blocking=False):
+        released = []
+        try:
+            while _UNSHARED:
+                key = _UNSHARED.popleft()
+                lease, shares = _SHARED[key]
+                if shares > 1:
+                    _SHARED[key] = (lease, shares - 1)
+                else:
+                    del _SHARED[key]
+                    released.append(lease)
+        finally:
+            _SHARED_LOCK.release()
+        for lease in released:
+            lease.release()
 
 
 def hold_reader_lease(store: Store, version: str, opened_key: str) -> SharedLease | None:
     """Protect `version` of the dataset in `store` for as long as this process reads it: a share of a renewed lease
     (one per version and process), or, where none can be written, one warning saying what protects it instead."""
     key = (os.getpid(), store.url, version)  # a forked child renews nothing of its parent's
-    with _SHARED_LOCK:
-        if key in _SHARED:
-            lease, shares = _SHARED[key]
-            _SHARED[key] = (lease, shares + 1)
+    try:
+        with _SHARED_LOCK:
+            if key in _SHARED:
+                lease, shares = _SHARED[key]
+                _SHARED[key] = (lease, shares + 1)
+                return SharedLease(key)
+            held = _hold(store, version, opened_key)
+            if held is None:
+                return None
+            _SHARED[key] = (held, 1)
             return SharedLease(key)
-        held = _hold(store, version, opened_key)
-        if held is None:
-            return None
-        _SHARED[key] = (held, 1)
-        return SharedLease(key)
+    finally:
+        _count_down()
 
 
 def _hold(store: Store, version: str, opened_key: str) -> ReaderLease | None:

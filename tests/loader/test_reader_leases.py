@@ -69,6 +69,47 @@ def test_a_lease_is_written_renewed_and_removed_and_parsed_only_at_its_own_key(t
         Lease.parse(b'{"format": "shard-reader-lease", "kind": "owner"}', lease.key)
 
 
+def test_a_share_collected_while_another_lease_is_written_releases_it_without_deadlock(tmp_path, monkeypatch):
+    """The garbage collector may run a dropped share's finalizer at any allocation, also inside hold_reader_lease,
+    which holds the shares' lock while it writes a new lease: that share is released once the lock is free, never
+    waited for under it (CI hung here: a mixture's components opened while an earlier dataset's share was collected)."""
+    import gc
+    import threading
+
+    from shard_loader.storage import reader_leases
+
+    store = LocalStore(tmp_path)
+    first = hold_reader_lease(store, "old-0123456789abcdef", "manifest.json")
+    assert first is not None
+    old_lease = next(lease for key, (lease, _) in reader_leases._SHARED.items() if key[2].startswith("old-"))
+    cycle: list[object] = [first]
+    cycle.append(cycle)  # only the garbage collector frees it
+    del first
+    write = reader_leases.ReaderLease.acquire
+
+    def acquire_while_collecting(self):  # a collection at an allocation inside the write, the lock held
+        gc.collect()
+        return write(self)
+
+    monkeypatch.setattr(reader_leases.ReaderLease, "acquire", acquire_while_collecting)
+    held: list[object] = []
+    gc.disable()
+    try:
+        del cycle
+        opening = threading.Thread(
+            target=lambda: held.append(hold_reader_lease(store, "new-0123456789abcdef", "manifest.json")), daemon=True
+        )
+        opening.start()
+        opening.join(120)  # a bound on a deadlock, not on speed: the opening takes milliseconds
+    finally:
+        gc.enable()
+    assert not opening.is_alive(), "hold_reader_lease deadlocked on a share collected under its own lock"
+    assert held and held[0] is not None
+    assert not (tmp_path / old_lease.key).exists()  # the collected share's lease was released
+    assert all(not key[2].startswith("old-") for key in reader_leases._SHARED)
+    held[0].release()
+
+
 def test_a_reader_that_cannot_write_says_what_protects_it_instead(caplog):
     with caplog.at_level(logging.WARNING, logger=LEASES_LOGGER):
         assert (
