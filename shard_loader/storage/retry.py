@@ -25,7 +25,8 @@ class RequestStats:
     failures: int = 0
     bytes: int = 0
     range_fallbacks: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    # reentrant: the garbage collector may remove a dropped reader's lease through this store from inside add()
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     def add(self, **counts: int) -> None:
         with self._lock:
