@@ -138,8 +138,8 @@ class ReaderLease:
     def release(self) -> None:
         """Stop renewing, then remove the lease (best effort; once)."""
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)  # a renewal in flight lands before the delete, not after it
+        if self._thread is not None and self._thread is not threading.current_thread():  # the collector may run a
+            self._thread.join(timeout=30)  # share's release on it; a renewal in flight lands before the delete
         self._release()
 
     def keep(self) -> None:

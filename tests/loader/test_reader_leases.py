@@ -110,6 +110,33 @@ def test_a_share_collected_while_another_lease_is_written_releases_it_without_de
     held[0].release()
 
 
+def test_a_lease_released_on_its_own_renewal_thread_is_removed(tmp_path, monkeypatch):
+    """The collector may run a dropped reader's release on the lease's own renewal thread (inside a renewal's
+    allocations): the release cannot join that thread, so it removes the lease without waiting for it."""
+    import threading
+
+    store = LocalStore(tmp_path)
+    lease = ReaderLease(store, "demo-0123456789abcdef", seconds=60, renew=0.01)
+    assert lease.acquire()
+    write, released, errors = store.write_bytes, threading.Event(), []
+
+    def renew_then_release(key: str, data: bytes) -> None:
+        write(key, data)
+        if threading.current_thread() is lease._thread and not released.is_set():
+            released.set()
+            try:
+                lease.release()  # as the collector would, on this thread
+            except Exception as exc:  # noqa: BLE001 - the test reports whatever the release raised
+                errors.append(exc)
+
+    monkeypatch.setattr(store, "write_bytes", renew_then_release)
+    lease.start()
+    assert released.wait(120)
+    lease._thread.join(120)
+    assert not errors, errors
+    assert not (tmp_path / lease.key).exists()
+
+
 def test_a_reader_that_cannot_write_says_what_protects_it_instead(caplog):
     with caplog.at_level(logging.WARNING, logger=LEASES_LOGGER):
         assert (
