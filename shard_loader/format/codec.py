@@ -1,7 +1,7 @@
-"""The one checked codec for every record, published document shape and saved state: frozen dataclasses written as
-JSON-able values and read back with every field's type checked, a refusal naming where and the field (`.a.b[2]`).
-The builder's store records and the loader's saved states and leases go through it; each names the error it raises.
-"""
+"""The checked codec for stored records and saved states: frozen dataclasses written as JSON-able values and read back
+with every field's type checked, a refusal naming where and the field (`.a.b[2]`). The builder's store records, the
+loader's saved states, worker states and reader leases go through it, each naming the error it raises; the manifest
+and the mixture file still use the checked getters of fields.py."""
 
 from __future__ import annotations
 
