@@ -18,12 +18,12 @@ BUILDER_USES = {  # the loader names the builder may import, by module
     "shard_loader.cache.verified": set("ensure_local".split()),
     "shard_loader.errors": set("NotFoundError ShardLoaderError StoreError TransientStoreError".split()),
     "shard_loader.format": set(
-        "Component FileRef LATEST_KEY Manifest MixtureFile MixtureTokenizer SPLITS ShardEntry ShardWriter SplitInfo "
-        "TOKEN_DTYPES TokenizerInfo VERSIONS_DIR check_key codec live_mixture_key mixture_version_key open_shard "
-        "parse_manifest parse_mixture shard_base_key token_dtype_for tokenizer_key versioned_key".split()
+        "Component FileRef LATEST_KEY Manifest MixtureFile MixtureTokenizer PinnedManifest SPLITS ShardEntry "
+        "ShardWriter SplitInfo TOKEN_DTYPES TokenizerInfo VERSIONS_DIR check_key codec live_mixture_key "
+        "mixture_version_key open_shard parse_manifest parse_mixture shard_base_key token_dtype_for tokenizer_key "
+        "versioned_key".split()
     ),
-    "shard_loader.format.codec": set("to_json to_plain".split()),
-    "shard_loader.format.fields": set("loads".split()),
+    "shard_loader.format.codec": set("loads to_json to_plain".split()),
     "shard_loader.format.keys": set("LINEAGE_DIR shard_content_hash".split()),
     "shard_loader.format.leases": set("COLLECTING_SUFFIX Lease READERS_DIR collecting_key lease_key".split()),
     "shard_loader.format.manifest": set("CREATED_AT_FORMAT".split()),

@@ -109,7 +109,7 @@ def _metadata(published: PublishedMixture, url: str) -> dict[str, Any]:
         ),
         "components": dg.MetadataValue.md(markdown_table(rows)),
         "pinned_versions": dg.MetadataValue.json({c.name: c.version for c in m.components}),
-        "component_manifests": dg.MetadataValue.json({c.name: c.manifest.key for c in m.components}),
+        "component_manifests": dg.MetadataValue.json({c.name: c.manifest.url for c in m.components}),
         **{f"tokens_per_epoch_{split}": tokens for split, tokens in m.tokens_per_epoch.items()},
         **{f"implied_epochs/{r.name}": float(round(r.epochs, 6)) for r in rows},
         "tokenizer_fingerprint": m.tokenizer.fingerprint,

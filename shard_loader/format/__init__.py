@@ -14,7 +14,7 @@ from .keys import (
     versioned_key,
 )
 from .entries import FileRef, ShardEntry
-from .fields import parse_json
+from .codec import parse_json
 from .manifest import (
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -27,7 +27,7 @@ from .manifest import (
 )
 from .table import ShardTable
 from .shard import Shard, ShardWriter, open_shard
-from .mixture import MIXTURE_FORMAT, Component, MixtureFile, MixtureTokenizer, parse_mixture
+from .mixture import MIXTURE_FORMAT, Component, MixtureFile, MixtureTokenizer, PinnedManifest, parse_mixture
 
 __all__ = [
     "FORMAT_NAME",
@@ -43,6 +43,7 @@ __all__ = [
     "Manifest",
     "MixtureFile",
     "MixtureTokenizer",
+    "PinnedManifest",
     "Shard",
     "ShardEntry",
     "ShardTable",

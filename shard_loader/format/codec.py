@@ -1,24 +1,45 @@
-"""The checked codec for stored records and saved states: frozen dataclasses written as JSON-able values and read back
-with every field's type checked, a refusal naming where and the field (`.a.b[2]`). The builder's store records, the
-loader's saved states, worker states and reader leases go through it, each naming the error it raises; the manifest
-and the mixture file still use the checked getters of fields.py."""
+"""The one checked codec for every stored record, published document and saved state: frozen dataclasses written as
+JSON-able values and read back with every field's type (and any `Check` a field is annotated with) checked, a refusal
+naming where and the field (`.a.b[2]`). The manifest, the mixture file, the builder's store records, the loader's
+saved states, worker states and reader leases go through it, each naming the error it raises."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
 import json
+import math
 import numbers
+import re
 import types
 import typing
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections import Counter
+from collections.abc import Callable, Collection
+from typing import Annotated, Any, TypeVar
 
 from ..errors import ManifestError
-from .fields import loads
 
 R = TypeVar("R")
 Error = type[Exception]  # what a refusal raises: the caller's own error type
+MAX_DEPTH = 64  # levels of JSON nesting a published document may use
+SHA256_HEX = re.compile(r"^[0-9a-f]{64}$")
+_STORED_AS = "stored_as"  # a field's metadata key: see stored_as
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """A condition on a field's decoded value, declared as `Annotated[T, Check(...)]`: `problem` says what is wrong
+    with a value (None when it holds)."""
+
+    problem: Callable[[Any], str | None]
+
+
+Count = Annotated[int, Check(lambda v: None if v >= 0 else f"must not be negative, got {v}")]
+NonEmpty = Annotated[str, Check(lambda v: None if v else "must not be empty")]
+Sha256 = Annotated[str, Check(lambda v: None if SHA256_HEX.match(v) else f"{v!r} is not 64 lowercase hex digits")]
+Positive = Annotated[
+    float, Check(lambda v: None if math.isfinite(v) and v > 0 else f"must be a positive number, got {v!r}")
+]
 
 
 class _Invalid(Exception):
@@ -46,7 +67,7 @@ def _scalar(kind: type) -> Decoder:
             return value
         if kind in _NUMBERS and isinstance(value, _NUMBERS[kind]) and not isinstance(value, bool):
             return kind(value)
-        raise _Invalid(f"expected {kind.__name__}, got {value!r}")
+        raise _Invalid(f"expected {'a number' if kind is float else kind.__name__}, got {value!r}")
 
     return decode
 
@@ -96,31 +117,92 @@ def _optional(inner: Decoder) -> Decoder:
     return lambda value: None if value is None else inner(value)
 
 
+def stored_as(name: str | None) -> dict[str, str | None]:
+    """A field's metadata: the name the field is stored under (`a.b`: `b` in the object `a`), or None for a field never
+    stored (what a reader loads beside the record)."""
+    return {_STORED_AS: name}
+
+
+def _lookup(data: dict[str, Any], stored: str) -> tuple[Any, _Invalid | None]:
+    """A field's value under its stored (dotted: nested) name, or, absent, the refusal to raise if it is required."""
+    *outer, leaf = stored.split(".")
+    where = ""
+    for step in outer:
+        if step not in data:
+            return None, _Invalid(f"missing field {step!r}").within(where)
+        where += f".{step}"
+        try:
+            data = _object(data[step])
+        except _Invalid as exc:
+            raise exc.within(where) from None
+    if leaf not in data:
+        return None, _Invalid(f"missing field {leaf!r}").within(where)
+    return data[leaf], None
+
+
+def _placed(values: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object of stored names and values, a dotted name nested (the mirror of `_lookup`)."""
+    out: dict[str, Any] = {}
+    for stored, value in values:
+        *outer, leaf = stored.split(".")
+        holder = out
+        for step in outer:
+            holder = holder.setdefault(step, {})
+        holder[leaf] = value
+    return out
+
+
+def _stored(cls: Any) -> list[tuple[str, dataclasses.Field[Any]]]:
+    """A record's stored fields, in order, each with the name it is stored under."""
+    fields = [(f.metadata.get(_STORED_AS, f.name), f) for f in dataclasses.fields(cls)]
+    return [(name, f) for name, f in fields if name is not None]
+
+
 def _record(cls: type) -> Decoder:
     """A record from an object of its fields, or (written compact) a list of them in field order. Fields absent take
     their defaults (records written before the field existed); unknown ones are ignored (a newer builder's)."""
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     fields = [
-        (f.name, f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING, _decoder(hints[f.name]))
-        for f in dataclasses.fields(cls)
+        (
+            stored,
+            f.name,
+            dataclasses.MISSING is f.default and dataclasses.MISSING is f.default_factory,
+            _decoder(hints[f.name]),
+        )
+        for stored, f in _stored(cls)
     ]
 
     def decode(value: Any) -> Any:
         if isinstance(value, list):
             if len(value) > len(fields):
                 raise _Invalid(f"expected at most {len(fields)} fields, got {len(value)}")
-            value = {name: v for (name, _, _), v in zip(fields, value)}
+            value = {stored: v for (stored, *_), v in zip(fields, value)}
         data, values = _object(value), {}
-        for name, required, field_decoder in fields:
-            if name not in data:
-                if required:
-                    raise _Invalid(f"missing field {name!r}")
-                continue
+        for stored, name, required, field_decoder in fields:
+            if stored in data:  # a plain name, present: most fields of most records
+                found = data[stored]
+            else:
+                found, absent = _lookup(data, stored)
+                if absent is not None:
+                    if required:
+                        raise absent
+                    continue
             try:
-                values[name] = field_decoder(data[name])
+                values[name] = field_decoder(found)
             except _Invalid as exc:
-                raise exc.within(f".{name}") from None
+                raise exc.within(f".{stored}") from None
         return cls(**values)
+
+    return decode
+
+
+def _checked(inner: Decoder, checks: tuple[Check, ...]) -> Decoder:
+    def decode(value: Any) -> Any:
+        value = inner(value)
+        for check in checks:
+            if (problem := check.problem(value)) is not None:
+                raise _Invalid(problem)
+        return value
 
     return decode
 
@@ -129,6 +211,8 @@ def _record(cls: type) -> Decoder:
 def _decoder(kind: Any) -> Decoder:
     """The decoder of a record field's type: records, dict[str, T], tuple[T, ...], tuple[A, B], T | None, scalars."""
     origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin is Annotated:
+        return _checked(_decoder(args[0]), args[1:])
     if dataclasses.is_dataclass(kind):
         return _record(typing.cast(type, kind))
     if origin is dict:
@@ -165,10 +249,12 @@ def _encoder(kind: Any, compact: bool) -> Encoder:
     origin, args = typing.get_origin(kind), typing.get_args(kind)
     if dataclasses.is_dataclass(kind):
         hints = typing.get_type_hints(typing.cast(type, kind))
-        fields = [(f.name, _encoder(hints[f.name], compact)) for f in dataclasses.fields(kind)]
+        fields = [(stored, f.name, _encoder(hints[f.name], compact)) for stored, f in _stored(kind)]
         if compact:
-            return lambda value: [encode(getattr(value, name)) for name, encode in fields]
-        return lambda value: {name: encode(getattr(value, name)) for name, encode in fields}
+            return lambda value: [encode(getattr(value, name)) for _, name, encode in fields]
+        if any("." in stored for stored, _, _ in fields):
+            return lambda value: _placed([(stored, encode(getattr(value, name))) for stored, name, encode in fields])
+        return lambda value: {stored: encode(getattr(value, name)) for stored, name, encode in fields}
     if origin is dict:
         values = _encoder(args[1], compact)
         return dict if values is _same else lambda value: {k: values(v) for k, v in value.items()}
@@ -203,10 +289,61 @@ def to_json(record: Any, compact: bool = False) -> bytes:
     return (json.dumps(to_plain(record), indent=2, sort_keys=True) + "\n").encode()
 
 
-def decode(cls: type[R], body: bytes | str, where: str, error: Error = ManifestError) -> R:
-    """A record from its stored bytes; invalid JSON or a field of the wrong type is `error` naming `where`."""
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        twice = next(k for k, n in Counter(k for k, _ in pairs).items() if n > 1)
+        raise ValueError(f"key {twice!r} appears twice in one object; a reader would see only one of its values")
+    return obj
+
+
+def loads(raw: bytes | str) -> Any:
+    """`json.loads` that refuses a key written twice in one object (read last-wins, a forged second `components` or
+    split would be served unseen): a ValueError naming the key, as for any other invalid JSON."""
+    return json.loads(raw, object_pairs_hook=_unique)
+
+
+def parse_json(raw: bytes | str, where: str, error: Error = ManifestError) -> Any:
+    """The JSON value of a stored document, each key once per object and no deeper than MAX_DEPTH (deeper nesting
+    exhausts Python's recursion when it is printed); anything else is `error` naming `where`."""
     try:
-        data = loads(body)
+        doc = loads(raw)
+    except RecursionError:
+        raise error(
+            f"{where}: nests deeper than Python can parse; a document nests at most {MAX_DEPTH} levels"
+        ) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise error(f"{where}: not valid JSON ({exc})") from None
-    return from_dict(cls, data, where, error)
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise error(f"{where}: nests deeper than {MAX_DEPTH} levels; a manifest or lineage file nests far less")
+        children = value.values() if isinstance(value, dict) else value
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list)))
+    return doc
+
+
+def decode(cls: type[R], body: bytes | str, where: str, error: Error = ManifestError) -> R:
+    """A record from its stored bytes; invalid JSON or a field of the wrong type is `error` naming `where`."""
+    return from_dict(cls, parse_json(body, where, error), where, error)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Header:
+    format: str
+    format_version: int
+
+
+def document_version(doc: Any, where: str, name: str, readable: Collection[int]) -> int:
+    """A published document's `format_version`, once its `format` is `name` and this reader knows the version (read
+    before the rest, so a newer format is named as such rather than as a missing field)."""
+    header = from_dict(_Header, doc, where)
+    if header.format != name:
+        raise ManifestError(f"{where}: format is {header.format!r}, expected {name!r}")
+    if header.format_version not in readable:
+        raise ManifestError(
+            f"{where}: format_version {header.format_version} is not supported (this reader knows {list(readable)}); "
+            "upgrade shard_loader"
+        )
+    return header.format_version

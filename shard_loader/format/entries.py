@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .codec import Count, Sha256
+from .keys import Key
+
 
 @dataclass(frozen=True)
 class FileRef:
     """One published file: its key under the dataset root, byte size and sha256."""
 
-    key: str
-    size: int
-    sha256: str
+    key: Key
+    size: Count
+    sha256: Sha256
 
 
 @dataclass(frozen=True)
@@ -19,8 +22,8 @@ class ShardEntry:
     """One tokenized shard: a token array (`.npy`) and its document offsets (`.bin`)."""
 
     partition: str
-    tokens: int
-    documents: int
+    tokens: Count
+    documents: Count
     npy: FileRef
     bin: FileRef
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 import hashlib
 import posixpath
 import re
-from typing import Any
+import typing
+from typing import Annotated, Any
 
 from ..errors import ManifestError
+from .codec import Check
 
 LATEST_KEY = "manifest.json"
 VERSIONS_DIR = "manifests"
@@ -27,23 +29,30 @@ _CONTROL = re.compile(
 )  # NUL, line breaks, escapes: no file system path or log line should carry them
 
 
-def check_key(key: Any, where: str) -> str:
-    """Refuse a key that could escape the dataset root (absolute, `..`, a URL, odd parts) or that no path can hold (a
-    NUL)."""
+def key_problem(key: Any) -> str | None:
+    """What makes a key unsafe (it could escape the dataset root: absolute, `..`, a URL, odd parts; or no path can hold
+    it: a NUL), or None for a safe key."""
     if not isinstance(key, str) or not key:
-        raise ManifestError(f"{where}: key must be a non-empty string, got {key!r}")
+        return f"key must be a non-empty string, got {key!r}"
     if _CONTROL.search(key):
-        raise ManifestError(
-            f"{where}: key {key!r} holds a control character (a NUL, a line break); keys are plain paths"
-        )
+        return f"key {key!r} holds a control character (a NUL, a line break); keys are plain paths"
     if key.startswith("/") or key.startswith("\\") or _SCHEME.match(key):
-        raise ManifestError(f"{where}: key {key!r} is absolute; keys must be relative to the dataset root")
-    parts = key.replace("\\", "/").split("/")
-    if any(p in ("", ".", "..") for p in parts):
-        raise ManifestError(f"{where}: key {key!r} has an empty, '.' or '..' part; refusing to leave the dataset root")
+        return f"key {key!r} is absolute; keys must be relative to the dataset root"
+    if any(p in ("", ".", "..") for p in key.replace("\\", "/").split("/")):
+        return f"key {key!r} has an empty, '.' or '..' part; refusing to leave the dataset root"
     if posixpath.normpath(key) != key:
-        raise ManifestError(f"{where}: key {key!r} is not in normal form")
-    return key
+        return f"key {key!r} is not in normal form"
+    return None
+
+
+Key = Annotated[str, Check(key_problem)]  # a record field holding a key, checked as it is decoded
+
+
+def check_key(key: Any, where: str) -> str:
+    """`key`, refused with a ManifestError naming `where` if it is unsafe (key_problem)."""
+    if problem := key_problem(key):
+        raise ManifestError(f"{where}: {problem}")
+    return typing.cast(str, key)
 
 
 def versioned_key(version: str) -> str:

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 
 from ..arguments import MAX_DAYS, MAX_SECONDS
 from ..errors import ManifestError
-from .codec import from_dict, to_plain
-from .fields import loads
+from .codec import from_dict, loads, to_plain
 from .keys import check_key
 
 READERS_DIR = "readers"

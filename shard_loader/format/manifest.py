@@ -11,13 +11,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
+from typing import Annotated, Any
 
 from ..errors import IntegrityError, ManifestError
+from .codec import Check, Count, NonEmpty, document_version, from_dict, parse_json, stored_as, to_plain
 from .entries import FileRef, ShardEntry
-from .fields import SHA256_HEX as _SHA256, count as _count, field as _get, format_version, parse_json
 from .keys import LINEAGE_DIR, TABLES_DIR, check_key
 from .table import ShardTable
 
@@ -26,6 +26,9 @@ FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 CREATED_AT_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # UTC
 TOKEN_DTYPES = {"uint16": 2, "uint32": 4}
+TokenDtype = Annotated[
+    str, Check(lambda v: None if v in TOKEN_DTYPES else f"{v!r} is not one of {sorted(TOKEN_DTYPES)}")
+]
 
 Reader = Callable[[FileRef], bytes]  # the bytes of a published file (a store's read); checked here against the ref
 
@@ -55,12 +58,12 @@ class SplitInfo:
     """A split's totals and its shard table: named by `table` (key, size, sha256) in the manifest, and
     `shards` once loaded. A format-1 manifest lists its shards inline, so its `table` is None."""
 
-    tokens: int
-    documents: int
-    shard_count: int
-    nbytes: int
+    tokens: Count
+    documents: Count
+    shard_count: Count
+    nbytes: Count = field(metadata=stored_as("bytes"))
     table: FileRef | None
-    loaded: ShardTable | None = field(default=None, compare=False, repr=False)
+    loaded: ShardTable | None = field(default=None, compare=False, repr=False, metadata=stored_as(None))
 
     @classmethod
     def of(cls, entries: Sequence[ShardEntry]) -> SplitInfo:
@@ -100,25 +103,42 @@ class SplitInfo:
 class TokenizerInfo:
     name: str
     fingerprint: str
-    vocab_size: int
-    eod_id: int
+    vocab_size: Count
+    eod_id: Count
     file: FileRef
 
 
 @dataclass(frozen=True)
-class Manifest:
-    """A parsed, validated manifest. `lineage` is the summary published inline (for display); `lineage_detail`,
-    per partition, is published as its own file (`lineage_file`) and loaded on demand."""
+class _InlineSplit:
+    """A split as format 1 published it: its totals and every shard inline."""
 
-    dataset: str
-    version: str
+    tokens: Count
+    documents: Count
+    shards: tuple[ShardEntry, ...]
+
+
+@dataclass(frozen=True)
+class _Format1:
+    """What format 1 published differently: every split's shards inline."""
+
+    splits: dict[str, _InlineSplit]
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A parsed, validated manifest, its fields as published (after `format` and `format_version`). `lineage` is the
+    summary published inline (for display); `lineage_detail`, per partition, is published as its own file
+    (`lineage_file`) and loaded on demand."""
+
+    dataset: NonEmpty = field(metadata=stored_as("dataset.name"))
+    version: NonEmpty = field(metadata=stored_as("dataset.version"))
     created_at: str
     tokenizer: TokenizerInfo
-    token_dtype: str
+    token_dtype: TokenDtype
     splits: dict[str, SplitInfo]
     lineage: dict[str, Any] = field(default_factory=dict)
     lineage_file: FileRef | None = None
-    lineage_detail: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    lineage_detail: dict[str, Any] | None = field(default=None, compare=False, repr=False, metadata=stored_as(None))
 
     def __post_init__(self) -> None:
         if self.lineage_detail is not None and self.lineage_file is None:
@@ -195,32 +215,13 @@ class Manifest:
 
     def to_json(self) -> dict[str, Any]:
         """The manifest as the (format 2) JSON document the builder publishes."""
-        splits = {}
         for name, s in self.splits.items():
             if s.table is None:
                 raise ManifestError(
                     f"split {name!r} of {self.version} has no shard table: a format-1 manifest is read, not republished"
                 )
-            splits[name] = {
-                "tokens": s.tokens,
-                "documents": s.documents,
-                "shard_count": s.shard_count,
-                "bytes": s.nbytes,
-                "table": asdict(s.table),
-            }
-        doc = {
-            "format": FORMAT_NAME,
-            "format_version": FORMAT_VERSION,
-            "dataset": {"name": self.dataset, "version": self.version},
-            "created_at": self.created_at,
-            "tokenizer": asdict(self.tokenizer),
-            "token_dtype": self.token_dtype,
-            "splits": splits,
-            "lineage": self.lineage,
-        }
-        if self.lineage_file is not None:
-            doc["lineage_file"] = asdict(self.lineage_file)
-        return doc
+        doc = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, **to_plain(self)}
+        return doc if self.lineage_file is not None else {k: v for k, v in doc.items() if k != "lineage_file"}
 
     def dumps(self) -> bytes:
         return (json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n").encode()
@@ -243,22 +244,8 @@ def _check_splits_disjoint(tables: dict[str, ShardTable]) -> None:
         seen[name] = set(keys)
 
 
-def _file(obj: Any, where: str) -> FileRef:
-    key = check_key(_get(obj, "key", str, where), f"{where}.key")
-    sha = _get(obj, "sha256", str, where)
-    if not _SHA256.match(sha):
-        raise ManifestError(f"{where}.sha256: {sha!r} is not 64 lowercase hex digits (key {key})")
-    return FileRef(key=key, size=_count(obj, "size", where), sha256=sha)
-
-
-def _shard(obj: Any, where: str, itemsize: int) -> ShardEntry:
-    entry = ShardEntry(
-        partition=_get(obj, "partition", str, where),
-        tokens=_count(obj, "tokens", where),
-        documents=_count(obj, "documents", where),
-        npy=_file(_get(obj, "npy", dict, where), f"{where}.npy"),
-        bin=_file(_get(obj, "bin", dict, where), f"{where}.bin"),
-    )
+def _checked_shard(entry: ShardEntry, where: str, itemsize: int) -> ShardEntry:
+    """A format-1 shard whose files' sizes fit its counts."""
     if entry.bin.size != 8 * (entry.documents + 1):
         raise ManifestError(
             f"{where}: {entry.bin.key} is {entry.bin.size} bytes but {entry.documents} documents need "
@@ -271,19 +258,10 @@ def _shard(obj: Any, where: str, itemsize: int) -> ShardEntry:
 
 def parse_manifest(raw: bytes | str, origin: str = "manifest") -> Manifest:
     """Parse and validate a manifest document; `origin` names it in every error."""
-    doc = parse_json(raw, origin)
-    version = format_version(doc, origin, FORMAT_NAME, READABLE_VERSIONS)
-    dtype = _get(doc, "token_dtype", str, origin)
-    if dtype not in TOKEN_DTYPES:
-        raise ManifestError(f"{origin}.token_dtype: {dtype!r} is not one of {sorted(TOKEN_DTYPES)}")
-    tok = _get(doc, "tokenizer", dict, origin)
-    tokenizer = TokenizerInfo(
-        name=_get(tok, "name", str, f"{origin}.tokenizer"),
-        fingerprint=_get(tok, "fingerprint", str, f"{origin}.tokenizer"),
-        vocab_size=_count(tok, "vocab_size", f"{origin}.tokenizer"),
-        eod_id=_count(tok, "eod_id", f"{origin}.tokenizer"),
-        file=_file(_get(tok, "file", dict, f"{origin}.tokenizer"), f"{origin}.tokenizer.file"),
-    )
+    data = parse_json(raw, origin)
+    version = document_version(data, origin, FORMAT_NAME, READABLE_VERSIONS)
+    manifest = from_dict(Manifest, {**data, "splits": {}} if version == 1 else data, origin)
+    dtype, tokenizer = manifest.token_dtype, manifest.tokenizer
     if tokenizer.eod_id >= tokenizer.vocab_size:
         raise ManifestError(
             f"{origin}.tokenizer.eod_id: {tokenizer.eod_id} is not below vocab_size {tokenizer.vocab_size}"
@@ -294,50 +272,25 @@ def parse_manifest(raw: bytes | str, origin: str = "manifest") -> Manifest:
             f"{origin}.token_dtype: {dtype} {problem} ids of a vocabulary of {tokenizer.vocab_size}; "
             f"expected {token_dtype_for(tokenizer.vocab_size)}"
         )
-    ds = _get(doc, "dataset", dict, origin)
-    body = _get(doc, "splits", dict, origin)
-    splits = _inline_splits(body, origin, TOKEN_DTYPES[dtype]) if version == 1 else _table_splits(body, origin)
-    lineage = doc.get("lineage", {})
-    if not isinstance(lineage, dict):
-        raise ManifestError(f"{origin}.lineage: expected an object")
-    return Manifest(
-        dataset=_get(ds, "name", str, f"{origin}.dataset"),
-        version=_get(ds, "version", str, f"{origin}.dataset"),
-        created_at=_get(doc, "created_at", str, origin),
-        tokenizer=tokenizer,
-        token_dtype=dtype,
-        splits=splits,
-        lineage=lineage,
-        lineage_file=_file(doc["lineage_file"], f"{origin}.lineage_file") if "lineage_file" in doc else None,
-    )
+    if version == 1:
+        return replace(manifest, splits=_inline_splits(from_dict(_Format1, data, origin), origin, TOKEN_DTYPES[dtype]))
+    for name, split in manifest.splits.items():  # format 2: each split names its shard table, read when used
+        if split.table is None:
+            raise ManifestError(f"{origin}.splits.{name}.table: a format-2 split names its shard table")
+    return manifest
 
 
-def _table_splits(body: dict[str, Any], origin: str) -> dict[str, SplitInfo]:
-    """Format 2: each split names its shard table; the tables are read later, only for the splits used."""
-    splits = {}
-    for name, info in body.items():
-        where = f"{origin}.splits.{name}"
-        splits[name] = SplitInfo(
-            tokens=_count(info, "tokens", where),
-            documents=_count(info, "documents", where),
-            shard_count=_count(info, "shard_count", where),
-            nbytes=_count(info, "bytes", where),
-            table=_file(_get(info, "table", dict, where), f"{where}.table"),
-        )
-    return splits
-
-
-def _inline_splits(body: dict[str, Any], origin: str, itemsize: int) -> dict[str, SplitInfo]:
+def _inline_splits(body: _Format1, origin: str, itemsize: int) -> dict[str, SplitInfo]:
     """Format 1: every shard listed inline, checked entry by entry."""
     splits: dict[str, SplitInfo] = {}
     seen_keys: set[str] = set()
-    for name, info in body.items():
+    for name, split in body.splits.items():
         where = f"{origin}.splits.{name}"
-        shards = [_shard(s, f"{where}.shards[{i}]", itemsize) for i, s in enumerate(_get(info, "shards", list, where))]
-        tokens, documents = _count(info, "tokens", where), _count(info, "documents", where)
-        if tokens != sum(s.tokens for s in shards) or documents != sum(s.documents for s in shards):
+        shards = [_checked_shard(s, f"{where}.shards[{i}]", itemsize) for i, s in enumerate(split.shards)]
+        if split.tokens != sum(s.tokens for s in shards) or split.documents != sum(s.documents for s in shards):
             raise ManifestError(
-                f"{where}: totals ({tokens} tokens, {documents} documents) differ from the sum of its shards"
+                f"{where}: totals ({split.tokens} tokens, {split.documents} documents) differ from the sum of its "
+                "shards"
             )
         for s in shards:
             for ref in (s.npy, s.bin):

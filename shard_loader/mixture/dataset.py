@@ -90,7 +90,7 @@ class MixtureStream:
             window_bytes=window_bytes,
         )
         try:
-            component = ComponentDataset(self.opened.component_urls[i], options, pinned=c.manifest)
+            component = ComponentDataset(self.opened.component_urls[i], options, pinned=c.manifest.ref)
         except ShardLoaderError as exc:
             raise type(exc)(f"{where(self.opened, i)}: {exc}") from None
         check_component(self.opened, i, component.opened.manifest)

@@ -52,16 +52,16 @@ def store_root(url: str, name: str) -> str | None:
 def component_url(url: str, mixture: MixtureFile, component: Component, where: str) -> str:
     """The component's pinned manifest URL: absolute as written, or relative to the mixture's store root."""
     if not component.relative:
-        return component.manifest.key
+        return component.manifest.url
     root = store_root(url, mixture.name)
     if root is None:
         raise ManifestError(
-            f"{where}.manifest.url: {component.manifest.key!r} is relative to the mixture's store root, but {url} is "
+            f"{where}.manifest.url: {component.manifest.url!r} is relative to the mixture's store root, but {url} is "
             f"not at <root>/{MIXTURES_DIR}/{mixture.name}.json or <root>/{MIXTURES_DIR}/{mixture.name}/<version>.json"
         )
     if not root:
-        return component.manifest.key
-    return f"{root.rstrip('/')}/{component.manifest.key}"
+        return component.manifest.url
+    return f"{root.rstrip('/')}/{component.manifest.url}"
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ def open_components(
         cache = component_cache_dir(cache_dir, c.name) if cache_dir is not None else None
         try:
             manifest = open_manifest(
-                opened.component_urls[i], splits, cache, pinned=c.manifest, **(store_options or {})
+                opened.component_urls[i], splits, cache, pinned=c.manifest.ref, **(store_options or {})
             )
         except ShardLoaderError as exc:
             raise type(exc)(f"{where(opened, i)}: {exc}") from None

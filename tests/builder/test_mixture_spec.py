@@ -14,7 +14,7 @@ from shard_assets.lib.mixture.spec import load_mixture_spec, mixture_spec_files,
 from shard_assets.lib.spec import TokenizerSpec, load_spec, parse_spec
 from shard_assets.lib.tokenizer import build_tokenizer, train_bpe
 from shard_loader.errors import ManifestError
-from shard_loader.format import Component, FileRef, MixtureFile, MixtureTokenizer, parse_mixture
+from shard_loader.format import Component, MixtureFile, MixtureTokenizer, PinnedManifest, parse_mixture
 from tests.support.mixture_files import MIXTURE_KEYS
 
 TEXTS = [f"document {i} about tokenizers, mixtures and weights; {i * 7} apples" for i in range(300)]
@@ -160,7 +160,7 @@ def _mixture(weights=(0.75, 0.25), max_repeats=(None, None), tokens_per_epoch=No
         Component(
             name,
             w,
-            FileRef(f"{name}/manifests/{name}-0.json", 10, "ab" * 32),
+            PinnedManifest(f"{name}/manifests/{name}-0.json", 10, "ab" * 32),
             name,
             f"{name}-0",
             {"train": held, "val": 10},
@@ -209,7 +209,7 @@ def test_the_published_document_reads_back_as_written_and_its_version_covers_wha
     )
     with pytest.raises(ManifestError, match=r"test: format is 'shard-dataset', expected 'shard-mixture'"):
         parse_mixture(json.dumps({**doc, "format": "shard-dataset"}).encode(), "test")
-    with pytest.raises(ManifestError, match=r"test.components\[1\].weight: expected a number, got str"):
+    with pytest.raises(ManifestError, match=r"test.components\[1\].weight: expected a number, got 'x'"):
         parse_mixture(
             json.dumps({**doc, "components": [doc["components"][0], {**doc["components"][1], "weight": "x"}]}).encode(),
             "test",

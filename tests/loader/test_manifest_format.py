@@ -129,3 +129,22 @@ def test_the_byte_total_from_the_json_equals_the_sum_over_every_file(published):
     root, m = published
     assert m.nbytes == sum(r.size for r in m.files())
     assert shard_loader.open_manifest(str(root), splits=[]).manifest.nbytes == m.nbytes  # no table read
+
+
+@pytest.mark.parametrize(
+    "edit, said",
+    [
+        (lambda s: s.update(table=None), r"splits\.train\.table: a format-2 split names its shard table"),
+        (lambda s: s.pop("bytes"), r"splits\.train: missing field 'bytes'"),
+        (lambda s: s.update(bytes=-5), r"splits\.train\.bytes: must not be negative, got -5"),
+        (lambda s: s["table"].update(key="../tables/x.npy"), r"splits\.train\.table\.key: key '\.\./tables/x\.npy'"),
+        (lambda s: s["table"].update(sha256="AB" * 32), r"splits\.train\.table\.sha256: 'AB.*not 64 lowercase hex"),
+    ],
+)
+def test_a_split_whose_stored_fields_are_wrong_is_refused_naming_the_field(published, edit, said):
+    root, _ = published
+    doc = json.loads((root / LATEST_KEY).read_text())
+    edit(doc["splits"]["train"])
+    (root / LATEST_KEY).write_text(json.dumps(doc))
+    with pytest.raises(ManifestError, match=said):
+        shard_loader.open_manifest(str(root))

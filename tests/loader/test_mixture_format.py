@@ -9,9 +9,9 @@ from shard_assets.lib.mixture.components import mixture_version
 from shard_loader.errors import ManifestError
 from shard_loader.format import (
     Component,
-    FileRef,
     MixtureFile,
     MixtureTokenizer,
+    PinnedManifest,
     live_mixture_key,
     mixture_version_key,
     parse_mixture,
@@ -26,8 +26,8 @@ OPTIONAL = {
 
 
 def _mixture() -> MixtureFile:
-    web = FileRef("web/manifests/web-0.json", 1834, "ab" * 32)
-    code = FileRef("s3://bucket/code/manifests/code-1.json", 99, "cd" * 32)
+    web = PinnedManifest("web/manifests/web-0.json", 1834, "ab" * 32)
+    code = PinnedManifest("s3://bucket/code/manifests/code-1.json", 99, "cd" * 32)
     components = (
         Component("web", 0.75, web, "web", "web-0", {"train": 3000, "val": 30}),
         Component("code", 0.25, code, "code", "code-1", {"train": 100, "val": 5}, 4.0),

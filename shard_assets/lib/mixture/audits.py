@@ -56,7 +56,7 @@ def _missing_or_resized(store: Store, manifest: Manifest) -> list[str]:
 
 def check_component(c: Component, store_root: str, client: Any = None) -> ComponentCheck:
     """Read a component's pinned manifest back from its URL and verify it, its tables and its files."""
-    url = absolute_url(c.manifest.key, store_root)
+    url = absolute_url(c.manifest.url, store_root)
     try:
         store, key = open_manifest_store(url, client)
         raw = store.read_bytes(key)

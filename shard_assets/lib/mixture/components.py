@@ -20,10 +20,10 @@ from shard_loader.format import (
     SPLITS,
     VERSIONS_DIR,
     Component,
-    FileRef,
     Manifest,
     MixtureFile,
     MixtureTokenizer,
+    PinnedManifest,
     parse_manifest,
     versioned_key,
 )
@@ -171,7 +171,7 @@ def resolve_mixture(spec: MixtureSpec, store: ObjectStore, lineage: dict[str, An
         Component(
             name=name,
             weight=weight,
-            manifest=FileRef(url_in_mixture(p.url, root), p.size, p.sha256),
+            manifest=PinnedManifest(url_in_mixture(p.url, root), p.size, p.sha256),
             dataset=p.manifest.dataset,
             version=p.manifest.version,
             tokens=h,

@@ -28,7 +28,7 @@ def _pins(mixture: MixtureFile, root: str, client: Any) -> list[tuple[str, Writa
     """(component URL, lease writer, the component version's pin key) for each component; writer None over https."""
     found = []
     for c in mixture.components:
-        url = absolute_url(c.manifest.key, root)
+        url = absolute_url(c.manifest.url, root)
         store, _ = open_manifest_store(url, client)
         found.append((url, writer_for(store), c.version))
     return found
@@ -56,7 +56,7 @@ def unpin_components(old: MixtureFile, new: MixtureFile, root: str, live_url: st
     """Remove the pins of `old`'s component versions that `new` no longer reads: once `new` is live, gc may collect
     them. Best effort: a pin left behind lapses after PIN_SECONDS."""
     holder = pin_holder(live_url, old.name)
-    kept = {(absolute_url(c.manifest.key, root), c.version) for c in new.components}
+    kept = {(absolute_url(c.manifest.url, root), c.version) for c in new.components}
     for url, writer, version in _pins(old, root, client):
         if writer is not None and (url, version) not in kept:
             try:
