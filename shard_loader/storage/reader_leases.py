@@ -10,13 +10,16 @@ version, or this reader sees the mark and refuses to start (never mid-epoch)."""
 
 from __future__ import annotations
 
-import collections
+import atexit
+import functools
 import logging
 import os
+import queue
 import secrets
 import socket
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
@@ -48,13 +51,72 @@ def writer_for(store: Store) -> WritableStore | None:
     return store if isinstance(store, (LocalStore, S3Store)) else None
 
 
-def _stop_and_delete(stop: threading.Event, writer: WritableStore | None, key: str) -> None:
+def _stop_and_delete(stop: threading.Event, writer: WritableStore | None, key: str, pid: int) -> None:
     stop.set()
-    if writer is not None:
+    if writer is not None and os.getpid() == pid:  # a forked child never removes its parent's lease
         try:
             writer.remove(key)
         except (StoreError, OSError):
             pass  # best effort: an unremoved lease lapses by itself
+
+
+# Releases the garbage collector starts: a finalizer runs inside whatever allocation triggered the collection, in a
+# thread that may hold any lock the release needs (the shares' lock, a connection pool's, an Event's), so it only
+# queues the release (SimpleQueue.put is safe there) and this thread does it; at exit, whoever exits does.
+_RELEASES: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+_RELEASER: threading.Thread | None = None
+_RELEASER_LOCK = threading.Lock()
+_EXITING = False
+
+
+def _later(job: Callable[[], None]) -> None:
+    if _EXITING:
+        job()
+    else:
+        _RELEASES.put(job)
+
+
+def _run_releases() -> None:
+    while True:
+        job = _RELEASES.get()
+        try:
+            job()
+        except Exception:  # noqa: BLE001 - one failed release must not stop the others
+            log.exception("releasing a reader lease failed; it lapses by itself")
+
+
+def _start_releaser() -> None:
+    """Start this process's releaser thread if it is not running (a forked child starts its own); called where a
+    lease is written, never from a finalizer."""
+    global _RELEASER
+    with _RELEASER_LOCK:
+        if _RELEASER is None or not _RELEASER.is_alive():
+            _RELEASER = threading.Thread(target=_run_releases, name="reader-lease-releases", daemon=True)
+            _RELEASER.start()
+
+
+def flush_releases(timeout: float) -> bool:
+    """Wait until every release queued so far is done (the releaser runs them in order); whether they were."""
+    _start_releaser()
+    done = threading.Event()
+    _RELEASES.put(done.set)
+    return done.wait(timeout)
+
+
+@atexit.register
+def _release_at_exit() -> None:
+    """At exit the releaser (a daemon thread) stops with the interpreter: the releases queued so far are waited for,
+    and any later one (the exit runs the remaining finalizers) runs at once."""
+    global _EXITING
+    _EXITING = True
+    if _RELEASER is not None and _RELEASER.is_alive():
+        flush_releases(timeout=30)
+    while True:  # a forked child that never started its own releaser
+        try:
+            job = _RELEASES.get_nowait()
+        except queue.Empty:
+            return
+        job()
 
 
 def _holder() -> str:
@@ -82,13 +144,16 @@ class ReaderLease:
         self.lease = Lease(version, holder, kind, seconds, note or f"{kind} {holder}")
         self.key = lease_key(version, holder)
         self.renew, self.renewals, self.refused = renew, 0, ""
-        self._stop = threading.Event()
+        self._stop, self._pid = threading.Event(), os.getpid()
         self._thread: threading.Thread | None = None
         self._renewed = threading.Condition()
-        self._release = weakref.finalize(self, _stop_and_delete, self._stop, self.writer, self.key)  # also at exit
+        self._release = weakref.finalize(  # when collected, or at exit
+            self, _later, functools.partial(_stop_and_delete, self._stop, self.writer, self.key, self._pid)
+        )
 
     def acquire(self) -> bool:
         """Write the lease; whether it could (else `refused` says why)."""
+        _start_releaser()
         if self.writer is None:
             self.refused = f"{self.store.url} cannot be written to"
         else:
@@ -140,7 +205,8 @@ class ReaderLease:
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():  # the collector may run a
             self._thread.join(timeout=30)  # share's release on it; a renewal in flight lands before the delete
-        self._release()
+        if self._release.detach() is not None:  # not released yet: now, on this thread
+            _stop_and_delete(self._stop, self.writer, self.key, self._pid)
 
     def keep(self) -> None:
         """Leave the lease in the store when this object goes (a pin outlives the process that wrote it)."""
@@ -182,62 +248,45 @@ class SharedLease:
     version): the lease is written and renewed once, and removed when the last share is released or collected."""
 
     def __init__(self, key: tuple[int, str, str]):
-        self._release = weakref.finalize(self, _unshare, key)
+        self.key = key
+        self._release = weakref.finalize(self, _later, functools.partial(_unshare, key))
 
     def release(self) -> None:
-        self._release()
+        if self._release.detach() is not None:
+            _unshare(self.key)
 
 
 _SHARED: dict[tuple[int, str, str], tuple[ReaderLease, int]] = {}  # (pid, store, version) -> the lease, its shares
 _SHARED_LOCK = threading.Lock()
-# Shares released or collected, not yet counted down: a share's finalizer may run inside any allocation, also in a
-# thread holding _SHARED_LOCK (hold_reader_lease writing a lease), so it never waits for the lock; whoever frees it
-# next counts them down.
-_UNSHARED: collections.deque[tuple[int, str, str]] = collections.deque()
 
 
 def _unshare(key: tuple[int, str, str]) -> None:
-    _UNSHARED.append(key)
-    _count_down()
-
-
-def _count_down() -> None:
-    """Count down the queued shares and release each lease whose last share went, if the lock is free now; the
-    holder of the lock comes back here once it has freed it, so no share stays queued."""
-    while _UNSHARED and _SHARED_LOCK.acquire(blocking=False):
-        released = []
-        try:
-            while _UNSHARED:
-                key = _UNSHARED.popleft()
-                lease, shares = _SHARED[key]
-                if shares > 1:
-                    _SHARED[key] = (lease, shares - 1)
-                else:
-                    del _SHARED[key]
-                    released.append(lease)
-        finally:
-            _SHARED_LOCK.release()
-        for lease in released:
-            lease.release()
+    """Count a share down; the last one's going releases the lease (never a parent's, in a forked child)."""
+    if key[0] != os.getpid():
+        return
+    with _SHARED_LOCK:
+        lease, shares = _SHARED[key]
+        if shares > 1:
+            _SHARED[key] = (lease, shares - 1)
+            return
+        del _SHARED[key]
+    lease.release()
 
 
 def hold_reader_lease(store: Store, version: str, opened_key: str) -> SharedLease | None:
     """Protect `version` of the dataset in `store` for as long as this process reads it: a share of a renewed lease
     (one per version and process), or, where none can be written, one warning saying what protects it instead."""
     key = (os.getpid(), store.url, version)  # a forked child renews nothing of its parent's
-    try:
-        with _SHARED_LOCK:
-            if key in _SHARED:
-                lease, shares = _SHARED[key]
-                _SHARED[key] = (lease, shares + 1)
-                return SharedLease(key)
-            held = _hold(store, version, opened_key)
-            if held is None:
-                return None
-            _SHARED[key] = (held, 1)
+    with _SHARED_LOCK:
+        if key in _SHARED:
+            lease, shares = _SHARED[key]
+            _SHARED[key] = (lease, shares + 1)
             return SharedLease(key)
-    finally:
-        _count_down()
+        held = _hold(store, version, opened_key)
+        if held is None:
+            return None
+        _SHARED[key] = (held, 1)
+        return SharedLease(key)
 
 
 def _hold(store: Store, version: str, opened_key: str) -> ReaderLease | None:

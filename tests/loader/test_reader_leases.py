@@ -6,8 +6,11 @@ does. A collection that races an opening is found at the opening, never mid-epoc
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -105,9 +108,69 @@ def test_a_share_collected_while_another_lease_is_written_releases_it_without_de
         gc.enable()
     assert not opening.is_alive(), "hold_reader_lease deadlocked on a share collected under its own lock"
     assert held and held[0] is not None
+    assert reader_leases.flush_releases(120)  # the releaser thread released it
     assert not (tmp_path / old_lease.key).exists()  # the collected share's lease was released
     assert all(not key[2].startswith("old-") for key in reader_leases._SHARED)
     held[0].release()
+
+
+def test_a_lease_collected_where_its_removal_would_wait_is_removed_by_the_releaser_thread(tmp_path, monkeypatch):
+    """A finalizer runs on whatever thread allocated when the collector ran, holding whatever locks that thread held
+    (a connection pool's, for one): a collected reader's lease is never removed there, but on the releaser thread,
+    once the lock is free. Here the store's removal needs a lock the collecting thread holds."""
+    import gc
+    import threading
+
+    from shard_loader.storage import reader_leases
+
+    store = LocalStore(tmp_path)
+    pool, removed_on = threading.Lock(), []
+    remove = store.remove
+
+    def remove_under_the_pool_lock(key: str) -> None:
+        with pool:
+            removed_on.append(threading.current_thread().name)
+            remove(key)
+
+    monkeypatch.setattr(store, "remove", remove_under_the_pool_lock)
+    share = hold_reader_lease(store, "demo-0123456789abcdef", "manifest.json")
+    (path,) = (tmp_path / "readers" / "demo-0123456789abcdef").iterdir()
+    cycle: list[object] = [share]
+    cycle.append(cycle)  # only the garbage collector frees it
+    del share
+    gc.disable()  # the collection runs in the thread below, under the lock, and nowhere else
+    try:
+        del cycle
+        collecting = threading.Thread(target=lambda: (pool.acquire(), gc.collect(), pool.release()), daemon=True)
+        collecting.start()
+        collecting.join(120)  # a bound on a deadlock, not on speed
+    finally:
+        gc.enable()
+    assert not collecting.is_alive(), "the collected lease's removal waited for a lock its own thread held"
+    assert reader_leases.flush_releases(120)
+    assert removed_on == ["reader-lease-releases"] and not path.exists()
+
+
+def test_a_forked_child_that_exits_leaves_its_parents_lease(tmp_path):
+    """A child forked from a reader inherits its lease objects; when it exits (and its finalizers run) it must not
+    remove the leases its parent still holds and renews."""
+    script = f"""
+import json, os, pathlib, sys
+from shard_loader.storage import LocalStore
+from shard_loader.storage.reader_leases import ReaderLease, hold_reader_lease
+root = pathlib.Path({str(tmp_path)!r})
+lease = ReaderLease(LocalStore(root), "demo-0123456789abcdef", seconds=60, renew=60)
+assert lease.acquire()
+share = hold_reader_lease(LocalStore(root), "other-0123456789abcdef", "manifest.json")
+child = os.fork()
+if child == 0:
+    sys.exit(0)  # a normal exit: the atexit handlers, and the finalizers they run
+os.waitpid(child, 0)
+print(json.dumps(sorted(p.parent.name for p in root.rglob("*.json"))))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.splitlines()[-1]) == ["demo-0123456789abcdef", "other-0123456789abcdef"]
 
 
 def test_a_lease_released_on_its_own_renewal_thread_is_removed(tmp_path, monkeypatch):
