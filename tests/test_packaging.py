@@ -99,6 +99,18 @@ def test_the_loader_installs_alone_with_numpy_and_names_the_extra_a_missing_depe
     assert caught.stdout.strip() == "torch"  # an ImportError, as code that tries optional imports expects
 
 
+def test_an_editable_install_of_the_loader_exposes_its_package_and_nothing_else_of_the_repository(tmp_path):
+    """A researcher hacking on the loader installs it editable: the working tree's shard_loader imports (an edit shows
+    at once), and neither the builder nor the repository's tests do, as with the wheel."""
+    bin_dir = _fresh_venv(tmp_path / "venv", "-e", str(ROOT / "loader"))
+    got = _installed(bin_dir, tmp_path)
+    assert got["shard_loader"] and not got["shard_assets"]
+    where = _run([str(bin_dir / "python"), "-c", "import shard_loader; print(shard_loader.__file__)"], tmp_path)
+    assert Path(where.stdout.strip()).resolve() == (ROOT / "shard_loader" / "__init__.py").resolve()
+    tests = _run([str(bin_dir / "python"), "-c", "import tests.support"], tmp_path)
+    assert tests.returncode == 1 and "No module named 'tests'" in tests.stderr
+
+
 def test_the_builder_installs_with_the_loader_distribution_as_a_dependency(tmp_path):
     bin_dir = _fresh_venv(tmp_path / "venv", str(ROOT))
     got = _installed(bin_dir, tmp_path)
