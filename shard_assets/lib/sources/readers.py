@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, BinaryIO
 
 from ..errors import SourceError
-from ..partitioning import FilePiece
+from ..records import FilePiece
 from ..spec import SourceSpec
 from ..text import to_arrow
 from .listing import SourceFile
