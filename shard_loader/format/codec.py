@@ -165,23 +165,26 @@ def _record(cls: type) -> Decoder:
     fields = [
         (
             stored,
+            "." in stored,
             f.name,
             dataclasses.MISSING is f.default and dataclasses.MISSING is f.default_factory,
             _decoder(hints[f.name]),
         )
         for stored, f in _stored(cls)
     ]
+    any_nested = any(nested for _, nested, *_ in fields)
 
     def decode(value: Any) -> Any:
-        if isinstance(value, list):
+        if isinstance(value, list):  # compact: fields by position, a dotted one placed where its name says
             if len(value) > len(fields):
                 raise _Invalid(f"expected at most {len(fields)} fields, got {len(value)}")
-            value = {stored: v for (stored, *_), v in zip(fields, value)}
+            pairs = [(stored, v) for (stored, *_), v in zip(fields, value)]
+            value = _placed(pairs) if any_nested else dict(pairs)
         data, values = _object(value), {}
-        for stored, name, required, field_decoder in fields:
-            if stored in data:  # a plain name, present: most fields of most records
+        for stored, nested, name, required, field_decoder in fields:
+            if not nested and stored in data:  # a plain name, present: most fields of most records
                 found = data[stored]
-            else:
+            else:  # absent, or under a dotted name (never read as a flat key of that name)
                 found, absent = _lookup(data, stored)
                 if absent is not None:
                     if required:

@@ -25,7 +25,8 @@ class RequestStats:
     failures: int = 0
     bytes: int = 0
     range_fallbacks: int = 0
-    # reentrant: the garbage collector may remove a dropped reader's lease through this store from inside add()
+    # reentrant: a count made from inside an update on the same thread must not wait for itself (a lease removal run
+    # by a finalizer once did; reader_leases now queues those to its releaser thread)
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     def add(self, **counts: int) -> None:

@@ -148,3 +148,14 @@ def test_a_split_whose_stored_fields_are_wrong_is_refused_naming_the_field(publi
     (root / LATEST_KEY).write_text(json.dumps(doc))
     with pytest.raises(ManifestError, match=said):
         shard_loader.open_manifest(str(root))
+
+
+def test_a_flat_key_spelled_like_a_nested_field_is_not_read_as_it(published):
+    """The dataset's name is read from `dataset.name` inside the `dataset` object, never from a top-level key
+    written "dataset.name" (a forged second name a reader would otherwise show)."""
+    root, m = published
+    doc = json.loads((root / LATEST_KEY).read_text())
+    doc["dataset.name"], doc["dataset.version"] = "forged", "forged-0"
+    (root / LATEST_KEY).write_text(json.dumps(doc))
+    opened = shard_loader.open_manifest(str(root)).manifest
+    assert (opened.dataset, opened.version) == (m.dataset, m.version)
