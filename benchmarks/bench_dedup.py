@@ -34,7 +34,7 @@ import json, sys, time
 PEAK = lambda: """
     + PEAK_RSS_SNIPPET
     + """
-from shard_assets.lib.dedup import update_index
+from shard_assets.lib.curation.dedup import update_index
 from shard_assets.lib.spec import parse_spec
 from shard_assets.lib.store import LocalFolderStore
 root, src, ranges, first, last = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])

@@ -6,9 +6,9 @@ from typing import Any
 
 import dagster as dg
 
-from ..lib.dedup import update_index
-from ..lib.dedup_apply import published_copies
-from ..lib.dedup_records import RULES, DedupDecision
+from ..lib.curation.dedup import update_index
+from ..lib.curation.dedup_apply import published_copies
+from ..lib.curation.dedup_records import RULES, DedupDecision
 from ..lib.layout import part_record_key, splits_record_key
 from ..lib.records import PartRecord, SplitsRecord, get_record, get_records
 from ..lib.state import current_tokenizer

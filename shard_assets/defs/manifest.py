@@ -9,7 +9,7 @@ import dagster as dg
 from shard_loader.format import LATEST_KEY, FileRef
 from shard_loader.format.codec import to_plain
 
-from ..lib.dedup_apply import lineage_entry as dedup_lineage, lineage_summary as dedup_summary
+from ..lib.curation.dedup_apply import lineage_entry as dedup_lineage, lineage_summary as dedup_summary
 from ..lib.layout import part_record_key, splits_record_key, tokenizer_key
 from ..lib.publish import build_manifest, publish
 from ..lib.records import PartRecord, SplitsRecord, get_record, get_records

@@ -21,7 +21,7 @@ from shard_loader.format import codec
 from shard_loader.format.codec import to_json
 from shard_loader.format.manifest import CREATED_AT_FORMAT
 
-from .dedup_records import DedupDecision, DedupMember, DedupMembers
+from .curation.dedup_records import DedupDecision, DedupMember, DedupMembers
 from .errors import RecordError, RecordMissingError
 from .store import ObjectMissingError, ObjectStore
 

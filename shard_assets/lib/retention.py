@@ -42,7 +42,7 @@ from .layout import (
     versioned_key,
 )
 from .published import with_sidecars
-from .dedup_records import DedupDecision
+from .curation.dedup_records import DedupDecision
 from .records import PartRecord, RawRecord, TokenizerRecord, find_record
 from .store import ObjectStore
 

@@ -23,7 +23,7 @@ from shard_loader.format import FileRef, ShardEntry, ShardWriter, shard_base_key
 from shard_loader.format.shard import map_npy
 
 from .background import Background
-from .dedup_apply import kept_raw
+from .curation.dedup_apply import kept_raw
 from .encoders import Encoder, ReferenceEncoder, encoders_of
 from .encoding import EncodeSettings, TokenizeStats, tokenize_partition
 from .errors import BuildError

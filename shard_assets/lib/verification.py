@@ -13,7 +13,7 @@ from shard_loader.cache.verified import ensure_local
 from shard_loader.errors import ShardLoaderError
 from shard_loader.format import LATEST_KEY, Manifest
 
-from .dedup_apply import dropped_by_split
+from .curation.dedup_apply import dropped_by_split
 from .errors import BuildError, ObjectStoreError
 from .published import read_published
 from .splits import prove_split

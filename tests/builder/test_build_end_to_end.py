@@ -16,7 +16,7 @@ import shard_loader
 from shard_assets.runner import build_dataset
 from shard_assets.lib.text import doc_hash, is_val
 from shard_assets.defs.resources import DatasetResource, StoreResource
-from shard_assets.lib.dedup import read_drops
+from shard_assets.lib.curation.dedup import read_drops
 from shard_assets.lib.spec import load_spec
 from shard_assets.lib.store import LocalFolderStore
 from shard_loader.cache.checksum import verify_file

@@ -8,10 +8,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from shard_assets.lib import dedup as dedup_lib
-from shard_assets.lib.dedup import index_lock, load_range, update_index
-from shard_assets.lib.dedup_near import band_keys
-from shard_assets.lib.dedup_records import DedupMembers
+from shard_assets.lib.curation import dedup as dedup_lib
+from shard_assets.lib.curation.dedup import index_lock, load_range, update_index
+from shard_assets.lib.curation.dedup_near import band_keys
+from shard_assets.lib.curation.dedup_records import DedupMembers
 from shard_assets.lib.discovery import discover
 from shard_assets.lib.errors import DedupError, SpecError
 from shard_assets.lib.layout import DEDUP_LOCK_KEY, DEDUP_MEMBERS_KEY

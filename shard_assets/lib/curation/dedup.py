@@ -33,9 +33,9 @@ from shard_loader.format.shard import load_npy
 
 from .dedup_near import band_keys
 from .dedup_records import RULES, DedupDecision, DedupMember, DedupMembers
-from .discovery import registered
-from .errors import DedupError
-from .layout import (
+from ..discovery import registered
+from ..errors import DedupError
+from ..layout import (
     DEDUP_LOCK_KEY,
     DEDUP_MEMBERS_KEY,
     dedup_decision_key,
@@ -43,9 +43,9 @@ from .layout import (
     dedup_range_key,
     raw_record_key,
 )
-from .records import RawRecord, find_record, get_record, get_records, put_record
-from .spec import DatasetSpec, DedupSpec
-from .store import ObjectMissingError, ObjectStore
+from ..records import RawRecord, find_record, get_record, get_records, put_record
+from ..spec import DatasetSpec, DedupSpec
+from ..store import ObjectMissingError, ObjectStore
 
 ROW = np.dtype([("key", "<u8"), ("member", "<u4"), ("doc", "<u8")])  # one index row: 20 bytes
 PAIR = np.dtype([("member", "<u4"), ("doc", "<u8")])

@@ -14,11 +14,11 @@ from shard_loader.format import FileRef
 
 from .dedup import PAIR, READ_BATCH, Spill, load_range, read_drops, rows_of, settings_of, update_index
 from .dedup_records import RULES, DedupDecision, DedupMembers
-from .layout import DEDUP_MEMBERS_KEY, dedup_decision_key
-from .records import PartRecord, RawRecord, find_record
-from .spec import DatasetSpec
-from .store import ObjectStore
-from .text import is_val
+from ..layout import DEDUP_MEMBERS_KEY, dedup_decision_key
+from ..records import PartRecord, RawRecord, find_record
+from ..spec import DatasetSpec
+from ..store import ObjectStore
+from ..text import is_val
 
 
 def decision_for(store: ObjectStore, spec: DatasetSpec, raw: RawRecord, run_id: str) -> DedupDecision | None:
