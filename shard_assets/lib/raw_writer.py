@@ -51,6 +51,31 @@ class RawStats:
         return rows
 
 
+class SeenHashes:
+    """The hashes a partition kept so far, as sorted runs each more than twice the next (at most log2 n + 1 runs; a run
+    is merged again only once the runs after it reach half its size): checking a batch costs O(batch log^2 n) and n
+    hashes O(n log n) to add, where one array grown and rescanned with `np.isin` per batch made ingest quadratic in
+    a file's documents (issue 48). 8 bytes a hash."""
+
+    def __init__(self) -> None:
+        self.runs: list[np.ndarray] = []
+
+    def contains(self, hashes: np.ndarray) -> np.ndarray:
+        found = np.zeros(len(hashes), dtype=bool)
+        for run in self.runs:
+            at = np.searchsorted(run, hashes).clip(max=len(run) - 1)
+            found |= run[at] == hashes
+        return found
+
+    def add(self, hashes: np.ndarray) -> None:
+        if not len(hashes):
+            return
+        run = np.sort(hashes)
+        while self.runs and len(self.runs[-1]) <= 2 * len(run):
+            run = np.sort(np.concatenate([self.runs.pop(), run]), kind="stable")  # two sorted runs: a merge
+        self.runs.append(run)
+
+
 def write_raw_partition(spec: DatasetSpec, files: SourceFile | PartitionRecord, out: Path) -> RawStats:
     """Normalise, filter and deduplicate one listed file, or a registered partition's files and row-group
     ranges in order, into a parquet at `out` (columns text, doc_hash), a batch of documents at a time on Arrow
@@ -62,7 +87,7 @@ def write_raw_partition(spec: DatasetSpec, files: SourceFile | PartitionRecord, 
     source = spec.source(files.source)
     pieces = [files] if isinstance(files, SourceFile) else list(files.pieces)
     stats = RawStats()
-    seen = np.empty(0, dtype=np.uint64)
+    seen = SeenHashes()
     content = hashlib.sha256()
     schema = pa.schema([("text", pa.large_string()), ("doc_hash", pa.uint64())])
     with pq.ParquetWriter(out, schema, compression=COMPRESSION, **TEXT_ENCODING) as writer:
@@ -77,14 +102,14 @@ def write_raw_partition(spec: DatasetSpec, files: SourceFile | PartitionRecord, 
             candidates = np.flatnonzero(~(empty | short))
             _, at = np.unique(hashes[candidates], return_index=True)
             first[candidates[at]] = True
-            first &= ~np.isin(hashes, seen)
+            first &= ~seen.contains(hashes)
             stats.dropped["empty"] += int(empty.sum())
             stats.dropped["too_short"] += int(short.sum())
             stats.dropped["duplicate"] += len(candidates) - int(first.sum())
             if not first.any():
                 continue
             kept, kept_hashes = texts.filter(pa.array(first)), hashes[first]
-            seen = np.concatenate([seen, kept_hashes])
+            seen.add(kept_hashes)
             content.update(kept_hashes.tobytes())
             stats.documents_out += len(kept)
             stats.bytes_out += int(pc.sum(pc.binary_length(kept)).as_py() or 0)

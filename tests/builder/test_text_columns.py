@@ -124,3 +124,22 @@ def test_a_raw_partition_holds_what_the_per_document_rule_keeps(tmp_path):
     assert normalise_column(pa.array(["e\u0301 x\r\n"], pa.string())).to_pylist() == [
         "\u00e9 x"
     ]  # a parquet file's string column
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 50), max_size=40), max_size=30))
+def test_seen_hashes_answers_as_a_set_does_in_a_logarithmic_number_of_sorted_runs(batches):
+    """Ingest's within-file copy check (issue 48: it rescanned every hash seen per batch, quadratic in a file's
+    documents): membership equals a set's after each batch, and n hashes sit in at most log2(n) + 1 sorted runs."""
+    from shard_assets.lib.raw_writer import SeenHashes
+
+    seen, truth = SeenHashes(), set()
+    for batch in batches:
+        hashes = np.array(batch, dtype=np.uint64)
+        assert seen.contains(hashes).tolist() == [h in truth for h in batch]
+        fresh = np.unique(hashes[~seen.contains(hashes)])
+        seen.add(fresh)
+        truth |= set(fresh.tolist())
+        assert all(np.all(run[:-1] < run[1:]) for run in seen.runs)
+        assert len(seen.runs) <= max(1, len(truth).bit_length())
+    assert sorted(np.concatenate(seen.runs or [np.empty(0, np.uint64)]).tolist()) == sorted(truth)
