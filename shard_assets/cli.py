@@ -91,8 +91,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_build(args: argparse.Namespace) -> int:
     spec = _spec(args)
-    from shard_loader import iter_sequences
-    from shard_loader.opening import default_cache_dir
+    from shard_loader.builder_api import iter_sequences
+    from shard_loader.builder_api import default_cache_dir
 
     from .instance import local_instance
     from .runner import build_dataset

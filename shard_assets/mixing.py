@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from shard_loader.format import MixtureFile
+from shard_loader.builder_api import MixtureFile
 
 from .defs.mixture import MixtureSpecsResource, mixture_key, publish_report
 from .lib.errors import PublishError, RunFailed

@@ -20,7 +20,7 @@ from typing import Any, TextIO, cast
 
 import dagster as dg
 
-from shard_loader.format import LATEST_KEY, parse_manifest
+from shard_loader.builder_api import LATEST_KEY, parse_manifest
 
 from .defs.partitions import PARTITIONS_PER_RUN, RAW_FILES, RUN_BYTES, sync_partitions
 from .defs.resources import Settings, StoreResource

@@ -11,34 +11,6 @@ from shard_assets.defs.resources import DatasetResource, StoreResource
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("shard_assets", "shard_loader")
-BUILDER_USES = {  # the loader names the builder may import, by module
-    "shard_loader": set("iter_sequences".split()),
-    "shard_loader.arguments": set("ArgumentError duration".split()),
-    "shard_loader.cache.checksum": set("verify_file".split()),
-    "shard_loader.cache.verified": set("ensure_local".split()),
-    "shard_loader.errors": set("NotFoundError ShardLoaderError StoreError TransientStoreError".split()),
-    "shard_loader.format": set(
-        "Component FileRef LATEST_KEY Manifest MixtureFile MixtureTokenizer PinnedManifest SPLITS ShardEntry "
-        "ShardWriter SplitInfo TOKEN_DTYPES TokenizerInfo VERSIONS_DIR check_key codec live_mixture_key "
-        "mixture_version_key open_shard parse_manifest parse_mixture shard_base_key token_dtype_for tokenizer_key "
-        "versioned_key".split()
-    ),
-    "shard_loader.format.codec": set("loads to_json to_plain".split()),
-    "shard_loader.format.keys": set("LINEAGE_DIR shard_content_hash".split()),
-    "shard_loader.format.leases": set("COLLECTING_SUFFIX Lease READERS_DIR collecting_key lease_key".split()),
-    "shard_loader.format.manifest": set("CREATED_AT_FORMAT".split()),
-    "shard_loader.format.shard": set("load_npy map_npy".split()),
-    "shard_loader.opening": set("default_cache_dir".split()),
-    "shard_loader.storage": set("LocalStore Store is_remote open_store split_manifest_url".split()),
-    "shard_loader.storage.reader_leases": set("WritableStore writer_for".split()),
-    "shard_loader.storage.retry": set("RequestStats RetryPolicy with_retries".split()),
-    "shard_loader.storage.s3": set("S3Store classify".split()),
-    "shard_loader.storage.s3_client": set(
-        "ACCOUNT_VARIABLE ENDPOINT_VARIABLE describe_s3_error fsspec_options key_variables make_s3_client "
-        "r2_endpoint resolve_settings s3_errors".split()
-    ),
-    "shard_loader.storage.transfer": set("MAX_OBJECT_BYTES".split()),
-}
 
 
 def _module_name(path: Path) -> str:
@@ -123,9 +95,11 @@ def test_only_execution_dagster_private_imports_dagsters_private_api():
     assert {k: v for k, v in private.items() if v} == {}
 
 
-def test_the_builder_uses_only_the_loader_names_it_declares():
-    """What `shard_assets` takes from `shard_loader`: the published format, the stores it extends, errors, argument
-    and retry helpers. A new use is a decision: add it here and to docs/architecture.md."""
+def test_the_builder_reaches_the_loader_through_the_module_the_loader_declares_for_it():
+    """`shard_assets` imports `shard_loader` through `shard_loader.builder_api` alone, and only the names that module
+    declares (its `__all__`): a new use is a decision made in the loader, written there."""
+    import shard_loader.builder_api as api
+
     used: dict[str, set[str]] = {}
     for p in _sources("shard_assets"):
         for node in ast.walk(ast.parse(p.read_text())):
@@ -133,8 +107,9 @@ def test_the_builder_uses_only_the_loader_names_it_declares():
                 used.setdefault(node.module, set()).update(a.name for a in node.names)
             elif isinstance(node, ast.Import):
                 assert not any(a.name.startswith("shard_loader") for a in node.names), p
-    undeclared = {m: sorted(names - BUILDER_USES.get(m, set())) for m, names in used.items()}
-    assert {m: n for m, n in undeclared.items() if n} == {}
+    assert set(used) == {"shard_loader.builder_api"}
+    assert used["shard_loader.builder_api"] <= set(api.__all__)
+    assert all(hasattr(api, name) for name in api.__all__)
 
 
 def test_the_loader_never_imports_the_builder_dagster_polars_or_transformers():

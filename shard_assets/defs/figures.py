@@ -5,7 +5,7 @@ from collections.abc import Iterable, Mapping
 
 import dagster as dg
 
-from shard_loader.format import SPLITS
+from shard_loader.builder_api import SPLITS
 
 from ..lib.plan import human_bytes
 

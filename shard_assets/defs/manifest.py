@@ -6,8 +6,8 @@ from typing import Any
 
 import dagster as dg
 
-from shard_loader.format import LATEST_KEY, FileRef
-from shard_loader.format.codec import to_plain
+from shard_loader.builder_api import LATEST_KEY, FileRef
+from shard_loader.builder_api import to_plain
 
 from ..lib.curation.dedup_apply import lineage_entry as dedup_lineage, lineage_summary as dedup_summary
 from ..lib.layout import part_record_key, splits_record_key, tokenizer_key

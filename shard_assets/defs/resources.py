@@ -57,7 +57,7 @@ class StoreResource(dg.ConfigurableResource["StoreResource"]):
     def store(self) -> ObjectStore:
         if not self.root.startswith(REMOTE_SCHEMES):
             return LocalFolderStore(resolve_path(self.root))
-        from shard_loader.storage.s3_client import make_s3_client
+        from shard_loader.builder_api import make_s3_client
 
         from ..lib.store.s3 import S3ObjectStore
 

@@ -9,7 +9,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from shard_loader.format.codec import loads
+from shard_loader.builder_api import loads
 
 from .errors import RecordError
 from .layout import discovery_index_key

@@ -19,7 +19,7 @@ from .text import is_val
 from .background import prefetched
 from .encoders import Encoded, Encoder, ExactnessError, ExactnessGuard, ReferenceEncoder, select_encoder
 from .records import GuardResult
-from shard_loader.format import SPLITS, ShardWriter
+from shard_loader.builder_api import SPLITS, ShardWriter
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

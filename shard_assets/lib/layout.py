@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import hashlib
 
-from shard_loader.format import LATEST_KEY, VERSIONS_DIR, check_key, shard_base_key, tokenizer_key, versioned_key
-from shard_loader.format.keys import LINEAGE_DIR
+from shard_loader.builder_api import LATEST_KEY, VERSIONS_DIR, check_key, shard_base_key, tokenizer_key, versioned_key
+from shard_loader.builder_api import LINEAGE_DIR
 
 __all__ = [
     "COLLECTED_PREFIXES",

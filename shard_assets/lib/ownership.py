@@ -5,8 +5,8 @@ anything. Two builds of one spec at once both find their own name there, whichev
 from __future__ import annotations
 
 
-from shard_loader.errors import ShardLoaderError
-from shard_loader.format import LATEST_KEY, parse_manifest
+from shard_loader.builder_api import ShardLoaderError
+from shard_loader.builder_api import LATEST_KEY, parse_manifest
 
 from .errors import PrefixOwnedError
 from .layout import OWNER_KEY

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from shard_loader.format import TOKEN_DTYPES
+from shard_loader.builder_api import TOKEN_DTYPES
 
 from .encoding import encode_documents
 from .errors import SourceError

@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, UTC
 from typing import Any
 
-from shard_loader.cache.verified import ensure_local
-from shard_loader.errors import ShardLoaderError
-from shard_loader.format import (
+from shard_loader.builder_api import ensure_local
+from shard_loader.builder_api import ShardLoaderError
+from shard_loader.builder_api import (
     LATEST_KEY,
     SPLITS,
     FileRef,
@@ -27,8 +27,8 @@ from shard_loader.format import (
     open_shard,
     versioned_key,
 )
-from shard_loader.format.manifest import CREATED_AT_FORMAT
-from shard_loader.storage import Store
+from shard_loader.builder_api import CREATED_AT_FORMAT
+from shard_loader.builder_api import Store
 
 from .errors import PublishError
 from .ownership import claim

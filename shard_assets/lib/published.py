@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shard_loader.format import FileRef, Manifest, parse_manifest
+from shard_loader.builder_api import FileRef, Manifest, parse_manifest
 
 from .store import ObjectStore
 

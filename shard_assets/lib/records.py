@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from shard_loader.format import FileRef, ShardEntry
-from shard_loader.format import codec
-from shard_loader.format.codec import to_json
-from shard_loader.format.manifest import CREATED_AT_FORMAT
+from shard_loader.builder_api import FileRef, ShardEntry
+from shard_loader.builder_api import codec
+from shard_loader.builder_api import to_json
+from shard_loader.builder_api import CREATED_AT_FORMAT
 
 from .curation.dedup_records import DedupDecision, DedupMember, DedupMembers
 from .errors import RecordError, RecordMissingError

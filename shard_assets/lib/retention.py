@@ -20,10 +20,10 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from shard_loader.arguments import ArgumentError, duration
-from shard_loader.errors import ShardLoaderError
-from shard_loader.format import Manifest, parse_manifest
-from shard_loader.format.leases import COLLECTING_SUFFIX, READERS_DIR, Lease, collecting_key
+from shard_loader.builder_api import ArgumentError, duration
+from shard_loader.builder_api import ShardLoaderError
+from shard_loader.builder_api import Manifest, parse_manifest
+from shard_loader.builder_api import COLLECTING_SUFFIX, READERS_DIR, Lease, collecting_key
 
 from .errors import BuildError
 from .layout import (

@@ -71,7 +71,7 @@ def _required(environ: Mapping[str, str], name: str, why: str) -> str:
 
 def _endpoint(environ: Mapping[str, str]) -> str:
     """S3_ENDPOINT_URL (with its scheme) if set, else R2's endpoint for R2_DATASET_ACCOUNT_ID (32 hex digits)."""
-    from shard_loader.storage.s3_client import ACCOUNT_VARIABLE, ENDPOINT_VARIABLE, r2_endpoint  # numpy: not at once
+    from shard_loader.builder_api import ACCOUNT_VARIABLE, ENDPOINT_VARIABLE, r2_endpoint  # numpy: not at once
 
     if url := environ.get(ENDPOINT_VARIABLE, ""):
         if not url.startswith(("http://", "https://")):
@@ -131,7 +131,7 @@ def store_choice(
             environ, "R2_DATASET_BUCKET_NAME", f"{STORE_VARIABLE}=r2 needs the bucket the dataset is written to"
         )
         root = f"s3://{bucket}/{environ.get('DATASET_BINS_PATH', '').strip('/')}".rstrip("/")
-    from shard_loader.storage.s3_client import key_variables
+    from shard_loader.builder_api import key_variables
 
     return StoreChoice(spec_path, root, _endpoint(environ), key_variables("write"))
 

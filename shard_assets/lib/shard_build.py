@@ -19,8 +19,8 @@ from typing import Protocol
 
 import numpy as np
 
-from shard_loader.format import FileRef, ShardEntry, ShardWriter, shard_base_key
-from shard_loader.format.shard import map_npy
+from shard_loader.builder_api import FileRef, ShardEntry, ShardWriter, shard_base_key
+from shard_loader.builder_api import map_npy
 
 from .background import Background
 from .curation.dedup_apply import kept_raw

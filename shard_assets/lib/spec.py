@@ -58,7 +58,7 @@ class SourceSpec:
         bucket or account are read as the store is."""
         if self.storage_options or uri_scheme(self.uri) != "s3":
             return self.storage_options
-        from shard_loader.storage.s3_client import fsspec_options, resolve_settings
+        from shard_loader.builder_api import fsspec_options, resolve_settings
 
         return fsspec_options(resolve_settings(role="write"))
 

@@ -21,7 +21,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from shard_loader.format import LATEST_KEY, SPLITS
+from shard_loader.builder_api import LATEST_KEY, SPLITS
 
 from .discovery import registered
 from .errors import BuildError, PublishError, StateMismatchError

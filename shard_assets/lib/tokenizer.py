@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from shard_loader.format import token_dtype_for
+from shard_loader.builder_api import token_dtype_for
 
 from .errors import StateMismatchError, TokenizerError
 from .layout import CURRENT_TOKENIZER_KEY, tokenizer_info_key, tokenizer_key, training_sample_key

@@ -9,9 +9,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from shard_loader.cache.verified import ensure_local
-from shard_loader.errors import ShardLoaderError
-from shard_loader.format import LATEST_KEY, Manifest
+from shard_loader.builder_api import ensure_local
+from shard_loader.builder_api import ShardLoaderError
+from shard_loader.builder_api import LATEST_KEY, Manifest
 
 from .curation.dedup_apply import dropped_by_split
 from .errors import BuildError, ObjectStoreError

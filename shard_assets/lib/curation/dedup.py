@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from shard_loader.format import FileRef
-from shard_loader.format.shard import load_npy
+from shard_loader.builder_api import FileRef
+from shard_loader.builder_api import load_npy
 
 from .dedup_near import band_keys
 from .dedup_records import RULES, DedupDecision, DedupMember, DedupMembers

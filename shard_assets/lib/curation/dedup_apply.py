@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from shard_loader.format import FileRef
+from shard_loader.builder_api import FileRef
 
 from .dedup import PAIR, READ_BATCH, Spill, load_range, read_drops, rows_of, settings_of, update_index
 from .dedup_records import RULES, DedupDecision, DedupMembers

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from shard_loader.format import FileRef
+from shard_loader.builder_api import FileRef
 
 RULES = ("exact", "near")
 

@@ -10,9 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from shard_loader.errors import ShardLoaderError
-from shard_loader.format import Component, FileRef, Manifest, MixtureFile, parse_manifest
-from shard_loader.storage import Store, is_remote
+from shard_loader.builder_api import ShardLoaderError
+from shard_loader.builder_api import Component, FileRef, Manifest, MixtureFile, parse_manifest
+from shard_loader.builder_api import Store, is_remote
 
 from ..publish import Audit, sample_reads
 from .components import absolute_url, open_manifest_store

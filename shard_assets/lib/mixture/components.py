@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from shard_loader.errors import ShardLoaderError
-from shard_loader.format import (
+from shard_loader.builder_api import ShardLoaderError
+from shard_loader.builder_api import (
     LATEST_KEY,
     SPLITS,
     VERSIONS_DIR,
@@ -27,8 +27,8 @@ from shard_loader.format import (
     parse_manifest,
     versioned_key,
 )
-from shard_loader.format.manifest import CREATED_AT_FORMAT
-from shard_loader.storage import Store, is_remote, open_store, split_manifest_url
+from shard_loader.builder_api import CREATED_AT_FORMAT
+from shard_loader.builder_api import Store, is_remote, open_store, split_manifest_url
 
 from ..errors import MixtureError
 from ..store import ObjectStore

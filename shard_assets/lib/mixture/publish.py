@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shard_loader.format import MixtureFile, live_mixture_key, mixture_version_key, parse_mixture
+from shard_loader.builder_api import MixtureFile, live_mixture_key, mixture_version_key, parse_mixture
 
 from ..errors import PublishError
 from ..publish import Audit

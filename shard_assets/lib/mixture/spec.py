@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from shard_loader.format import SPLITS
+from shard_loader.builder_api import SPLITS
 
 from ..errors import SpecError
 from ..spec import SPEC_NAME, check_choice, spec_record, uri_scheme

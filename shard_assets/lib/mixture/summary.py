@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shard_loader.format import MixtureFile
+from shard_loader.builder_api import MixtureFile
 
 SPLIT = "train"  # the split weights are about
 

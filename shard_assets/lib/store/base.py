@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, TypeVar
 
-from shard_loader.errors import NotFoundError, StoreError
-from shard_loader.format import FileRef
-from shard_loader.storage.retry import RequestStats, RetryPolicy, with_retries
-from shard_loader.storage.transfer import MAX_OBJECT_BYTES
+from shard_loader.builder_api import NotFoundError, StoreError
+from shard_loader.builder_api import FileRef
+from shard_loader.builder_api import RequestStats, RetryPolicy, with_retries
+from shard_loader.builder_api import MAX_OBJECT_BYTES
 
 from ..errors import ConditionalWriteError, ObjectMissingError, ObjectStoreError
 from ..layout import probe_key

@@ -8,10 +8,10 @@ import shutil
 from pathlib import Path
 from typing import BinaryIO
 
-from shard_loader.errors import NotFoundError, StoreError
-from shard_loader.format import FileRef
-from shard_loader.storage import LocalStore
-from shard_loader.storage.retry import RequestStats, RetryPolicy
+from shard_loader.builder_api import NotFoundError, StoreError
+from shard_loader.builder_api import FileRef
+from shard_loader.builder_api import LocalStore
+from shard_loader.builder_api import RequestStats, RetryPolicy
 
 from .base import STORE_RETRY, ObjectInfo, ObjectStore, file_sha256
 

@@ -14,11 +14,11 @@ import tempfile
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from shard_loader.errors import TransientStoreError
-from shard_loader.format import FileRef
-from shard_loader.storage.retry import RequestStats, RetryPolicy
-from shard_loader.storage.s3 import S3Store, classify
-from shard_loader.storage.s3_client import describe_s3_error, s3_errors
+from shard_loader.builder_api import TransientStoreError
+from shard_loader.builder_api import FileRef
+from shard_loader.builder_api import RequestStats, RetryPolicy
+from shard_loader.builder_api import S3Store, classify
+from shard_loader.builder_api import describe_s3_error, s3_errors
 
 from ..errors import ConditionalWriteError
 from .base import STORE_RETRY, ObjectInfo, ObjectStore, file_sha256
