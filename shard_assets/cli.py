@@ -152,7 +152,7 @@ def cmd_mix(args: argparse.Namespace) -> int:
     store_choice(store=args.store)  # --spec names the mixture spec here, not a dataset's
     from .defs.resources import settings_from_env
     from .instance import local_instance
-    from .lib.mixture.summary import component_rows, text_table
+    from .lib.mixture.summary import SPLIT, text_table
     from .mixing import publish_mixture_spec, refusal
 
     settings = settings_from_env(store=args.store)
@@ -175,7 +175,7 @@ def cmd_mix(args: argparse.Namespace) -> int:
             for split, tokens in m.tokens_per_epoch.items()
         )
     )
-    print(text_table(component_rows(m)))
+    print(text_table(m.summary(SPLIT)))
     failed = report.failed
     print(
         f"audits        {len(report.audits) - len(failed)} of {len(report.audits)} passed"

@@ -25,7 +25,7 @@ from ..lib.mixture.audits import AUDITS
 from ..lib.mixture.components import current_versions, resolve_mixture
 from ..lib.mixture.publish import PublishedMixture, PublishReport, live_mixture_url, publish_mixture
 from ..lib.mixture.spec import MixtureSpec, load_mixture_spec, mixture_spec_files
-from ..lib.mixture.summary import component_rows, markdown_table
+from ..lib.mixture.summary import SPLIT, markdown_table
 from ..lib.version import code_version
 from .conventions import DATASET_ASSET, AssetConventions
 from .audit_checks import audit_check_specs, check_result
@@ -92,7 +92,7 @@ def _metadata(published: PublishedMixture, url: str) -> dict[str, Any]:
     """What a glance at the asset should tell: weights against natural shares, tokens and epochs per component, pins;
     and the publish's report for whoever started the run (`shard-assets mix`), decoded by `publish_report`."""
     m, report = published.mixture, published.report
-    rows = component_rows(m)
+    rows = m.summary(SPLIT)
     chart = grouped_bar_chart_svg(
         [r.name for r in rows],
         {"weight": [r.weight for r in rows], "natural share": [r.natural for r in rows]},

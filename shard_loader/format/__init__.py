@@ -27,7 +27,15 @@ from .manifest import (
 )
 from .table import ShardTable
 from .shard import Shard, ShardWriter, open_shard
-from .mixture import MIXTURE_FORMAT, Component, MixtureFile, MixtureTokenizer, PinnedManifest, parse_mixture
+from .mixture import (
+    MIXTURE_FORMAT,
+    Component,
+    ComponentSummary,
+    MixtureFile,
+    MixtureTokenizer,
+    PinnedManifest,
+    parse_mixture,
+)
 
 __all__ = [
     "FORMAT_NAME",
@@ -39,6 +47,7 @@ __all__ = [
     "TOKEN_DTYPES",
     "VERSIONS_DIR",
     "Component",
+    "ComponentSummary",
     "FileRef",
     "Manifest",
     "MixtureFile",

@@ -82,6 +82,23 @@ class Component:
 
 
 @dataclass(frozen=True)
+class ComponentSummary:
+    """What one component amounts to in a mixture epoch of a split: its weight against its natural share (its part of
+    the components' tokens), the tokens it serves per mixture epoch and the passes over its own tokens that takes.
+    `shard-loader info`, `shard-assets mix` and the mixture asset's metadata all show these."""
+
+    name: str
+    dataset: str
+    version: str
+    weight: float
+    natural: float
+    tokens: int
+    per_epoch: int
+    epochs: float
+    max_repeats: float | None
+
+
+@dataclass(frozen=True)
 class MixtureFile:
     """A mixture file, its fields as published (after `format` and `format_version`)."""
 
@@ -92,6 +109,26 @@ class MixtureFile:
     tokens_per_epoch: dict[str, Count]
     components: tuple[Component, ...]
     lineage: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self, split: str, tokens: list[int] | None = None) -> list[ComponentSummary]:
+        """Each component's summary for `split`, from the tokens its pin records, or `tokens` (per component, as its
+        verified manifest says)."""
+        held = [c.tokens.get(split, 0) for c in self.components] if tokens is None else tokens
+        total, budget = sum(held), self.tokens_per_epoch.get(split, 0)
+        return [
+            ComponentSummary(
+                c.name,
+                c.dataset,
+                c.version,
+                c.weight,
+                n / total if total else 0.0,
+                n,
+                round(c.weight * budget),
+                c.weight * budget / n if n else float("inf"),
+                c.max_repeats,
+            )
+            for c, n in zip(self.components, held)
+        ]
 
     def epoch_tokens(self, split: str, origin: str) -> int:
         """Tokens one mixture epoch serves of `split`; refused naming the split when the file has none for it."""

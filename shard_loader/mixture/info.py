@@ -5,38 +5,9 @@ manifest."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 from .opening import OpenedMixture, open_components
-
-
-@dataclass(frozen=True)
-class ComponentSummary:
-    name: str
-    weight: float
-    natural: float  # the component's share of the split's tokens over all components
-    tokens: int
-    epochs: float  # epochs of the component one mixture epoch serves: weight * tokens_per_epoch / tokens
-    dataset: str
-    version: str
-    max_repeats: float | None
-
-
-def summaries(opened: OpenedMixture, split: str, tokens: list[int]) -> list[ComponentSummary]:
-    total, per_epoch = sum(tokens), opened.file.tokens_per_epoch[split]
-    return [
-        ComponentSummary(
-            c.name,
-            c.weight,
-            n / total if total else 0.0,
-            n,
-            c.weight * per_epoch / n if n else float("inf"),
-            c.dataset,
-            c.version,
-            c.max_repeats,
-        )
-        for c, n in zip(opened.file.components, tokens)
-    ]
 
 
 def describe(opened: OpenedMixture, as_json: bool = False) -> str:
@@ -50,7 +21,7 @@ def describe(opened: OpenedMixture, as_json: bool = False) -> str:
     ]
     report = {}
     for split, per_epoch in mix.tokens_per_epoch.items():
-        rows = summaries(opened, split, [m.splits[split].tokens if split in m.splits else 0 for m in manifests])
+        rows = mix.summary(split, [m.splits[split].tokens if split in m.splits else 0 for m in manifests])
         report[split] = [asdict(r) for r in rows]
         lines.append(f"{split:<11} {per_epoch:>15,} tokens per mixture epoch")
         lines.append(
