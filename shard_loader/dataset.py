@@ -212,7 +212,14 @@ class TokenDataset:
         return self.stream.stats
 
     def close(self) -> None:
+        """Stop the window cache and give back the reader lease (else it is removed at interpreter exit)."""
         self.stream.close()
+
+    def __enter__(self) -> TokenDataset:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def iter_sequences(

@@ -72,8 +72,7 @@ class DatasetStream:
         self.split, self.batch_size, self.seed = o.split, o.batch_size, o.seed
         self.disk_budget, self.keep_files, self.store_options = o.disk_budget, o.keep_files, o.store_options
         self.opened = open_manifest(url, [o.split], o.cache_dir, pinned, document, **o.store_options)
-        self.lease = hold_reader_lease(self.opened.store, self.opened.manifest.version, self.opened.key)  # gc keeps
-        # what this process reads; a remote store without a cache_dir caches under ~/.cache/shard_loader
+        # a remote store without a cache_dir caches under ~/.cache/shard_loader
         self.cache_dir = self.opened.cache_dir(o.cache_dir)
         self.shards = self.opened.manifest.split(o.split).shards
         if not self.shards:
@@ -86,6 +85,8 @@ class DatasetStream:
         self.position = Position()
         self.cache = self.make_cache()
         self._check_not_empty()
+        # gc keeps what this process reads; taken last, so an opening refused above holds none (close gives it back)
+        self.lease = hold_reader_lease(self.opened.store, self.opened.manifest.version, self.opened.key)
 
     def make_cache(self) -> WindowCache:
         return window_cache(

@@ -65,8 +65,14 @@ class MixtureStream:
         if self.disk_budget and remote and not (window_shards or window_bytes):  # two windows fit each one's part
             part = self.disk_budget // remote
             window_bytes = max(1, (part - journal_bound(part)) // 2)
-        self.components = [self._component(i, window_shards, window_bytes) for i in range(len(mix.components))]
-        self._split_budget()
+        self.components: list[ComponentDataset] = []
+        try:
+            for i in range(len(mix.components)):
+                self._add_component(i, window_shards, window_bytes)
+            self._split_budget()
+        except BaseException:
+            self.close()  # the leases of the components opened so far
+            raise
         counts = np.array([len(c.shards) for c in self.components], dtype=np.int64)
         self._shard_ends = np.cumsum(counts)
         g = self.batch_size * self.world.world_size
@@ -76,7 +82,7 @@ class MixtureStream:
         self._walker = Walker(self.segments)
         self.position = MixturePosition(0, 0, 0, 0, self.segments.start(0))
 
-    def _component(self, i: int, window_shards: int | None, window_bytes: int | None) -> ComponentDataset:
+    def _add_component(self, i: int, window_shards: int | None, window_bytes: int | None) -> None:
         """Component i: the stream of its pinned manifest, checked against the mixture file."""
         c = self.mixture.components[i]
         options = replace(
@@ -93,8 +99,8 @@ class MixtureStream:
             component = ComponentDataset(self.opened.component_urls[i], options, pinned=c.manifest.ref)
         except ShardLoaderError as exc:
             raise type(exc)(f"{where(self.opened, i)}: {exc}") from None
+        self.components.append(component)
         check_component(self.opened, i, component.opened.manifest)
-        return component
 
     def _split_budget(self) -> None:
         """Give each remote component a part of disk_budget in proportion to the room it needs (at least that)."""
