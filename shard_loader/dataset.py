@@ -1,6 +1,6 @@
 """TokenDataset: fixed-length token batches from one split of a published dataset or mixture, split over ranks and
 workers, deterministic from (seed, epoch), and resumable. The URL's document says which stream serves it: a dataset's
-(stream.py) or a mixture's of several datasets (mixture/dataset.py); everything else is the same for both."""
+(stream.py) or a mixture's of several datasets (mixture/stream.py); everything else is the same for both."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from .arguments import ArgumentError, text
 from .cache.rotation import WindowCache
 from .errors import MissingFileError, NotFoundError
 from .format import MIXTURE_FORMAT, MixtureFile, Shard, ShardTable
-from .mixture.dataset import MixtureStream
+from .mixture.stream import MixtureStream
 from .opening import OpenedManifest, document_format, read_document
 from .options import LoaderOptions
 from .sampler import Window
