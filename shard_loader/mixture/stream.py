@@ -21,9 +21,10 @@ from ..cache.download import journal_bound
 from ..errors import DiskBudgetError, ShardLoaderError
 from ..format import Shard
 from ..options import LoaderOptions
-from ..state import StateError
+from ..state import StateError, own
 from ..storage import Store, is_remote, split_manifest_url
-from ..stream import EmptyEpochError, LoaderStats
+from ..stream import EmptyEpochError
+from ..stream_protocol import LoaderStats, StreamPlan, StreamPosition
 from ..world import Consumer
 from .components import ComponentDataset
 from .interleave import Segments, Walker, units
@@ -142,21 +143,24 @@ class MixtureStream:
         block, _ = self._walker.at(position.block, position.served)
         return position if block == position.block else replace(position, block=block)
 
-    def plan(self, position: MixturePosition | None = None) -> MixturePlan:
+    def seek(self, position: StreamPosition) -> None:
+        self.position = own(position, MixturePosition, "a mixture")
+
+    def plan(self, position: StreamPosition | None = None) -> MixturePlan:
         """This rank's plan for the rest of the mixture epoch from `position` (default: where the stream stands)."""
-        p = self._normal(self.position if position is None else position)
+        p = self._normal(self.position if position is None else own(position, MixturePosition, "a mixture"))
         return MixturePlan(
             p, p.epoch_start + self.epoch_samples, self.batch_size, self.world.rank, self.world.world_size
         )
 
-    def advanced(self, plan: MixturePlan, base: MixturePosition, served: int) -> MixturePosition:
+    def advanced(self, plan: StreamPlan, base: StreamPosition, served: int) -> MixturePosition:
         """The position once `served` batches of `plan` (which starts at `base`) are served."""
-        return MixturePosition(
-            base.epoch, base.epoch_start, base.served + served * plan.global_batch, base.batches + served, base.block
-        )
+        at = own(base, MixturePosition, "a mixture")
+        g = own(plan, MixturePlan, "a mixture").global_batch
+        return MixturePosition(at.epoch, at.epoch_start, at.served + served * g, at.batches + served, at.block)
 
-    def encode_position(self, position: MixturePosition) -> list[int]:
-        return self._normal(position).to_list()
+    def encode_position(self, position: StreamPosition) -> list[int]:
+        return self._normal(own(position, MixturePosition, "a mixture")).to_list()
 
     def decode_position(self, values: list[int]) -> MixturePosition:
         return MixturePosition.from_list(values, len(self.components))
@@ -274,12 +278,13 @@ class MixtureStream:
     # --- serving ------------------------------------------------------------------------------------------------
 
     def serve(
-        self, plan: MixturePlan, consumer: Consumer = Consumer()
+        self, plan: StreamPlan, consumer: Consumer = Consumer()
     ) -> Iterator[tuple[int, dict[int, Shard], np.ndarray, np.ndarray]]:
         """(first batch index from the plan's start, open shards by global id, shard ids, token starts) of each run of
         consecutive batches `consumer` serves; a run's rows are whole batches, in order. Served to its end, a plan
         leaves the components' windows open for the next one (the next epoch goes on from there); stopped, it closes
         them."""
+        plan = own(plan, MixturePlan, "a mixture")
         server = self.__dict__.get("_server")
         if server is None or not server.follows(self.segments, consumer, plan):
             if server is not None:

@@ -6,10 +6,12 @@ import tempfile
 from itertools import groupby
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shard_loader import TokenDataset
+from shard_loader.state import StateError
 from tests.support.mixture_files import STRIDE, Part, write_component, write_mixture
 
 EPOCHS = 3
@@ -69,3 +71,17 @@ def test_a_one_component_mixture_serves_the_datasets_rows_plus_each_windows_rema
         assert sorted(mine) == sorted(set(mine)) and len(mine) == samples  # the mixture serves every sample once
         runs = [list(run) for _, run in groupby(mine, key=lambda row: window_of[(row[0] - 1) // STRIDE % 100])]
         assert served == [row for run in runs for row in run[: len(run) - len(run) % g]], (epoch, s)
+
+
+def test_a_stream_takes_back_only_its_own_positions_plans_and_keys(tmp_path):
+    part = Part("web", (400, 300), 1.0, 0)
+    write_component(tmp_path, part)
+    mixture = write_mixture(tmp_path, "one", [part], 1_000)
+    options = {"seq_len": 8, "batch_size": 2}
+    with TokenDataset(str(tmp_path / "web"), **options) as ds, TokenDataset(mixture, **options) as mix:
+        with pytest.raises(StateError, match="its own Position, not another stream's MixturePosition"):
+            ds.plan(mix.position)
+        with pytest.raises(StateError, match="its own MixturePlan, not another stream's EpochPlan"):
+            mix.advanced(ds.plan(), mix.position, 1)
+        with pytest.raises(StateError, match="a mixture takes back only its own StreamKey"):
+            mix.parse_state(mix.state_dict()).check(ds.stream_key())
