@@ -1,6 +1,6 @@
 """TokenDataset: fixed-length token batches from one split of a published dataset or mixture, split over ranks and
 workers, deterministic from (seed, epoch), and resumable. The URL's document says which stream serves it: a dataset's
-(stream.py) or a mixture's of several datasets (mixture/dataset.py); everything else is the same for both."""
+(stream.py) or a mixture's of several datasets (mixture/stream.py); everything else is the same for both."""
 
 from __future__ import annotations
 
@@ -15,12 +15,13 @@ from .arguments import ArgumentError, text
 from .cache.rotation import WindowCache
 from .errors import MissingFileError, NotFoundError
 from .format import MIXTURE_FORMAT, MixtureFile, Shard, ShardTable
-from .mixture.dataset import MixtureStream
+from .mixture.stream import MixtureStream
 from .opening import OpenedManifest, document_format, read_document
 from .options import LoaderOptions
 from .sampler import Window
 from .storage.reader_leases import collected_error
-from .stream import DatasetStream, EmptyEpochError, LoaderStats
+from .stream import DatasetStream, EmptyEpochError
+from .stream_protocol import LoaderStats, Runs, SavedState, StateDict, Stream, StreamPlan, StreamPosition
 from .world import Consumer
 
 __all__ = ["EmptyEpochError", "TokenDataset", "iter_sequences"]
@@ -46,7 +47,7 @@ class TokenDataset:
         self.split, self.batch_size, self.seed, self.spec = o.split, o.batch_size, o.seed, o.spec
         self.world, self.position_ids = o.world, o.position_ids
         store, raw = read_document(self.url, o.store_options)
-        self.stream: DatasetStream | MixtureStream = (
+        self.stream: Stream = (
             MixtureStream(self.url, o, (store, raw))
             if document_format(raw) == MIXTURE_FORMAT
             else DatasetStream(self.url, o, (store, raw))
@@ -58,7 +59,7 @@ class TokenDataset:
     def components(self) -> list[DatasetStream]:
         """The streams of the datasets served: a mixture's components, in its file's order; a dataset alone."""
         stream = self.stream
-        return [*stream.components] if isinstance(stream, MixtureStream) else [stream]
+        return [*stream.components] if isinstance(stream, MixtureStream) else [self._one()]
 
     @property
     def mixture(self) -> MixtureFile | None:
@@ -89,12 +90,12 @@ class TokenDataset:
     # --- the position, the plan and the state ----------------------------------------------------------------------
 
     @property
-    def position(self) -> Any:
+    def position(self) -> StreamPosition:
         return self.stream.position
 
     @position.setter
-    def position(self, position: Any) -> None:
-        self.stream.position = position
+    def position(self, position: StreamPosition) -> None:
+        self.stream.seek(position)
 
     @property
     def rank(self) -> int:
@@ -104,24 +105,24 @@ class TokenDataset:
     def world_size(self) -> int:
         return self.world.world_size
 
-    def plan(self, position: Any = None) -> Any:
+    def plan(self, position: StreamPosition | None = None) -> StreamPlan:
         """This rank's plan for the rest of the epoch from `position` (default: where the stream stands)."""
         return self.stream.plan(position)
 
-    def advanced(self, plan: Any, base: Any, served: int) -> Any:
+    def advanced(self, plan: StreamPlan, base: StreamPosition, served: int) -> StreamPosition:
         """The position once `served` batches of `plan` (which starts at `base`) are served."""
         return self.stream.advanced(plan, base, served)
 
-    def encode_position(self, position: Any) -> list[int]:
+    def encode_position(self, position: StreamPosition) -> list[int]:
         """A position as plain ints (the torch path shares it with workers in one small tensor)."""
         return self.stream.encode_position(position)
 
-    def decode_position(self, values: list[int]) -> Any:
+    def decode_position(self, values: list[int]) -> StreamPosition:
         return self.stream.decode_position(values)
 
     def __len__(self) -> int:
         """Batches this rank serves in the current epoch (over all of its workers)."""
-        return int(self.position.batches) + int(self.plan().total_batches)
+        return self.position.batches + self.plan().total_batches
 
     def set_epoch(self, epoch: int) -> None:
         """Move to the start of `epoch`; a no-op when the stream is already in it, so a restored position survives."""
@@ -132,27 +133,25 @@ class TokenDataset:
         and the stream continues with the next window's first batch; call it on every rank at the same step."""
         self.stream.next_window()
 
-    def stream_key(self) -> Any:
+    def stream_key(self) -> object:
         return self.stream.stream_key()
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> StateDict:
         """Where the stream stands (the same on every rank at the same step), and what it must be restored onto."""
         return self.stream.state_dict()
 
-    def parse_state(self, state: dict[str, Any]) -> Any:
+    def parse_state(self, state: StateDict) -> SavedState:
         """A saved state as a record (world size, position, and `check(stream_key)`), not yet checked against this
         stream: the torch side reads every state, and its workers', through this and load_state_dict."""
         return self.stream.parse_state(state)
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: StateDict) -> None:
         """Continue from a saved state, at any world size."""
         self.stream.load_state_dict(state)
 
     # --- serving ---------------------------------------------------------------------------------------------------
 
-    def serve(
-        self, plan: Any, consumer: Consumer = Consumer()
-    ) -> Iterator[tuple[int, dict[int, Shard], np.ndarray, np.ndarray]]:
+    def serve(self, plan: StreamPlan, consumer: Consumer = Consumer()) -> Runs:
         """(first batch index from the plan's start, open shards by id, shard ids, token starts) of each run of
         consecutive batches `consumer` serves (see Consumer.runs); a run's rows are whole batches, in order."""
         return self.stream.serve(plan, consumer)
@@ -212,7 +211,14 @@ class TokenDataset:
         return self.stream.stats
 
     def close(self) -> None:
+        """Stop the window cache and give back the reader lease (else it is removed at interpreter exit)."""
         self.stream.close()
+
+    def __enter__(self) -> TokenDataset:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def iter_sequences(

@@ -43,6 +43,16 @@ def check_saved(state: Any, kind: str | None, version: int) -> None:
         )
 
 
+def own(value: object, kind: type[R], stream: str) -> R:
+    """`value` as `stream`'s own position, plan, key or state: one of another stream's is refused, naming both."""
+    if not isinstance(value, kind):
+        raise StateError(
+            f"{stream} takes back only its own {kind.__name__}, not another stream's {type(value).__name__}: "
+            "positions, plans and keys go back only to the kind of stream that made them"
+        )
+    return value
+
+
 def state_record(record: type[R], state: dict[str, Any]) -> R:
     """A record read from a state's flat fields through the one codec; a missing field or one of the wrong type is a
     StateError naming it."""
@@ -122,9 +132,10 @@ class LoaderState:
         key, at = state_record(StreamKey, state), state_record(_Place, state)
         return cls(key, at.world_size, Position(at.epoch, Cursor(at.window, at.sample), at.batches))
 
-    def check(self, key: StreamKey) -> None:
+    def check(self, key: object) -> None:
         """Refuse a state saved for another stream, naming the first field that differs (for the windows, the options
         that made each layout, and the ones to pass to make the saved windows again)."""
+        key = own(key, StreamKey, "a dataset")
         for f in fields(StreamKey):
             saved, mine = getattr(self.key, f.name), getattr(key, f.name)
             if f.name == "windows" and saved != mine:

@@ -14,41 +14,20 @@ import numpy as np
 
 from .arguments import integer
 from .cache.rotation import WindowCache, window_cache
-from .cache.window_files import RotationStats
 from .errors import ShardLoaderError
 from .format import FileRef, Shard
 from .opening import OpenedManifest, open_manifest
 from .options import LoaderOptions
 from .sampler import Cursor, EpochPlan, Window, make_windows, sample_counts
-from .state import LoaderState, Position, StateError, StreamKey
+from .state import LoaderState, Position, StateError, StreamKey, own
 from .storage import Store, open_store, split_manifest_url
 from .storage.reader_leases import hold_reader_lease
+from .stream_protocol import LoaderStats, StreamPlan, StreamPosition
 from .world import Consumer
 
 
 class EmptyEpochError(ShardLoaderError):
     """The options leave no batch to serve in an epoch."""
-
-
-class LoaderStats(dict[str, RotationStats]):
-    """What each component's window cache waited for and fetched, by name (a plain dataset: its one); the attributes
-    add them up."""
-
-    @property
-    def waits(self) -> list[float]:
-        return [w for s in self.values() for w in s.waits]
-
-    @property
-    def windows_fetched(self) -> int:
-        return sum(s.windows_fetched for s in self.values())
-
-    @property
-    def max_cache_bytes(self) -> int:
-        return sum(s.max_cache_bytes for s in self.values())
-
-    @property
-    def paced_s(self) -> float:
-        return sum(s.paced_s for s in self.values())
 
 
 def _layout_digest(windows: list[Window]) -> str:
@@ -72,8 +51,7 @@ class DatasetStream:
         self.split, self.batch_size, self.seed = o.split, o.batch_size, o.seed
         self.disk_budget, self.keep_files, self.store_options = o.disk_budget, o.keep_files, o.store_options
         self.opened = open_manifest(url, [o.split], o.cache_dir, pinned, document, **o.store_options)
-        self.lease = hold_reader_lease(self.opened.store, self.opened.manifest.version, self.opened.key)  # gc keeps
-        # what this process reads; a remote store without a cache_dir caches under ~/.cache/shard_loader
+        # a remote store without a cache_dir caches under ~/.cache/shard_loader
         self.cache_dir = self.opened.cache_dir(o.cache_dir)
         self.shards = self.opened.manifest.split(o.split).shards
         if not self.shards:
@@ -86,6 +64,8 @@ class DatasetStream:
         self.position = Position()
         self.cache = self.make_cache()
         self._check_not_empty()
+        # gc keeps what this process reads; taken last, so an opening refused above holds none (close gives it back)
+        self.lease = hold_reader_lease(self.opened.store, self.opened.manifest.version, self.opened.key)
 
     def make_cache(self) -> WindowCache:
         return window_cache(
@@ -131,9 +111,12 @@ class DatasetStream:
             "or a smaller batch_size"
         )
 
-    def plan(self, position: Position | None = None) -> EpochPlan:
+    def seek(self, position: StreamPosition) -> None:
+        self.position = own(position, Position, "a dataset")
+
+    def plan(self, position: StreamPosition | None = None) -> EpochPlan:
         """This rank's plan for the rest of the epoch from `position` (default: where the stream stands)."""
-        p = self.position if position is None else position
+        p = self.position if position is None else own(position, Position, "a dataset")
         return EpochPlan(
             self.shard_samples,
             self.window_totals,
@@ -147,8 +130,9 @@ class DatasetStream:
             p.cursor,
         )
 
-    def encode_position(self, position: Position) -> list[int]:
+    def encode_position(self, position: StreamPosition) -> list[int]:
         """A position as plain ints (the torch path shares it with workers in one small tensor)."""
+        position = own(position, Position, "a dataset")
         return [position.epoch, position.cursor.window, position.cursor.sample, position.batches]
 
     def decode_position(self, values: list[int]) -> Position:
@@ -194,9 +178,10 @@ class DatasetStream:
                 "the epoch"
             )
 
-    def advanced(self, plan: EpochPlan, base: Position, served: int) -> Position:
+    def advanced(self, plan: StreamPlan, base: StreamPosition, served: int) -> Position:
         """The position once `served` batches of `plan` (which starts at `base`) are served."""
-        return replace(base, cursor=plan.cursor_after(served), batches=base.batches + served)
+        at = own(base, Position, "a dataset")
+        return replace(at, cursor=own(plan, EpochPlan, "a dataset").cursor_after(served), batches=at.batches + served)
 
     def next_window(self) -> None:
         cursor = self.position.cursor
@@ -209,10 +194,11 @@ class DatasetStream:
         return np.zeros(len(shard_ids), dtype=np.int64)
 
     def serve(
-        self, plan: EpochPlan, consumer: Consumer = Consumer()
+        self, plan: StreamPlan, consumer: Consumer = Consumer()
     ) -> Generator[tuple[int, dict[int, Shard], np.ndarray, np.ndarray], None, None]:
         """(first batch index from the plan's start, open shards, shard ids, token starts) of each run of consecutive
         batches `consumer` serves (see Consumer.runs); a run's rows are whole batches, in order."""
+        plan = own(plan, EpochPlan, "a dataset")
         firsts = np.concatenate(([0], np.cumsum(plan.batches_per_window)[:-1])).tolist()
         mine = [
             (k, s) for k, s in zip(firsts, plan.segments) if next(consumer.runs(k, s.batches), None)

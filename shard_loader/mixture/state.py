@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ..format.codec import to_plain
-from ..state import MIXTURE_KIND, StateError, check_saved, state_record
+from ..state import MIXTURE_KIND, StateError, check_saved, own, state_record
 from .interleave import BlockState
 
 STATE_VERSION = 2  # 2: epochs hold exact quotas and start their interleave afresh (the `series` field)
@@ -155,8 +155,9 @@ class MixtureState:
         series = Series(origin, first, length, tuple(at_origin))
         return cls(key, weights, c.block_samples, series, c.world_size, position, c.consumed, c.component_epochs)
 
-    def check(self, key: StreamKey) -> None:
+    def check(self, key: object) -> None:
         """Refuse a state saved for another stream, naming the first field (or component) that differs."""
+        key = own(key, StreamKey, "a mixture")
         for f in fields(StreamKey):
             saved, mine = getattr(self.key, f.name), getattr(key, f.name)
             if saved == mine:

@@ -1,7 +1,8 @@
 """A reader protects the version it reads: the process that opens a dataset writes a lease on its version
 (`readers/<version>/<holder>.json`, see shard_loader.format.leases) where it can write (a local folder, a bucket
-with keys that may write), renews it from a daemon thread, and removes it when closed; retention keeps any version
-with a live lease. Where it cannot write (read-only R2 keys, an https URL, a read-only folder) it says so once and
+with keys that may write), renews it from a daemon thread, and removes it when closed (`close()`, the end of a `with`
+block) or at interpreter exit; a killed process's lease lapses by itself. Retention keeps any version with a live
+lease. Where it cannot write (read-only R2 keys, an https URL, a read-only folder) it says so once and
 what protects it instead: gc's grace period, or a pin (`shard-loader pin URL --for 30d`) written with write keys.
 
 Once the lease is written, the reader looks for gc's mark on the version (and, opened by its pinned URL, for its
@@ -11,15 +12,11 @@ version, or this reader sees the mark and refuses to start (never mid-epoch)."""
 from __future__ import annotations
 
 import atexit
-import functools
 import logging
 import os
-import queue
 import secrets
 import socket
 import threading
-import weakref
-from collections.abc import Callable
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
@@ -51,74 +48,6 @@ def writer_for(store: Store) -> WritableStore | None:
     return store if isinstance(store, (LocalStore, S3Store)) else None
 
 
-def _stop_and_delete(stop: threading.Event, writer: WritableStore | None, key: str, pid: int) -> None:
-    stop.set()
-    if writer is not None and os.getpid() == pid:  # a forked child never removes its parent's lease
-        try:
-            writer.remove(key)
-        except (StoreError, OSError):
-            pass  # best effort: an unremoved lease lapses by itself
-
-
-# Releases the garbage collector starts: a finalizer runs inside whatever allocation triggered the collection, in a
-# thread that may hold any lock the release needs (the shares' lock, a connection pool's, an Event's), so it only
-# queues the release (SimpleQueue.put is safe there) and this thread does it; at exit, whoever exits does.
-_RELEASES: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-_RELEASER: threading.Thread | None = None
-_RELEASER_LOCK = threading.Lock()
-_EXITING = False
-
-
-def _later(job: Callable[[], None]) -> None:
-    if _EXITING:
-        job()
-    else:
-        _RELEASES.put(job)
-
-
-def _run_releases() -> None:
-    while True:
-        job = _RELEASES.get()
-        try:
-            job()
-        except Exception:  # noqa: BLE001 - one failed release must not stop the others
-            log.exception("releasing a reader lease failed; it lapses by itself")
-
-
-def _start_releaser() -> None:
-    """Start this process's releaser thread if it is not running (a forked child starts its own); called where a
-    lease is written, never from a finalizer."""
-    global _RELEASER
-    with _RELEASER_LOCK:
-        if _RELEASER is None or not _RELEASER.is_alive():
-            _RELEASER = threading.Thread(target=_run_releases, name="reader-lease-releases", daemon=True)
-            _RELEASER.start()
-
-
-def flush_releases(timeout: float) -> bool:
-    """Wait until every release queued so far is done (the releaser runs them in order); whether they were."""
-    _start_releaser()
-    done = threading.Event()
-    _RELEASES.put(done.set)
-    return done.wait(timeout)
-
-
-@atexit.register
-def _release_at_exit() -> None:
-    """At exit the releaser (a daemon thread) stops with the interpreter: the releases queued so far are waited for,
-    and any later one (the exit runs the remaining finalizers) runs at once."""
-    global _EXITING
-    _EXITING = True
-    if _RELEASER is not None and _RELEASER.is_alive():
-        flush_releases(timeout=30)
-    while True:  # a forked child that never started its own releaser
-        try:
-            job = _RELEASES.get_nowait()
-        except queue.Empty:
-            return
-        job()
-
-
 def _holder() -> str:
     """This process, readably and uniquely: host, pid and a random suffix."""
     host = "".join(c if c.isalnum() or c in "-_." else "_" for c in socket.gethostname())[:60] or "host"
@@ -127,7 +56,7 @@ def _holder() -> str:
 
 class ReaderLease:
     """A lease on one version, written at `acquire`, renewed every `renew` seconds from a daemon thread, removed at
-    `release` (or when the holder is garbage-collected, or at exit). `refused` says why none could be written."""
+    `release`; one never released lapses `seconds` after its last renewal. `refused` says why none could be written."""
 
     def __init__(
         self,
@@ -147,13 +76,9 @@ class ReaderLease:
         self._stop, self._pid = threading.Event(), os.getpid()
         self._thread: threading.Thread | None = None
         self._renewed = threading.Condition()
-        self._release = weakref.finalize(  # when collected, or at exit
-            self, _later, functools.partial(_stop_and_delete, self._stop, self.writer, self.key, self._pid)
-        )
 
     def acquire(self) -> bool:
         """Write the lease; whether it could (else `refused` says why)."""
-        _start_releaser()
         if self.writer is None:
             self.refused = f"{self.store.url} cannot be written to"
         else:
@@ -162,7 +87,6 @@ class ReaderLease:
                 return True
             except (StoreError, OSError) as exc:
                 self.refused = " ".join(str(exc).split())
-        self._release.detach()
         return False
 
     def start(self) -> None:
@@ -201,16 +125,17 @@ class ReaderLease:
             return self._renewed.wait_for(lambda: self.renewals >= count, timeout)
 
     def release(self) -> None:
-        """Stop renewing, then remove the lease (best effort; once)."""
+        """Stop renewing, then remove the lease (best effort; once; never a parent's lease in a forked child)."""
+        if self._stop.is_set() or os.getpid() != self._pid:
+            return
         self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():  # the collector may run a
-            self._thread.join(timeout=30)  # share's release on it; a renewal in flight lands before the delete
-        if self._release.detach() is not None:  # not released yet: now, on this thread
-            _stop_and_delete(self._stop, self.writer, self.key, self._pid)
-
-    def keep(self) -> None:
-        """Leave the lease in the store when this object goes (a pin outlives the process that wrote it)."""
-        self._release.detach()
+        if self._thread is not None:
+            self._thread.join(timeout=30)  # a renewal in flight lands before the delete
+        if self.writer is not None:
+            try:
+                self.writer.remove(self.key)
+            except (StoreError, OSError):
+                pass  # best effort: an unremoved lease lapses by itself
 
 
 def _being_collected(store: Store, version: str, opened_key: str) -> bool:
@@ -245,32 +170,41 @@ def collected_error(store: Store, version: str, missing: ShardLoaderError) -> Sh
 
 class SharedLease:
     """One holder's share of this process's lease on a version (a mixture's components often share a dataset
-    version): the lease is written and renewed once, and removed when the last share is released or collected."""
+    version): the lease is written and renewed once, and removed when the last share is released, or at exit."""
 
     def __init__(self, key: tuple[int, str, str]):
-        self.key = key
-        self._release = weakref.finalize(self, _later, functools.partial(_unshare, key))
+        self.key, self._released = key, False
 
     def release(self) -> None:
-        if self._release.detach() is not None:
-            _unshare(self.key)
+        """Give this share back (once); the last one's going removes the lease (never a parent's, in a forked child)."""
+        if self._released or self.key[0] != os.getpid():
+            return
+        self._released = True
+        with _SHARED_LOCK:
+            held = _SHARED.pop(self.key, None)
+            if held is None:  # released at exit already
+                return
+            lease, shares = held
+            if shares > 1:
+                _SHARED[self.key] = (lease, shares - 1)
+                return
+        lease.release()
 
 
 _SHARED: dict[tuple[int, str, str], tuple[ReaderLease, int]] = {}  # (pid, store, version) -> the lease, its shares
 _SHARED_LOCK = threading.Lock()
 
 
-def _unshare(key: tuple[int, str, str]) -> None:
-    """Count a share down; the last one's going releases the lease (never a parent's, in a forked child)."""
-    if key[0] != os.getpid():
-        return
+@atexit.register
+def _release_at_exit() -> None:
+    """Remove this process's live leases at interpreter exit (a forked child inherits its parent's: not its own)."""
+    pid = os.getpid()
+    if all(key[0] != pid for key in list(_SHARED)):  # a child holding none of its own never waits for a lock that a
+        return  # parent's thread held at the fork
     with _SHARED_LOCK:
-        lease, shares = _SHARED[key]
-        if shares > 1:
-            _SHARED[key] = (lease, shares - 1)
-            return
-        del _SHARED[key]
-    lease.release()
+        leases = [_SHARED.pop(key)[0] for key in list(_SHARED) if key[0] == pid]
+    for lease in leases:
+        lease.release()
 
 
 def hold_reader_lease(store: Store, version: str, opened_key: str) -> SharedLease | None:
@@ -346,5 +280,5 @@ def pin(url: str, seconds: float, note: str = "", **store_options: Any) -> tuple
     )
     if not lease.acquire():
         raise StoreError(f"{store.url}: cannot write the pin {lease.key}: {lease.refused}")
-    lease.keep()  # it lapses after `seconds`, or is deleted by hand
+    # never released: it lapses after `seconds`, or is deleted by hand
     return lease.lease, lease.key

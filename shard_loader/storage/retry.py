@@ -25,9 +25,7 @@ class RequestStats:
     failures: int = 0
     bytes: int = 0
     range_fallbacks: int = 0
-    # reentrant: a count made from inside an update on the same thread must not wait for itself (a lease removal run
-    # by a finalizer once did; reader_leases now queues those to its releaser thread)
-    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def add(self, **counts: int) -> None:
         with self._lock:

@@ -98,7 +98,8 @@ def _global_stream(out, run, world, until=None):
             if until is None or step <= until:
                 steps.setdefault(step, [None] * world)[rank] = [tuple(r) for r in rows]
     complete = [s for s in sorted(steps) if None not in steps[s]]  # a killed rank may have logged fewer steps
-    assert complete == list(range(complete[0], complete[0] + len(complete))) if complete else True
+    assert complete, f"run {run}: no step was logged by all {world} ranks"
+    assert complete == list(range(complete[0], complete[0] + len(complete))), complete
     return [row for s in complete for rows in steps[s] for row in rows]
 
 

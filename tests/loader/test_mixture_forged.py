@@ -53,6 +53,7 @@ def test_a_forged_tokenizer_record_is_refused_naming_the_field_and_both_values(s
     said = rf"component 'web' .*: tokenizer {field} {truth!r} is not the mixture's {forged!r}"
     with pytest.raises(ManifestError, match=said):
         TokenDataset(url, **OPTS)
+    assert not list(store.glob("*/readers/*/*.json"))  # the components opened before the refusal gave theirs back
     _refused_in_one_line(_info(url), said)
 
 
@@ -109,14 +110,13 @@ def test_skipping_to_an_epoch_of_a_mixture_at_the_bound_costs_a_few_pd2_steps_no
         return real(self, state)
 
     monkeypatch.setattr(Interleave, "picks", counted)
-    ds = TokenDataset(url, **OPTS)
-    ds.set_epoch(3)
-    batch = next(iter(ds))
-    length = MAX_TOKENS_PER_EPOCH // OPTS["seq_len"]
-    assert ds.state_dict()["epoch_start"] == 3 * length and batch["component"].shape == (OPTS["batch_size"],)
-    again = TokenDataset(url, **OPTS)
-    again.load_state_dict(ds.state_dict())
-    assert next(iter(again))["input_ids"].tolist() == next(iter(ds))["input_ids"].tolist()
+    with TokenDataset(url, **OPTS) as ds, TokenDataset(url, **OPTS) as again:  # their leases go with them
+        ds.set_epoch(3)
+        batch = next(iter(ds))
+        length = MAX_TOKENS_PER_EPOCH // OPTS["seq_len"]
+        assert ds.state_dict()["epoch_start"] == 3 * length and batch["component"].shape == (OPTS["batch_size"],)
+        again.load_state_dict(ds.state_dict())
+        assert next(iter(again))["input_ids"].tolist() == next(iter(ds))["input_ids"].tolist()
     assert len(steps) <= 100
 
 
@@ -126,11 +126,11 @@ def test_a_mixture_at_the_bound_holds_one_reader_lease_per_dataset_version_not_p
     import threading
 
     url = write_mixture(store, "at-bound", PARTS, 4_000, edit=_many(MAX_COMPONENTS))
-    before = {t.name for t in threading.enumerate()}
+    before = set(threading.enumerate())  # by identity: a reader another test left open renews a lease of the same name
     ds = TokenDataset(url, **OPTS)
     leases = sorted(p.relative_to(store).as_posix() for p in store.glob("*/readers/*/*.json"))
     assert [key.split("/")[0] for key in leases] == ["code", "math", "web"], leases
-    renewing = [t for t in threading.enumerate() if t.name.startswith("lease-") and t.name not in before]
+    renewing = [t for t in threading.enumerate() if t.name.startswith("lease-") and t not in before]
     assert len(renewing) == 3
     ds.close()
     assert not list(store.glob("*/readers/*/*.json"))  # the last share out removes each lease

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from shard_loader import IntegrityError, ManifestError, TokenDataset
-from shard_loader.mixture.dataset import MixtureStream
+from shard_loader.mixture.stream import MixtureStream
 from shard_loader.state import StateError
 from tests.support.mixture_files import (
     assert_every_block_holds_the_shares,

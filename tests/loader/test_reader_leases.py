@@ -19,7 +19,7 @@ import pytest
 
 import shard_loader
 from shard_assets.defs.resources import DatasetResource, StoreResource
-from shard_assets.lib.retention import Policy, collect, plan_collection
+from shard_assets.lib.retention import Policy, collect, leases, plan_collection
 from shard_assets.lib.spec import load_spec
 from shard_assets.lib.store import LocalFolderStore
 from shard_assets.runner import build_dataset
@@ -28,7 +28,7 @@ from shard_loader.errors import ManifestError, NotFoundError
 from shard_loader.format.leases import Lease, collecting_key, lease_key
 from shard_loader.storage import LocalStore
 from shard_loader.storage.https import HttpStore
-from shard_loader.storage.reader_leases import ReaderLease, hold_reader_lease
+from shard_loader.storage.reader_leases import LEASE_SECONDS, ReaderLease, hold_reader_lease
 from tests.support.build_helpers import assert_every_manifest_whole
 from tests.support.dagster_helpers import instance, tiny_dataset, write_jsonl
 from tests.support.seaweedfs import READER, WRITER
@@ -72,132 +72,88 @@ def test_a_lease_is_written_renewed_and_removed_and_parsed_only_at_its_own_key(t
         Lease.parse(b'{"format": "shard-reader-lease", "kind": "owner"}', lease.key)
 
 
-def test_a_share_collected_while_another_lease_is_written_releases_it_without_deadlock(tmp_path, monkeypatch):
-    """The garbage collector may run a dropped share's finalizer at any allocation, also inside hold_reader_lease,
-    which holds the shares' lock while it writes a new lease: that share is released once the lock is free, never
-    waited for under it (CI hung here: a mixture's components opened while an earlier dataset's share was collected)."""
-    import gc
-    import threading
-
-    from shard_loader.storage import reader_leases
-
-    store = LocalStore(tmp_path)
-    first = hold_reader_lease(store, "old-0123456789abcdef", "manifest.json")
-    assert first is not None
-    old_lease = next(lease for key, (lease, _) in reader_leases._SHARED.items() if key[2].startswith("old-"))
-    cycle: list[object] = [first]
-    cycle.append(cycle)  # only the garbage collector frees it
-    del first
-    write = reader_leases.ReaderLease.acquire
-
-    def acquire_while_collecting(self):  # a collection at an allocation inside the write, the lock held
-        gc.collect()
-        return write(self)
-
-    monkeypatch.setattr(reader_leases.ReaderLease, "acquire", acquire_while_collecting)
-    held: list[object] = []
-    gc.disable()
-    try:
-        del cycle
-        opening = threading.Thread(
-            target=lambda: held.append(hold_reader_lease(store, "new-0123456789abcdef", "manifest.json")), daemon=True
-        )
-        opening.start()
-        opening.join(120)  # a bound on a deadlock, not on speed: the opening takes milliseconds
-    finally:
-        gc.enable()
-    assert not opening.is_alive(), "hold_reader_lease deadlocked on a share collected under its own lock"
-    assert held and held[0] is not None
-    assert reader_leases.flush_releases(120)  # the releaser thread released it
-    assert not (tmp_path / old_lease.key).exists()  # the collected share's lease was released
-    assert all(not key[2].startswith("old-") for key in reader_leases._SHARED)
-    held[0].release()
+def _published(root: Path) -> str:
+    rng = np.random.default_rng(3)
+    write_dataset(root, {"train": [random_docs(rng, 30) for _ in range(2)], "val": [random_docs(rng, 5)]})
+    return str(root)
 
 
-def test_a_lease_collected_where_its_removal_would_wait_is_removed_by_the_releaser_thread(tmp_path, monkeypatch):
-    """A finalizer runs on whatever thread allocated when the collector ran, holding whatever locks that thread held
-    (a connection pool's, for one): a collected reader's lease is never removed there, but on the releaser thread,
-    once the lock is free. Here the store's removal needs a lock the collecting thread holds."""
-    import gc
-    import threading
-
-    from shard_loader.storage import reader_leases
-
-    store = LocalStore(tmp_path)
-    pool, removed_on = threading.Lock(), []
-    remove = store.remove
-
-    def remove_under_the_pool_lock(key: str) -> None:
-        with pool:
-            removed_on.append(threading.current_thread().name)
-            remove(key)
-
-    monkeypatch.setattr(store, "remove", remove_under_the_pool_lock)
-    share = hold_reader_lease(store, "demo-0123456789abcdef", "manifest.json")
-    (path,) = (tmp_path / "readers" / "demo-0123456789abcdef").iterdir()
-    cycle: list[object] = [share]
-    cycle.append(cycle)  # only the garbage collector frees it
-    del share
-    gc.disable()  # the collection runs in the thread below, under the lock, and nowhere else
-    try:
-        del cycle
-        collecting = threading.Thread(target=lambda: (pool.acquire(), gc.collect(), pool.release()), daemon=True)
-        collecting.start()
-        collecting.join(120)  # a bound on a deadlock, not on speed
-    finally:
-        gc.enable()
-    assert not collecting.is_alive(), "the collected lease's removal waited for a lock its own thread held"
-    assert reader_leases.flush_releases(120)
-    assert removed_on == ["reader-lease-releases"] and not path.exists()
+def _leases(root: Path) -> list[str]:
+    return sorted(p.name for p in (root / "readers").rglob("*.json"))
 
 
-def test_a_forked_child_that_exits_leaves_its_parents_lease(tmp_path):
-    """A child forked from a reader inherits its lease objects; when it exits (and its finalizers run) it must not
-    remove the leases its parent still holds and renews."""
-    script = f"""
+def test_a_lease_is_removed_on_close_or_at_the_end_of_a_with_block_once_no_reader_of_the_process_shares_it(tmp_path):
+    url = _published(tmp_path)
+    first = shard_loader.TokenDataset(url, seq_len=8, batch_size=2)
+    (lease,) = _leases(tmp_path)
+    with shard_loader.TokenDataset(url, seq_len=8, batch_size=2) as second:  # the same version: one lease, shared
+        assert _leases(tmp_path) == [lease]
+        next(iter(second))
+    assert _leases(tmp_path) == [lease]  # the first reader still holds it
+    first.close()
+    assert _leases(tmp_path) == []
+    first.close()  # a second close gives back nothing more
+    with (
+        pytest.raises(RuntimeError, match="the trainer failed"),
+        shard_loader.TokenDataset(url, seq_len=8, batch_size=2),
+    ):
+        assert len(_leases(tmp_path)) == 1
+        raise RuntimeError("the trainer failed")
+    assert _leases(tmp_path) == []  # a with block left by an exception gives it back too
+
+
+def test_an_opening_refused_after_its_manifest_was_read_holds_no_lease(tmp_path):
+    url = _published(tmp_path)
+    with pytest.raises(shard_loader.EmptyEpochError, match="an epoch would have 0 batches"):
+        shard_loader.TokenDataset(url, seq_len=8, batch_size=10_000)
+    assert _leases(tmp_path) == []  # nothing to close: nothing is held
+
+
+EXITING_READER = """
 import json, os, pathlib, sys
-from shard_loader.storage import LocalStore
-from shard_loader.storage.reader_leases import ReaderLease, hold_reader_lease
-root = pathlib.Path({str(tmp_path)!r})
-lease = ReaderLease(LocalStore(root), "demo-0123456789abcdef", seconds=60, renew=60)
-assert lease.acquire()
-share = hold_reader_lease(LocalStore(root), "other-0123456789abcdef", "manifest.json")
+import shard_loader
+root = pathlib.Path(sys.argv[1])
+ds = shard_loader.TokenDataset(str(root), seq_len=8, batch_size=2)  # never closed: given back at exit
 child = os.fork()
 if child == 0:
-    sys.exit(0)  # a normal exit: the atexit handlers, and the finalizers they run
+    ds.close()  # the child's copy of the reader: closing it and exiting leave the parent's lease alone
+    sys.exit(0)  # a normal exit, atexit handlers included
 os.waitpid(child, 0)
-print(json.dumps(sorted(p.parent.name for p in root.rglob("*.json"))))
+print(json.dumps([os.getpid(), sorted(p.name for p in (root / "readers").rglob("*.json"))]), flush=True)
 """
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+
+
+def test_a_lease_never_closed_is_removed_at_exit_and_a_forked_child_never_removes_its_parents(tmp_path):
+    url = _published(tmp_path)
+    out = subprocess.run([sys.executable, "-c", EXITING_READER, url], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout.splitlines()[-1]) == ["demo-0123456789abcdef", "other-0123456789abcdef"]
+    pid, (lease,) = json.loads(out.stdout.splitlines()[-1])
+    assert f"-{pid}-" in lease  # the parent's, still there once the child had closed its copy and exited
+    assert _leases(tmp_path) == []  # the parent's exit removed it
 
 
-def test_a_lease_released_on_its_own_renewal_thread_is_removed(tmp_path, monkeypatch):
-    """The collector may run a dropped reader's release on the lease's own renewal thread (inside a renewal's
-    allocations): the release cannot join that thread, so it removes the lease without waiting for it."""
-    import threading
+HELD_READER = """
+import sys
+import shard_loader
+ds = shard_loader.TokenDataset(sys.argv[1], seq_len=8, batch_size=2)
+print("open", flush=True)
+sys.stdin.read()
+"""
 
-    store = LocalStore(tmp_path)
-    lease = ReaderLease(store, "demo-0123456789abcdef", seconds=60, renew=0.01)
-    assert lease.acquire()
-    write, released, errors = store.write_bytes, threading.Event(), []
 
-    def renew_then_release(key: str, data: bytes) -> None:
-        write(key, data)
-        if threading.current_thread() is lease._thread and not released.is_set():
-            released.set()
-            try:
-                lease.release()  # as the collector would, on this thread
-            except Exception as exc:  # noqa: BLE001 - the test reports whatever the release raised
-                errors.append(exc)
-
-    monkeypatch.setattr(store, "write_bytes", renew_then_release)
-    lease.start()
-    assert released.wait(120)
-    lease._thread.join(120)
-    assert not errors, errors
-    assert not (tmp_path / lease.key).exists()
+def test_a_killed_readers_lease_lapses_by_itself(tmp_path):
+    url = _published(tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HELD_READER, url], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline().strip() == "open"
+    proc.kill()  # no close, no exit handler: the lease stays in the store
+    proc.wait()
+    objects = LocalFolderStore(tmp_path)
+    (held,), lapsed = leases(objects, now=time.time())
+    assert lapsed == [] and f"-{proc.pid}-" in held.note
+    live, lapsed = leases(objects, now=time.time() + LEASE_SECONDS + 60)  # no renewal since: it lapsed
+    assert live == [] and [key for key, _ in lapsed] == [held.key]
 
 
 def test_a_reader_that_cannot_write_says_what_protects_it_instead(caplog):
@@ -295,9 +251,7 @@ def test_a_reader_leasing_a_version_while_gc_drops_it_keeps_it_whole(two_version
     ):  # a trainer leases v1 as gc marks it, before gc reads the leases again
         put(key, data, if_absent)
         if key == collecting_key(v1):
-            lease = ReaderLease(LocalStore(store), v1)
-            assert lease.acquire()
-            lease.keep()
+            assert ReaderLease(LocalStore(store), v1).acquire()  # never released: it lapses (or the test ends)
 
     monkeypatch.setattr(objects, "put_bytes", reader_arrives)
     collect(objects, plan)

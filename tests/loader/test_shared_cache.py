@@ -51,7 +51,11 @@ def test_a_held_file_is_not_evicted_until_its_last_holder_releases(tmp_path):
     assert not evict(path) and path.path.exists()
     second.release()
     assert evict(path) and not path.path.exists()
-    assert hold(path).fd >= 0  # a new lease after eviction works on a fresh lease file
+    again = hold(path)  # a new lease after eviction, on a fresh lease file, holds the file brought back
+    path.path.write_bytes(b"y")
+    assert not evict(path) and path.path.exists()
+    again.release()
+    assert evict(path) and not path.path.exists()
 
 
 def _ready(script: str, folder: Path, says: str) -> subprocess.Popen:

@@ -163,22 +163,3 @@ def test_http_errors_say_what_to_check(tmp_path):
             StoreError, match=r"manifest.json: HTTP 404 .*check the URL and that the dataset is published there"
         ):
             shard_loader.open_manifest(server.url)
-
-
-def test_request_stats_count_a_request_made_inside_their_own_update():
-    """A dropped reader's lease is removed from the garbage collector's callback, which may run inside any allocation,
-    also one inside `RequestStats.add` on the same store: that removal counts its request instead of waiting forever
-    for the lock its own thread holds."""
-    import threading
-
-    stats = RequestStats()
-
-    def nested() -> None:
-        with stats._lock:  # as when the collector runs the lease's removal inside add()
-            stats.add(requests=1)
-
-    thread = threading.Thread(target=nested, daemon=True)
-    thread.start()
-    thread.join(120)  # a bound on a deadlock, not on speed
-    assert not thread.is_alive(), "RequestStats.add deadlocked on its own lock"
-    assert stats.requests == 1

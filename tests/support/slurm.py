@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from shard_assets.execution.local import process_alive
 
 from tests.support.seaweedfs import _free_ports
 
@@ -210,6 +209,10 @@ PartitionName={self.partition} Nodes={",".join(NODES)} Default=YES MaxTime=INFIN
             *(self.folder / f"slurmd-{n}.pid" for n in NODES),
             self.folder / "munge" / "munged.pid",
         ]
+        # imported here, not at the top: conftest imports this module, and a Dagster upgrade that moves a private name
+        # must fail tests/builder/test_execution.py by name, not the whole session at import
+        from shard_assets.execution.local import process_alive
+
         deadline = time.monotonic() + 30
         for path in pids:
             pid = _pid(path)

@@ -21,9 +21,10 @@ from ..cache.download import journal_bound
 from ..errors import DiskBudgetError, ShardLoaderError
 from ..format import Shard
 from ..options import LoaderOptions
-from ..state import StateError
+from ..state import StateError, own
 from ..storage import Store, is_remote, split_manifest_url
-from ..stream import EmptyEpochError, LoaderStats
+from ..stream import EmptyEpochError
+from ..stream_protocol import LoaderStats, StreamPlan, StreamPosition
 from ..world import Consumer
 from .components import ComponentDataset
 from .interleave import Segments, Walker, units
@@ -65,8 +66,14 @@ class MixtureStream:
         if self.disk_budget and remote and not (window_shards or window_bytes):  # two windows fit each one's part
             part = self.disk_budget // remote
             window_bytes = max(1, (part - journal_bound(part)) // 2)
-        self.components = [self._component(i, window_shards, window_bytes) for i in range(len(mix.components))]
-        self._split_budget()
+        self.components: list[ComponentDataset] = []
+        try:
+            for i in range(len(mix.components)):
+                self._add_component(i, window_shards, window_bytes)
+            self._split_budget()
+        except BaseException:
+            self.close()  # the leases of the components opened so far
+            raise
         counts = np.array([len(c.shards) for c in self.components], dtype=np.int64)
         self._shard_ends = np.cumsum(counts)
         g = self.batch_size * self.world.world_size
@@ -76,7 +83,7 @@ class MixtureStream:
         self._walker = Walker(self.segments)
         self.position = MixturePosition(0, 0, 0, 0, self.segments.start(0))
 
-    def _component(self, i: int, window_shards: int | None, window_bytes: int | None) -> ComponentDataset:
+    def _add_component(self, i: int, window_shards: int | None, window_bytes: int | None) -> None:
         """Component i: the stream of its pinned manifest, checked against the mixture file."""
         c = self.mixture.components[i]
         options = replace(
@@ -93,8 +100,8 @@ class MixtureStream:
             component = ComponentDataset(self.opened.component_urls[i], options, pinned=c.manifest.ref)
         except ShardLoaderError as exc:
             raise type(exc)(f"{where(self.opened, i)}: {exc}") from None
+        self.components.append(component)
         check_component(self.opened, i, component.opened.manifest)
-        return component
 
     def _split_budget(self) -> None:
         """Give each remote component a part of disk_budget in proportion to the room it needs (at least that)."""
@@ -136,21 +143,24 @@ class MixtureStream:
         block, _ = self._walker.at(position.block, position.served)
         return position if block == position.block else replace(position, block=block)
 
-    def plan(self, position: MixturePosition | None = None) -> MixturePlan:
+    def seek(self, position: StreamPosition) -> None:
+        self.position = own(position, MixturePosition, "a mixture")
+
+    def plan(self, position: StreamPosition | None = None) -> MixturePlan:
         """This rank's plan for the rest of the mixture epoch from `position` (default: where the stream stands)."""
-        p = self._normal(self.position if position is None else position)
+        p = self._normal(self.position if position is None else own(position, MixturePosition, "a mixture"))
         return MixturePlan(
             p, p.epoch_start + self.epoch_samples, self.batch_size, self.world.rank, self.world.world_size
         )
 
-    def advanced(self, plan: MixturePlan, base: MixturePosition, served: int) -> MixturePosition:
+    def advanced(self, plan: StreamPlan, base: StreamPosition, served: int) -> MixturePosition:
         """The position once `served` batches of `plan` (which starts at `base`) are served."""
-        return MixturePosition(
-            base.epoch, base.epoch_start, base.served + served * plan.global_batch, base.batches + served, base.block
-        )
+        at = own(base, MixturePosition, "a mixture")
+        g = own(plan, MixturePlan, "a mixture").global_batch
+        return MixturePosition(at.epoch, at.epoch_start, at.served + served * g, at.batches + served, at.block)
 
-    def encode_position(self, position: MixturePosition) -> list[int]:
-        return self._normal(position).to_list()
+    def encode_position(self, position: StreamPosition) -> list[int]:
+        return self._normal(own(position, MixturePosition, "a mixture")).to_list()
 
     def decode_position(self, values: list[int]) -> MixturePosition:
         return MixturePosition.from_list(values, len(self.components))
@@ -268,12 +278,13 @@ class MixtureStream:
     # --- serving ------------------------------------------------------------------------------------------------
 
     def serve(
-        self, plan: MixturePlan, consumer: Consumer = Consumer()
+        self, plan: StreamPlan, consumer: Consumer = Consumer()
     ) -> Iterator[tuple[int, dict[int, Shard], np.ndarray, np.ndarray]]:
         """(first batch index from the plan's start, open shards by global id, shard ids, token starts) of each run of
         consecutive batches `consumer` serves; a run's rows are whole batches, in order. Served to its end, a plan
         leaves the components' windows open for the next one (the next epoch goes on from there); stopped, it closes
         them."""
+        plan = own(plan, MixturePlan, "a mixture")
         server = self.__dict__.get("_server")
         if server is None or not server.follows(self.segments, consumer, plan):
             if server is not None:
