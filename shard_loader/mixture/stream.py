@@ -71,17 +71,16 @@ class MixtureStream:
             for i in range(len(mix.components)):
                 self._add_component(i, window_shards, window_bytes)
             self._split_budget()
+            self._shard_ends = np.cumsum(np.array([len(c.shards) for c in self.components], dtype=np.int64))
+            g = self.batch_size * self.world.world_size
+            self.segments = Segments(
+                self._units(), self.block_batches * g, 0, (0,) * len(self.components), self._epoch_length(g)
+            )
+            self._walker = Walker(self.segments)
+            self.position = MixturePosition(0, 0, 0, 0, self.segments.start(0))
         except BaseException:
             self.close()  # the leases of the components opened so far
             raise
-        counts = np.array([len(c.shards) for c in self.components], dtype=np.int64)
-        self._shard_ends = np.cumsum(counts)
-        g = self.batch_size * self.world.world_size
-        self.segments = Segments(
-            self._units(), self.block_batches * g, 0, (0,) * len(self.components), self._epoch_length(g)
-        )
-        self._walker = Walker(self.segments)
-        self.position = MixturePosition(0, 0, 0, 0, self.segments.start(0))
 
     def _add_component(self, i: int, window_shards: int | None, window_bytes: int | None) -> None:
         """Component i: the stream of its pinned manifest, checked against the mixture file."""
