@@ -6,10 +6,12 @@ import random
 from dataclasses import replace
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from shard_assets.lib.curation import dedup as dedup_lib
 from shard_assets.lib.curation.dedup import index_lock, load_range, update_index
+from shard_assets.lib.curation import dedup_near
 from shard_assets.lib.curation.dedup_near import band_keys
 from shard_assets.lib.curation.dedup_records import DedupMembers
 from shard_assets.lib.discovery import discover
@@ -78,10 +80,25 @@ def test_band_keys_are_shared_by_near_copies_and_not_by_other_documents():
     words = text.split()
     words[150] = "changed"
     other = _text(rng, 300)
-    keys = band_keys([text, " ".join(words), other], ngram=5, threshold=0.8, num_perm=128)
+    keys = band_keys(pa.array([text, " ".join(words), other]), ngram=5, threshold=0.8, num_perm=128)
     assert keys.dtype == np.uint64 and keys.shape[0] == 3
     assert (keys[0] == keys[1]).any() and not np.isin(keys[2], keys[:2]).any()
-    assert (band_keys([text], 5, 0.8, 128) == keys[:1]).all()  # the same in every run
+    assert (band_keys(pa.array([text]), 5, 0.8, 128) == keys[:1]).all()  # the same in every run
+
+
+def test_near_keys_read_the_words_str_split_reads_wherever_the_document_lies_in_a_batch(monkeypatch):
+    """Words are str.split's (Unicode spaces included, case kept), hashed from the column's bytes: a document's keys
+    do not depend on its spacing, its neighbours or the chunk it falls in; n-grams are case-sensitive."""
+    monkeypatch.setattr(dedup_near, "CHUNK", 4096)  # chunks of a few documents, and documents longer than one
+    rng = random.Random(5)
+    spaces = [" ", "  ", "\t", "\n", "\u00a0", "\u2003", "\u3000", "\u2028", "\u205f"]
+    texts = [_text(rng, rng.choice([0, 1, 3, 4, 5, 6, 40, 900])) for _ in range(60)]
+    spaced = ["".join(w + rng.choice(spaces) for w in t.split()) for t in texts]
+    single = band_keys(pa.array(texts), 5, 0.8, 128)
+    assert (band_keys(pa.array(["  "] + spaced), 5, 0.8, 128)[1:] == single).all()
+    assert (band_keys(pa.array(texts[30:]), 5, 0.8, 128) == single[30:]).all()
+    longest = max(range(len(texts)), key=lambda i: len(texts[i]))
+    assert not (band_keys(pa.array([texts[longest].upper()]), 5, 0.8, 128) == single[longest]).any()
 
 
 def test_exact_copies_are_dropped_against_the_partition_that_joined_first(tmp_path):

@@ -31,7 +31,7 @@ import numpy as np
 from shard_loader.format import FileRef
 from shard_loader.format.shard import load_npy
 
-from .dedup_near import band_keys
+from .dedup_near import NEAR_KEYS, band_keys
 from .dedup_records import RULES, DedupDecision, DedupMember, DedupMembers
 from ..discovery import registered
 from ..errors import DedupError
@@ -54,12 +54,15 @@ WRITE_THREADS = 8  # store writes at once: each is a round trip (a PUT on S3, an
 LOCK_WAIT = 600.0  # seconds an update waits for another's lock before failing
 LOCK_STALE = 900.0  # a lock older than this was left by a killed update and is taken over
 READ_BATCH = 1 << 16
+NEAR_BATCH = 1 << 12  # documents whose texts near keys read at once: a few tens of MiB of text, not a GiB
 SPILL_BUFFER = 64 << 20  # bytes of new rows held before they are appended to their ranges' local files
 
 
 def settings_of(dedup: DedupSpec) -> str:
-    """The dedup settings an index and its decisions were made with, as one comparable string."""
-    return json.dumps(asdict(dedup), sort_keys=True, separators=(",", ":"))
+    """The dedup settings an index and its decisions were made with, as one comparable string (with near copies, the
+    way their keys are made: keys made another way rebuild the index)."""
+    fields = asdict(dedup) | ({"keys": NEAR_KEYS} if dedup.near else {})
+    return json.dumps(fields, sort_keys=True, separators=(",", ":"))
 
 
 def kinds_of(dedup: DedupSpec) -> tuple[str, ...]:
@@ -158,12 +161,12 @@ def partition_rows(
 
     columns = ["doc_hash", "text"] if dedup.near else ["doc_hash"]
     pf = pq.ParquetFile(_raw_path(store, raw, folder))
-    for batch in pf.iter_batches(batch_size=READ_BATCH, columns=columns):
+    for batch in pf.iter_batches(batch_size=NEAR_BATCH if dedup.near else READ_BATCH, columns=columns):
         docs = batch.column(0).to_numpy().astype(np.uint64)
         if dedup.exact:
             yield "exact", rows_of(docs, docs, member)
         if dedup.near:
-            keys = band_keys(batch.column(1).to_pylist(), dedup.ngram, dedup.threshold, dedup.num_perm)
+            keys = band_keys(batch.column(1), dedup.ngram, dedup.threshold, dedup.num_perm)
             yield "near", rows_of(keys.ravel(), np.repeat(docs, keys.shape[1]), member)
 
 
