@@ -149,6 +149,33 @@ def test_the_number_of_ranges_changes_memory_not_decisions(tmp_path):
     assert decided[0] == decided[1] == decided[2]
 
 
+def test_the_ranges_follow_the_number_of_documents_and_decide_nothing(tmp_path, monkeypatch):
+    """Issue 47: a small dataset keeps one range per kind, not 256; as documents join, each kind's ranges double to
+    keep RANGE_ROWS rows each (near has a row per band), the ranges they replace leave the store, and the decisions
+    are those of a fixed number of ranges."""
+    _corpus(tmp_path)
+    spec = _spec(tmp_path / "src", {"near": True})
+    store = LocalFolderStore(tmp_path / "store")
+    _ingest(tmp_path, spec, store)
+    update_index(store, spec, ["web.a", "web.b", "web.c"], "run")
+    assert sorted(p.parent.name for p in (tmp_path / "store" / "state" / "dedup").rglob("*.npy")) == ["exact", "near"]
+
+    monkeypatch.setattr(dedup_lib, "RANGE_ROWS", 16)
+    grown = LocalFolderStore(tmp_path / "grown")
+    _ingest(tmp_path, spec, grown)
+    decided = {}
+    for p in ("web.a", "web.b", "web.c"):
+        decided |= update_index(grown, spec, [p], f"run-{p}")
+        held = get_record(grown, DEDUP_MEMBERS_KEY, DedupMembers, "test").generations
+        files = {kind: len(list((tmp_path / "grown" / "state" / "dedup" / kind).glob("*.npy"))) for kind in held}
+        assert files == {kind: sum(1 for g in gens if g) for kind, gens in held.items()}  # replaced ranges deleted
+    assert {kind: len(gens) for kind, gens in held.items()} == {"exact": 16, "near": 128}  # 135 documents, 9 bands
+    fixed, other = _spec(tmp_path / "src", {"near": True, "ranges": 4}), LocalFolderStore(tmp_path / "fixed")
+    _ingest(tmp_path, fixed, other)
+    assert _dropped(decided) == _dropped(update_index(other, fixed, ["web.a", "web.b", "web.c"], "run-fixed"))
+    assert any(decided["web.b"].dropped.values()) and any(decided["web.c"].dropped.values())
+
+
 def test_a_settings_change_rebuilds_the_index_in_the_same_joining_order(tmp_path):
     _corpus(tmp_path)
     spec, store = _spec(tmp_path / "src"), LocalFolderStore(tmp_path / "store")
