@@ -35,7 +35,7 @@ from .machine import PEAK_RSS_SNIPPET
 PARTITIONS = 1_000
 COPIES = 0.1  # of each partition's documents, copies of the previous partition's
 CASES = ((10_000_000, 256, 5), (100_000_000, 256, 3), (100_000_000, 2048, 3))  # documents, ranges, repetitions
-NEAR_FILES = {"small": (3, 8), "medium": (5, 40), "large": (9, 40)}  # files, MB each
+NEAR_FILES = {"small": ((3, 8),), "medium": ((3, 8), (5, 40)), "large": ((9, 40),)}  # files to have, MB each
 NEAR_REPETITIONS = 5
 NEAR_SAMPLE = 300  # documents whose near keys are timed directly, old way and new
 
@@ -173,8 +173,8 @@ def near_cost(size_name: str, work: Path, repetitions: int = NEAR_REPETITIONS) -
 
     from .bench_build import _build, _spec, _tokenizer, write_sources
 
-    files, file_mb = NEAR_FILES[size_name]
-    sources = write_sources(work / "sources", files, file_mb)
+    for files, file_mb in NEAR_FILES[size_name]:  # medium: 3 files of 8 MB, then 2 of 40 MB
+        sources = write_sources(work / f"sources-{size_name}", files, file_mb)
     tokenizer = _tokenizer(work, sources[0])
     variants = [(near, n) for near in (False, True) for n in (1, files)]
     table = {False: "", True: "\n[dedup]\nnear = true\n"}
@@ -188,11 +188,15 @@ def near_cost(size_name: str, work: Path, repetitions: int = NEAR_REPETITIONS) -
         exact = builds[(False, files)]["total"] - builds[(False, 1)]["total"]
         near = builds[(True, files)]["total"] - builds[(True, 1)]["total"]
         tokens = builds[(False, files)]["tokens"] - builds[(False, 1)]["tokens"]
+        jobs = {
+            near: sum(builds[(near, files)]["cpu"].values()) - sum(builds[(near, 1)]["cpu"].values()) for near in table
+        }
         reps.append(
             {
                 "exact_marginal_cpu": exact,
                 "near_marginal_cpu": near,
                 "ratio": (near - exact) / exact,
+                "jobs_ratio": (jobs[True] - jobs[False]) / jobs[False],
                 "tokens": tokens,
                 "builds": {f"{'near' if k[0] else 'exact'}-{k[1]}": b for k, b in builds.items()},
             }
@@ -209,8 +213,10 @@ def near_cost(size_name: str, work: Path, repetitions: int = NEAR_REPETITIONS) -
         "summary": [
             {
                 "figure": f"near dedup's extra marginal CPU / the exact build's marginal CPU ({files} files of "
-                f"{file_mb} MB vs 1, whole builds, median of {repetitions} per-repetition ratios, min-max)",
-                "value": f"{ratio:.3f} ({min(r['ratio'] for r in reps):.3f}-{max(r['ratio'] for r in reps):.3f})",
+                f"{'/'.join(str(mb) for _, mb in NEAR_FILES[size_name])} MB vs 1, whole builds, median of "
+                f"{repetitions} per-repetition ratios, min-max; of the jobs' CPU alone)",
+                "value": f"{ratio:.3f} ({min(r['ratio'] for r in reps):.3f}-{max(r['ratio'] for r in reps):.3f}); "
+                f"{statistics.median(r['jobs_ratio'] for r in reps):.3f}",
                 "target": "<= 0.5",
             },
             {
