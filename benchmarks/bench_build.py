@@ -125,7 +125,7 @@ def _tokenizer(work: Path, source: Path) -> Path:
     return path
 
 
-def _spec(work: Path, name: str, files: list[Path], tokenizer: Path) -> Path:
+def _spec(work: Path, name: str, files: list[Path], tokenizer: Path, tables: str = "") -> Path:
     folder = work / name
     folder.mkdir(parents=True, exist_ok=True)
     for f in files:
@@ -135,7 +135,7 @@ def _spec(work: Path, name: str, files: list[Path], tokenizer: Path) -> Path:
     spec = folder / "spec.toml"
     spec.write_text(
         f'name = "web"\nval_fraction = 0.01\n\n[tokenizer]\nkind = "file"\npath = "{tokenizer}"\n\n'
-        f'[[sources]]\nname = "web"\nuri = "{folder}/*.parquet"\nformat = "parquet"\n'
+        f'[[sources]]\nname = "web"\nuri = "{folder}/*.parquet"\nformat = "parquet"\n{tables}'
     )
     return spec
 

@@ -9,7 +9,14 @@ them copies of the previous partition's, and its raw record and registration).
 
 Each measurement runs in a fresh process (peak RSS is its VmHWM, imports included); the two variants alternate within
 each repetition and the index is removed before the next one. `ranges` is the number of hash ranges: memory follows
-the largest range, so the ranges grow with the corpus to keep it flat."""
+the largest range, so the ranges grow with the corpus to keep it flat.
+
+Near dedup's cost (issue 48): `shard-assets build --workers 1` of 1 and of N web-like files (bench_build's corpus and
+50k BPE), exact dedup (the default) and with `near = true`, the four builds interleaved in each repetition in a
+rotating order; near's extra marginal CPU = (near N - near 1) - (exact N - exact 1), against the exact build's
+marginal CPU (N - 1). Beside it, the near keys of a sample of documents against the way they were made before
+(Python-string shingles into datasketch's `MinHash.bulk`), per document. `python -m benchmarks.bench_dedup near
+[small|medium|large]` runs it alone into benchmarks/results/dedup_near.json."""
 
 from __future__ import annotations
 
@@ -18,6 +25,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +35,9 @@ from .machine import PEAK_RSS_SNIPPET
 PARTITIONS = 1_000
 COPIES = 0.1  # of each partition's documents, copies of the previous partition's
 CASES = ((10_000_000, 256, 5), (100_000_000, 256, 3), (100_000_000, 2048, 3))  # documents, ranges, repetitions
+NEAR_FILES = {"small": ((3, 8),), "medium": ((3, 8), (5, 40)), "large": ((9, 40),)}  # files to have, MB each
+NEAR_REPETITIONS = 5
+NEAR_SAMPLE = 300  # documents whose near keys are timed directly, old way and new
 
 MEASURE = (
     """
@@ -127,16 +138,118 @@ def summary_row(name: str, case: dict) -> dict:
     }
 
 
+def _old_near_keys(texts: list[str]) -> None:
+    """Near signatures as they were made before issue 48: a Python bytes object per distinct word 5-gram, hashed and
+    permuted by datasketch's `MinHash.bulk`."""
+    from datasketch import MinHash
+
+    def shingles(text: str) -> list[bytes]:
+        words = text.split()
+        return list({" ".join(words[i : i + 5]).encode() for i in range(max(len(words) - 4, 1))})
+
+    MinHash.bulk([shingles(t) for t in texts], num_perm=128, seed=1)
+
+
+def _keys_per_document(texts: list[str], repetitions: int) -> dict:
+    """ms of CPU per document of the near keys now and as before, interleaved."""
+    import pyarrow as pa
+
+    from shard_assets.lib.curation.dedup_near import band_keys
+
+    column = pa.array(texts, pa.large_string())
+    times: dict[str, list[float]] = {"now": [], "before": []}
+    for _ in range(repetitions):
+        for name, make in (("now", lambda: band_keys(column, 5, 0.8, 128)), ("before", lambda: _old_near_keys(texts))):
+            started = time.process_time()
+            make()
+            times[name].append((time.process_time() - started) * 1e3 / len(texts))
+    ratios = [b / n for b, n in zip(times["before"], times["now"])]
+    return {name: statistics.median(t) for name, t in times.items()} | {"speedup": statistics.median(ratios)}
+
+
+def near_cost(size_name: str, work: Path, repetitions: int = NEAR_REPETITIONS) -> dict:
+    """Near dedup's extra marginal CPU against the exact build's marginal CPU, whole builds interleaved."""
+    import pyarrow.parquet as pq
+
+    from .bench_build import _build, _spec, _tokenizer, write_sources
+
+    for files, file_mb in NEAR_FILES[size_name]:  # medium: 3 files of 8 MB, then 2 of 40 MB
+        sources = write_sources(work / f"sources-{size_name}", files, file_mb)
+    tokenizer = _tokenizer(work, sources[0])
+    variants = [(near, n) for near in (False, True) for n in (1, files)]
+    table = {False: "", True: "\n[dedup]\nnear = true\n"}
+    specs = {(near, n): _spec(work, f"{near}-{n}", sources[:n], tokenizer, table[near]) for near, n in variants}
+    documents = sum(pq.ParquetFile(f).metadata.num_rows for f in sources[1:])
+    mean_bytes = sum(f.stat().st_size for f in sources) / sum(pq.ParquetFile(f).metadata.num_rows for f in sources)
+    reps = []
+    for rep in range(repetitions):
+        order = variants[rep % 4 :] + variants[: rep % 4]
+        builds = {v: _build(specs[v], work / f"out-{v[0]}-{v[1]}") for v in order}
+        exact = builds[(False, files)]["total"] - builds[(False, 1)]["total"]
+        near = builds[(True, files)]["total"] - builds[(True, 1)]["total"]
+        tokens = builds[(False, files)]["tokens"] - builds[(False, 1)]["tokens"]
+        jobs = {
+            near: sum(builds[(near, files)]["cpu"].values()) - sum(builds[(near, 1)]["cpu"].values()) for near in table
+        }
+        reps.append(
+            {
+                "exact_marginal_cpu": exact,
+                "near_marginal_cpu": near,
+                "ratio": (near - exact) / exact,
+                "jobs_ratio": (jobs[True] - jobs[False]) / jobs[False],
+                "tokens": tokens,
+                "builds": {f"{'near' if k[0] else 'exact'}-{k[1]}": b for k, b in builds.items()},
+            }
+        )
+        print(f"   near rep {rep}: {json.dumps(reps[-1])}", flush=True)
+    texts = pq.read_table(sources[0], columns=["text"]).column(0).to_pylist()[:NEAR_SAMPLE]
+    keys = _keys_per_document(texts, repetitions)
+    extra = statistics.median(r["near_marginal_cpu"] - r["exact_marginal_cpu"] for r in reps)
+    ratio = statistics.median(r["ratio"] for r in reps)
+    per_token = extra / statistics.median(r["tokens"] for r in reps)
+    return {
+        "repetitions": reps,
+        "keys_per_document_ms": keys,
+        "summary": [
+            {
+                "figure": f"near dedup's extra marginal CPU / the exact build's marginal CPU ({files} files of "
+                f"{'/'.join(str(mb) for _, mb in NEAR_FILES[size_name])} MB vs 1, whole builds, median of "
+                f"{repetitions} per-repetition ratios, min-max; of the jobs' CPU alone)",
+                "value": f"{ratio:.3f} ({min(r['ratio'] for r in reps):.3f}-{max(r['ratio'] for r in reps):.3f}); "
+                f"{statistics.median(r['jobs_ratio'] for r in reps):.3f}",
+                "target": "<= 0.5",
+            },
+            {
+                "figure": "near dedup's extra CPU per 1M documents / per 2T tokens (documents of "
+                f"{mean_bytes / 1e3:.1f} KB of parquet on average)",
+                "value": f"{extra / documents * 1e6 / 3600:.2f} core-hours / {per_token * 2e12 / 3600:,.0f} core-hours",
+            },
+            {
+                "figure": f"near keys of {len(texts)} documents, CPU ms per document: now / before (datasketch's "
+                "MinHash.bulk over Python-string shingles)",
+                "value": f"{keys['now']:.3f} / {keys['before']:.3f} ({keys['speedup']:.0f}x)",
+            },
+        ],
+    }
+
+
 def run(size, work: Path, cases: tuple[tuple[int, int, int], ...] = CASES) -> dict:
     work.mkdir(parents=True, exist_ok=True)
     results = {
         f"{documents / 1e6:.0f}M documents, {ranges} ranges": measure_case(work, documents, ranges, repetitions)
         for documents, ranges, repetitions in cases
     }
-    return {"results": results, "summary": [summary_row(name, case) for name, case in results.items()]}
+    near = near_cost(size.name, work / "near")
+    summary = [summary_row(name, case) for name, case in results.items()] + near["summary"]
+    return {"results": results, "near": near, "summary": summary}
 
 
-if __name__ == "__main__":  # some cases alone, merged into benchmarks/results/dedup.json: documents:ranges:repetitions
+if __name__ == "__main__" and sys.argv[1] == "near":  # near dedup's cost alone: near [small|medium|large]
+    found = near_cost(
+        sys.argv[2] if len(sys.argv) > 2 else "small", Path(__file__).parent / "results" / "work" / "near"
+    )
+    (Path(__file__).parent / "results" / "dedup_near.json").write_text(json.dumps(found, indent=2) + "\n")
+elif __name__ == "__main__":  # some cases alone, merged into benchmarks/results/dedup.json: documents:ranges:reps
     out = Path(__file__).parent / "results" / "dedup.json"
     chosen = tuple(tuple(int(x) for x in c.split(":")) for c in sys.argv[1].split(","))
     found = run(None, Path(__file__).parent / "results" / "work" / "dedup", chosen)  # type: ignore[arg-type]

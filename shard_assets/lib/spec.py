@@ -81,14 +81,15 @@ class TokenizerSpec:
 @dataclass(frozen=True)
 class DedupSpec:
     """The [dedup] table: exact copies (same normalised text) published once by default; near copies (MinHash over
-    word `ngram`s, LSH bands for Jaccard `threshold`) on request; the index split into `ranges` by hash."""
+    word `ngram`s, LSH bands for Jaccard `threshold`) on request; the index split by hash into ranges, as many as keep
+    each range small (or `ranges`, a power of two, where set)."""
 
     exact: bool = True
     near: bool = False
     threshold: float = 0.8
     ngram: int = 5
     num_perm: int = 128
-    ranges: int = 256
+    ranges: int | None = None
 
     @property
     def enabled(self) -> bool:
@@ -267,7 +268,7 @@ def parse_spec(data: dict[str, Any], origin: str, base: Path | None = None) -> D
     if not isinstance(table, dict):
         raise SpecError(f"{origin}: dedup must be a [dedup] table (exact, near, threshold, ...), got {table!r}")
     dedup = spec_record(DedupSpec, table, f"{origin}: [dedup]")
-    if dedup.ranges & (dedup.ranges - 1):
+    if dedup.ranges is not None and dedup.ranges & (dedup.ranges - 1):
         raise SpecError(f"{origin}: [dedup].ranges must be a power of two, got {dedup.ranges}")
     parsed = tuple(_source(s, f"{origin}: sources[{i}]", base) for i, s in enumerate(sources))
     names = [s.name for s in parsed]

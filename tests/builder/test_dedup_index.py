@@ -6,10 +6,12 @@ import random
 from dataclasses import replace
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from shard_assets.lib.curation import dedup as dedup_lib
 from shard_assets.lib.curation.dedup import index_lock, load_range, update_index
+from shard_assets.lib.curation import dedup_near
 from shard_assets.lib.curation.dedup_near import band_keys
 from shard_assets.lib.curation.dedup_records import DedupMembers
 from shard_assets.lib.discovery import discover
@@ -78,10 +80,25 @@ def test_band_keys_are_shared_by_near_copies_and_not_by_other_documents():
     words = text.split()
     words[150] = "changed"
     other = _text(rng, 300)
-    keys = band_keys([text, " ".join(words), other], ngram=5, threshold=0.8, num_perm=128)
+    keys = band_keys(pa.array([text, " ".join(words), other]), ngram=5, threshold=0.8, num_perm=128)
     assert keys.dtype == np.uint64 and keys.shape[0] == 3
     assert (keys[0] == keys[1]).any() and not np.isin(keys[2], keys[:2]).any()
-    assert (band_keys([text], 5, 0.8, 128) == keys[:1]).all()  # the same in every run
+    assert (band_keys(pa.array([text]), 5, 0.8, 128) == keys[:1]).all()  # the same in every run
+
+
+def test_near_keys_read_the_words_str_split_reads_wherever_the_document_lies_in_a_batch(monkeypatch):
+    """Words are str.split's (Unicode spaces included, case kept), hashed from the column's bytes: a document's keys
+    do not depend on its spacing, its neighbours or the chunk it falls in; n-grams are case-sensitive."""
+    monkeypatch.setattr(dedup_near, "CHUNK", 4096)  # chunks of a few documents, and documents longer than one
+    rng = random.Random(5)
+    spaces = [" ", "  ", "\t", "\n", "\u00a0", "\u2003", "\u3000", "\u2028", "\u205f"]
+    texts = [_text(rng, rng.choice([0, 1, 3, 4, 5, 6, 40, 900])) for _ in range(60)]
+    spaced = ["".join(w + rng.choice(spaces) for w in t.split()) for t in texts]
+    single = band_keys(pa.array(texts), 5, 0.8, 128)
+    assert (band_keys(pa.array(["  "] + spaced), 5, 0.8, 128)[1:] == single).all()
+    assert (band_keys(pa.array(texts[30:]), 5, 0.8, 128) == single[30:]).all()
+    longest = max(range(len(texts)), key=lambda i: len(texts[i]))
+    assert not (band_keys(pa.array([texts[longest].upper()]), 5, 0.8, 128) == single[longest]).any()
 
 
 def test_exact_copies_are_dropped_against_the_partition_that_joined_first(tmp_path):
@@ -130,6 +147,33 @@ def test_the_number_of_ranges_changes_memory_not_decisions(tmp_path):
         _ingest(tmp_path, spec, store)
         decided.append(_dropped(update_index(store, spec, ["web.a", "web.b", "web.c"], "run")))
     assert decided[0] == decided[1] == decided[2]
+
+
+def test_the_ranges_follow_the_number_of_documents_and_decide_nothing(tmp_path, monkeypatch):
+    """Issue 47: a small dataset keeps one range per kind, not 256; as documents join, each kind's ranges double to
+    keep RANGE_ROWS rows each (near has a row per band), the ranges they replace leave the store, and the decisions
+    are those of a fixed number of ranges."""
+    _corpus(tmp_path)
+    spec = _spec(tmp_path / "src", {"near": True})
+    store = LocalFolderStore(tmp_path / "store")
+    _ingest(tmp_path, spec, store)
+    update_index(store, spec, ["web.a", "web.b", "web.c"], "run")
+    assert sorted(p.parent.name for p in (tmp_path / "store" / "state" / "dedup").rglob("*.npy")) == ["exact", "near"]
+
+    monkeypatch.setattr(dedup_lib, "RANGE_ROWS", 16)
+    grown = LocalFolderStore(tmp_path / "grown")
+    _ingest(tmp_path, spec, grown)
+    decided = {}
+    for p in ("web.a", "web.b", "web.c"):
+        decided |= update_index(grown, spec, [p], f"run-{p}")
+        held = get_record(grown, DEDUP_MEMBERS_KEY, DedupMembers, "test").generations
+        files = {kind: len(list((tmp_path / "grown" / "state" / "dedup" / kind).glob("*.npy"))) for kind in held}
+        assert files == {kind: sum(1 for g in gens if g) for kind, gens in held.items()}  # replaced ranges deleted
+    assert {kind: len(gens) for kind, gens in held.items()} == {"exact": 16, "near": 128}  # 135 documents, 9 bands
+    fixed, other = _spec(tmp_path / "src", {"near": True, "ranges": 4}), LocalFolderStore(tmp_path / "fixed")
+    _ingest(tmp_path, fixed, other)
+    assert _dropped(decided) == _dropped(update_index(other, fixed, ["web.a", "web.b", "web.c"], "run-fixed"))
+    assert any(decided["web.b"].dropped.values()) and any(decided["web.c"].dropped.values())
 
 
 def test_a_settings_change_rebuilds_the_index_in_the_same_joining_order(tmp_path):

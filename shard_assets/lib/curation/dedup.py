@@ -31,7 +31,7 @@ import numpy as np
 from shard_loader.builder_api import FileRef
 from shard_loader.builder_api import load_npy
 
-from .dedup_near import band_keys
+from .dedup_near import NEAR_KEYS, band_keys, band_layout
 from .dedup_records import RULES, DedupDecision, DedupMember, DedupMembers
 from ..discovery import registered
 from ..errors import DedupError
@@ -54,12 +54,16 @@ WRITE_THREADS = 8  # store writes at once: each is a round trip (a PUT on S3, an
 LOCK_WAIT = 600.0  # seconds an update waits for another's lock before failing
 LOCK_STALE = 900.0  # a lock older than this was left by a killed update and is taken over
 READ_BATCH = 1 << 16
+NEAR_BATCH = 1 << 12  # documents whose texts near keys read at once: a few tens of MiB of text, not a GiB
 SPILL_BUFFER = 64 << 20  # bytes of new rows held before they are appended to their ranges' local files
+RANGE_ROWS = 1 << 17  # rows a range holds at most where [dedup] ranges is not set (2.5 MiB): memory flat at any size
 
 
 def settings_of(dedup: DedupSpec) -> str:
-    """The dedup settings an index and its decisions were made with, as one comparable string."""
-    return json.dumps(asdict(dedup), sort_keys=True, separators=(",", ":"))
+    """The dedup settings an index and its decisions were made with, as one comparable string (with near copies, the
+    way their keys are made: keys made another way rebuild the index); the number of ranges decides no copy."""
+    fields = {k: v for k, v in asdict(dedup).items() if k != "ranges"} | ({"keys": NEAR_KEYS} if dedup.near else {})
+    return json.dumps(fields, sort_keys=True, separators=(",", ":"))
 
 
 def kinds_of(dedup: DedupSpec) -> tuple[str, ...]:
@@ -75,6 +79,27 @@ def range_of(keys: np.ndarray, ranges: int) -> np.ndarray:
 
 
 # -- the index's ranges --
+
+
+def range_count(dedup: DedupSpec, kind: str, documents: int, now: int) -> int:
+    """The ranges of the index of `kind` over `documents`: [dedup] ranges where set, else the power of two that keeps
+    each under RANGE_ROWS rows (never fewer than the `now` it has, so a shrinking dataset does not rewrite it)."""
+    if dedup.ranges is not None:
+        return dedup.ranges
+    rows = documents * (band_layout(dedup.threshold, dedup.num_perm)[0] if kind == "near" else 1)
+    return max(now, 1 << max(0, -(-rows // RANGE_ROWS) - 1).bit_length())
+
+
+def stored_rows(store: ObjectStore, kind: str, generations: tuple[int, ...], index: int, ranges: int) -> np.ndarray:
+    """The stored rows of range `index` of `ranges`, from the ranges the index holds (`generations`, as many as it has
+    ranges: a range of another count is cut from, or joined of, those)."""
+    held = len(generations)
+    if held <= ranges:
+        r = index * held // ranges if held else 0
+        rows = load_range(store, kind, r, generations[r] if held else 0)
+        return rows if held == ranges else rows[range_of(rows["key"], ranges) == index]
+    per = held // ranges
+    return np.concatenate([load_range(store, kind, r, generations[r]) for r in range(index * per, (index + 1) * per)])
 
 
 def sorted_rows(rows: np.ndarray) -> np.ndarray:
@@ -158,12 +183,12 @@ def partition_rows(
 
     columns = ["doc_hash", "text"] if dedup.near else ["doc_hash"]
     pf = pq.ParquetFile(_raw_path(store, raw, folder))
-    for batch in pf.iter_batches(batch_size=READ_BATCH, columns=columns):
+    for batch in pf.iter_batches(batch_size=NEAR_BATCH if dedup.near else READ_BATCH, columns=columns):
         docs = batch.column(0).to_numpy().astype(np.uint64)
         if dedup.exact:
             yield "exact", rows_of(docs, docs, member)
         if dedup.near:
-            keys = band_keys(batch.column(1).to_pylist(), dedup.ngram, dedup.threshold, dedup.num_perm)
+            keys = band_keys(batch.column(1), dedup.ngram, dedup.threshold, dedup.num_perm)
             yield "near", rows_of(keys.ravel(), np.repeat(docs, keys.shape[1]), member)
 
 
@@ -306,17 +331,18 @@ def _update(store: ObjectStore, spec: DatasetSpec, partitions: list[str], tmp: P
     if not joining and not removed:
         return {p: get_record(store, dedup_decision_key(p), DedupDecision, f"dedup[{p}]") for p in partitions}
     raws |= _raws(store, [p for p in joining if p not in raws])
-    members = dict(kept)
-    spill = {kind: Spill(tmp / kind, dedup.ranges) for kind in kinds_of(dedup)}
-    next_id = old.next_id
+    members = dict(kept) | {
+        p: DedupMember(old.next_id + i, raws[p].sha256, raws[p].documents) for i, p in enumerate(joining)
+    }
+    generations = {k: () if rebuild else old.generations.get(k, ()) for k in kinds_of(dedup)}
+    documents = sum(m.documents for m in members.values())
+    ranges = {k: range_count(dedup, k, documents, len(gens)) for k, gens in generations.items()}
+    spill = {kind: Spill(tmp / kind, ranges[kind]) for kind in kinds_of(dedup)}
     for p in joining:
-        members[p] = DedupMember(next_id, raws[p].sha256)
-        for kind, rows in partition_rows(store, raws[p], next_id, dedup, tmp):
+        for kind, rows in partition_rows(store, raws[p], members[p].id, dedup, tmp):
             spill[kind].add(rows)
-        next_id += 1
+    next_id = old.next_id + len(joining)
     names = {m.id: p for p, m in members.items()}
-    empty = (0,) * dedup.ranges
-    generations = {k: empty if rebuild else old.generations.get(k, empty) for k in spill}
     targets = {members[p].id for p in joining}
     if removed and not rebuild:
         targets |= _affected(store, old, removed, generations)
@@ -326,12 +352,13 @@ def _update(store: ObjectStore, spec: DatasetSpec, partitions: list[str], tmp: P
     kept_ids = np.array([m.id for m in kept.values()], dtype=np.uint32)
     with ThreadPoolExecutor(WRITE_THREADS) as pool:
         for kind, bucket in spill.items():
-            written, pending = list(generations[kind]), []
-            for r in range(dedup.ranges):
-                stored = load_range(store, kind, r, generations[kind][r])
+            same = len(generations[kind]) == ranges[kind]
+            written, pending = list(generations[kind]) if same else [0] * ranges[kind], []
+            for r in range(ranges[kind]):
+                stored = stored_rows(store, kind, generations[kind], r, ranges[kind])
                 keep = np.isin(stored["member"], kept_ids)
                 new = bucket.rows(r)
-                if not len(new) and keep.all():
+                if same and not len(new) and keep.all():
                     rows = stored
                 else:
                     rows = sorted_rows(np.concatenate([stored[keep], new]))

@@ -92,8 +92,9 @@ def published_copies(store: ObjectStore, spec: DatasetSpec, parts: dict[str, Par
         else:
             ids[p] = member.id
     with tempfile.TemporaryDirectory(prefix="dedup-check-") as tmp:
-        spill = Spill(Path(tmp) / "all", spec.dedup.ranges)
-        exact = Spill(Path(tmp) / "exact", spec.dedup.ranges) if spec.dedup.near else spill  # near drops are meant
+        ranges = len(index.generations["exact"])
+        spill = Spill(Path(tmp) / "all", ranges)
+        exact = Spill(Path(tmp) / "exact", ranges) if spec.dedup.near else spill  # near drops are meant
         for p, m in ids.items():
             decision = parts[p].dedup
             docs, _, rule = read_drops(store, decision.drops.key if decision and decision.drops else None)

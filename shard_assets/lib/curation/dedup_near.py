@@ -2,21 +2,34 @@
 Two documents share a band key with a probability that rises steeply around the Jaccard threshold, so the index
 treats a shared band key as a near copy (no pairwise comparison: the index only ever sees keys, one range at a time).
 
-MinHash and the band layout come from datasketch (PyPI, maintained since 2015): its permutation hashing is the
-tested reference implementation, and `MinHashLSH` chooses the bands and rows that minimise false positives and
-negatives at a threshold by integrating the collision curve. Writing either here would be a second, untested copy of
-well-known code; what is ours is only the band key, a 64-bit mix of a band's values so the index can range-split
-it like a document hash."""
+Words are `str.split()`'s (runs between whitespace, case kept); an n-gram is `ngram` consecutive words, a document
+with fewer words one n-gram of them all. The n-grams are hashed to 64 bits on the column's UTF-8 bytes with numpy
+(a polynomial hash of each word from prefix sums, the words of an n-gram mixed), never a Python string per n-gram;
+MinHash is rensa's R-MinHash (Rust, PyPI) over those hashes, whose every slot collides with probability the
+Jaccard similarity as a permutation MinHash does; the band layout is datasketch's `MinHashLSH` (it chooses bands
+and rows minimising false positives and negatives at the threshold). What is ours is the hashing of n-grams and
+the band key, a 64-bit mix of a band's values so the index can range-split it like a document hash."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from functools import cache
 
 import numpy as np
+import pyarrow as pa
 
-SEED = 1  # datasketch's permutation seed: fixed, so a band key means the same in every run and version
-_MIX = np.uint64(0x9E3779B97F4A7C15)
+from ..errors import DedupError
+
+SEED = 1  # the MinHash seed: fixed, so a band key means the same in every run and version
+RMINHASH_VERSION = 2  # rensa's R-MinHash algorithm the keys are made with (rensa 0.5); another makes other keys
+NEAR_KEYS = f"word-ngram-poly64-v1/rensa-rminhash-v{RMINHASH_VERSION}"  # in the index's settings: a change rebuilds
+CHUNK = 1 << 19  # bytes of text hashed at once (a longer document alone): the per-byte arrays stay a few MiB
+_U = np.uint64
+_BASE = np.uint32(0x01000193)  # a word's polynomial is 32-bit (half the memory traffic of 64): then mixed to 64
+_MIX = _U(0x9E3779B97F4A7C15)
+_NGRAM_MULTIPLIERS = np.array(  # odd constants, one per word position in an n-gram (so word order counts)
+    [(0x9E3779B97F4A7C15 + 2 * i * 0xC2B2AE3D27D4EB4F) % (1 << 64) for i in range(64)], dtype=np.uint64
+)
+_SPACES = [c.encode() for c in map(chr, range(0x80, 0x3001)) if c.isspace()]  # str.split's non-ASCII whitespace
 
 
 @cache
@@ -28,37 +41,128 @@ def band_layout(threshold: float, num_perm: int) -> tuple[int, int]:
     return int(lsh.b), int(lsh.r)
 
 
-def shingles(text: str, ngram: int) -> list[bytes]:
-    """The document's word `ngram`s (the whole text when it has fewer words), as bytes for hashing."""
-    words = text.split()
-    if len(words) <= ngram:
-        return [" ".join(words).encode()]
-    return list({" ".join(words[i : i + ngram]).encode() for i in range(len(words) - ngram + 1)})
+@cache
+def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """_BASE**i and its inverse's (mod 2**32) for i < n."""
+    inverse = np.uint32(pow(int(_BASE), -1, 1 << 32))
+    out = []
+    for base in (_BASE, inverse):
+        steps = np.full(n, base, dtype=np.uint32)
+        steps[0] = 1
+        out.append(np.cumprod(steps, dtype=np.uint32))
+    return out[0], out[1]
 
 
 def _avalanche(h: np.ndarray) -> np.ndarray:
     """splitmix64's finaliser: every output bit depends on every input bit, so the top bits pick a uniform range."""
-    h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    out: np.ndarray = h ^ (h >> np.uint64(31))
+    h = (h ^ (h >> _U(30))) * _U(0xBF58476D1CE4E5B9)
+    h = (h ^ (h >> _U(27))) * _U(0x94D049BB133111EB)
+    out: np.ndarray = h ^ (h >> _U(31))
     return out
 
 
-def band_keys(texts: Sequence[str], ngram: int, threshold: float, num_perm: int) -> np.ndarray:
+def _whitespace(data: np.ndarray) -> np.ndarray:
+    """Which UTF-8 bytes belong to a character `str.split` splits on (ASCII 9-13, 28-32, and the Unicode spaces)."""
+    ws = (data == 32) | ((data >= 9) & (data <= 13)) | ((data >= 28) & (data <= 31))
+    lead = np.flatnonzero((data == 0xC2) | ((data >= 0xE1) & (data <= 0xE3)))
+    if len(lead):
+        last = len(data) - 1
+        code = (data[lead].astype(np.uint32) << 16) | (data[np.minimum(lead + 1, last)].astype(np.uint32) << 8)
+        code |= data[np.minimum(lead + 2, last)]
+        for space in _SPACES:
+            value = int.from_bytes(space, "big") << (8 * (3 - len(space)))
+            hit = lead[(code >> (8 * (3 - len(space)))) << (8 * (3 - len(space))) == value]
+            for i in range(len(space)):
+                ws[hit + i] = True
+    out: np.ndarray = ws
+    return out
+
+
+def _word_hashes(data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(a 64-bit hash of each word, words per document) of the documents `data[offsets[i]:offsets[i + 1]]`: a word's
+    hash mixes the polynomial sum((byte_j + 1) * BASE**j) mod 2**32 over its bytes, from prefix sums of the chunk."""
+    n = len(data)
+    ws = _whitespace(data)
+    start = ~ws
+    start[1:] &= ws[:-1]
+    firsts = offsets[:-1][offsets[:-1] < n]
+    start[firsts] = ~ws[firsts]  # a document's first byte starts a word unless it is whitespace
+    starts = np.flatnonzero(start)
+    powers, inverses = _powers(n) if n > CHUNK else (p[:n] for p in _powers(CHUNK))
+    nonzero = data + np.uint8(1)  # whitespace adds 0, any other byte its value + 1 (0xFF is never in UTF-8)
+    nonzero &= ws.view(np.uint8) - np.uint8(1)
+    values = nonzero.astype(np.uint32)
+    values *= powers
+    prefix = np.zeros(n + 1, dtype=np.uint32)
+    np.cumsum(values, out=prefix[1:])
+    ends = np.append(starts[1:], n)  # a word's sum runs to the next word's start: whitespace adds 0
+    words = _avalanche(((prefix[ends] - prefix[starts]) * inverses[starts]).astype(np.uint64))
+    return words, np.diff(np.searchsorted(starts, offsets))
+
+
+def _ngram_hashes(words: np.ndarray, per_doc: np.ndarray, ngram: int) -> tuple[np.ndarray, np.ndarray]:
+    """(each document's n-gram hashes, flat in document order; the number per document): a document of `k < ngram`
+    words has one, of its k words."""
+    first = np.concatenate([[0], np.cumsum(per_doc)[:-1]]).astype(np.int64)
+    padded = np.concatenate([words, np.zeros(ngram, dtype=np.uint64)])
+    short = per_doc < ngram
+    short_sums = np.zeros(int(short.sum()), dtype=np.uint64)
+    sums = np.zeros(len(words), dtype=np.uint64)
+    for k in range(ngram):
+        sums += padded[k : k + len(words)] * _NGRAM_MULTIPLIERS[k]
+        ended = per_doc[short] == k + 1
+        short_sums[ended] = sums[first[short][ended]]
+    counts = np.where(short, 1, per_doc - ngram + 1)
+    whole = np.ones(len(words), dtype=bool)  # the n-grams that end in their document: not from its last ngram-1 words
+    for k in range(1, ngram):
+        whole[(first + per_doc - k)[per_doc >= k]] = False
+    slots = np.zeros(int(counts.sum()), dtype=bool)
+    slots[np.concatenate([[0], np.cumsum(counts)[:-1]])[short]] = True
+    out = np.empty(len(slots), dtype=np.uint64)
+    out[~slots], out[slots] = sums[whole], short_sums
+    return _avalanche(out), counts
+
+
+def ngram_hashes(texts: pa.Array, ngram: int) -> tuple[np.ndarray, np.ndarray]:
+    """(the documents' n-gram hashes, flat; each document's row offsets into them), a CHUNK of text at a time."""
+    texts = texts.cast(pa.large_string()).fill_null("")
+    offsets = np.frombuffer(texts.buffers()[1], dtype=np.int64)[texts.offset : texts.offset + len(texts) + 1]
+    data = np.frombuffer(texts.buffers()[2] or b"", dtype=np.uint8)
+    hashes, counts, i = [], [], 0
+    with np.errstate(over="ignore"):
+        while i < len(texts):
+            j = max(i + 1, int(np.searchsorted(offsets, offsets[i] + CHUNK, side="right")) - 1)
+            chunk = offsets[i : j + 1]
+            words, per_doc = _word_hashes(data[chunk[0] : chunk[-1]], chunk - chunk[0])
+            h, c = _ngram_hashes(words, per_doc, ngram)
+            hashes.append(h)
+            counts.append(c)
+            i = j
+    rows = np.zeros(len(texts) + 1, dtype=np.uint64)
+    np.cumsum(np.concatenate(counts) if counts else [], out=rows[1:])
+    return np.concatenate(hashes) if hashes else np.zeros(0, dtype=np.uint64), rows
+
+
+def band_keys(texts: pa.Array, ngram: int, threshold: float, num_perm: int) -> np.ndarray:
     """(documents, bands) uint64: each document's band keys; band `b`'s key mixes `b` with its rows' MinHash values,
     so equal keys mean equal values in the same band."""
-    from datasketch import MinHash
+    from rensa import RMinHash
 
+    if RMinHash.ALGORITHM_VERSION != RMINHASH_VERSION:
+        raise DedupError(
+            f"the installed rensa computes R-MinHash version {RMinHash.ALGORITHM_VERSION}, the near-copy keys are "
+            f"version {RMINHASH_VERSION}'s: install rensa 0.5.x (as pyproject.toml pins it)"
+        )
     bands, rows = band_layout(threshold, num_perm)
-    if not texts:
+    if not len(texts):
         return np.zeros((0, bands), dtype=np.uint64)
-    signatures = np.stack(
-        [m.hashvalues for m in MinHash.bulk([shingles(t, ngram) for t in texts], num_perm=num_perm, seed=SEED)]
-    ).astype(np.uint64)
+    hashes, offsets = ngram_hashes(texts, ngram)
+    matrix = RMinHash.digest_matrix_from_flat_token_hashes(hashes, offsets, num_perm, SEED)
+    signatures = np.array(matrix.to_rows(), dtype=np.uint64)
     keys = np.empty((len(texts), bands), dtype=np.uint64)
     with np.errstate(over="ignore"):
         for b in range(bands):
-            h = np.full(len(texts), np.uint64(b + 1) * _MIX, dtype=np.uint64)
+            h = np.full(len(texts), _U(b + 1) * _MIX, dtype=np.uint64)
             for j in range(b * rows, (b + 1) * rows):
                 h = _avalanche(h ^ signatures[:, j])
             keys[:, b] = h

@@ -12,17 +12,20 @@ RULES = ("exact", "near")
 
 @dataclass(frozen=True)
 class DedupMember:
-    """A partition in the index: its place in the joining order and the raw build whose documents it holds."""
+    """A partition in the index: its place in the joining order, the raw build whose documents it holds and how many
+    (the index's size decides its number of ranges)."""
 
     id: int
     raw_sha256: str
+    documents: int = 0
 
 
 @dataclass(frozen=True)
 class DedupMembers:
     """The index's partitions (`state/dedup/members.json`), written last by an update: its commit point. `settings`
     names the dedup settings the index was built with (others rebuild it in the same joining order); `generations`
-    the update that wrote each hash range of each kind (0: empty), so a crashed update leaves the last one whole."""
+    the update that wrote each hash range of each kind (0: empty), as many as the kind has ranges, so a crashed update
+    leaves the last one whole."""
 
     settings: str
     next_id: int
