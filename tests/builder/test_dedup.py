@@ -20,7 +20,7 @@ from tokenizers import Tokenizer
 
 import shard_loader
 from shard_assets.definitions import ASSETS, build_definitions
-from shard_assets.defs.dedup import NO_COPIES, no_duplicate_documents
+from shard_assets.defs.dedup import NO_COPIES
 from shard_assets.lib.retention import DAY, Policy, collect, plan_collection
 from shard_assets.lib.spec import load_spec
 from shard_assets.lib.verification import verify_live_version
@@ -114,7 +114,7 @@ class LastFirst:
 def _publish(inst: dg.DagsterInstance, resources: dict) -> dg.AssetCheckEvaluation:
     """splits and manifest materialized (a failed blocking check is not raised); the dedup check's evaluation."""
     result = dg.materialize(
-        [*ASSETS, no_duplicate_documents],
+        ASSETS,
         selection=["splits", "manifest"],
         instance=inst,
         resources=resources,
