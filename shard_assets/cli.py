@@ -53,15 +53,17 @@ def _positive(value: str) -> int:
 
 def _spec(args: argparse.Namespace) -> DatasetSpec:
     """The dataset spec from --spec over the environment, read and checked with the store's settings before Dagster
-    is imported; outside the project folder the missing default spec says so, rather than offer a demo there."""
+    is imported; outside the project folder a missing demo spec (the default, or given as data/demo/demo.toml) says so,
+    naming the folder, rather than offer to write a demo there."""
     path = Path(store_choice(spec=args.spec, store=args.store).spec_path)
     from .lib.spec import load_spec
 
     project = project_root()
-    if not args.spec and not path.exists() and not (project / "workspace.yaml").is_file():
+    default = path.as_posix().endswith(DEFAULT_SPEC)  # given or not: relative, it was looked for in this folder
+    if default and not path.exists() and not (project / "workspace.yaml").is_file():
         raise SettingsError(
             f"{path}: dataset spec file not found, and {project} is not the project folder (no workspace.yaml); run "
-            "shard-assets from the project folder, or pass --spec FILE / set SHARD_DATASET_SPEC"
+            "shard-assets from the project folder, or pass --spec with the spec file's full path"
         )
     return load_spec(path)
 

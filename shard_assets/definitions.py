@@ -8,7 +8,7 @@ from typing import Any
 
 import dagster as dg
 
-from .defs.dedup import dedup, no_duplicate_documents
+from .defs.dedup import dedup
 from .defs.jobs import JOBS, retokenize_schedule
 from .defs.manifest import manifest
 from .defs.mixture import MixtureSpecsResource, mixture_definitions, mixture_specs_from_env
@@ -32,7 +32,6 @@ def build_definitions(resources: dict[str, Any] | None = None) -> dg.Definitions
     mixtures = mixture_definitions(specs)
     return dg.Definitions(
         assets=[*ASSETS, *mixtures.assets],
-        asset_checks=[no_duplicate_documents],
         jobs=[*JOBS, gc_job, verify_job, *mixtures.jobs],
         schedules=[retokenize_schedule(), gc_schedule],
         sensors=[raw_files_sensor, *mixtures.sensors],

@@ -12,10 +12,11 @@ from .arguments import ArgumentError
 from .cache.checksum import verify_file
 from .cache.files import CachePath
 from .cache.verified import cached_path, ensure_local
-from .errors import MissingFileError, ShardLoaderError, StoreError
+from .errors import ManifestError, MissingFileError, ShardLoaderError, StoreError
 from .format import FileRef, open_shard
+from .format.tokenizer_file import tokenizer_file_problem
 from .mixture.info import describe
-from .mixture.opening import component_cache_dir, is_mixture, open_components, open_mixture
+from .mixture.opening import OpenedMixture, component_cache_dir, is_mixture, open_components, open_mixture
 from .opening import OpenedManifest, open_manifest
 
 
@@ -31,11 +32,19 @@ def _open(args: argparse.Namespace) -> OpenedManifest:
     return _known(open_manifest(args.url, cache_dir=args.cache_dir), args)
 
 
+def _mixture(args: argparse.Namespace) -> OpenedMixture:
+    """The mixture at the URL, each split it would serve (--split, default all) checked by the loader's own check."""
+    opened = open_mixture(args.url)
+    for name in args.split or opened.file.tokens_per_epoch:
+        opened.file.epoch_tokens(name, args.url)
+    return opened
+
+
 def _sources(args: argparse.Namespace) -> list[tuple[str, OpenedManifest, Path | None]]:
     """(label, opened manifest, cache) of the dataset at the URL, or of each component of a mixture (in its own folder
     under --cache-dir, as the loader keeps it), every split's table read and the splits named by --split known."""
     if is_mixture(args.url):
-        mixture = open_mixture(args.url)
+        mixture = _mixture(args)
         components = open_components(mixture, cache_dir=args.cache_dir)
         caches = [
             component_cache_dir(args.cache_dir, c.name) if args.cache_dir else None for c in mixture.file.components
@@ -54,10 +63,7 @@ def _splits(opened: OpenedManifest, args: argparse.Namespace) -> list[str]:
 
 def cmd_info(args: argparse.Namespace) -> int:
     if is_mixture(args.url):
-        opened_mixture = open_mixture(args.url)
-        for name in args.split or []:  # an unknown split is refused naming it, as for a dataset
-            opened_mixture.file.epoch_tokens(name, args.url)
-        print(describe(opened_mixture, as_json=args.json))
+        print(describe(_mixture(args), as_json=args.json))
         return 0
     opened = _open(args)
     m = opened.manifest
@@ -113,20 +119,25 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 1 if any(failed) else 0
 
 
-def _unmappable(
+def _refused(
     opened: OpenedManifest, cache: Path | None, args: argparse.Namespace, failed: set[str]
 ) -> list[ShardLoaderError]:
-    """The loader's check of each shard whose files verified (its token count and offsets against its table row, as
-    when it maps the shard), the error of each that fails it: a row whose count its files do not hold (0 tokens for
-    a shard that has some) is refused here as there."""
-    m, errors = opened.manifest, []
+    """The loader's checks of the files that verified, the error of each that fails: the tokenizer file against the
+    manifest's vocab_size and eod_id; each shard's token count and offsets against its table row, as when it maps the
+    shard (a row whose count its files do not hold, 0 tokens for a shard that has some, is refused here as there), and
+    its ids below vocab_size, as when it fills a batch (a full scan: verify reads every byte anyway)."""
+    m, errors = opened.manifest, list[ShardLoaderError]()
+    if m.tokenizer.file.key not in failed:
+        tokenizer = _plain(_where(opened, cache, m.tokenizer.file)).read_bytes()
+        if problem := tokenizer_file_problem(tokenizer, m.tokenizer):
+            errors.append(ManifestError(problem))
     for name in _splits(opened, args):
         for entry in m.split(name).shards:
             if entry.npy.key in failed or entry.bin.key in failed:
                 continue
             npy, bin_ = (_where(opened, cache, ref) for ref in (entry.npy, entry.bin))
             try:
-                open_shard(entry, _plain(npy), _plain(bin_), m.token_dtype)
+                open_shard(entry, _plain(npy), _plain(bin_), m.token_dtype, m.tokenizer.vocab_size)
             except ShardLoaderError as exc:
                 errors.append(exc)
     return errors
@@ -161,7 +172,7 @@ def _verify(args: argparse.Namespace, label: str, opened: OpenedManifest, cache:
             print(f"{label}BAD      {exc}")
             bad += 1
             failed.add(ref.key)
-    for error in _unmappable(opened, cache, args, failed):
+    for error in _refused(opened, cache, args, failed):
         print(f"{label}BAD      {error}")
         bad += 1
     if missing and cache is not None:

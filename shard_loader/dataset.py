@@ -13,7 +13,7 @@ import numpy as np
 
 from .arguments import ArgumentError, text
 from .cache.rotation import WindowCache
-from .errors import MissingFileError, NotFoundError
+from .errors import MissingFileError, NotFoundError, ShardFormatError
 from .format import MIXTURE_FORMAT, MixtureFile, Shard, ShardTable
 from .mixture.stream import MixtureStream
 from .opening import OpenedManifest, document_format, read_document
@@ -52,6 +52,7 @@ class TokenDataset:
             if document_format(raw) == MIXTURE_FORMAT
             else DatasetStream(self.url, o, (store, raw))
         )
+        self.vocab_size = self.components[0].opened.manifest.tokenizer.vocab_size  # a mixture's components share it
 
     # --- a dataset's one component, or a mixture's ---------------------------------------------------------------
 
@@ -161,10 +162,17 @@ class TokenDataset:
         return self.stream.components_of(shard_ids)
 
     def fill(self, out: np.ndarray, shards: dict[int, Shard], shard_ids: np.ndarray, starts: np.ndarray) -> None:
-        """Copy each sample's `span` tokens into the rows of `out` (int64), converting on the way."""
+        """Copy each sample's `span` tokens into the rows of `out` (int64), converting on the way; an id not below the
+        manifest's vocab_size is refused naming its shard (an embedding lookup would fail far from the cause)."""
         span = self.spec.span
         for row, (i, s) in enumerate(zip(shard_ids.tolist(), starts.tolist())):
             out[row] = shards[i].tokens[s : s + span]
+        if len(out) and (rows := np.flatnonzero(out.max(axis=1) >= self.vocab_size)).size:
+            row = int(rows[0])
+            raise ShardFormatError(
+                f"{shards[int(shard_ids[row])].entry.npy.key}: token id {int(out[row].max())} is not below the "
+                f"manifest's tokenizer.vocab_size {self.vocab_size}; the manifest does not describe its tokenizer"
+            )
 
     def positions(self, shards: dict[int, Shard], shard_ids: np.ndarray, starts: np.ndarray) -> np.ndarray:
         """Each input token's position within its document, from the shard's `.bin` offsets."""

@@ -131,3 +131,32 @@ def test_the_builder_installs_with_the_loader_distribution_as_a_dependency(tmp_p
     )
     assert defs.returncode == 0 and int(defs.stdout) >= 5, defs.stderr  # Dagster, pyarrow, tokenizers came with it
     assert _run([str(bin_dir / "shard-loader"), "--help"], tmp_path).returncode == 0
+
+
+def test_scripts_demo_says_what_it_is_doing_before_its_setup_installs_anything(tmp_path):
+    """Issue 47, item 13: the first run of `scripts/demo` printed nothing for the minutes `scripts/setup` spent making
+    .venv. Run in a copy of the scripts whose `uv` and `.venv` are stand-ins that only say when they start."""
+    (tmp_path / "scripts").mkdir()
+    for name in ("demo", "setup"):
+        shutil.copy2(ROOT / "scripts" / name, tmp_path / "scripts" / name)
+    bin_dir, venv_bin = tmp_path / "bin", tmp_path / ".venv" / "bin"
+    bin_dir.mkdir()
+    venv_bin.mkdir(parents=True)
+    for folder, name in ((bin_dir, "uv"), (venv_bin, "python"), (venv_bin, "shard-assets")):
+        (folder / name).write_text(f'#!/bin/sh\necho "{name} $1 $2"\n')
+        (folder / name).chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    out = subprocess.run(
+        ["scripts/demo"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=HUNG,
+    )
+    assert out.returncode == 0, out.stdout
+    lines = out.stdout.splitlines()
+    said = [i for i, line in enumerate(lines) if line.startswith("scripts/setup: installing both packages")]
+    assert said and said[0] < lines.index("uv pip uninstall"), lines  # said before the first install step
+    assert "scripts/setup: compiling bytecode" in lines and lines[-1] == "shard-assets build --spec", lines

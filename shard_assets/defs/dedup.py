@@ -1,6 +1,6 @@
 """Asset dedup: each partition's documents checked against the dataset-wide index (exact copies, near copies on
-request) and its decision stored: which documents tokenize leaves out, against which partition's kept copy. And a
-blocking check on splits that no two published documents are identical."""
+request) and its decision stored: which documents tokenize leaves out, against which partition's kept copy. And the
+blocking check on splits (run inside splits' step) that no two published documents are identical."""
 
 from typing import Any
 
@@ -9,9 +9,9 @@ import dagster as dg
 from ..lib.curation.dedup import update_index
 from ..lib.curation.dedup_apply import published_copies
 from ..lib.curation.dedup_records import RULES, DedupDecision
-from ..lib.layout import part_record_key, splits_record_key
-from ..lib.records import PartRecord, SplitsRecord, get_record, get_records
-from ..lib.state import current_tokenizer
+from ..lib.records import PartRecord
+from ..lib.spec import DatasetSpec
+from ..lib.store import ObjectStore
 from .code_versions import CODE_VERSIONS
 from .conventions import DATASET_ASSET
 from .figures import markdown_list
@@ -74,22 +74,23 @@ def dedup(
     return dg.MaterializeResult(data_version=dg.DataVersion(run_data_version(versions)))
 
 
-@dg.asset_check(
+NO_COPIES_SPEC = dg.AssetCheckSpec(
+    NO_COPIES,
     asset="splits",
-    name=NO_COPIES,
     blocking=True,
     description="No two published documents have the same normalised text, and none held by a published partition is "
     "left out of all of them (read from the dedup index and each partition's drops, never the documents).",
 )
-def no_duplicate_documents(dataset: DatasetResource, store: StoreResource) -> dg.AssetCheckResult:
-    spec, objects = dataset.spec(), store.store()
-    fingerprint = current_tokenizer(objects).fingerprint
-    summary = get_record(objects, splits_record_key(fingerprint), SplitsRecord, NO_COPIES)
-    keys = [part_record_key(fingerprint, p) for p in summary.partitions]
-    parts = dict(zip(summary.partitions, get_records(objects, keys, PartRecord, NO_COPIES)))
-    found = published_copies(objects, spec, parts)
+
+
+def no_duplicate_documents(store: ObjectStore, spec: DatasetSpec, parts: dict[str, PartRecord]) -> dg.AssetCheckResult:
+    """The check's result over the partitions splits selected: computed inside splits' own step, so every path that
+    materialises splits (jobs, backfills, the sensors, automation) evaluates it before the manifest can go live."""
+    found = published_copies(store, spec, parts)
     if found is None:
-        return dg.AssetCheckResult(passed=True, description="not checked: [dedup] exact = false publishes copies")
+        return dg.AssetCheckResult(
+            check_name=NO_COPIES, passed=True, description="not checked: [dedup] exact = false publishes copies"
+        )
     passed = found.copies == 0 and found.missing == 0 and not found.unindexed
     description = (
         f"{found.documents:,} published documents, {found.copies:,} repeating another's text"
@@ -102,6 +103,7 @@ def no_duplicate_documents(dataset: DatasetResource, store: StoreResource) -> dg
         )
     )
     return dg.AssetCheckResult(
+        check_name=NO_COPIES,
         passed=passed,
         description=description,
         metadata={

@@ -2,6 +2,7 @@
 only then replace `manifest.json` (write-audit-publish). A failed check leaves the live version untouched."""
 
 import hashlib
+from collections import Counter
 from typing import Any
 
 import dagster as dg
@@ -53,6 +54,7 @@ def lineage_of(
                 "raw_sha256": raw.sha256,
                 "raw_data_version": raw.data_version,
                 "raw_run_id": raw.run_id,
+                "raw_dropped": raw.dropped,
                 "tokenized_data_version": part.data_version,
                 "tokenized_run_id": part.run_id,
                 "encoder": to_plain(part.encoder) if part.encoder else None,
@@ -71,6 +73,7 @@ def lineage_of(
         "val_fraction": spec.val_fraction,
         "sources": [{"name": n, "partitions": len(files)} for n, files in sources.items()],
         "partitions_left_out": len(summary.left_out),
+        "raw_dropped": dict(sum((Counter(p.raw.dropped) for p in parts.values()), Counter())),
         "dedup": dedup_summary(spec, parts),
     }, detail
 

@@ -51,7 +51,7 @@ def partition_metadata(done: Ingested) -> dict[str, Any]:
     return {
         "dagster/row_count": stats.documents_out,
         "documents_in": stats.documents_in,
-        **{f"dropped_{reason}": stats.dropped[reason] for reason in ("empty", "too_short", "duplicate")},
+        **{f"dropped_{reason}": n for reason, n in record.dropped.items()},
         "source_files": markdown_list(f.uri for f in record.source_files or (record.source_file,)),
         "text_in": size(stats.bytes_in),
         "text_kept": size(stats.bytes_out),
@@ -63,7 +63,7 @@ def partition_metadata(done: Ingested) -> dict[str, Any]:
 
 def _summary(done: Ingested) -> str:
     stats = done.stats
-    drops = ", ".join(f"{reason} {stats.dropped[reason]:,}" for reason in ("empty", "too_short", "duplicate"))
+    drops = ", ".join(f"{reason} {n:,}" for reason, n in done.record.dropped.items())
     return (
         f"{done.record.partition}: {stats.documents_out:,} of {stats.documents_in:,} documents kept (dropped: "
         f"{drops}), {done.seconds:.1f} s"

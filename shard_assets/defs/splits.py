@@ -1,5 +1,6 @@
-"""Asset splits: which partitions the next version holds, token and document totals per split, and a
-blocking check that no document sits in both train and val."""
+"""Asset splits: which partitions the next version holds, token and document totals per split, and its two
+blocking checks (no document in both train and val; no published copies), computed in its own step so that every
+path that materialises it evaluates them."""
 
 import dagster as dg
 
@@ -11,6 +12,7 @@ from .code_versions import CODE_VERSIONS
 from .conventions import DATASET_ASSET
 from .figures import markdown_list, split_figures
 from .automation import REBUILD
+from .dedup import NO_COPIES_SPEC, no_duplicate_documents
 from .resources import DatasetResource, StoreResource
 from .tokenized_shards import tokenized_shards
 
@@ -31,7 +33,8 @@ TINY_SPLIT = 100  # documents; a smaller split gets a warning in the metadata (a
             asset="splits",
             blocking=True,
             description="No document (by hash of its normalised text) is in both train and val.",
-        )
+        ),
+        NO_COPIES_SPEC,
     ],
     description="Token and document totals per split over the tokenized partitions; failed or removed partitions left "
     "out with a reason.",
@@ -75,6 +78,7 @@ def splits(context: dg.AssetExecutionContext, dataset: DatasetResource, store: S
                 passed=overlap == 0,
                 description=disjoint,
                 metadata={"documents_in_both_splits": overlap},
-            )
+            ),
+            no_duplicate_documents(objects, spec, selection.parts),
         ],
     )

@@ -30,6 +30,7 @@ COMPRESSION = "zstd"
 # No dictionary or min/max statistics for the text column: documents are unique, so the dictionary is built and dropped,
 # and statistics of long texts are never read (0.040 -> 0.034 CPU-s to write 10.7 MB).
 TEXT_ENCODING = {"use_dictionary": ["doc_hash"], "write_statistics": ["doc_hash"]}
+DROP_REASONS = ("empty", "too_short", "duplicate")  # what reading a partition leaves out ("duplicate": within it)
 HISTOGRAM_EDGES = [0, 64, 256, 1024, 4096, 16384, 65536, 262144, math.inf]
 
 
@@ -173,6 +174,7 @@ def build_raw(
         data_version=stats.content_hash[:16],
         run_id=run_id,
         source_files=registered.files(),
+        dropped={reason: stats.dropped[reason] for reason in DROP_REASONS},
     )
     put_record(store, raw_record_key(partition), record)
     store.delete(ingest_failure_key(partition))

@@ -133,6 +133,9 @@ class RawRecord:
     data_version: str
     run_id: str
     source_files: tuple[SourceFileRef, ...] = ()
+    dropped: dict[str, int] = field(
+        default_factory=dict
+    )  # left out while reading, by reason ("duplicate": a copy within the partition); empty in older records
 
 
 @dataclass(frozen=True)

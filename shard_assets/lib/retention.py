@@ -151,6 +151,9 @@ def leases(store: ObjectStore, now: float) -> tuple[list[Hold], list[tuple[str, 
             live.append(Hold(lease.version, key, lease.kind, lease.note, until))
         else:
             lapsed.append((key, size))
+    for key, what in store.unlisted(f"{READERS_DIR}/"):
+        if key.endswith(".json"):  # where a lease would be, something no reader could have written
+            log.warning("gc: %s: %s, not a reader lease: it holds nothing (left in place)", key, what)
     return live, lapsed
 
 

@@ -40,6 +40,14 @@ def test_a_missing_spec_names_the_file_and_the_command_that_writes_the_demo(tmp_
     )
 
 
+def test_the_demo_spec_given_from_another_folder_names_that_folder_and_offers_no_demo_there(tmp_path):
+    """Issue 47, item 9: `--spec data/demo/demo.toml` from a folder that is not the project's answered `run
+    'shard-assets demo' to write the demo spec there`."""
+    out = _cli("build", "--spec", "data/demo/demo.toml", cwd=tmp_path)
+    _one_line_error(out, rf"data/demo/demo.toml: dataset spec file not found, and {tmp_path} is not the project folder")
+    assert "shard-assets demo" not in out.stderr
+
+
 @pytest.mark.parametrize(
     "body, pattern",
     [

@@ -20,7 +20,7 @@ from tokenizers import Tokenizer
 
 import shard_loader
 from shard_assets.definitions import ASSETS, build_definitions
-from shard_assets.defs.dedup import NO_COPIES, no_duplicate_documents
+from shard_assets.defs.dedup import NO_COPIES
 from shard_assets.lib.retention import DAY, Policy, collect, plan_collection
 from shard_assets.lib.spec import load_spec
 from shard_assets.lib.verification import verify_live_version
@@ -114,7 +114,7 @@ class LastFirst:
 def _publish(inst: dg.DagsterInstance, resources: dict) -> dg.AssetCheckEvaluation:
     """splits and manifest materialized (a failed blocking check is not raised); the dedup check's evaluation."""
     result = dg.materialize(
-        [*ASSETS, no_duplicate_documents],
+        ASSETS,
         selection=["splits", "manifest"],
         instance=inst,
         resources=resources,
@@ -333,3 +333,18 @@ def test_adding_files_keeps_what_is_published_and_a_removed_copy_is_replaced(cor
     assert reclaimed == {"a.part1": len(set(c.exact) & c.in_file("a/part1.jsonl"))}
     _assert_splits_by_hash(docs)
     assert result.checks["no_duplicate_documents"] is True
+
+
+def test_the_lineage_counts_the_copies_left_out_within_a_file(tmp_path):
+    """Issue 47, item 7: a file's own copies were counted only in Dagster metadata (`dropped_duplicate`)."""
+    from tests.support.dagster_helpers import tiny_dataset
+
+    spec, store, resources = tiny_dataset(tmp_path, files=2, docs=60)
+    part1 = tmp_path / "src" / "part1.jsonl"
+    lines = part1.read_text().splitlines()
+    part1.write_text("\n".join(lines + lines[:7]) + "\n")  # seven documents twice in one file
+    build_dataset(dg.DagsterInstance.ephemeral(), load_spec(spec), resources)
+    lineage = shard_loader.open_manifest(str(store)).lineage()
+    files = {f["partition"]: f for s in lineage["sources"] for f in s["files"]}
+    assert files["web.part1"]["raw_dropped"]["duplicate"] == 7 and files["web.part0"]["raw_dropped"]["duplicate"] == 0
+    assert lineage["raw_dropped"] == {"duplicate": 7}

@@ -88,3 +88,38 @@ def test_a_size_past_any_number_is_refused_naming_the_argument(text):
 
     with pytest.raises(ArgumentError, match=rf"^disk_budget must be a byte count or a size such as '200GB'.*{text!r}"):
         size_in_bytes("disk_budget", text)
+
+
+def _hidden(store, v1):  # a holder named with `..`: its key's last part starts with a dot
+    path = store / "readers" / v1 / "...json"
+    path.write_bytes(Lease(v1, "pin-a", "pin", 3600.0, "dots").to_bytes())
+    return path
+
+
+def _link(store, v1):
+    (store / "elsewhere.json").write_bytes(Lease(v1, "pin-b", "pin", 3600.0, "link").to_bytes())
+    path = store / "readers" / v1 / "pin-b.json"
+    path.symlink_to(store / "elsewhere.json")
+    return path
+
+
+def _folder(store, v1):
+    path = store / "readers" / v1 / "pin-c.json"
+    path.mkdir()
+    return path
+
+
+@pytest.mark.parametrize("make", [_hidden, _link, _folder], ids=["holder-with-dots", "symlink", "directory"])
+def test_gc_names_a_lease_it_cannot_read_however_it_is_malformed(tmp_path, make):
+    """Issue 47, item 6: these three were skipped by the store's listing, so gc ignored them without a word."""
+    store = tmp_path / "store"
+    v1, _ = _two_versions(store)
+    (store / "readers" / v1).mkdir(parents=True)
+    path = make(store, v1)
+    out = _cli(
+        "shard_assets.cli", "gc", "--store", str(store), "--keep", "1", "--max-age", "0s", "--grace", "0s", cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stderr
+    key = path.relative_to(store).as_posix()
+    assert f"{key}: " in out.stdout + out.stderr and "holds nothing" in out.stdout + out.stderr, out.stderr
+    assert f"versions dropped  1: {v1}" in out.stdout and os.path.lexists(path)

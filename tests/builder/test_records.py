@@ -123,8 +123,8 @@ def test_the_record_module_holds_every_record_type_the_builder_stores():
         ),
         ({**json.loads(to_json(RAW)), "documents": True}, r"raw/web/a.json.documents: expected int, got True"),
         (
-            ["web.a", "web", json.loads(to_json(SOURCE))] + [None] * 7,
-            r"raw/web/a.json: expected at most 9 fields, got 10",
+            ["web.a", "web", json.loads(to_json(SOURCE))] + [None] * 8,
+            r"raw/web/a.json: expected at most 10 fields, got 11",
         ),
         ([], r"raw/web/a.json: missing field 'partition'"),
     ],

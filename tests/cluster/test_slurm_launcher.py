@@ -130,9 +130,11 @@ def _run(status: dg.DagsterRunStatus, job_id: str | None, submitted_for: str = "
     return dg.DagsterRun(job_name="tokenize_job", run_id="r-1", status=status, tags=tags)
 
 
-def test_the_health_check_fails_a_started_run_whose_job_ended(fake_slurm, monkeypatch):
+def test_the_health_check_fails_a_started_run_whose_job_ended(fake_slurm, monkeypatch, tmp_path):
+    """Its jobs' output is named in this test's own folder: Slurm's default, /tmp/slurm-<job>.out, is a path any
+    process on the host may have left (a stray /tmp/slurm-8.out failed this test on a shared machine)."""
     monkeypatch.setattr(sbatch, "COMMAND_SECONDS", 30)
-    launcher = SlurmRunLauncher()
+    launcher = SlurmRunLauncher(output=f"{tmp_path}/slurm-%j.out")
     started = dg.DagsterRunStatus.STARTED
     assert launcher.check_run_worker_health(_run(started, "7")).status == WorkerStatus.RUNNING
     oom = launcher.check_run_worker_health(_run(started, "8"))
@@ -140,7 +142,7 @@ def test_the_health_check_fails_a_started_run_whose_job_ended(fake_slurm, monkey
         oom.status == WorkerStatus.FAILED
         and oom.msg
         == "Slurm job 8 OUT_OF_MEMORY on n2 (OutOfMemory) while the run was STARTED; "
-        "its output: /tmp/slurm-8.out on the node"
+        f"its output: {tmp_path}/slurm-8.out on the node"
     )
     assert "Slurm job 5 NODE_FAIL on n2" in launcher.check_run_worker_health(_run(started, "5")).msg
     gone = launcher.check_run_worker_health(_run(started, "6"))
@@ -149,7 +151,7 @@ def test_the_health_check_fails_a_started_run_whose_job_ended(fake_slurm, monkey
     inherited = launcher.check_run_worker_health(_run(dg.DagsterRunStatus.STARTING, "5", submitted_for="parent"))
     assert inherited.status == WorkerStatus.UNKNOWN  # a retry is never judged by its parent's (NODE_FAIL) job
     _fake(fake_slurm, "squeue", "printf '7|COMPLETED|n1|None\\n'")
-    launcher = SlurmRunLauncher()
+    launcher = SlurmRunLauncher(output=f"{tmp_path}/slurm-%j.out")
     assert (
         launcher.check_run_worker_health(_run(started, "7")).status == WorkerStatus.FAILED
     )  # the job ended, the run never said so

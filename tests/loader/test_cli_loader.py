@@ -70,3 +70,42 @@ def test_an_unknown_split_is_refused_naming_the_known_ones(tmp_path, command, ca
     write_dataset(tmp_path, {"train": [random_docs(rng, 10)], "val": [random_docs(rng, 3)]})
     assert main([command, str(tmp_path), "--split", "trian"]) == 2
     assert "split 'trian' is not in synthetic version v1; its splits are train, val" in capsys.readouterr().err
+
+
+def _forge_tokenizer(root, **fields):
+    """The published manifest's tokenizer fields edited (its shards and tokenizer file left as they are)."""
+    import json
+
+    for path in (root / "manifest.json", *(root / "manifests").glob("*.json")):
+        doc = json.loads(path.read_text())
+        doc["tokenizer"].update(fields)
+        path.write_text(json.dumps(doc))
+
+
+def test_verify_checks_the_manifests_vocab_size_and_eod_id_against_its_tokenizer_file_and_shards(tmp_path):
+    """Issue 47, item 5: a vocab_size below the largest token id, or an eod_id that is not the tokenizer's special
+    token, was verified (rc 0)."""
+    rng = np.random.default_rng(3)
+    pub = tmp_path / "pub"
+    m = write_dataset(pub, {"train": [random_docs(rng, 10, vocab_size=1000)]}, vocab_size=1000)
+    assert _run("verify", str(pub)).returncode == 0
+    _forge_tokenizer(pub, vocab_size=900)
+    below = _run("verify", str(pub))
+    assert below.returncode == 1 and "1,000 tokens, the manifest's tokenizer.vocab_size says 900" in below.stdout
+    assert f"{m.splits['train'].shards[0].npy.key}: token id 999 is not below vocab_size 900" in below.stdout
+    _forge_tokenizer(pub, vocab_size=1000, eod_id=5)
+    eod = _run("verify", str(pub))
+    assert eod.returncode == 1 and "tokenizer.eod_id 5 is not a special token" in eod.stdout, eod.stdout
+
+
+def test_the_loader_refuses_a_token_id_past_the_manifests_vocab_size_naming_the_shard(tmp_path):
+    import shard_loader
+
+    rng = np.random.default_rng(4)
+    pub = tmp_path / "pub"
+    m = write_dataset(pub, {"train": [random_docs(rng, 10, vocab_size=1000)]}, vocab_size=1000)
+    assert len(list(shard_loader.TokenDataset(str(pub), seq_len=16, batch_size=2))) > 0
+    _forge_tokenizer(pub, vocab_size=900)
+    key = m.splits["train"].shards[0].npy.key
+    with pytest.raises(shard_loader.ShardFormatError, match=f"{key}: token id 9.. is not below the manifest's"):
+        list(shard_loader.TokenDataset(str(pub), seq_len=16, batch_size=2))

@@ -63,3 +63,18 @@ def test_info_fetch_verify_a_mixture(tmp_path):
     (store / "math/manifests/math-v1.json").write_text((store / "math/manifests/math-v1.json").read_text() + " ")
     refused = _run("info", url)
     assert refused.returncode == 2 and "component 'math'" in refused.stderr and "pinned as" in refused.stderr
+
+
+def test_info_and_verify_refuse_a_mixture_the_loader_refuses_with_its_words(tmp_path):
+    """Issue 47, item 4: tokens_per_epoch past 2**48 (epoch arithmetic would overflow) was described by info
+    (`repeats: 8235153604334622.00`) and verified (rc 0) while the loader refused it."""
+    import shard_loader
+
+    store = write_components(tmp_path / "store", PARTS)
+    url = write_mixture(store, "blend", PARTS, tokens_per_epoch=(1 << 48) + 1)
+    with pytest.raises(shard_loader.ManifestError) as loader:
+        shard_loader.TokenDataset(url, seq_len=16, batch_size=2)
+    for command in ("info", "verify"):
+        refused = _run(command, url)
+        assert refused.returncode == 2 and "repeats" not in refused.stdout, (command, refused.stdout)
+        assert str(loader.value) in refused.stderr, (command, refused.stderr)

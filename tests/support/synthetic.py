@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -36,6 +37,15 @@ def _npy_bytes(tokens: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
+@functools.cache
+def tokenizer_file(vocab_size: int, eod_id: int) -> bytes:
+    """A tokenizer.json of `vocab_size` tokens whose special token is `eod_id`, as the `tokenizers` library writes one
+    (what `shard-loader verify` compares the manifest's tokenizer fields with)."""
+    vocab = {f"t{i}": i for i in range(vocab_size) if i != eod_id} | {"<|eod|>": eod_id}
+    added = [{"id": eod_id, "content": "<|eod|>", "special": True}]
+    return json.dumps({"added_tokens": added, "model": {"type": "WordLevel", "vocab": vocab}}).encode()
+
+
 def write_dataset(
     root: str | Path,
     splits: dict[str, list[list[np.ndarray]]],
@@ -52,7 +62,7 @@ def write_dataset(
     """
     root = Path(root)
     dtype = token_dtype_for(vocab_size)
-    tok_ref = _ref(root, f"tokenizers/{tag}/tokenizer.json", b'{"synthetic": true}\n')
+    tok_ref = _ref(root, f"tokenizers/{tag}/tokenizer.json", tokenizer_file(vocab_size, eod_id))
     infos = {}
     for split, shards in splits.items():
         entries = []

@@ -201,6 +201,11 @@ class ObjectStore(ABC):
         """Remove the object at `key`; a missing key is not an error."""
         self._do("delete", key, lambda: self.remove(key), retry=False)
 
+    def unlisted(self, prefix: str) -> list[tuple[str, str]]:
+        """(key, what it is) of each entry under `prefix` that `list` leaves out because it is no plain object (a
+        link, a folder, a hidden file): a local folder's; an object store has none."""
+        return []
+
     def list(self, prefix: str) -> list[tuple[str, int]]:
         """(key, size) of every object whose key starts with `prefix`, sorted by key."""
         return self._do("list", prefix, lambda: self._listing(prefix))

@@ -64,10 +64,17 @@ class LocalFolderStore(LocalStore, ObjectStore):
         return ObjectInfo(st.st_size, st.st_mtime)
 
     def _listing(self, prefix: str) -> list[tuple[str, int]]:
+        return self._walk(prefix)[0]
+
+    def unlisted(self, prefix: str) -> list[tuple[str, str]]:
+        return self._walk(prefix)[1]
+
+    def _walk(self, prefix: str) -> tuple[list[tuple[str, int]], list[tuple[str, str]]]:
+        """(key, size) of each plain file under `prefix`, and (key, what it is) of each entry there that is not one."""
         folder = self.root / prefix.rsplit("/", 1)[0] if "/" in prefix else self.root
         if not folder.is_dir():
-            return []
-        found, pending = [], [(folder, folder.relative_to(self.root).as_posix())]
+            return [], []
+        found, odd, pending = [], [], [(folder, folder.relative_to(self.root).as_posix())]
         with self._os_errors("list", prefix):
             while (
                 pending
@@ -78,13 +85,14 @@ class LocalFolderStore(LocalStore, ObjectStore):
                         key = f"{rel}/{entry.name}" if rel != "." else entry.name
                         if entry.is_dir(follow_symlinks=False):
                             pending.append((Path(entry.path), key))
-                        elif (
-                            entry.is_file(follow_symlinks=False)
-                            and not entry.name.startswith(".")
-                            and key.startswith(prefix)
-                        ):
+                        if not key.startswith(prefix):
+                            continue
+                        if entry.is_file(follow_symlinks=False) and not entry.name.startswith("."):
                             found.append((key, entry.stat(follow_symlinks=False).st_size))
-        return sorted(found)
+                        else:
+                            what = "a folder" if entry.is_dir(follow_symlinks=False) else "a link"
+                            odd.append((key, what if not entry.is_file(follow_symlinks=False) else "a hidden file"))
+        return sorted(found), sorted(odd)
 
     def _holds(self, key: str, info: ObjectInfo, path: Path, ref: FileRef) -> bool:
         """A local file has no stored checksum: it is hashed again (a local read, cheaper than any upload)."""
