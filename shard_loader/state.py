@@ -39,10 +39,7 @@ class Envelope:
 
 def sealed(kind: str, *records: object) -> StateDict:
     """A stream's records in the envelope: a flat dict of plain values (JSON- and torch.save-friendly)."""
-    state: StateDict = {"version": STATE_VERSION, "kind": kind}
-    for record in records:
-        state.update(to_plain(record))
-    return state
+    return {"version": STATE_VERSION, "kind": kind, **{k: v for r in records for k, v in to_plain(r).items()}}
 
 
 def opened(state: Any, kind: str) -> StateDict:
