@@ -47,30 +47,23 @@ class TokenDataset:
         self.split, self.batch_size, self.seed, self.spec = o.split, o.batch_size, o.seed, o.spec
         self.world, self.position_ids = o.world, o.position_ids
         store, raw = read_document(self.url, o.store_options)
-        self.stream: Stream = (
-            MixtureStream(self.url, o, (store, raw))
-            if document_format(raw) == MIXTURE_FORMAT
-            else DatasetStream(self.url, o, (store, raw))
-        )
+        # the stream the document names, the mixture file (None: a dataset) and the datasets' streams, in its order
+        if document_format(raw) == MIXTURE_FORMAT:
+            mixture = MixtureStream(self.url, o, (store, raw))
+            self.stream: Stream = mixture
+            self.mixture: MixtureFile | None = mixture.mixture
+            self.components: list[DatasetStream] = [*mixture.components]
+        else:
+            self.stream = one = DatasetStream(self.url, o, (store, raw))
+            self.mixture, self.components = None, [one]
         self.vocab_size = self.components[0].opened.manifest.tokenizer.vocab_size  # a mixture's components share it
 
-    # --- a dataset's one component, or a mixture's ---------------------------------------------------------------
-
-    @property
-    def components(self) -> list[DatasetStream]:
-        """The streams of the datasets served: a mixture's components, in its file's order; a dataset alone."""
-        stream = self.stream
-        return [*stream.components] if isinstance(stream, MixtureStream) else [self._one()]
-
-    @property
-    def mixture(self) -> MixtureFile | None:
-        """The mixture file served, None for a dataset."""
-        return self.stream.mixture if isinstance(self.stream, MixtureStream) else None
+    # --- a dataset's one component ---------------------------------------------------------------------------------
 
     def _one(self) -> DatasetStream:
-        if not isinstance(self.stream, DatasetStream):
+        if self.mixture is not None:
             raise ArgumentError(f"{self.url} is a mixture: its windows, shards and cache are each component's")
-        return self.stream
+        return self.components[0]
 
     @property
     def opened(self) -> OpenedManifest:
@@ -209,9 +202,9 @@ class TokenDataset:
         try:
             yield
         except (NotFoundError, MissingFileError) as exc:
-            if not isinstance(self.stream, DatasetStream):  # a mixture's components say which one is gone
+            if self.mixture is not None:  # a mixture's components say which one is gone
                 raise
-            raise collected_error(self.stream.opened.store, self.stream.opened.manifest.version, exc) from None
+            raise collected_error(self.opened.store, self.opened.manifest.version, exc) from None
 
     @property
     def stats(self) -> LoaderStats:

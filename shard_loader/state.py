@@ -1,4 +1,4 @@
-"""The resumable position of a rank's stream, and what a saved position must agree with to be honoured.
+"""The envelope every saved state goes through (`sealed`, `opened`), and a dataset's position and what it must match.
 
 A state holds a global position (epoch, window of the visiting order, samples of that window
 already served over all ranks), so it is the same on every rank that saved at the same step
@@ -14,33 +14,50 @@ from typing import Any, TypeVar
 from .errors import ShardLoaderError
 from .format.codec import from_dict, to_plain
 from .sampler import Cursor
+from .stream_protocol import StateDict
 
-STATE_VERSION = 2
+STATE_VERSION = 3  # 3: every stream's state in one envelope; 2 (read still): a dataset's named no kind
+DATASET_KIND, MIXTURE_KIND = "shard-dataset", "shard-mixture"
+_KINDS = {DATASET_KIND: "a dataset", MIXTURE_KIND: "a mixture"}
 
 
 class StateError(ShardLoaderError):
     """A saved state is malformed or does not describe this dataset's stream."""
 
 
-MIXTURE_KIND = "shard-mixture"
-_KINDS = {None: "a dataset", MIXTURE_KIND: "a mixture"}  # what saved a state, by its `kind` (a dataset's has none)
-
-
 R = TypeVar("R")
 
 
-def check_saved(state: Any, kind: str | None, version: int) -> None:
-    """Refuse a state that is not a dict saved by this kind of stream at this version."""
+@dataclass(frozen=True)
+class Envelope:
+    """What every saved state holds beside its stream's own fields (flat, so `state["epoch"]` reads as documented): the
+    format version and the kind of stream that saved it (None: a version-2 dataset's, written before kinds)."""
+
+    version: int
+    kind: str | None = None
+
+
+def sealed(kind: str, *records: object) -> StateDict:
+    """A stream's records in the envelope: a flat dict of plain values (JSON- and torch.save-friendly)."""
+    return {"version": STATE_VERSION, "kind": kind, **{k: v for r in records for k, v in to_plain(r).items()}}
+
+
+def opened(state: Any, kind: str) -> StateDict:
+    """A state's fields once its envelope (this one or version 2's) says a `kind` stream saved it; another stream's or
+    release's is refused, naming the field."""
     if not isinstance(state, dict):
         raise StateError(f"state_dict must be a dict, got {type(state).__name__}")
-    if state.get("kind") != kind:
-        saved, mine = _KINDS.get(state.get("kind"), repr(state.get("kind"))), _KINDS[kind]
-        raise StateError(f"state_dict was saved by {saved}, not {mine}: it cannot be loaded into {mine}")
-    if state.get("version") != version:
+    envelope = state_record(Envelope, state)
+    if envelope.version not in (2, STATE_VERSION):
         raise StateError(
-            f"state_dict version {state.get('version')!r} is not {version}: it was saved by another shard_loader "
-            "release, whose stream differs; restore it with that release, or start this one afresh"
+            f"state_dict version {envelope.version!r} is not {STATE_VERSION} or 2: it was saved by another "
+            "shard_loader release, whose stream differs; restore it with that release, or start this one afresh"
         )
+    saved = envelope.kind or (DATASET_KIND if envelope.version == 2 else "")
+    if saved != kind:
+        by, mine = _KINDS.get(saved, f"kind {envelope.kind!r}"), _KINDS[kind]
+        raise StateError(f"state_dict was saved by {by}, not {mine}: it cannot be loaded into {mine}")
+    return state
 
 
 def own(value: object, kind: type[R], stream: str) -> R:
@@ -120,15 +137,14 @@ class LoaderState:
     world_size: int
     position: Position
 
-    def to_dict(self) -> dict[str, Any]:
-        """A flat dict of plain values (JSON- and torch.save-friendly)."""
+    def to_dict(self) -> StateDict:
         p = self.position
         place = _Place(self.world_size, p.epoch, p.cursor.window, p.cursor.sample, p.batches)
-        return {"version": STATE_VERSION, **to_plain(self.key), **to_plain(place)}
+        return sealed(DATASET_KIND, self.key, place)
 
     @classmethod
     def from_dict(cls, state: dict[str, Any]) -> LoaderState:
-        check_saved(state, None, STATE_VERSION)
+        state = opened(state, DATASET_KIND)
         key, at = state_record(StreamKey, state), state_record(_Place, state)
         return cls(key, at.world_size, Position(at.epoch, Cursor(at.window, at.sample), at.batches))
 

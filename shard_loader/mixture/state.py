@@ -12,11 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from ..format.codec import to_plain
-from ..state import MIXTURE_KIND, StateError, check_saved, own, state_record
+from ..state import MIXTURE_KIND, StateError, opened, own, sealed, state_record
+from ..stream_protocol import StateDict
 from .interleave import BlockState
-
-STATE_VERSION = 2  # 2: epochs hold exact quotas and start their interleave afresh (the `series` field)
 
 
 @dataclass(frozen=True)
@@ -120,8 +118,7 @@ class MixtureState:
     consumed: tuple[int, ...]  # each component's samples consumed before position.served
     component_epochs: tuple[int, ...]  # consumed // samples per epoch: for people reading a state
 
-    def to_dict(self) -> dict[str, Any]:
-        """A flat dict of plain values and lists (JSON- and torch.save-friendly)."""
+    def to_dict(self) -> StateDict:
         p = self.position
         counts = _Counts(
             self.block_samples,
@@ -135,14 +132,11 @@ class MixtureState:
             self.component_epochs,
             tuple(p.block.to_list()),
         )
-        state: dict[str, Any] = {"version": STATE_VERSION, "kind": MIXTURE_KIND}
-        for record in (self.key, self.weights, counts):
-            state.update(to_plain(record))
-        return state
+        return sealed(MIXTURE_KIND, self.key, self.weights, counts)
 
     @classmethod
     def from_dict(cls, state: dict[str, Any]) -> MixtureState:
-        check_saved(state, MIXTURE_KIND, STATE_VERSION)
+        state = opened(state, MIXTURE_KIND)
         key, weights, c = state_record(StreamKey, state), state_record(Weights, state), state_record(_Counts, state)
         n = len(key.components)
         per_component = {"datasets": key.datasets, "windows": key.windows, "weights": weights.weights}

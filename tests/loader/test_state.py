@@ -102,7 +102,13 @@ def test_a_state_from_another_dataset_version_or_split_is_refused(root, tmp_path
 
 @pytest.mark.parametrize(
     "state,message",
-    [({}, "version None"), ({"version": 2}, "state_dict: missing field 'dataset'"), ("x", "must be a dict")],
+    [
+        ({}, "state_dict: missing field 'version'"),
+        ({"version": 2}, "state_dict: missing field 'dataset'"),
+        ({"version": 3}, "state_dict was saved by kind None, not a dataset"),
+        ({"version": 1, "kind": "shard-dataset"}, "state_dict version 1 is not 3 or 2: it was saved by another"),
+        ("x", "must be a dict"),
+    ],
 )
 def test_a_malformed_state_is_refused(root, state, message):
     with pytest.raises(StateError, match=message):
