@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import types
 from collections.abc import Sequence
+from functools import cache
+from typing import Any
 
 import numpy as np
 
@@ -51,9 +53,8 @@ def reference_filters(settings: FilterSettings) -> list[tuple[str, object]]:
         LanguageFilter,
     )
     from datatrove.utils.lid import FT176LID
-    from fasttext.FastText import _FastText
 
-    ft = _FastText(str(lid_model().path))  # the bundled lid.176.ftz, never the Hub's lid.176.bin
+    ft: Any = _bundled_lid()
     model = types.SimpleNamespace(predict=lambda text, k: (lambda ls, ps: (ls, np.asarray(ps)))(*ft.predict(text, k)))
     FT176LID.model = property(lambda self: model)  # fasttext-predict gives floats where datatrove calls .item()
     LanguageFilter._requires_dependencies = []  # fasttext-predict's `fasttext`, not the distribution it names
@@ -67,6 +68,14 @@ def reference_filters(settings: FilterSettings) -> list[tuple[str, object]]:
         "fineweb_quality": lambda r: FineWebQualityFilter(**{**vars(r), "stop_chars": tuple(r.stop_chars) or None}),
     }
     return [(name, made[name](rule)) for name, rule in settings.rules]
+
+
+@cache
+def _bundled_lid() -> object:
+    """The bundled lid.176.ftz, never the Hub's lid.176.bin, loaded once."""
+    from fasttext.FastText import _FastText
+
+    return _FastText(str(lid_model().path))
 
 
 def reference_decide(texts: Sequence[str], settings: FilterSettings) -> list[tuple[str | None, str | None]]:
