@@ -144,8 +144,10 @@ class FilterSettings:
 
     @property
     def fingerprint(self) -> str:
-        """16 hex digits that change with any parameter or the model: a filter stage's version."""
-        return hashlib.sha256(json.dumps(self.lineage(), sort_keys=True).encode()).hexdigest()[:16]
+        """16 hex digits that change with any parameter or the model (not with the preset's name, nor the guard's
+        sample): a filter stage's version."""
+        decisive = {k: v for k, v in self.lineage().items() if k != "preset"}
+        return hashlib.sha256(json.dumps(decisive, sort_keys=True).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
