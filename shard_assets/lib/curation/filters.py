@@ -325,8 +325,7 @@ def _gopher_repetition(text: str, r: GopherRepetitionRule, w: Words) -> str | No
     ):
         return None
     words = w.words(text)
-    vocab: dict[str, int] = {}
-    ids = np.fromiter((vocab.setdefault(x, len(vocab)) for x in words), np.uint64, len(words)) + np.uint64(1)
+    ids = np.fromiter(map(hash, words), np.int64, len(words)).view(np.uint64)  # str hashes: cached on the words
     ends = np.concatenate(([0], np.cumsum(np.fromiter(map(len, words), np.int64, len(words)))))
     for size, frac in r.top_n_grams:  # the most frequent n-gram (first seen among ties), " "-joined
         h = _ngram_hashes(ids, size)
@@ -336,9 +335,13 @@ def _gopher_repetition(text: str, r: GopherRepetitionRule, w: Words) -> str | No
             i = first[counts == best].min()
             if (ends[i + size] - ends[i] + size - 1) * best / len(text) > frac:
                 return None
-    for size, frac in r.dup_n_grams:
-        if _all_duplicate_chars(_ngram_hashes(ids, size), ends, size) / len(text) > frac:
-            return None
+    unrepeated = len(words) + 1  # from this size on no n-gram repeats, so none counts
+    for size, frac in sorted(r.dup_n_grams):  # the order of the checks never changes the decision
+        if size < unrepeated:
+            chars = _all_duplicate_chars(_ngram_hashes(ids, size), ends, size)
+            unrepeated = size if chars == 0 else unrepeated
+            if chars / len(text) > frac:
+                return None
     return text
 
 
