@@ -60,9 +60,7 @@ def reference_filters(settings: FilterSettings) -> list[tuple[str, object]]:
     LanguageFilter._requires_dependencies = []  # fasttext-predict's `fasttext`, not the distribution it names
     made = {
         "language": lambda r: LanguageFilter(languages=list(r.languages), language_threshold=r.language_threshold),
-        "gopher_repetition": lambda r: GopherRepetitionFilter(
-            **{k: v for k, v in vars(r).items()},
-        ),
+        "gopher_repetition": lambda r: GopherRepetitionFilter(**vars(r)),
         "gopher_quality": lambda r: GopherQualityFilter(**{**vars(r), "stop_words": list(r.stop_words)}),
         "c4": lambda r: C4QualityFilter(**vars(r)),
         "fineweb_quality": lambda r: FineWebQualityFilter(**{**vars(r), "stop_chars": tuple(r.stop_chars) or None}),
