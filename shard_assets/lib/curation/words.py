@@ -15,7 +15,7 @@ from functools import cache, lru_cache
 from pathlib import Path
 
 RULES_FILE = Path(__file__).with_name("english_words.json")
-_CACHE_LIMIT = 1 << 20  # distinct chunks remembered before the cache starts again
+_CACHE_LIMIT = 1 << 18  # distinct chunks remembered (about 50 MB) before the cache starts again
 
 
 class EnglishWords:
