@@ -184,6 +184,7 @@ def test_definitions_snapshot(tmp_path):
     graph = defs.resolve_asset_graph()
     assert sorted(k.to_user_string() for k in graph.get_all_asset_keys()) == [
         "dedup",
+        "eval_index",
         "manifest",
         "mixture/blend",
         "mixture/blend_components",
@@ -208,6 +209,7 @@ def test_definitions_snapshot(tmp_path):
         "weights_positive",
     ]
     assert sorted(j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__")) == [
+        "eval_index_job",
         "gc_job",
         "ingest_job",
         "mixture_job",
