@@ -57,8 +57,8 @@ def eval_index(dataset: DatasetResource, store: StoreResource) -> dg.Materialize
             "eval_sets": markdown_list(f"`{n}`" for n in index.names),
             "passages": index.passages,
             "ngram": index.ngram,
-            "ngrams": len(index.hashes),
-            "memory": size(index.hashes.nbytes + index.sets.nbytes + index.filter.nbytes),
+            "ngrams": len(index.grams.hashes),
+            "memory": size(index.nbytes),
             "key": _link(objects, index.key),
         },
     )

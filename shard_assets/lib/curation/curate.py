@@ -54,7 +54,7 @@ def _sample(text: str, doc: int, rule: str, index: EvalIndex) -> DroppedSample:
 
     hashes, _ = ngram_hashes(pa.array([text], pa.large_string()), index.ngram)
     words = words_of(text)
-    at = np.flatnonzero(index.matches(hashes) >= 0)[:SAMPLE_MATCHES].tolist()
+    at = np.flatnonzero(index.grams.find(hashes) >= 0)[:SAMPLE_MATCHES].tolist()
     matched = tuple(" ".join(words[j : j + index.ngram]) for j in at)
     return DroppedSample(doc, rule, matched, text[:SAMPLE_CHARS])
 
@@ -78,11 +78,9 @@ def _curate(store: ObjectStore, raw: RawRecord, index: EvalIndex, settings: str)
                 texts, doc_hashes = batch.column("text"), batch.column("doc_hash")
                 keep = np.ones(len(texts), dtype=bool)
                 # The quality filters (issue 44) plug in here, before decontamination, and may rewrite `texts`.
-                hashes, docs = ngram_hashes(texts, index.ngram)
-                found = index.matches(hashes)
-                hit_docs, first = np.unique(docs[found >= 0], return_index=True)
-                keep[hit_docs] = False
-                for i, s in zip(hit_docs.tolist(), found[found >= 0][first].tolist()):
+                found = index.contaminated(texts)
+                keep[found >= 0] = False
+                for i, s in zip(np.flatnonzero(found >= 0).tolist(), found[found >= 0].tolist()):
                     dropped[index.names[s]] += 1
                     if len(samples) < SAMPLES:
                         samples.append(_sample(texts[i].as_py(), doc_hashes[i].as_py(), index.names[s], index))
