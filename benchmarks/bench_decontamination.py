@@ -59,7 +59,7 @@ def _stage(spec_path: Path, store_root: Path) -> dict:
     import pyarrow.parquet as pq
 
     from shard_assets.lib.curation.curate import curated_input
-    from shard_assets.lib.curation.decontamination import build_eval_index
+    from shard_assets.lib.curation.decontamination import build_eval_index, store_eval_index
     from shard_assets.lib.layout import RAW_PREFIX
     from shard_assets.lib.records import RawRecord, get_record
     from shard_assets.lib.spec import load_spec
@@ -67,7 +67,8 @@ def _stage(spec_path: Path, store_root: Path) -> dict:
 
     spec, store = load_spec(spec_path), LocalFolderStore(store_root)
     started = time.process_time()
-    index = build_eval_index(spec)  # once per build (cached per process): not a per-document cost
+    index = build_eval_index(spec)  # once per build (cached per process) and stored: not a per-document cost
+    store_eval_index(store, index)
     index_cpu = time.process_time() - started
     keys = [k for k, _ in store.list(RAW_PREFIX) if k.endswith(".json") and k.count("/") == 2]
     raws = [get_record(store, k, RawRecord, "bench") for k in keys]

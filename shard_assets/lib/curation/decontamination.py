@@ -1,6 +1,6 @@
-"""Decontamination against the team's eval sets: the eval passages' word n-grams as a sorted array of 64-bit hashes
-(the index, in memory about 10 bytes per n-gram plus an 8-byte-per-n-gram bit filter), and the check of a batch of
-documents against it, on whole columns.
+"""Decontamination against the team's eval sets: the eval passages' word n-grams as sorted arrays of 64-bit hashes
+(the index: 36 to 52 bytes per n-gram in memory, bit filters included), and the check of a batch of documents
+against it, on whole columns.
 
 Words are compared as lm-evaluation-harness's janitor and NeMo Curator compare them: lower-cased, ASCII punctuation
 removed, split on whitespace; a document sharing any run of `ngram` such words with a passage is contaminated. The
@@ -60,7 +60,8 @@ def _word_hashes(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.n
         last = max(first + 1, int(np.searchsorted(ends, lo + CHUNK, side="right")))
         hi = int(ends[last - 1])
         up, down = _powers(max(CHUNK, 1 << (hi - lo).bit_length()))
-        sums = np.zeros(hi - lo + 1, dtype=np.uint32)
+        sums = np.empty(hi - lo + 1, dtype=np.uint32)
+        sums[0] = 0
         np.multiply(data[lo:hi], up[: hi - lo], out=sums[1:], dtype=np.uint32)
         np.cumsum(sums[1:], out=sums[1:])
         s, e = starts[first:last] - lo, ends[first:last] - lo
@@ -194,11 +195,6 @@ class EvalIndex:
         found[hit_docs] = sets[sets >= 0][first]
         return found
 
-    def to_bytes(self) -> bytes:
-        buf = io.BytesIO()
-        np.savez(buf, hashes=self.grams.hashes, sets=self.grams.sets, names=np.array(self.names, dtype=str))
-        return buf.getvalue()
-
 
 def eval_sources(spec: DatasetSpec) -> Iterator[tuple[SourceSpec, SourceFile]]:
     """Each eval file of [decontaminate].against, read as a source of its format (by extension; text: one passage
@@ -252,6 +248,8 @@ def _built(files: list[tuple[SourceSpec, SourceFile]], n: int) -> EvalIndex:
 
 
 def store_eval_index(store: ObjectStore, index: EvalIndex) -> None:
-    """Put the index under its content-addressed key once (the lineage names it)."""
+    """Put the index's n-grams (hashes, eval set of each, set names) under its content-addressed key once."""
     if not store.exists(index.key):
-        store.put_bytes(index.key, index.to_bytes(), if_absent=True)
+        buf = io.BytesIO()
+        np.savez(buf, hashes=index.grams.hashes, sets=index.grams.sets, names=np.array(index.names, dtype=str))
+        store.put_bytes(index.key, buf.getvalue(), if_absent=True)
