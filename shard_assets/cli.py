@@ -93,6 +93,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_build(args: argparse.Namespace) -> int:
     spec = _spec(args)
+    if spec.decontaminate is not None:  # an eval glob matching nothing, an unreadable eval file: before any write
+        from .lib.curation.decontamination import build_eval_index
+
+        build_eval_index(spec)
     from shard_loader.builder_api import iter_sequences
     from shard_loader.builder_api import default_cache_dir
 

@@ -9,6 +9,7 @@ from typing import Any
 import dagster as dg
 
 from .defs.dedup import dedup
+from .defs.eval_index import eval_index
 from .defs.jobs import JOBS, retokenize_schedule
 from .defs.manifest import manifest
 from .defs.mixture import MixtureSpecsResource, mixture_definitions, mixture_specs_from_env
@@ -21,7 +22,7 @@ from .defs.splits import splits
 from .defs.tokenized_shards import tokenized_shards
 from .defs.tokenizer import tokenizer
 
-ASSETS = [raw_documents, dedup, tokenizer, tokenized_shards, splits, manifest]
+ASSETS = [raw_documents, eval_index, dedup, tokenizer, tokenized_shards, splits, manifest]
 
 
 def build_definitions(resources: dict[str, Any] | None = None) -> dg.Definitions:

@@ -193,6 +193,7 @@ def _build(
             workers = limit
         executor = LocalRuns(build_definitions(resources), Settings.of(resources), instance, workers)
     parallel = workers if instance.is_persistent else 1
+    evals = [run_one(executor, "eval_index_job")] if spec.decontaminate else []  # a bad eval set: before any write
     store = cast(StoreResource, resources["store"]).store()
     _, _, keys = sync_partitions(instance, store, spec)
     records = registered(store, spec)
@@ -201,6 +202,7 @@ def _build(
     sizes = {k: r.size for k, r in records.items()}
     order = instance.get_dynamic_partitions(RAW_FILES)
     runs, failures = run_partitions(executor, "ingest_job", keys, order, sizes, parallel, assets=("raw_documents",))
+    runs = evals + runs
     built = [k for k in keys if k not in failures]
     dedup_runs, dedup_failures = run_partitions(
         executor, "ingest_job", built, order, sizes, parallel, assets=("dedup",), in_key_order=True

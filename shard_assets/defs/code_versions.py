@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 class CodeVersions:
     raw_documents: str = "raw-3"  # normalisation keeps lone-CR line breaks and replaces lone surrogates
     tokenizer: str = "tokenizer-1"
+    eval_index: str = "eval-index-1"
     dedup: str = "dedup-1"
     tokenized_shards: str = "tokenized-4"  # copies left out (dedup); whole documents, behind the exactness guard
     splits: str = "splits-2"

@@ -6,16 +6,19 @@ from typing import Any
 
 import dagster as dg
 
+from ..lib.curation.curation_records import CuratedRecord
 from ..lib.curation.dedup import update_index
 from ..lib.curation.dedup_apply import published_copies
 from ..lib.curation.dedup_records import RULES, DedupDecision
-from ..lib.records import PartRecord
+from ..lib.layout import curated_record_key
+from ..lib.records import PartRecord, find_record
 from ..lib.spec import DatasetSpec
 from ..lib.store import ObjectStore
 from .code_versions import CODE_VERSIONS
 from .conventions import DATASET_ASSET
 from .figures import markdown_list
 from .partitions import BACKFILL_POLICY, raw_files, run_data_version
+from .eval_index import curation_metadata, eval_index
 from .raw_documents import raw_documents
 from .resources import DatasetResource, StoreResource
 
@@ -38,7 +41,7 @@ def decision_metadata(d: DedupDecision | None) -> dict[str, Any]:
 @dg.asset(
     partitions_def=raw_files,
     backfill_policy=BACKFILL_POLICY,
-    deps=[raw_documents],
+    deps=[raw_documents, eval_index],
     code_version=CODE_VERSIONS.dedup,
     **DATASET_ASSET,
     kinds={"numpy"},
@@ -59,7 +62,8 @@ def dedup(
     for p, d in decisions.items():
         kept = f"{d.documents - d.dropped_total:,} of {d.documents:,} documents kept ({d.by_rule()})"
         if p in ours:
-            context.add_asset_metadata(decision_metadata(d), partition_key=p)
+            curated = find_record(objects, curated_record_key(p), CuratedRecord, "dedup")
+            context.add_asset_metadata(decision_metadata(d) | curation_metadata(objects, curated), partition_key=p)
             context.log.info(f"{p}: {kept}")
         else:  # a copy it held is the kept one now: recorded as its update, so automation tokenizes it again
             context.log_event(

@@ -6,6 +6,7 @@ import os
 import dagster as dg
 
 from .dedup import dedup
+from .eval_index import eval_index
 from .manifest import manifest
 from .raw_documents import raw_documents
 from .splits import splits
@@ -24,6 +25,12 @@ ingest_job = dg.define_asset_job(
     executor_def=dg.in_process_executor,
     description="Raw documents of one partition: read, normalise, filter, deduplicate (within the file, then against "
     "the dataset's index).",
+)
+eval_index_job = dg.define_asset_job(
+    "eval_index_job",
+    selection=[eval_index],
+    executor_def=dg.in_process_executor,
+    description="Read the eval sets ([decontaminate].against) into the n-gram index decontamination checks against.",
 )
 tokenizer_job = dg.define_asset_job(
     "tokenizer_job",
@@ -46,7 +53,7 @@ publish_job = dg.define_asset_job(
     "passes.",
 )
 
-JOBS = [ingest_job, tokenizer_job, tokenize_job, publish_job]
+JOBS = [ingest_job, eval_index_job, tokenizer_job, tokenize_job, publish_job]
 
 
 def retokenize_schedule() -> dg.ScheduleDefinition:

@@ -10,6 +10,7 @@ import dagster as dg
 from shard_loader.builder_api import LATEST_KEY, FileRef
 from shard_loader.builder_api import to_plain
 
+from ..lib.curation.curate import lineage_entry as curation_lineage, lineage_summary as curation_summary
 from ..lib.curation.dedup_apply import lineage_entry as dedup_lineage, lineage_summary as dedup_summary
 from ..lib.layout import part_record_key, splits_record_key, tokenizer_key
 from ..lib.publish import build_manifest, publish
@@ -59,6 +60,7 @@ def lineage_of(
                 "tokenized_run_id": part.run_id,
                 "encoder": to_plain(part.encoder) if part.encoder else None,
                 "dedup": dedup_lineage(part.dedup),
+                **curation_lineage(part.curation),
             }
         )
     detail = {
@@ -75,6 +77,7 @@ def lineage_of(
         "partitions_left_out": len(summary.left_out),
         "raw_dropped": dict(sum((Counter(p.raw.dropped) for p in parts.values()), Counter())),
         "dedup": dedup_summary(spec, parts),
+        **curation_summary(spec, parts),
     }, detail
 
 

@@ -6,9 +6,11 @@ from typing import Any
 
 import dagster as dg
 
+from ..lib.store import ObjectStore
 from ..lib.shard_build import TokenizedPartition, TokenizeJob, tokenize_partitions
 from .automation import RETOKENIZE
 from .dedup import dedup, decision_metadata
+from .eval_index import curation_metadata
 from .code_versions import CODE_VERSIONS
 from .conventions import DATASET_ASSET
 from .figures import markdown_list, size, split_figures
@@ -18,7 +20,7 @@ from .resources import DatasetResource, StoreResource
 from .tokenizer import tokenizer
 
 
-def partition_metadata(done: TokenizedPartition) -> dict[str, Any]:
+def partition_metadata(done: TokenizedPartition, store: ObjectStore) -> dict[str, Any]:
     """What the UI shows for one partition: its documents and tokens per split, sizes, speed, the engine and its
     guard."""
     stats, record, guard = done.stats, done.record, done.stats.guard
@@ -36,6 +38,7 @@ def partition_metadata(done: TokenizedPartition) -> dict[str, Any]:
         "encoder_differing": guard.differing,
         "reencoded_with_reference": guard.reencoded_with_reference,
         **decision_metadata(record.dedup),
+        **curation_metadata(store, record.curation),
         "dagster/row_count": sum(stats.documents.values()),
     }
 
@@ -59,7 +62,7 @@ def tokenized_shards(
     job = TokenizeJob.current(store.store(), dataset.spec(), context.run.run_id, CODE_VERSIONS.tokenized_shards)
     outcome = tokenize_partitions(job, context.partition_keys, context.log)
     for done in outcome.stored:
-        context.add_asset_metadata(partition_metadata(done), partition_key=done.record.partition)
+        context.add_asset_metadata(partition_metadata(done, job.store), partition_key=done.record.partition)
     raise_failures(context, outcome.failed)
     if len(outcome.stored) > 1:
         tokens = sum(sum(d.stats.tokens.values()) for d in outcome.stored)

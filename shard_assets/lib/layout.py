@@ -150,3 +150,28 @@ def dedup_decision_key(partition: str) -> str:
 def dedup_drops_key(partition: str, content_hash: str) -> str:
     """A partition's dropped document hashes, content-addressed: a decision names the list it was made with."""
     return check_key(f"{DEDUP_DROPS_PREFIX}{partition}-{content_hash}.npz", "dedup drops key")
+
+
+CURATION_PREFIX = f"{STATE_PREFIX}curation/"  # the eval index, each partition's curated record and samples
+CURATED_PREFIX = "curated/"  # curated parquets: what dedup and tokenize read where the curation dropped a document
+
+
+def eval_index_key(version: str) -> str:
+    """The eval sets' n-gram index of one version (a hash of the passages read and the rule), as npz."""
+    return check_key(f"{CURATION_PREFIX}eval/{version}.npz", "eval index key")
+
+
+def curated_record_key(partition: str) -> str:
+    """A partition's curation: what the stage dropped, and the parquet dedup and tokenize read."""
+    return check_key(f"{CURATION_PREFIX}partitions/{partition}.json", "curated record key")
+
+
+def curated_key(partition: str, content_hash: str) -> str:
+    """A partition's curated parquet (columns text, doc_hash as in its raw parquet), content-addressed."""
+    source, _, part = partition.partition(".")
+    return check_key(f"{CURATED_PREFIX}{source}/{part}-{content_hash}.parquet", "curated key")
+
+
+def curation_samples_key(partition: str, content_hash: str) -> str:
+    """A few documents the curation dropped with what matched, for a person to read (JSON)."""
+    return check_key(f"{CURATION_PREFIX}samples/{partition}-{content_hash}.json", "curation samples key")

@@ -172,8 +172,12 @@ def _audit_counts(m: Manifest, parts: dict[str, PartRecord]) -> Audit:
     for partition, part in parts.items():
         tokenized = sum(part.shards[s].documents for s in SPLITS)
         copies = part.dedup.dropped_total if part.dedup else 0  # left out as copies of other documents
-        if part.raw.documents != tokenized + copies:
-            problems.append(f"{partition}: {part.raw.documents} raw documents, {tokenized} tokenized, {copies} copies")
+        curated = part.curation.dropped_total if part.curation else 0  # dropped by the curation stage
+        if part.raw.documents != tokenized + copies + curated:
+            problems.append(
+                f"{partition}: {part.raw.documents} raw documents, {tokenized} tokenized, {copies} copies"
+                + (f", {curated} dropped by curation" if curated else "")
+            )
     for name, split in m.splits.items():
         tokens = sum(p.shards[name].tokens for p in parts.values())
         documents = sum(p.shards[name].documents for p in parts.values())

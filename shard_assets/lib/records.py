@@ -21,6 +21,7 @@ from shard_loader.builder_api import codec
 from shard_loader.builder_api import to_json
 from shard_loader.builder_api import CREATED_AT_FORMAT
 
+from .curation.curation_records import CuratedRecord
 from .curation.dedup_records import DedupDecision, DedupMember, DedupMembers
 from .errors import RecordError, RecordMissingError
 from .store import ObjectMissingError, ObjectStore
@@ -188,6 +189,14 @@ class PartRecord:
         None  # none in records written before it existed: proven from the raw parquet instead
     )
     dedup: DedupDecision | None = None  # the documents of `raw` left out as copies; None: dedup off (or older records)
+    curation: CuratedRecord | None = (
+        None  # what the curation stage dropped of `raw`; None: off (no filter, no eval set)
+    )
+
+    @property
+    def indexed_sha256(self) -> str:
+        """The sha256 of the parquet dedup indexed and tokenize read: the curated one, else the raw one."""
+        return self.curation.data.sha256 if self.curation and self.curation.data else self.raw.sha256
 
 
 @dataclass(frozen=True)
@@ -295,6 +304,7 @@ def get_records(store: ObjectStore, keys: Sequence[str], cls: type[R], needed_by
 
 
 __all__ = [
+    "CuratedRecord",
     "DedupDecision",
     "DedupMember",
     "DedupMembers",

@@ -23,6 +23,7 @@ from shard_loader.builder_api import FileRef, ShardEntry, ShardWriter, shard_bas
 from shard_loader.builder_api import map_npy
 
 from .background import Background
+from .curation.curate import curated_input
 from .curation.dedup_apply import kept_raw
 from .encoders import Encoder, ReferenceEncoder, encoders_of
 from .encoding import EncodeSettings, TokenizeStats, tokenize_partition
@@ -112,11 +113,12 @@ def build_partition_shards(job: TokenizeJob, raw: RawRecord, workdir: Path) -> B
     """Tokenize the raw partition into a train and a val shard in `workdir` (the engine behind the exactness guard) and
     describe them in its record."""
     workdir.mkdir(parents=True, exist_ok=True)
-    local_raw = job.store.local_path(raw.key)
+    source, curation = curated_input(job.store, job.spec, raw) if job.spec else (raw, None)
+    local_raw = job.store.local_path(source.key)
     if local_raw is None:
         local_raw = workdir / "raw.parquet"
-        job.store.get_file(raw.key, local_raw)
-    local_raw, dedup = kept_raw(job.store, job.spec, raw, local_raw, workdir, job.run_id)
+        job.store.get_file(source.key, local_raw)
+    local_raw, dedup = kept_raw(job.store, job.spec, source, local_raw, workdir, job.run_id)
     writers, stats = tokenize_partition(
         local_raw, workdir / "out", raw.partition, job.engine, job.reference, job.settings
     )
@@ -140,6 +142,7 @@ def build_partition_shards(job: TokenizeJob, raw: RawRecord, workdir: Path) -> B
             local_raw, job.settings.val_fraction, stats.documents
         ),  # every document in the split its hash names
         dedup=dedup,
+        curation=curation,
     )
     return BuiltPartition(record=record, stats=stats, writers=writers)
 

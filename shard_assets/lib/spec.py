@@ -28,6 +28,7 @@ SOURCE_FORMATS = ("parquet", "jsonl", "text")
 FAILURE_POLICIES = ("skip", "block")
 STALE_POLICIES = ("leave_out", "keep_last_good")
 TOKENIZER_KINDS = ("train_bpe", "pretrained", "file")
+DECONTAMINATE_MODES = ("drop",)
 FINGERPRINT = re.compile("[0-9a-f]{16}")
 LOCAL_SCHEMES = ("", "file")
 R = TypeVar("R", bound="DataclassInstance")  # the record type spec_record builds
@@ -98,12 +99,24 @@ class DedupSpec:
 
 
 @dataclass(frozen=True)
+class DecontaminateSpec:
+    """The [decontaminate] table: a document sharing a run of `ngram` words (lower-cased, punctuation removed) with a
+    passage of the eval sets (`against`: globs of JSONL, parquet or text files, relative to the spec) is dropped."""
+
+    against: tuple[str, ...] = ()
+    ngram: int = 13
+    mode: str = "drop"
+    text_column: str = "text"
+
+
+@dataclass(frozen=True)
 class DatasetSpec:
     name: str
     sources: tuple[SourceSpec, ...]
     tokenizer: TokenizerSpec = TokenizerSpec()
     dedup: DedupSpec = DedupSpec()
     filters: FilterSettings = FilterSettings()  # [filters]: off unless a preset or a rule's table turns it on
+    decontaminate: DecontaminateSpec | None = None  # None: no eval set is checked
     val_fraction: float = 0.01
     min_chars: int = 32
     batch_documents: int = 1000
@@ -193,7 +206,7 @@ def spec_record(cls: type[R], data: dict[str, Any], where: str) -> R:
         raise SpecError(f"{where}: unknown field {name!r}; {hint}")
     hints = typing.get_type_hints(cls)
     for name, value in data.items():
-        if name not in ("sources", "tokenizer", "dedup", "filters", "origin"):
+        if name not in ("sources", "tokenizer", "dedup", "filters", "decontaminate", "origin"):
             _check_value(name, hints[name], value, where)
     try:
         return cls(**data)
@@ -259,6 +272,26 @@ def _tokenizer(data: dict[str, Any], origin: str, base: Path | None) -> Tokenize
     return tok
 
 
+def _decontaminate(data: Any, origin: str, base: Path | None) -> DecontaminateSpec | None:
+    """The [decontaminate] table, its eval set globs resolved against `base` as a source's uri is."""
+    where = f"{origin}: [decontaminate]"
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise SpecError(f"{where}: expected a table (against, ngram, mode), got {data!r}")
+    against = data.get("against")
+    if not isinstance(against, list) or not against or not all(isinstance(a, str) and a for a in against):
+        raise SpecError(f'{where}.against: expected a list of eval set globs, e.g. ["evals/*.jsonl"], got {against!r}')
+    local = (base is not None and uri_scheme(a) == "" and not a.startswith(("/", "~")) for a in against)
+    data = {**data, "against": tuple(str(base / a) if rel and base else a for a, rel in zip(against, local))}
+    ngram = data.get("ngram", DecontaminateSpec.ngram)
+    if not isinstance(ngram, int) or isinstance(ngram, bool) or not 8 <= ngram <= 50:
+        raise SpecError(f"{where}.ngram: must be a whole number of words between 8 and 50, got {ngram!r}")
+    table = spec_record(DecontaminateSpec, {k: v for k, v in data.items() if k not in ("against", "ngram")}, where)
+    check_choice("mode", table.mode, DECONTAMINATE_MODES, where)
+    return DecontaminateSpec(data["against"], ngram, table.mode, table.text_column)
+
+
 def parse_spec(data: dict[str, Any], origin: str, base: Path | None = None) -> DatasetSpec:
     """A validated spec from parsed TOML; relative local uris are resolved against `base` (the spec's folder)."""
     data = dict(data)
@@ -273,6 +306,7 @@ def parse_spec(data: dict[str, Any], origin: str, base: Path | None = None) -> D
     if dedup.ranges is not None and dedup.ranges & (dedup.ranges - 1):
         raise SpecError(f"{origin}: [dedup].ranges must be a power of two, got {dedup.ranges}")
     filters = parse_filters(data.pop("filters", {}), f"{origin}: [filters]")
+    decontaminate = _decontaminate(data.pop("decontaminate", None), origin, base)
     parsed = tuple(_source(s, f"{origin}: sources[{i}]", base) for i, s in enumerate(sources))
     names = [s.name for s in parsed]
     if len(set(names)) != len(names):
@@ -281,7 +315,11 @@ def parse_spec(data: dict[str, Any], origin: str, base: Path | None = None) -> D
         data["partition_bytes"] = parse_byte_count(data["partition_bytes"], f"{origin}: partition_bytes")
     spec = spec_record(
         DatasetSpec,
-        {**data, "sources": parsed, "tokenizer": tok, "dedup": dedup, "filters": filters, "origin": origin},
+        {
+            **data,
+            **{"sources": parsed, "tokenizer": tok, "dedup": dedup, "filters": filters, "origin": origin},
+            "decontaminate": decontaminate,
+        },
         origin,
     )
     if not 0.0 <= spec.val_fraction < 1.0:

@@ -29,8 +29,9 @@ class Verification:
 
 
 def split_problems(store: ObjectStore, manifest: Manifest, folder: Path) -> list[str]:
-    """The byte-level re-check of splits_are_disjoint's records: each partition's raw parquet (from the lineage) split
-    again by its documents' hashes, and the documents per split counted against its shards in the manifest's tables.
+    """The byte-level re-check of splits_are_disjoint's records: each partition's raw parquet (or curated one) from the
+    lineage split again by its documents' hashes, and the documents per split counted against its shards in the
+    manifest's tables.
     Memory is one record batch of hashes; raw files of a remote store pass through `folder` one at a time."""
     val_fraction = manifest.lineage.get("val_fraction")
     if not isinstance(val_fraction, (int, float)):
@@ -42,7 +43,7 @@ def split_problems(store: ObjectStore, manifest: Manifest, folder: Path) -> list
     problems = []
     for source in manifest.full_lineage.get("sources", []):
         for entry in source.get("files", []):
-            partition, key = entry.get("partition"), entry.get("raw_key")
+            partition, key = entry.get("partition"), entry.get("curated_key") or entry.get("raw_key")
             if partition not in held or not key:
                 continue
             path = store.local_path(key)

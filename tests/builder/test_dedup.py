@@ -16,7 +16,6 @@ from typing import Any
 import dagster as dg
 import numpy as np
 import pytest
-from tokenizers import Tokenizer
 
 import shard_loader
 from shard_assets.definitions import ASSETS, build_definitions
@@ -29,7 +28,7 @@ from shard_assets.execution.batches import RunBatch, RunOutcome
 from shard_assets.defs.resources import Settings
 from shard_assets.execution.local import LocalRuns
 from shard_assets.runner import build_dataset
-from shard_loader.format import open_shard
+from tests.support.build_helpers import published
 from tests.support.dagster_helpers import run_automation, run_sensor_tick, tiny_resources
 
 pytestmark = pytest.mark.integration
@@ -121,19 +120,6 @@ def _publish(inst: dg.DagsterInstance, resources: dict) -> dg.AssetCheckEvaluati
         raise_on_error=False,
     )
     return next(e for e in result.get_asset_check_evaluations() if e.check_name == NO_COPIES)
-
-
-def published(store: Path) -> dict[str, dict[str, list[str]]]:
-    """{partition: {split: its documents' texts}} of the live version, decoded from the shards."""
-    m = shard_loader.open_manifest(str(store)).manifest
-    tok = Tokenizer.from_file(str(store / m.tokenizer.file.key))
-    out: dict[str, dict[str, list[str]]] = {}
-    for split in ("train", "val"):
-        for e in m.split(split).shards:
-            shard = open_shard(e, store / e.npy.key, store / e.bin.key, m.token_dtype, m.tokenizer.vocab_size)
-            docs = [shard.document(i)[:-1].tolist() for i in range(e.documents)]
-            out.setdefault(e.partition, {})[split] = tok.decode_batch(docs, skip_special_tokens=False)
-    return out
 
 
 def _all_texts(docs: dict[str, dict[str, list[str]]]) -> Counter[str]:

@@ -8,8 +8,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tokenizers import Tokenizer
+
 import shard_loader
 from shard_loader.cache.checksum import verify_file
+from shard_loader.format import open_shard
 from tests.support.dagster_helpers import write_jsonl
 
 # partition key -> regex the SourceError of that partition must match (file name first, then what is wrong)
@@ -77,3 +80,16 @@ def assert_every_manifest_whole(store: Path) -> int:
         for ref in m.files():
             verify_file(store / ref.key, ref)
     return len(paths)
+
+
+def published(store: Path) -> dict[str, dict[str, list[str]]]:
+    """{partition: {split: its documents' texts}} of the live version, decoded from the shards."""
+    m = shard_loader.open_manifest(str(store)).manifest
+    tok = Tokenizer.from_file(str(store / m.tokenizer.file.key))
+    out: dict[str, dict[str, list[str]]] = {}
+    for split in ("train", "val"):
+        for e in m.split(split).shards:
+            shard = open_shard(e, store / e.npy.key, store / e.bin.key, m.token_dtype, m.tokenizer.vocab_size)
+            docs = [shard.document(i)[:-1].tolist() for i in range(e.documents)]
+            out.setdefault(e.partition, {})[split] = tok.decode_batch(docs, skip_special_tokens=False)
+    return out

@@ -32,6 +32,7 @@ from shard_loader.builder_api import FileRef
 from shard_loader.builder_api import load_npy
 
 from .dedup_near import NEAR_KEYS, band_keys, band_layout
+from .curate import curated_input
 from .dedup_records import RULES, DedupDecision, DedupMember, DedupMembers
 from ..discovery import registered
 from ..errors import DedupError
@@ -318,7 +319,7 @@ def _update(store: ObjectStore, spec: DatasetSpec, partitions: list[str], tmp: P
     dedup, settings = spec.dedup, settings_of(spec.dedup)
     old = find_record(store, DEDUP_MEMBERS_KEY, DedupMembers, "dedup") or DedupMembers(settings, 1)
     current = registered(store, spec)
-    raws = _raws(store, partitions)
+    raws = _raws(store, spec, partitions)
     rebuild = old.settings != settings
     kept = {
         p: m
@@ -330,7 +331,7 @@ def _update(store: ObjectStore, spec: DatasetSpec, partitions: list[str], tmp: P
     joining = rejoin + [p for p in partitions if p not in kept and p not in rejoin]
     if not joining and not removed:
         return {p: get_record(store, dedup_decision_key(p), DedupDecision, f"dedup[{p}]") for p in partitions}
-    raws |= _raws(store, [p for p in joining if p not in raws])
+    raws |= _raws(store, spec, [p for p in joining if p not in raws])
     members = dict(kept) | {
         p: DedupMember(old.next_id + i, raws[p].sha256, raws[p].documents) for i, p in enumerate(joining)
     }
@@ -372,7 +373,7 @@ def _update(store: ObjectStore, spec: DatasetSpec, partitions: list[str], tmp: P
                 future.result()
             new_generations[kind] = tuple(written)
         target_names = [names[m] for m in sorted(targets)]
-        raws |= _raws(store, [p for p in target_names if p not in raws])
+        raws |= _raws(store, spec, [p for p in target_names if p not in raws])
         previous = dict(
             zip(
                 target_names,
@@ -396,8 +397,11 @@ def _update(store: ObjectStore, spec: DatasetSpec, partitions: list[str], tmp: P
     return ours | {p: d for p, d in decisions.items() if p not in ours and d != previous[p]}
 
 
-def _raws(store: ObjectStore, partitions: list[str]) -> dict[str, RawRecord]:
-    return dict(zip(partitions, get_records(store, [raw_record_key(p) for p in partitions], RawRecord, "dedup")))
+def _raws(store: ObjectStore, spec: DatasetSpec, partitions: list[str]) -> dict[str, RawRecord]:
+    """Each partition's documents as dedup indexes them: its raw record, naming the curated parquet where the
+    curation stage dropped any (curate.py)."""
+    raws = get_records(store, [raw_record_key(p) for p in partitions], RawRecord, "dedup")
+    return {p: curated_input(store, spec, raw)[0] for p, raw in zip(partitions, raws)}
 
 
 def _collect(rows: np.ndarray, targets: set[int], rule: int, dropped: Dropped) -> None:

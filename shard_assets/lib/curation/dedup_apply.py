@@ -87,7 +87,7 @@ def published_copies(store: ObjectStore, spec: DatasetSpec, parts: dict[str, Par
     unindexed = []
     for p, part in parts.items():
         member = index.members.get(p)
-        if member is None or member.raw_sha256 != part.raw.sha256:
+        if member is None or member.raw_sha256 != part.indexed_sha256:
             unindexed.append(p)
         else:
             ids[p] = member.id

@@ -1,0 +1,255 @@
+"""Decontamination against the team's eval sets: the eval passages' word n-grams as sorted arrays of 64-bit hashes
+(the index: 36 to 52 bytes per n-gram in memory, bit filters included), and the check of a batch of documents
+against it, on whole columns.
+
+Words are compared as lm-evaluation-harness's janitor and NeMo Curator compare them: lower-cased, ASCII punctuation
+removed, split on whitespace; a document sharing any run of `ngram` such words with a passage is contaminated. The
+hashes are polynomial over bytes (mod 2**32) then words (mod 2**64), computed with prefix sums so a batch costs a
+few passes over its bytes and no Python per word."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import io
+import string
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..errors import SourceError, SpecError
+from ..layout import eval_index_key
+from ..sources.listing import SourceFile, list_source_files
+from ..sources.readers import iter_document_columns
+from ..spec import DatasetSpec, SourceSpec
+from ..store import ObjectStore
+from ..text import normalise_column
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+RULE = "ngram-v1"  # the word rule and hash; a change of either is a new eval index version
+# ASCII letters lower-cased and whitespace to a space (the janitor lower-cases ASCII only)
+WORD_BYTES = bytes(32 if chr(i) in string.whitespace else ord(chr(i).lower()) if i < 128 else i for i in range(256))
+PUNCTUATION = string.punctuation.encode()  # removed, as the janitor's translation table removes it
+SEPARATOR = b" \x00 "  # between documents: its own word (normalised text holds no NUL), so no n-gram spans two
+CHUNK = 1 << 20  # bytes hashed per prefix sum: the power tables stay 8 MiB
+BYTE_BASE, WORD_BASE = 0x01000193, 0x9E3779B97F4A7C15
+FILTER_BITS_PER_NGRAM = 64  # the bit filter's size: about 1.5% of the hashes looked up reach the binary search
+STRIDE = 4  # one in STRIDE of a document's runs of ngram - STRIDE + 1 words is looked up (EvalIndex)
+READ_BATCH = 1000
+
+
+@functools.cache
+def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """BYTE_BASE**i and its inverse**i mod 2**32 for i < n."""
+    up, down = (np.full(n, base, dtype=np.uint32) for base in (BYTE_BASE, pow(BYTE_BASE, -1, 1 << 32)))
+    up[0] = down[0] = 1
+    return np.cumprod(up, dtype=np.uint32), np.cumprod(down, dtype=np.uint32)
+
+
+def _word_hashes(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """A hash of each word's bytes (data[starts[i]:ends[i]]), a chunk of at most CHUNK bytes (or one word) at a time:
+    32 bits (a collision matters only if every word of two n-grams collides or matches), spread over 64."""
+    out = np.empty(len(starts), dtype=np.uint64)
+    first = 0
+    while first < len(starts):
+        lo = int(starts[first])
+        last = max(first + 1, int(np.searchsorted(ends, lo + CHUNK, side="right")))
+        hi = int(ends[last - 1])
+        up, down = _powers(max(CHUNK, 1 << (hi - lo).bit_length()))
+        sums = np.empty(hi - lo + 1, dtype=np.uint32)
+        sums[0] = 0
+        np.multiply(data[lo:hi], up[: hi - lo], out=sums[1:], dtype=np.uint32)
+        np.cumsum(sums[1:], out=sums[1:])
+        s, e = starts[first:last] - lo, ends[first:last] - lo
+        out[first:last] = (sums[e] - sums[s]) * down[s]
+        first = last
+    spread: np.ndarray = out * np.uint64(WORD_BASE)
+    return spread
+
+
+def _windows(words: np.ndarray, n: int) -> np.ndarray:
+    """A hash of every run of n consecutive word hashes (len(words) - n + 1 of them), by doubling: 2 log2(n) passes."""
+
+    def join(a: np.ndarray, width_a: int, b: np.ndarray, width_b: int) -> np.ndarray:
+        k = max(len(words) - width_a - width_b + 1, 0)
+        joined: np.ndarray = a[:k] * np.uint64(pow(WORD_BASE, width_b, 1 << 64)) + b[width_a : width_a + k]
+        return joined
+
+    out: np.ndarray | None = None
+    width, power, span = 0, words, 1
+    while True:
+        if n & 1:
+            out, width = (power, span) if out is None else (join(out, width, power, span), width + span)
+        n >>= 1
+        if not n:
+            return out if out is not None else words[:0]
+        power, span = join(power, span, power, span), 2 * span
+
+
+def _words(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """The hash of every word of the texts in order, with a separator word between two texts, and which words are
+    separators."""
+    _, offsets_buffer, buffer = texts.buffers()
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int64)[texts.offset : texts.offset + len(texts) + 1]
+    view, bounds = memoryview(buffer if buffer is not None else b""), offsets.tolist()
+    joined = SEPARATOR.join([view[a:b] for a, b in zip(bounds, bounds[1:])]).translate(WORD_BYTES, PUNCTUATION)
+    data = np.frombuffer(joined, dtype=np.uint8)
+    edges = np.flatnonzero(np.diff(data != 32, prepend=False, append=False))
+    starts, ends = edges[0::2], edges[1::2]
+    return _word_hashes(data, starts, ends), data[starts] == 0
+
+
+def ngram_hashes(texts: pa.Array, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The hashes of every run of `n` words of each text (a large_string column), and the text each belongs to."""
+    words, separators = _words(texts)
+    hashes = _windows(words, n)
+    docs = np.cumsum(separators)  # separators seen: the text each word belongs to
+    whole = (docs[n - 1 : n - 1 + len(hashes)] == docs[: len(hashes)]) & ~separators[: len(hashes)]
+    return hashes[whole], docs[: len(hashes)][whole]
+
+
+def words_of(text: str) -> list[str]:
+    """One text's words as `ngram_hashes` sees them: for the samples of matched n-grams a person reads."""
+    return text.encode().translate(WORD_BYTES, PUNCTUATION).decode(errors="replace").split()
+
+
+@dataclass(frozen=True)
+class HashSet:
+    """Sorted unique 64-bit hashes, the eval set of each (the first by name when several hold it), and a bit filter
+    (FILTER_BITS_PER_NGRAM bits each) that answers most absent hashes without a binary search."""
+
+    hashes: np.ndarray
+    sets: np.ndarray
+    filter: np.ndarray = field(repr=False)
+
+    @classmethod
+    def of(cls, hashes: np.ndarray, sets: np.ndarray) -> HashSet:
+        order = np.lexsort((sets, hashes))
+        hashes, sets = hashes[order], sets[order]
+        first = np.ones(len(hashes), dtype=bool)
+        first[1:] = hashes[1:] != hashes[:-1]
+        hashes, sets = hashes[first], sets[first]
+        bits = max(1 << 16, 1 << (len(hashes) * FILTER_BITS_PER_NGRAM - 1).bit_length())
+        bitmap = np.zeros(bits // 64, dtype=np.uint64)
+        slot = (hashes >> np.uint64(65 - bits.bit_length())).view(np.int64)
+        np.bitwise_or.at(bitmap, slot >> 6, np.left_shift(np.uint64(1), (slot & 63).view(np.uint64)))
+        return cls(hashes, sets, bitmap)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.hashes.nbytes + self.sets.nbytes + self.filter.nbytes)
+
+    def find(self, hashes: np.ndarray) -> np.ndarray:
+        """The eval set of each hash found, -1 for the others."""
+        found = np.full(len(hashes), -1, dtype=np.int64)
+        slot = (hashes >> np.uint64(65 - (len(self.filter) * 64).bit_length())).view(np.int64)
+        maybe = np.flatnonzero((self.filter[slot >> 6] >> (slot & 63).view(np.uint64)) & np.uint64(1))
+        if len(maybe) and len(self.hashes):
+            at = np.minimum(np.searchsorted(self.hashes, hashes[maybe]), len(self.hashes) - 1)
+            hit = self.hashes[at] == hashes[maybe]
+            found[maybe[hit]] = self.sets[at[hit]]
+        return found
+
+
+@dataclass(frozen=True)
+class EvalIndex:
+    """The eval sets' `ngram`-word runs (`grams`), and their runs of `ngram - STRIDE + 1` words (`probes`): a document
+    sharing an n-gram with a passage shares its every shorter run, and one in STRIDE of those starts at a word index
+    divisible by STRIDE, so probing those alone finds every document that may be contaminated, with STRIDE times
+    fewer look-ups; only those are checked n-gram by n-gram. `version`: a hash of the passages read and the rule."""
+
+    version: str
+    ngram: int
+    names: tuple[str, ...]
+    passages: int
+    grams: HashSet
+    probes: HashSet
+
+    @property
+    def key(self) -> str:
+        return eval_index_key(self.version)
+
+    @property
+    def nbytes(self) -> int:
+        return self.grams.nbytes + self.probes.nbytes
+
+    def contaminated(self, texts: pa.Array) -> np.ndarray:
+        """For each text (a large_string column), the eval set of the first n-gram it shares with one, else -1."""
+        found = np.full(len(texts), -1, dtype=np.int64)
+        words, separators = _words(texts)
+        docs = np.cumsum(separators)
+        probes = _windows(words, self.ngram - STRIDE + 1)[::STRIDE]
+        maybe = np.zeros(len(texts) + 1, dtype=bool)
+        maybe[docs[::STRIDE][: len(probes)][self.probes.find(probes) >= 0]] = True
+        if not maybe.any():
+            return found
+        grams = _windows(words, self.ngram)
+        at = np.flatnonzero(maybe[docs[: len(grams)]])
+        at = at[(docs[at + self.ngram - 1] == docs[at]) & ~separators[at]]
+        sets = self.grams.find(grams[at])
+        hit_docs, first = np.unique(docs[at][sets >= 0], return_index=True)
+        found[hit_docs] = sets[sets >= 0][first]
+        return found
+
+
+def eval_sources(spec: DatasetSpec) -> Iterator[tuple[SourceSpec, SourceFile]]:
+    """Each eval file of [decontaminate].against, read as a source of its format (by extension; text: one passage
+    a line), in order; a glob matching nothing is a SpecError naming it."""
+    assert spec.decontaminate is not None
+    for glob in spec.decontaminate.against:
+        name = glob.rsplit("/", 1)[-1]
+        fmt = "parquet" if ".parquet" in name else "jsonl" if ".json" in name else "text"
+        separator = "\n" if fmt == "text" else None
+        source = SourceSpec("[decontaminate].against", glob, fmt, spec.decontaminate.text_column, separator)
+        try:
+            files = list_source_files(source)
+        except SourceError as exc:
+            raise SpecError(f"{spec.origin}: {exc}") from None
+        yield from ((source, f) for f in files)
+
+
+def build_eval_index(spec: DatasetSpec) -> EvalIndex:
+    """The index of the spec's eval sets, read from their files (an unreadable one is a SourceError naming it)."""
+    assert spec.decontaminate is not None
+    files = list(eval_sources(spec))
+    key = (spec.decontaminate.ngram, *((s.format, s.text_column, f) for s, f in files))  # f: listing fingerprint
+    if key not in _BUILT:  # a changed file (another fingerprint) is read again
+        _BUILT.clear()
+        _BUILT[key] = _built(files, spec.decontaminate.ngram)
+    return _BUILT[key]
+
+
+_BUILT: dict[tuple[object, ...], EvalIndex] = {}  # the last index built in this process: each partition uses it
+
+
+def _built(files: list[tuple[SourceSpec, SourceFile]], n: int) -> EvalIndex:
+    names = sorted({f.part for _, f in files})
+    version, passages = hashlib.sha256(f"{RULE}:{n}".encode()), 0
+    grams: list[tuple[np.ndarray, np.ndarray]] = []
+    probes: list[tuple[np.ndarray, np.ndarray]] = []
+    for source, f in files:
+        for batch in iter_document_columns(source, f, READ_BATCH):
+            texts = normalise_column(batch)
+            passages += len(texts)
+            version.update(f.part.encode() + b"\x00" + b"\x00".join(t.encode() for t in texts.to_pylist()))
+            for out, width in ((grams, n), (probes, n - STRIDE + 1)):
+                hashes, _ = ngram_hashes(texts, width)
+                out.append((hashes, np.full(len(hashes), names.index(f.part), dtype=np.uint16)))
+
+    def table(parts: list[tuple[np.ndarray, np.ndarray]]) -> HashSet:
+        hashes = np.concatenate([h for h, _ in parts]) if parts else np.zeros(0, dtype=np.uint64)
+        return HashSet.of(hashes, np.concatenate([s for _, s in parts]) if parts else np.zeros(0, dtype=np.uint16))
+
+    return EvalIndex(version.hexdigest()[:16], n, tuple(names), passages, table(grams), table(probes))
+
+
+def store_eval_index(store: ObjectStore, index: EvalIndex) -> None:
+    """Put the index's n-grams (hashes, eval set of each, set names) under its content-addressed key once."""
+    if not store.exists(index.key):
+        buf = io.BytesIO()
+        np.savez(buf, hashes=index.grams.hashes, sets=index.grams.sets, names=np.array(index.names, dtype=str))
+        store.put_bytes(index.key, buf.getvalue(), if_absent=True)
