@@ -147,7 +147,7 @@ def test_nothing_is_released_by_the_garbage_collector():
 
 # Product lines per package (every line of its .py files). Raising a budget is a commit of its own that names the
 # feature and why; the two together stay within 20,000 (issue 43).
-LINE_BUDGET = {"shard_assets": 12_067, "shard_loader": 8_585}
+LINE_BUDGET = {"shard_assets": 12_156, "shard_loader": 8_585}
 PRODUCT_CEILING = 20_000
 
 

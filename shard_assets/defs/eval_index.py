@@ -8,6 +8,7 @@ import dagster as dg
 
 from ..lib.curation.curation_records import CuratedRecord
 from ..lib.curation.decontamination import build_eval_index, store_eval_index
+from ..lib.curation.filters import RULES
 from ..lib.ownership import claim
 from ..lib.store import ObjectStore
 from .code_versions import CODE_VERSIONS
@@ -22,17 +23,22 @@ def _link(store: ObjectStore, key: str) -> dg.MetadataValue:
 
 
 def curation_metadata(store: ObjectStore, record: CuratedRecord | None) -> dict[str, Any]:
-    """What the UI shows of a partition's curation: documents dropped per eval set, against which index, and a link
-    to a few dropped documents with the word runs they share."""
-    d = record.decontamination if record else None
-    if record is None or d is None:
+    """What the UI shows of a partition's curation: documents each filter rule dropped (and texts rewritten, the
+    guard's agreement), documents dropped per eval set and against which index, and a link to a few dropped
+    documents per rule with what matched."""
+    if record is None:
         return {}
-    return {
-        "decontamination_dropped": d.dropped_total,
-        "decontamination_by_eval_set": markdown_list(f"`{s}`: {n:,}" for s, n in d.dropped.items()),
-        "eval_version": d.eval_version,
-        **({"decontamination_samples": _link(store, d.samples)} if d.samples else {}),
-    }
+    meta: dict[str, Any] = {"curation_samples": _link(store, record.samples)} if record.samples else {}
+    if f := record.filters:
+        meta |= {f"filter_dropped_{rule}": f.dropped.get(rule, 0) for rule in RULES}
+        meta |= {"filter_rewritten": f.rewritten, "filter_guard": f"{f.agreed} of {f.sampled} agree with spaCy's words"}
+    if d := record.decontamination:
+        meta |= {
+            "decontamination_dropped": d.dropped_total,
+            "decontamination_by_eval_set": markdown_list(f"`{s}`: {n:,}" for s, n in d.dropped.items()),
+            "eval_version": d.eval_version,
+        }
+    return meta
 
 
 @dg.asset(

@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from .curation_records import CuratedRecord, Decontamination, DroppedSample, DroppedSamples
+from .curation_records import CuratedRecord, Decontamination, DroppedSample, DroppedSamples, Filtered
 from .decontamination import EvalIndex, build_eval_index, ngram_hashes, store_eval_index, words_of
+from .filters import filter_documents
 from ..layout import curated_key, curated_record_key, curation_samples_key
 from ..raw_writer import COMPRESSION, ROW_GROUP, TEXT_ENCODING
 from ..records import FileRef, PartRecord, RawRecord, find_record, put_record, to_json
@@ -26,7 +27,7 @@ from ..spec import DatasetSpec
 from ..store import ObjectStore
 
 BATCH = 256  # documents curated at a time: the check holds about 17x its bytes at once
-SAMPLES = 5  # dropped documents kept per partition with what matched
+SAMPLES = 5  # dropped documents kept per partition and rule, with what matched
 SAMPLE_MATCHES = 3
 SAMPLE_CHARS = 400
 
@@ -35,13 +36,17 @@ def curated_input(store: ObjectStore, spec: DatasetSpec, raw: RawRecord) -> tupl
     """What dedup indexes and tokenize read of a raw partition: the raw record itself when curation is off, else the
     same record naming the curated parquet (its documents, key and sha256), curated now unless its stored curation
     was made from this raw build with these settings."""
-    if spec.decontaminate is None:
+    filters = spec.filters.fingerprint if spec.filters.rules else None
+    if spec.decontaminate is None and filters is None:
         return raw, None
-    index = build_eval_index(spec)
-    settings = json.dumps({"decontaminate": [spec.decontaminate.mode, index.ngram, index.version]})
+    index = build_eval_index(spec) if spec.decontaminate is not None else None
+    stages: dict[str, Any] = {"filters": filters} if filters else {}
+    if index is not None and spec.decontaminate is not None:
+        stages["decontaminate"] = [spec.decontaminate.mode, index.ngram, index.version]
+    settings = json.dumps(stages)
     record = find_record(store, curated_record_key(raw.partition), CuratedRecord, "curation")
     if record is None or record.raw_sha256 != raw.sha256 or record.settings != settings:
-        record = _curate(store, raw, index, settings)
+        record = _curate(store, spec, raw, index, settings)
         put_record(store, curated_record_key(raw.partition), record)
     if record.data is None:
         return raw, record
@@ -59,12 +64,18 @@ def _sample(text: str, doc: int, rule: str, index: EvalIndex) -> DroppedSample:
     return DroppedSample(doc, rule, matched, text[:SAMPLE_CHARS])
 
 
-def _curate(store: ObjectStore, raw: RawRecord, index: EvalIndex, settings: str) -> CuratedRecord:
+def _curate(
+    store: ObjectStore, spec: DatasetSpec, raw: RawRecord, index: EvalIndex | None, settings: str
+) -> CuratedRecord:
+    """Each batch of the raw parquet through the filters (which drop and rewrite), then decontamination of what they
+    keep; the survivors written as the curated parquet when anything was dropped or rewritten."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    store_eval_index(store, index)
-    dropped: Counter[str] = Counter()
+    if index is not None:
+        store_eval_index(store, index)
+    dropped: Counter[str] = Counter()  # per eval set
+    filtered: Counter[str] = Counter()  # per filter rule, and "rewritten"/"sampled"/"agreed"
     samples: list[DroppedSample] = []
     kept = 0
     with tempfile.TemporaryDirectory(prefix="curate-") as tmp:
@@ -77,21 +88,22 @@ def _curate(store: ObjectStore, raw: RawRecord, index: EvalIndex, settings: str)
             for batch in pf.iter_batches(batch_size=BATCH):
                 texts, doc_hashes = batch.column("text"), batch.column("doc_hash")
                 keep = np.ones(len(texts), dtype=bool)
-                # 1. the quality filters (issue 44) go here: they clear `keep` and may rewrite `texts` (not doc_hashes)
-                # 2. decontamination, of the documents the filters keep
-                found = np.where(keep, index.contaminated(texts), -1)
-                keep[found >= 0] = False
-                for i, s in zip(np.flatnonzero(found >= 0).tolist(), found[found >= 0].tolist()):
-                    dropped[index.names[s]] += 1
-                    if len(samples) < SAMPLES:
-                        samples.append(_sample(texts[i].as_py(), doc_hashes[i].as_py(), index.names[s], index))
+                if spec.filters.rules:  # 1. the quality filters drop documents and may rewrite the ones they keep
+                    texts = _filter(spec, texts, doc_hashes.to_pylist(), keep, filtered, samples)
+                if index is not None:  # 2. decontamination, of the documents the filters keep
+                    found = np.where(keep, index.contaminated(texts), -1)
+                    keep[found >= 0] = False
+                    for i, s in zip(np.flatnonzero(found >= 0).tolist(), found[found >= 0].tolist()):
+                        dropped[index.names[s]] += 1
+                        if _wants(samples, index.names[s]):
+                            samples.append(_sample(texts[i].as_py(), doc_hashes[i].as_py(), index.names[s], index))
                 kept += int(keep.sum())
                 mask = pa.array(keep)
                 writer.write_table(
                     pa.table([texts.filter(mask), doc_hashes.filter(mask)], schema=pf.schema_arrow), ROW_GROUP
                 )
         data = None
-        if dropped:
+        if kept < raw.documents or filtered["rewritten"]:
             with open(out, "rb") as f:
                 sha = hashlib.file_digest(f, "sha256").hexdigest()
             data = FileRef(key=curated_key(raw.partition, sha[:16]), size=out.stat().st_size, sha256=sha)
@@ -101,32 +113,86 @@ def _curate(store: ObjectStore, raw: RawRecord, index: EvalIndex, settings: str)
         body = to_json(DroppedSamples(raw.partition, tuple(samples)))
         samples_key = curation_samples_key(raw.partition, hashlib.sha256(body).hexdigest()[:16])
         store.put_bytes(samples_key, body)
-    decontamination = Decontamination(index.version, index.key, index.ngram, dict(sorted(dropped.items())), samples_key)
-    return CuratedRecord(raw.partition, raw.sha256, settings, kept, data, decontamination)
+    counts = {r: n for r, n in filtered.items() if r not in ("rewritten", "sampled", "agreed")}
+    return CuratedRecord(
+        raw.partition,
+        raw.sha256,
+        settings,
+        kept,
+        data,
+        Decontamination(index.version, index.key, index.ngram, dict(sorted(dropped.items()))) if index else None,
+        Filtered(spec.filters.fingerprint, counts, filtered["rewritten"], filtered["sampled"], filtered["agreed"])
+        if spec.filters.rules
+        else None,
+        samples_key,
+    )
+
+
+def _filter(
+    spec: DatasetSpec,
+    texts: Any,
+    hashes: list[int],
+    keep: np.ndarray,
+    counts: Counter[str],
+    samples: list[DroppedSample],
+) -> Any:
+    """One batch through the quality filters: clears `keep` where a rule drops a document, counts drops per rule (and
+    texts rewritten, the guard's sample), keeps a few dropped documents; returns the texts as the rules left them."""
+    import pyarrow as pa
+
+    originals = texts.to_pylist()
+    outcome = filter_documents(originals, spec.filters)
+    for i, (text, rule) in enumerate(zip(outcome.texts, outcome.dropped_by)):
+        if rule is not None:
+            keep[i] = False
+            counts[rule] += 1
+            if _wants(samples, rule):
+                samples.append(DroppedSample(hashes[i], rule, (), originals[i][:SAMPLE_CHARS]))
+        elif text != originals[i]:
+            counts["rewritten"] += 1
+    counts.update(sampled=outcome.guard_sampled, agreed=outcome.guard_agreed)
+    return pa.array([t or "" for t in outcome.texts], pa.large_string())
+
+
+def _wants(samples: list[DroppedSample], rule: str) -> bool:
+    """Whether a document `rule` dropped joins the samples: SAMPLES per rule at most."""
+    return sum(s.rule == rule for s in samples) < SAMPLES
 
 
 def lineage_entry(record: CuratedRecord | None) -> dict[str, Any]:
     """A partition's curation in the manifest's lineage (nothing when off): the parquet dedup and tokenize read (None:
-    the raw one) and, per stage, what it dropped by rule."""
-    d = record.decontamination if record else None
-    if record is None or d is None:
+    the raw one) and, per stage, what it dropped by rule, with the key of a few dropped documents."""
+    if record is None:
         return {}
-    return {
-        "curated_key": record.data.key if record.data else None,
-        "decontamination": {"dropped": d.dropped, "eval_version": d.eval_version, "samples": d.samples},
-    }
+    entry: dict[str, Any] = {"curated_key": record.data.key if record.data else None}
+    if f := record.filters:
+        guard = {"sampled": f.sampled, "agreed": f.agreed}
+        entry["filters"] = {"dropped": f.dropped, "rewritten": f.rewritten, "guard": guard, "samples": record.samples}
+    if d := record.decontamination:
+        entry["decontamination"] = {"dropped": d.dropped, "eval_version": d.eval_version, "samples": record.samples}
+    return entry
 
 
 def lineage_summary(spec: DatasetSpec, parts: dict[str, PartRecord]) -> dict[str, Any]:
-    """The manifest's inline curation figures (nothing when off): the eval sets' version and n-gram, and the
-    documents each eval set dropped over the version."""
-    if spec.decontaminate is None:
-        return {}
-    dropped: Counter[str] = Counter()
-    versions = set()
-    for part in parts.values():
-        if part.curation and (d := part.curation.decontamination):
-            dropped.update(d.dropped)
-            versions.add(d.eval_version)
-    summary = {"eval_version": ", ".join(sorted(versions)), "ngram": spec.decontaminate.ngram, "dropped": dict(dropped)}
-    return {"decontamination": summary}
+    """The manifest's inline curation figures (nothing when off): the filters' settings (rules, parameters, the
+    language model) and the documents each rule dropped; the eval sets' version and n-gram, and the documents each
+    eval set dropped over the version."""
+    summary: dict[str, Any] = {}
+    records = [part.curation for part in parts.values() if part.curation]
+    if spec.filters.rules:
+        dropped: Counter[str] = Counter()
+        for f in (r.filters for r in records if r.filters):
+            dropped.update(f.dropped)
+        rewritten = sum(r.filters.rewritten for r in records if r.filters)
+        summary["filters"] = {**spec.filters.lineage(), "dropped": dict(dropped), "rewritten": rewritten}
+    if spec.decontaminate is not None:
+        by_set: Counter[str] = Counter()
+        for d in (r.decontamination for r in records if r.decontamination):
+            by_set.update(d.dropped)
+        versions = sorted({r.decontamination.eval_version for r in records if r.decontamination})
+        summary["decontamination"] = {
+            "eval_version": ", ".join(versions),
+            "ngram": spec.decontaminate.ngram,
+            "dropped": dict(by_set),
+        }
+    return summary

@@ -11,13 +11,12 @@ from shard_loader.builder_api import FileRef
 @dataclass(frozen=True)
 class Decontamination:
     """A partition checked against the eval sets of index `eval_version` (`index`: its key): documents dropped per
-    eval set, and `samples` (a JSON file: a few dropped documents with the n-grams they share)."""
+    eval set."""
 
     eval_version: str
     index: str
     ngram: int
     dropped: dict[str, int] = field(default_factory=dict)
-    samples: str | None = None
 
     @property
     def dropped_total(self) -> int:
@@ -25,9 +24,23 @@ class Decontamination:
 
 
 @dataclass(frozen=True)
+class Filtered:
+    """A partition passed through the quality filters of settings `fingerprint`: documents dropped per rule, kept
+    documents whose text a rule rewrote (C4's line removal), and the guard's sample (`agreed` of `sampled` documents
+    decided the same with spaCy's words)."""
+
+    fingerprint: str
+    dropped: dict[str, int] = field(default_factory=dict)
+    rewritten: int = 0
+    sampled: int = 0
+    agreed: int = 0
+
+
+@dataclass(frozen=True)
 class CuratedRecord:
     """One partition's curation (`state/curation/partitions/<partition>.json`) for one raw build and settings:
-    `documents` kept, in `data` (the curated parquet; None: the raw parquet as is, nothing dropped)."""
+    `documents` kept, in `data` (the curated parquet; None: the raw parquet as is, nothing dropped or rewritten), and
+    `samples` (a JSON file: a few dropped documents per rule, with what matched)."""
 
     partition: str
     raw_sha256: str
@@ -35,15 +48,19 @@ class CuratedRecord:
     documents: int
     data: FileRef | None = None
     decontamination: Decontamination | None = None
+    filters: Filtered | None = None
+    samples: str | None = None
 
     @property
     def dropped_total(self) -> int:
-        return self.decontamination.dropped_total if self.decontamination else 0
+        filtered = sum(self.filters.dropped.values()) if self.filters else 0
+        return filtered + (self.decontamination.dropped_total if self.decontamination else 0)
 
 
 @dataclass(frozen=True)
 class DroppedSample:
-    """One document the curation dropped: its hash, the rule (an eval set), what matched, and its first characters."""
+    """One document the curation dropped: its hash, the rule (a filter, or an eval set), what matched (the word runs it
+    shares with the eval set; nothing for a filter), and its first characters."""
 
     doc_hash: int
     rule: str
