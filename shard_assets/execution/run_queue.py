@@ -29,6 +29,7 @@ from .dagster_private import (
     AUTO_RETRY_RUN_ID_TAG,
     MAX_RETRIES_TAG,
     PARTITION_NAME_TAG,
+    RETRY_CURSOR_KEY,
     WILL_RETRY_TAG,
     DefaultRunLauncher,
     InProcessCodeLocationOrigin,
@@ -50,6 +51,7 @@ from .run_events import failure_message
 BUILD_TAG = "shard/build_id"  # every run of one build carries it: filter the UI's runs by it
 POLL_SECONDS = 2.0
 RETRY_TAG_SECONDS = 300  # a failed run's will_retry tag is written with its failure; past this, no retry is coming
+SAY_WAIT_SECONDS = 10  # a retry awaited longer than this is said to be awaited
 SECRET_FIELDS = ("access_key_id", "secret_access_key")
 OUTAGE_SECONDS = 600  # how long a build waits for its Dagster database to answer again before it gives up
 ABANDON_SECONDS = 60  # how long a stopping build waits for retries the daemon announced, to cancel them too
@@ -119,6 +121,7 @@ class QueuedRun:
     assets: tuple[str, ...]
     run_id: str
     failed_at: float | None = None  # when the current attempt was seen failed, while its retry is awaited
+    said_waiting: bool = False  # whether the build said it waits for that retry
 
     def where(self) -> str:
         return str(RunBatch(self.job, self.partitions, self.assets))
@@ -253,7 +256,7 @@ class RunQueue:
                         file=sys.stderr,
                         flush=True,
                     )
-                    q.run_id, q.failed_at = retry, None
+                    q.run_id, q.failed_at, q.said_waiting = retry, None, False
                     continue
                 if self._retry_coming(q, run):
                     continue
@@ -374,14 +377,34 @@ class RunQueue:
             print(f"warning: could not cancel run {run.run_id} ({type(exc).__name__})", file=sys.stderr, flush=True)
 
     def _retry_coming(self, q: QueuedRun, run: dg.DagsterRun) -> bool:
-        """Whether a retry of this failed run is still to come: it failed with retries on, and the daemon has not
-        created the retry yet (it does within seconds; past RETRY_TAG_SECONDS none is coming)."""
+        """Whether a retry of this failed run is still to come: it failed with retries on, and the daemon has neither
+        created the retry nor read past the failure (it passes over one whose retry it failed to make, as in a
+        database outage, and says nothing); past RETRY_TAG_SECONDS none is coming either. A run whose announced retry
+        will never come is tagged will_retry=false, with an event in its log saying why."""
         if run.status != dg.DagsterRunStatus.FAILURE or not self.instance.run_retries_enabled:
             return False
         if run.tags.get(WILL_RETRY_TAG) == "false":
             return False
         q.failed_at = q.failed_at or time.monotonic()
-        return time.monotonic() - q.failed_at < RETRY_TAG_SECONDS
+        waited = time.monotonic() - q.failed_at
+        if waited < RETRY_TAG_SECONDS and not self._retry_passed_over(run):
+            if waited > SAY_WAIT_SECONDS and not q.said_waiting:  # a retry is made within seconds of a healthy daemon
+                print(f"{q.where()} failed (run {q.run_id}): waiting for the retry Dagster announced", file=sys.stderr)
+                q.said_waiting = True
+            return True
+        passed = "the retry daemon read past its failure" if waited < RETRY_TAG_SECONDS else f"none in {waited:.0f} s"
+        self.instance.add_run_tags(run.run_id, {WILL_RETRY_TAG: "false"})
+        self.instance.report_engine_event(f"no retry was made ({passed}): will_retry set to false", run)
+        return False
+
+    def _retry_passed_over(self, run: dg.DagsterRun) -> bool:
+        """Whether the retry daemon has read past this run's failure without making its retry."""
+        failures = self.instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE).records
+        cursor = self.instance.daemon_cursor_storage.get_cursor_values({RETRY_CURSOR_KEY}).get(RETRY_CURSOR_KEY)
+        if not failures or cursor is None or int(cursor) < failures[-1].storage_id:
+            return False
+        now = self.instance.get_run_by_id(run.run_id)  # read after the cursor: a retry made before it moved is tagged
+        return now is not None and AUTO_RETRY_RUN_ID_TAG not in now.tags
 
     def run_ids(self) -> list[str]:
         """Every run of this build, retries included (a retry carries its parent's tags, this build's id with them)."""

@@ -91,3 +91,29 @@ def test_a_stopping_build_ends_a_run_left_canceling_when_nothing_else_will(tmp_p
         queue.abandon()
         assert terminated == [run.run_id]
         assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.CANCELED
+
+
+def test_a_retry_the_daemon_announced_and_passed_over_is_no_longer_awaited_and_the_run_says_so(tmp_path):
+    """Issue 47, item 2: a Postgres outage made the retry daemon fail on a run it had tagged will_retry=true; it read
+    on past the failure, so no retry ever came, while the build waited RETRY_TAG_SECONDS (300 s) saying nothing."""
+    import dagster as dg
+
+    from shard_assets.execution.dagster_private import MAX_RETRIES_TAG, RETRY_CURSOR_KEY, WILL_RETRY_TAG
+    from shard_assets.execution.run_queue import QueuedRun, RunQueue
+
+    job = dg.GraphDefinition("g").to_job()
+    with dg.instance_for_test(temp_dir=str(tmp_path), overrides={"run_retries": {"enabled": True}}) as instance:
+        queue = RunQueue(instance, None, {}, None)  # type: ignore[arg-type]  # following needs the instance only
+        run = instance.create_run_for_job(job, tags={MAX_RETRIES_TAG: "1"})
+        instance.report_run_failed(run)  # with a retry left: tagged will_retry=true by Dagster
+        failure = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE).records[-1]
+        q = QueuedRun(0, "tokenize_job", ("web.part0",), (), run.run_id)
+        failed = instance.get_run_by_id(run.run_id)
+        assert failed.tags[WILL_RETRY_TAG] == "true"
+        assert queue._retry_coming(q, failed)  # the daemon has not read the failure yet: its retry may come
+        instance.daemon_cursor_storage.set_cursor_values({RETRY_CURSOR_KEY: str(failure.storage_id)})  # read past it
+        assert not queue._retry_coming(q, failed)
+        marked = instance.get_run_by_id(run.run_id)
+        assert marked.tags[WILL_RETRY_TAG] == "false"
+        said = [e.message for e in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ENGINE_EVENT)]
+        assert any("no retry was made (the retry daemon read past its failure)" in m for m in said), said
