@@ -234,6 +234,10 @@ class RunQueue:
         while pending:
             if self.daemon is not None:
                 self.daemon.check()
+                if self.daemon.seen.two(self.instance):  # two would launch, monitor and retry each run
+                    self.daemon.stop()
+                    self.daemon = None
+                    print("another dagster-daemon serves this instance now: the build's own stopped", file=sys.stderr)
             ids = [q.run_id for q in pending]
             runs = {
                 r.run_id: r for r in self.through_outage(lambda: self.instance.get_runs(dg.RunsFilter(run_ids=ids)))
