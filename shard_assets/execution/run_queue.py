@@ -10,7 +10,6 @@ daemon retries them and the UI shows them under the location `shard_assets`.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import sys
@@ -71,11 +70,6 @@ def _database_down(exc: BaseException) -> bool:
             return True
         seen = seen.__cause__ or seen.__context__
     return False
-
-
-def _quiet_database_retries(record: logging.LogRecord) -> bool:
-    """dagster-postgres warns on the root logger at each quick reconnect; the build says one line per outage instead."""
-    return not str(record.msg).startswith("Retrying failed database connection")
 
 
 def launches_elsewhere(instance: dg.DagsterInstance) -> bool:
@@ -173,12 +167,10 @@ class RunQueue:
                 file=sys.stderr,
                 flush=True,
             )
-        logging.getLogger().addFilter(_quiet_database_retries)
         try:
             with WorkspaceProcessContext(instance, InProcessWorkspaceLoadTarget(origin)) as workspace:
                 yield cls(instance, workspace, run_config, daemon)
         finally:
-            logging.getLogger().removeFilter(_quiet_database_retries)
             if daemon is not None:
                 daemon.stop()
 
@@ -255,8 +247,8 @@ class RunQueue:
                     continue
                 if run.tags.get(WILL_RETRY_TAG) == "true" and (retry := run.tags.get(AUTO_RETRY_RUN_ID_TAG)):
                     said = self.through_outage(lambda: self.message(q.run_id))
-                    print(
-                        f"{q.where()} failed (run {q.run_id}): {said}; Dagster retries it as run {retry}",
+                    print(  # the retry first: the cause may be long
+                        f"{q.where()} failed (run {q.run_id}); Dagster retries it as run {retry}: {said}",
                         file=sys.stderr,
                         flush=True,
                     )

@@ -2,6 +2,7 @@
 renames one fails here, by name, before any run does."""
 
 import importlib
+import os
 
 import pytest
 
@@ -117,3 +118,21 @@ def test_a_retry_the_daemon_announced_and_passed_over_is_no_longer_awaited_and_t
         assert marked.tags[WILL_RETRY_TAG] == "false"
         said = [e.message for e in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ENGINE_EVENT)]
         assert any("no retry was made (the retry daemon read past its failure)" in m for m in said), said
+
+
+def test_the_databases_quick_retries_print_no_stray_line_into_a_builds_output(tmp_path):
+    """Issue 47, item 3: with a fresh Postgres database, dagster-postgres's `logging.warning("Retrying failed database
+    creation")` (on the root logger, which then prints through logging's default handler) was the first line of the
+    docs' verbatim Slurm build. Said here, in a process that opened its instance as `shard-assets build` does."""
+    import subprocess
+    import sys
+
+    code = (
+        "import logging; from shard_assets.instance import local_instance; local_instance('quiet'); "
+        "logging.warning('Retrying failed database creation'); "
+        "logging.warning('Retrying failed database connection: %s', 'refused'); logging.warning('kept')"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"} | {"SHARD_PROJECT_ROOT": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.strip().splitlines() == ["WARNING:root:kept"], out.stderr
