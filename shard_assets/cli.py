@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import socket
 import sys
 import time
@@ -324,6 +325,8 @@ def cmd_dev(args: argparse.Namespace) -> int:
         "-p",
         str(args.port),
     ]
+    for signum in (signal.SIGINT, signal.SIGTERM):  # a background job of a script starts with both ignored, and
+        signal.signal(signum, signal.SIG_DFL)  # Dagster maps SIGTERM to SIGINT's handler: it would never stop
     os.execv(sys.executable, command)
     return 0  # not reached: execv replaces this process
 

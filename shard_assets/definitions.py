@@ -14,13 +14,14 @@ from .defs.jobs import JOBS, retokenize_schedule
 from .defs.manifest import manifest
 from .defs.mixture import MixtureSpecsResource, mixture_definitions, mixture_specs_from_env
 from .defs.raw_documents import raw_documents
-from .defs.resources import default_resources
+from .defs.resources import StoreResource, default_resources
 from .defs.retention import gc_job, gc_schedule
 from .defs.verification import verify_job
 from .defs.sensors import raw_files_sensor
 from .defs.splits import splits
 from .defs.tokenized_shards import tokenized_shards
 from .defs.tokenizer import tokenizer
+from .lib.settings import resolve_path
 
 ASSETS = [raw_documents, eval_index, dedup, tokenizer, tokenized_shards, splits, manifest]
 
@@ -30,7 +31,8 @@ def build_definitions(resources: dict[str, Any] | None = None) -> dg.Definitions
     resources = resources or default_resources()
     specs = resources.get("mixtures") or mixture_specs_from_env()  # its folder's spec files are the mixture assets
     assert isinstance(specs, MixtureSpecsResource)
-    mixtures = mixture_definitions(specs)
+    store = resources.get("store")  # a mixture of the dataset it publishes is drawn downstream of its manifest
+    mixtures = mixture_definitions(specs, resolve_path(store.root) if isinstance(store, StoreResource) else "")
     return dg.Definitions(
         assets=[*ASSETS, *mixtures.assets],
         jobs=[*JOBS, gc_job, verify_job, *mixtures.jobs],

@@ -3,6 +3,7 @@ partitions are one dataset's), configured by the project's dagster.yaml; DAGSTER
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,6 +15,13 @@ if TYPE_CHECKING:
 
 STATE_DIR = ".dagster_home"
 NO_TELEMETRY = "telemetry:\n  enabled: false\n"  # a home outside a project: no banner printed into every build
+DATABASE_RETRIES = ("Retrying failed database connection", "Retrying failed database creation")
+
+
+def _quiet_database_retries(record: logging.LogRecord) -> bool:
+    """dagster-postgres warns on the root logger at each quick reconnect (the build says one line per outage instead)
+    and when another process creates a fresh database's tables at the same moment (nothing to act on)."""
+    return not str(record.msg).startswith(DATABASE_RETRIES)
 
 
 def home_for(dataset: str, project_dir: str | Path | None = None) -> Path:
@@ -43,4 +51,5 @@ def local_instance(dataset: str, project_dir: str | Path | None = None) -> dg.Da
     import dagster as dg
 
     prepare_home(dataset, project_dir)
+    logging.getLogger().addFilter(_quiet_database_retries)  # for the process: a build's output is its own lines
     return dg.DagsterInstance.get()

@@ -107,7 +107,10 @@ def manifest(context: dg.AssetExecutionContext, dataset: DatasetResource, store:
     lineage, detail = lineage_of(spec, parts, summary, event.run_id if event else None)
     lineage["manifest_run_id"] = context.run.run_id
     published = publish(
-        objects, build_manifest(spec.name, record, tok_file, parts, lineage, detail), parts, spec.val_fraction
+        objects,
+        build_manifest(spec.name, record, tok_file, parts, lineage, detail, summary.failed),
+        parts,
+        spec.val_fraction,
     )
     m = published.manifest
     root = objects.loader_url().rstrip("/")

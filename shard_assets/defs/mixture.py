@@ -11,14 +11,17 @@ import hashlib
 import json
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
+from shard_loader.storage import split_manifest_url
+
 from ..lib.charts import grouped_bar_chart_svg, markdown_image
+from ..lib.errors import MixtureError, SpecError
 from ..lib.records import from_dict, to_json
 from ..lib.settings import mixture_specs_folder
 from ..lib.mixture.audits import AUDITS
@@ -122,10 +125,23 @@ def mixture_key(name: str) -> dg.AssetKey:
     return dg.AssetKey(["mixture", name])
 
 
-def _spec_assets(name: str) -> tuple[dg.SourceAsset, dg.AssetsDefinition]:
+def mixes_own_dataset(specs: MixtureSpecsResource, name: str, own_root: str) -> bool:
+    """Whether the spec `name` names a version of the dataset this code location publishes (at `own_root`): only then
+    is its mixture drawn downstream of `manifest`. A spec that cannot be read names none (its run says why)."""
+    try:
+        spec = specs.spec(name)
+    except SpecError:
+        return False
+    own = os.path.normpath(own_root) if "://" not in own_root else own_root.rstrip("/")
+    roots = (split_manifest_url(c.manifest)[0] for c in spec.components)
+    return any((os.path.normpath(r) if "://" not in r else r.rstrip("/")) == own for r in roots)
+
+
+def _spec_assets(name: str, own: bool) -> tuple[dg.SourceAsset, dg.AssetsDefinition]:
     """The spec `name`'s two assets: the observation of the versions its component URLs name, and its mixture with one
-    blocking check per audit. An asset per spec, not a partition per spec: each shows its own latest publish and its
-    own checks, and a spec never mixed shows its checks not yet run."""
+    blocking check per audit, downstream of `manifest` when `own` (it mixes this code location's dataset). An asset
+    per spec, not a partition per spec: each shows its own latest publish and its own checks, and a spec never mixed
+    shows its checks not yet run."""
 
     @dg.observable_source_asset(
         key=["mixture", f"{name}_components"],  # shown as <name>_components beside <name>
@@ -144,7 +160,7 @@ def _spec_assets(name: str) -> tuple[dg.SourceAsset, dg.AssetsDefinition]:
 
     @dg.asset(
         key=key,
-        deps=[manifest, observed],
+        deps=[manifest, observed] if own else [observed],
         code_version=CODE_VERSION,
         automation_condition=FOLLOW_LIVE,
         **MIXTURE_ASSET,
@@ -159,16 +175,24 @@ def _spec_assets(name: str) -> tuple[dg.SourceAsset, dg.AssetsDefinition]:
     )
     def mixture(
         context: dg.AssetExecutionContext, mixtures: MixtureSpecsResource, store: StoreResource
-    ) -> dg.MaterializeResult:  # type: ignore[type-arg]  # Dagster reads the annotation: it must be the bare class
+    ) -> Iterator[dg.MaterializeResult | dg.AssetCheckResult]:  # type: ignore[type-arg]  # Dagster reads it bare
         objects = store.store()
         lineage = {"run_id": context.run.run_id, "code_version": code_version(), "asset_code_version": CODE_VERSION}
-        published = publish_mixture(objects, resolve_mixture(mixtures.spec(name), objects, lineage))
+        try:
+            resolved = resolve_mixture(mixtures.spec(name), objects, lineage)
+        except (SpecError, MixtureError) as exc:  # nothing written: each check says why, as the run's failure does
+            for audit in AUDITS:
+                yield dg.AssetCheckResult(
+                    check_name=audit, passed=False, description=f"not run: the spec is refused: {exc}"
+                )
+            raise
+        published = publish_mixture(objects, resolved)
         report, url = published.report, live_mixture_url(objects, published.mixture.name)
         if not report.live:
             context.log.error(
                 f"blocking checks failed ({', '.join(report.failed)}): {report.key} written, {url} left unchanged"
             )
-        return dg.MaterializeResult(
+        yield dg.MaterializeResult(
             data_version=dg.DataVersion(published.mixture.version),
             metadata=_metadata(published, url),
             check_results=[check_result(a) for a in report.audits],
@@ -177,10 +201,10 @@ def _spec_assets(name: str) -> tuple[dg.SourceAsset, dg.AssetsDefinition]:
     return observed, mixture
 
 
-def mixture_definitions(specs: MixtureSpecsResource) -> MixtureDefinitions:
+def mixture_definitions(specs: MixtureSpecsResource, own_root: str = "") -> MixtureDefinitions:
     """The assets of each spec file in `specs.folder` when the definitions load (a new spec file appears on the next
-    reload), the job that publishes them and the opt-in sensor."""
-    pairs = [_spec_assets(name) for name in sorted(specs.files())]
+    reload), the job that publishes them and the opt-in sensor; `own_root`: where this location's dataset is."""
+    pairs = [_spec_assets(name, mixes_own_dataset(specs, name, own_root)) for name in sorted(specs.files())]
     assets: list[dg.SourceAsset | dg.AssetsDefinition] = [a for pair in pairs for a in pair]
     job = dg.define_asset_job(
         "mixture_job",

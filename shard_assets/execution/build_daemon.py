@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import dagster as dg
@@ -21,7 +22,8 @@ from ..lib.errors import BuildError
 from .dagster_private import DAEMON_MODULE
 
 LOCATION_NAME = "shard_assets"  # the code location's name in workspace.yaml: retries and the UI find runs' code by it
-HEARTBEAT_FRESH_SECONDS = 120  # a daemon writes one every 30 s; older than this, none is taken to be running
+HEARTBEAT_FRESH_SECONDS = 60  # a daemon writes one every 30 s; older than this, none is taken to be running
+HEARTBEAT = "QUEUED_RUN_COORDINATOR"  # the daemon whose heartbeat says runs are dequeued
 STOP_SECONDS = 60
 
 
@@ -31,7 +33,7 @@ class DaemonError(BuildError):
 
 def daemon_alive(instance: dg.DagsterInstance) -> bool:
     """Whether a daemon dequeues this instance's runs: a recent heartbeat of its run coordinator."""
-    beat = instance.get_daemon_heartbeats().get("QUEUED_RUN_COORDINATOR")
+    beat = instance.get_daemon_heartbeats().get(HEARTBEAT)
     return beat is not None and time.time() - beat.timestamp < HEARTBEAT_FRESH_SECONDS
 
 
@@ -51,11 +53,28 @@ def _die_with_parent() -> None:
         pass  # not Linux: the daemon then outlives a killed build, and stops with its own SIGTERM
 
 
+@dataclass
+class DaemonsSeen:
+    """The daemons whose heartbeats came since `since` (when a build started its own)."""
+
+    since: float
+    ids: set[str] = field(default_factory=set)
+
+    def two(self, instance: dg.DagsterInstance) -> bool:
+        """Whether another daemon serves the instance beside the build's (a team's, restarted while the build ran):
+        the heartbeats of two since `since`. Each overwrites the other's, so both are seen within a few polls."""
+        beat = instance.get_daemon_heartbeats().get(HEARTBEAT)
+        if beat is not None and beat.daemon_id and beat.timestamp >= self.since:
+            self.ids.add(beat.daemon_id)
+        return len(self.ids) > 1
+
+
 class BuildDaemon:
     """`dagster-daemon run` in its own process group, on this environment (DAGSTER_HOME, DAGSTER_PG_*, the
     launcher's variables), logging to a temporary folder; `stop()` ends the group."""
 
     def __init__(self) -> None:
+        self.seen = DaemonsSeen(time.time())
         self.folder = Path(tempfile.mkdtemp(prefix="shard-daemon-"))
         self.log_path = self.folder / "daemon.log"
         with open(self.log_path, "wb") as log:

@@ -3,7 +3,7 @@ moves one breaks this module's import (and tests/builder/test_execution.py, whic
 
 from dagster import _check as check
 from dagster._core.definitions.selector import JobSubsetSelector
-from dagster._core.events import EngineEventData
+from dagster._core.events import DagsterEventType, EngineEventData
 from dagster._core.instance.ref import InstanceRef
 from dagster._core.launcher import DefaultRunLauncher, LaunchRunContext, RunLauncher
 from dagster._core.launcher.base import CheckRunHealthResult, WorkerStatus
@@ -22,10 +22,13 @@ from dagster._core.storage.tags import (
 from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 from dagster._core.workspace.context import WorkspaceProcessContext
 from dagster._core.workspace.load_target import InProcessWorkspaceLoadTarget
+from dagster._daemon.auto_run_reexecution.event_log_consumer import _create_cursor_key
 from dagster._grpc.types import ExecuteRunArgs
 from dagster._serdes import ConfigurableClass, ConfigurableClassData
 
 DAEMON_MODULE = "dagster._daemon"  # `python -m` this runs a dagster-daemon for a build (build_daemon.py)
+# Where the retry daemon keeps how far it has read run failures: past a failure, it made that run's retry or never will
+RETRY_CURSOR_KEY = _create_cursor_key(DagsterEventType.RUN_FAILURE)
 
 __all__ = [
     "ASSET_PARTITION_RANGE_END_TAG",
@@ -49,6 +52,7 @@ __all__ = [
     "LaunchRunContext",
     "LoadableTargetOrigin",
     "PARTITION_NAME_TAG",
+    "RETRY_CURSOR_KEY",
     "RunLauncher",
     "SyncInMemoryRunLauncher",
     "WILL_RETRY_TAG",

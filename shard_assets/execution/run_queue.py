@@ -10,7 +10,6 @@ daemon retries them and the UI shows them under the location `shard_assets`.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import sys
@@ -29,6 +28,7 @@ from .dagster_private import (
     AUTO_RETRY_RUN_ID_TAG,
     MAX_RETRIES_TAG,
     PARTITION_NAME_TAG,
+    RETRY_CURSOR_KEY,
     WILL_RETRY_TAG,
     DefaultRunLauncher,
     InProcessCodeLocationOrigin,
@@ -50,6 +50,7 @@ from .run_events import failure_message
 BUILD_TAG = "shard/build_id"  # every run of one build carries it: filter the UI's runs by it
 POLL_SECONDS = 2.0
 RETRY_TAG_SECONDS = 300  # a failed run's will_retry tag is written with its failure; past this, no retry is coming
+SAY_WAIT_SECONDS = 10  # a retry awaited longer than this is said to be awaited
 SECRET_FIELDS = ("access_key_id", "secret_access_key")
 OUTAGE_SECONDS = 600  # how long a build waits for its Dagster database to answer again before it gives up
 ABANDON_SECONDS = 60  # how long a stopping build waits for retries the daemon announced, to cancel them too
@@ -69,11 +70,6 @@ def _database_down(exc: BaseException) -> bool:
             return True
         seen = seen.__cause__ or seen.__context__
     return False
-
-
-def _quiet_database_retries(record: logging.LogRecord) -> bool:
-    """dagster-postgres warns on the root logger at each quick reconnect; the build says one line per outage instead."""
-    return not str(record.msg).startswith("Retrying failed database connection")
 
 
 def launches_elsewhere(instance: dg.DagsterInstance) -> bool:
@@ -119,6 +115,7 @@ class QueuedRun:
     assets: tuple[str, ...]
     run_id: str
     failed_at: float | None = None  # when the current attempt was seen failed, while its retry is awaited
+    said_waiting: bool = False  # whether the build said it waits for that retry
 
     def where(self) -> str:
         return str(RunBatch(self.job, self.partitions, self.assets))
@@ -170,12 +167,10 @@ class RunQueue:
                 file=sys.stderr,
                 flush=True,
             )
-        logging.getLogger().addFilter(_quiet_database_retries)
         try:
             with WorkspaceProcessContext(instance, InProcessWorkspaceLoadTarget(origin)) as workspace:
                 yield cls(instance, workspace, run_config, daemon)
         finally:
-            logging.getLogger().removeFilter(_quiet_database_retries)
             if daemon is not None:
                 daemon.stop()
 
@@ -231,6 +226,10 @@ class RunQueue:
         while pending:
             if self.daemon is not None:
                 self.daemon.check()
+                if self.daemon.seen.two(self.instance):  # two would launch, monitor and retry each run
+                    self.daemon.stop()
+                    self.daemon = None
+                    print("another dagster-daemon serves this instance now: the build's own stopped", file=sys.stderr)
             ids = [q.run_id for q in pending]
             runs = {
                 r.run_id: r for r in self.through_outage(lambda: self.instance.get_runs(dg.RunsFilter(run_ids=ids)))
@@ -248,12 +247,12 @@ class RunQueue:
                     continue
                 if run.tags.get(WILL_RETRY_TAG) == "true" and (retry := run.tags.get(AUTO_RETRY_RUN_ID_TAG)):
                     said = self.through_outage(lambda: self.message(q.run_id))
-                    print(
-                        f"{q.where()} failed (run {q.run_id}): {said}; Dagster retries it as run {retry}",
+                    print(  # the retry first: the cause may be long
+                        f"{q.where()} failed (run {q.run_id}); Dagster retries it as run {retry}: {said}",
                         file=sys.stderr,
                         flush=True,
                     )
-                    q.run_id, q.failed_at = retry, None
+                    q.run_id, q.failed_at, q.said_waiting = retry, None, False
                     continue
                 if self._retry_coming(q, run):
                     continue
@@ -374,14 +373,34 @@ class RunQueue:
             print(f"warning: could not cancel run {run.run_id} ({type(exc).__name__})", file=sys.stderr, flush=True)
 
     def _retry_coming(self, q: QueuedRun, run: dg.DagsterRun) -> bool:
-        """Whether a retry of this failed run is still to come: it failed with retries on, and the daemon has not
-        created the retry yet (it does within seconds; past RETRY_TAG_SECONDS none is coming)."""
+        """Whether a retry of this failed run is still to come: it failed with retries on, and the daemon has neither
+        created the retry nor read past the failure (it passes over one whose retry it failed to make, as in a
+        database outage, and says nothing); past RETRY_TAG_SECONDS none is coming either. A run whose announced retry
+        will never come is tagged will_retry=false, with an event in its log saying why."""
         if run.status != dg.DagsterRunStatus.FAILURE or not self.instance.run_retries_enabled:
             return False
         if run.tags.get(WILL_RETRY_TAG) == "false":
             return False
         q.failed_at = q.failed_at or time.monotonic()
-        return time.monotonic() - q.failed_at < RETRY_TAG_SECONDS
+        waited = time.monotonic() - q.failed_at
+        if waited < RETRY_TAG_SECONDS and not self._retry_passed_over(run):
+            if waited > SAY_WAIT_SECONDS and not q.said_waiting:  # a retry is made within seconds of a healthy daemon
+                print(f"{q.where()} failed (run {q.run_id}): waiting for the retry Dagster announced", file=sys.stderr)
+                q.said_waiting = True
+            return True
+        passed = "the retry daemon read past its failure" if waited < RETRY_TAG_SECONDS else f"none in {waited:.0f} s"
+        self.instance.add_run_tags(run.run_id, {WILL_RETRY_TAG: "false"})
+        self.instance.report_engine_event(f"no retry was made ({passed}): will_retry set to false", run)
+        return False
+
+    def _retry_passed_over(self, run: dg.DagsterRun) -> bool:
+        """Whether the retry daemon has read past this run's failure without making its retry."""
+        failures = self.instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE).records
+        cursor = self.instance.daemon_cursor_storage.get_cursor_values({RETRY_CURSOR_KEY}).get(RETRY_CURSOR_KEY)
+        if not failures or cursor is None or int(cursor) < failures[-1].storage_id:
+            return False
+        now = self.instance.get_run_by_id(run.run_id)  # read after the cursor: a retry made before it moved is tagged
+        return now is not None and AUTO_RETRY_RUN_ID_TAG not in now.tags
 
     def run_ids(self) -> list[str]:
         """Every run of this build, retries included (a retry carries its parent's tags, this build's id with them)."""

@@ -267,14 +267,19 @@ class SlurmRunLauncher(RunLauncher, ConfigurableClass):
             return CheckRunHealthResult(WorkerStatus.RUNNING)
         if state.state == "COMPLETED" and run.status not in (DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING):
             return CheckRunHealthResult(WorkerStatus.SUCCESS)
+        started = run.status != DagsterRunStatus.STARTING  # its own log is the run's: the line names the node
         return CheckRunHealthResult(
-            WorkerStatus.FAILED, f"{state.describe()} while the run was {run.status.value}; {self.output_of(job_id)}"
+            WorkerStatus.FAILED,
+            f"{state.describe()} while the run was {run.status.value}; {self.output_of(job_id, quote=not started)}",
         )
 
-    def output_of(self, job_id: str) -> str:
-        """Where the job's output is, and its first lines past the script's own banner when this machine sees the file
-        (a shared filesystem): the cause of a job that failed at start (`No module named dagster`) is there."""
+    def output_of(self, job_id: str, quote: bool) -> str:
+        """Where the job's output is, and with `quote` its first lines past the script's own banner when this machine
+        sees the file (a shared filesystem): the cause of a job that failed before its run started (`No module named
+        dagster`) is there; a started run's own output is in its log, not in its failure line."""
         path = (self.output or "/tmp/slurm-%j.out").replace("%j", job_id)
+        if not quote:
+            return f"its output: {path}"
         try:
             with open(path, errors="replace") as f:
                 lines = [line.strip() for line, _ in zip(f, range(50)) if line.strip()]
@@ -290,7 +295,7 @@ class SlurmRunLauncher(RunLauncher, ConfigurableClass):
         state = self._state(job_id)
         return (
             f"{state.describe() if state else f'Slurm job {job_id}: unknown to squeue and sacct'}; "
-            f"{self.output_of(job_id)}; `scontrol show job {job_id}` says more"
+            f"{self.output_of(job_id, quote=False)}; `scontrol show job {job_id}` says more"
         )
 
     def terminate(self, run_id: str) -> bool:

@@ -12,6 +12,7 @@ import json
 import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, UTC
+from collections.abc import Collection
 from typing import Any
 
 from shard_loader.builder_api import ensure_local
@@ -63,11 +64,16 @@ class Published:
         return [a.name for a in self.audits if not a.passed]
 
 
-def content_version(dataset: str, tokenizer: TokenizerInfo, dtype: str, splits: dict[str, SplitInfo]) -> str:
+def content_version(
+    dataset: str, tokenizer: TokenizerInfo, dtype: str, splits: dict[str, SplitInfo], left_out: Collection[str] = ()
+) -> str:
     """A version id from the published content only, so a re-run with the same inputs republishes the same version:
     the tokenizer's file and each split's shard table (key, size, sha256), which name every shard by partition, key,
     size and sha256. Two versions share an id only if they name the same files, so a source moved to other paths
-    (other partition names, so other keys) is a new version, never a clash with the old one."""
+    (other partition names, so other keys) is a new version, never a clash with the old one. The partitions left
+    out while still in the dataset (failed, refused, not rebuilt) count too, when there are any: such a version says
+    so in its own lineage, even where its files are an older version's. One whose file vanished is not among them: it
+    left the dataset, and files moved back are the first version again."""
     tables = {}
     for s, info in splits.items():
         if info.table is None:
@@ -76,10 +82,8 @@ def content_version(dataset: str, tokenizer: TokenizerInfo, dtype: str, splits: 
                 "SplitInfo.of)"
             )
         tables[s] = asdict(info.table)
-    body = json.dumps(
-        {"dataset": dataset, "dtype": dtype, "tokenizer": asdict(tokenizer.file), "tables": tables},
-        sort_keys=True,
-    )
+    identity = {"dataset": dataset, "dtype": dtype, "tokenizer": asdict(tokenizer.file), "tables": tables}
+    body = json.dumps(identity | ({"left_out": sorted(left_out)} if left_out else {}), sort_keys=True)
     return f"{dataset}-{hashlib.sha256(body.encode()).hexdigest()[:16]}"
 
 
@@ -90,9 +94,11 @@ def build_manifest(
     parts: dict[str, PartRecord],
     lineage: dict[str, Any],
     lineage_detail: dict[str, Any],
+    left_out: Collection[str] = (),
 ) -> Manifest:
     """The manifest of every partition's shards (shards with no document are left out); `lineage` is published
-    inline, `lineage_detail` (per partition) as its own file."""
+    inline, `lineage_detail` (per partition) as its own file; `left_out`: the partitions it leaves out that are still
+    in the dataset."""
     splits = {}
     for split in SPLITS:
         splits[split] = SplitInfo.of([p.shards[split] for _, p in sorted(parts.items()) if p.shards[split].documents])
@@ -105,7 +111,7 @@ def build_manifest(
     )
     return Manifest(
         dataset=dataset,
-        version=content_version(dataset, info, tokenizer.token_dtype, splits),
+        version=content_version(dataset, info, tokenizer.token_dtype, splits, left_out),
         created_at=datetime.now(UTC).strftime(CREATED_AT_FORMAT),
         tokenizer=info,
         token_dtype=tokenizer.token_dtype,

@@ -258,6 +258,7 @@ class SplitsRecord:
     stale: dict[str, str] = field(
         default_factory=dict
     )  # kept with their last good build (stale_partitions = "keep_last_good"), and why
+    failed: tuple[str, ...] = ()  # of left_out, those still in the dataset: they name the version (publish.py)
 
 
 def from_dict(cls: type[R], data: Any, where: str) -> R:

@@ -63,6 +63,7 @@ class Selection:
     parts: dict[str, PartRecord]
     left_out: dict[str, str]
     stale: dict[str, str] = field(default_factory=dict)
+    failed: tuple[str, ...] = ()  # of left_out, those still in the dataset (not vanished, nor of a removed source)
 
 
 R = TypeVar("R")
@@ -201,7 +202,7 @@ def select_partitions(store: ObjectStore, spec: DatasetSpec, fingerprint: str, p
             "tokenized_shards first"
             + (f" ({next(iter(left_out))}: {next(iter(left_out.values()))})" if left_out else "")
         )
-    return Selection(parts=chosen, left_out=left_out, stale=stale)
+    return Selection(parts=chosen, left_out=left_out, stale=stale, failed=tuple(failed))
 
 
 def record_left_out(store: ObjectStore, fingerprint: str, selection: Selection, run_id: str) -> None:
@@ -329,4 +330,5 @@ def summarise(fingerprint: str, selection: Selection, overlap: int) -> SplitsRec
         overlap=overlap,
         left_out=selection.left_out,
         stale=selection.stale,
+        failed=selection.failed,
     )

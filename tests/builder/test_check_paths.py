@@ -126,3 +126,38 @@ def test_the_automation_sensor_publishes_a_new_file_only_after_all_seven_blockin
         assert evaluated == dict.fromkeys(DATASET_BLOCKING, True)
     m = shard_loader.open_manifest(str(store)).manifest
     assert m.version != first.version and "web.part2" in {e.partition for s in m.splits.values() for e in s.shards}
+
+
+def test_a_mixture_is_drawn_downstream_of_the_manifest_only_when_it_mixes_this_locations_dataset(tmp_path):
+    """Issue 47, item 8: every mixture asset depended on the demo dataset's `manifest` whatever its components, so
+    `mixture/blend` showed "Unsynced" when an unrelated dataset was republished."""
+    import numpy as np
+
+    from tests.support.synthetic import random_docs, write_dataset
+
+    for name in ("store", "elsewhere"):
+        write_dataset(tmp_path / name, {"train": [random_docs(np.random.default_rng(0), 5)]})
+    (tmp_path / "mixtures").mkdir()
+    for name, folder in (("own", "../store"), ("other", "../elsewhere"), ("broken", None)):
+        body = f'[[components]]\nmanifest = "{folder}"\nweight = 1\n' if folder else ""
+        (tmp_path / "mixtures" / f"{name}.toml").write_text(f'name = "{name}"\ntokens_per_epoch = 100\n{body}')
+    graph = _definitions_with_mixtures(tmp_path).resolve_asset_graph()
+    parents = {
+        n: sorted(k.to_user_string() for k in graph.get(dg.AssetKey(["mixture", n])).parent_keys)
+        for n in ("own", "other", "broken")
+    }
+    assert parents == {
+        "own": ["manifest", "mixture/own_components"],
+        "other": ["mixture/other_components"],
+        "broken": ["mixture/broken_components"],  # a spec that cannot be read names no dataset
+    }
+
+
+def _definitions_with_mixtures(tmp_path) -> dg.Definitions:
+    return build_definitions(
+        {
+            "dataset": DatasetResource(spec_path=str(tmp_path / "spec.toml")),
+            "store": StoreResource(root=str(tmp_path / "store")),
+            "mixtures": MixtureSpecsResource(folder=str(tmp_path / "mixtures")),
+        }
+    )

@@ -3,6 +3,7 @@ renames one fails here, by name, before any run does."""
 
 import ast
 import importlib
+import os
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,47 @@ def test_a_stopping_build_ends_a_run_left_canceling_when_nothing_else_will(tmp_p
         queue.abandon()
         assert terminated == [run.run_id]
         assert instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.CANCELED
+
+
+def test_a_retry_the_daemon_announced_and_passed_over_is_no_longer_awaited_and_the_run_says_so(tmp_path):
+    """Issue 47, item 2: a Postgres outage made the retry daemon fail on a run it had tagged will_retry=true; it read
+    on past the failure, so no retry ever came, while the build waited RETRY_TAG_SECONDS (300 s) saying nothing."""
+    import dagster as dg
+
+    from shard_assets.execution.dagster_private import MAX_RETRIES_TAG, RETRY_CURSOR_KEY, WILL_RETRY_TAG
+    from shard_assets.execution.run_queue import QueuedRun, RunQueue
+
+    job = dg.GraphDefinition("g").to_job()
+    with dg.instance_for_test(temp_dir=str(tmp_path), overrides={"run_retries": {"enabled": True}}) as instance:
+        queue = RunQueue(instance, None, {}, None)  # type: ignore[arg-type]  # following needs the instance only
+        run = instance.create_run_for_job(job, tags={MAX_RETRIES_TAG: "1"})
+        instance.report_run_failed(run)  # with a retry left: tagged will_retry=true by Dagster
+        failure = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE).records[-1]
+        q = QueuedRun(0, "tokenize_job", ("web.part0",), (), run.run_id)
+        failed = instance.get_run_by_id(run.run_id)
+        assert failed.tags[WILL_RETRY_TAG] == "true"
+        assert queue._retry_coming(q, failed)  # the daemon has not read the failure yet: its retry may come
+        instance.daemon_cursor_storage.set_cursor_values({RETRY_CURSOR_KEY: str(failure.storage_id)})  # read past it
+        assert not queue._retry_coming(q, failed)
+        marked = instance.get_run_by_id(run.run_id)
+        assert marked.tags[WILL_RETRY_TAG] == "false"
+        said = [e.message for e in instance.all_logs(run.run_id, of_type=dg.DagsterEventType.ENGINE_EVENT)]
+        assert any("no retry was made (the retry daemon read past its failure)" in m for m in said), said
+
+
+def test_the_databases_quick_retries_print_no_stray_line_into_a_builds_output(tmp_path):
+    """Issue 47, item 3: with a fresh Postgres database, dagster-postgres's `logging.warning("Retrying failed database
+    creation")` (on the root logger, which then prints through logging's default handler) was the first line of the
+    docs' verbatim Slurm build. Said here, in a process that opened its instance as `shard-assets build` does."""
+    import subprocess
+    import sys
+
+    code = (
+        "import logging; from shard_assets.instance import local_instance; local_instance('quiet'); "
+        "logging.warning('Retrying failed database creation'); "
+        "logging.warning('Retrying failed database connection: %s', 'refused'); logging.warning('kept')"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"} | {"SHARD_PROJECT_ROOT": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.strip().splitlines() == ["WARNING:root:kept"], out.stderr

@@ -10,7 +10,7 @@ import re
 import shard_loader
 from shard_assets.lib.layout import quarantine_key
 from tests.support.dagster_helpers import forge_registration, tiny_dataset, write_jsonl
-from tests.support.mixtures import dagster_home, shard_assets
+from tests.support.mixtures import dagster_home, shard_assets, write_tokenizer
 
 
 def _build(tmp, spec, store):
@@ -44,3 +44,26 @@ def test_a_forged_registration_quarantines_its_partition_instead_of_keeping_its_
     errors = [line for line in blocked.stderr.splitlines() if line.startswith("error: ")]
     assert blocked.returncode == 2 and len(errors) == 1 and "web.part1" in errors[0], blocked.stderr[-2000:]
     assert "StateMismatchError" in errors[0] and "on_partition_failure" in errors[0], errors[0]
+
+
+def test_a_version_whose_files_equal_an_older_ones_still_says_what_it_left_out(tmp_path):
+    """Issue 47, item 12: web.part1 added, then its registration forged: the version left without it had the files of
+    the version before web.part1 existed, reused that version and its lineage (0 left out) while the build said 1."""
+    spec, store, _ = tiny_dataset(tmp_path, files=1, docs=60)
+    tokenizer = write_tokenizer(tmp_path / "tokenizer.json")  # one tokenizer throughout: a new file retrains none
+    spec.write_text(
+        re.sub(r"\[tokenizer\][^\[]*", f'[tokenizer]\nkind = "file"\npath = "{tokenizer}"\n\n', spec.read_text())
+    )
+    assert _build(tmp_path, spec, store).returncode == 0
+    before = shard_loader.open_manifest(str(store)).manifest
+    write_jsonl(tmp_path / "src" / "part1.jsonl", 60, seed=1)
+    assert _build(tmp_path, spec, store).returncode == 0
+    (tmp_path / "elsewhere").mkdir()
+    write_jsonl(tmp_path / "elsewhere" / "secret.jsonl", 50, seed=99)
+    forge_registration(store, "web.part1", f"file://{tmp_path}/elsewhere/secret.jsonl")
+    again = _build(tmp_path, spec, store)
+    assert re.search(r"^partitions\s+2 \(1 left out;", again.stdout, re.M), again.stdout
+    live = shard_loader.open_manifest(str(store))
+    assert _partitions(store) == {"web.part0"} and live.manifest.version != before.version
+    lineage = live.lineage()
+    assert lineage["partitions_left_out"] == 1 and [e["partition"] for e in lineage["left_out"]] == ["web.part1"]

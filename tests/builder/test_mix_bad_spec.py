@@ -57,3 +57,29 @@ def test_a_bad_component_is_one_line_naming_the_spec_and_field(root, components,
     assert len(lines) == 1 and lines[0].startswith(f"error: {spec}: "), done.stderr
     assert re.search(field, lines[0]), lines[0]
     assert "Traceback" not in done.stderr and not (root / "store/mixtures").exists()
+
+
+def test_a_refused_spec_run_in_dagster_shows_the_reason_on_each_check(root):
+    """Issue 47, item 8: materialised from the UI (not through `shard-assets mix`, which refuses it first), a refused
+    spec showed its five checks failed with no reason."""
+    import dagster as dg
+
+    from shard_assets.defs.mixture import MixtureSpecsResource, mixture_definitions, mixture_key
+    from shard_assets.defs.resources import StoreResource
+    from shard_assets.lib.mixture.audits import AUDITS
+
+    (root / "mixtures" / "blend.toml").write_text(
+        'name = "blend"\ntokens_per_epoch = 1000\n[[components]]\nmanifest = "../notes.txt"\nweight = 1\n'
+    )
+    specs = MixtureSpecsResource(folder=str(root / "mixtures"))
+    result = dg.materialize(
+        mixture_definitions(specs).assets,
+        selection=[mixture_key("blend")],
+        resources={"mixtures": specs, "store": StoreResource(root=str(root / "store"))},
+        raise_on_error=False,
+    )
+    assert not result.success
+    checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    assert sorted(checks) == sorted(AUDITS) and not any(e.passed for e in checks.values())
+    assert all("components[0].manifest" in e.description and "notes.txt" in e.description for e in checks.values())
+    assert not (root / "store/mixtures").exists()

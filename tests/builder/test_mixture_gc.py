@@ -81,9 +81,25 @@ def test_gc_keeps_the_component_version_a_live_mixture_pins_until_the_mixture_mo
     second = _mix(root)  # web's live manifest.json names web-v2 now: the mixture moves, and its pin with it
     assert second != first
     assert not list((root / "store/web/readers").glob("web-v1/mixture-*"))  # the old pin removed
-    assert [p.name.startswith("mixture-blend-") for p in (root / "store/web/readers/web-v2").iterdir()] == [True]
+    assert [p.name for p in (root / "store/web/readers/web-v2").iterdir()] == ["mixture-blend.json"]
     dry = _run(root, *GC, "--store", web)
     assert "versions dropped  1: web-v1" in dry and f"kept for a pin  web-v2  (mixture {second}" not in dry, dry
     _run(root, *GC, "--store", web, "--delete")
     assert not (root / "store/web/manifests/web-v1.json").exists()
     assert _read(root) == 8 * 4 * 16
+
+
+def test_a_copied_stores_own_mixture_moves_the_pins_the_copy_carries(root):
+    """Issue 47, item 12: pins were held by the mixture's name and its live file's URL, so a copy of the whole store
+    kept the original mixture's pins, which the copy's own mixture (at another URL) never released."""
+    import shutil
+
+    _mix(root)
+    shutil.copytree(root / "store", root / "copy", symlinks=True)
+    write_dataset(root / "copy/web", {"train": _docs(2)}, vocab_size=300, version="web-v2", tag="t2")
+    spec = root / "mixtures/copy.toml"
+    spec.write_text((root / "mixtures/blend.toml").read_text().replace("../store/", "../copy/"))
+    _run(root, "mix", "--spec", str(spec), "--store", str(root / "copy"))  # the copy's mixture moves to web-v2
+    assert not list((root / "copy/web/readers").glob("web-v1/mixture-*"))  # the pin the copy carried is released
+    assert [p.name for p in (root / "copy/web/readers/web-v2").iterdir()] == ["mixture-blend.json"]
+    assert list((root / "store/web/readers").glob("web-v1/mixture-*"))  # the original's own stays with it

@@ -96,7 +96,8 @@ def test_a_bad_file_is_left_out_then_leaves_the_partition_set_when_deleted(built
     third = build_dataset(inst, load_spec(spec), resources)
     assert third.left_out == 0 and "web.zz_bad" not in inst.get_dynamic_partitions("raw_files")
     assert not quarantine.exists()  # the report went with the partition
-    assert third.version == second.version  # the same content is the same immutable version, with its first lineage
+    assert third.version != second.version  # the same files, but nothing left out now: its own lineage says so
+    assert shard_loader.open_manifest(str(store)).lineage()["left_out"] == []
 
 
 def _two_sources_built(tmp_path: Path):

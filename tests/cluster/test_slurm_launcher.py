@@ -142,8 +142,12 @@ def test_the_health_check_fails_a_started_run_whose_job_ended(fake_slurm, monkey
         oom.status == WorkerStatus.FAILED
         and oom.msg
         == "Slurm job 8 OUT_OF_MEMORY on n2 (OutOfMemory) while the run was STARTED; "
-        f"its output: {tmp_path}/slurm-8.out on the node"
+        f"its output: {tmp_path}/slurm-8.out"
     )
+    (tmp_path / "slurm-8.out").write_text("Slurm job 8 on n2\n" + "2026-11-29 - dagster - DEBUG - loading\n" * 30)
+    assert oom.msg in launcher.check_run_worker_health(_run(started, "8")).msg  # a started run's output: in its log
+    before = launcher.check_run_worker_health(_run(dg.DagsterRunStatus.STARTING, "8"))  # died before the run began
+    assert f"its output ({tmp_path}/slurm-8.out) begins: 2026-11-29 - dagster - DEBUG - loading" in before.msg
     assert "Slurm job 5 NODE_FAIL on n2" in launcher.check_run_worker_health(_run(started, "5")).msg
     gone = launcher.check_run_worker_health(_run(started, "6"))
     assert gone.status == WorkerStatus.FAILED and "no longer knows job 6" in gone.msg

@@ -19,18 +19,22 @@ from .components import absolute_url, open_manifest_store
 PIN_SECONDS = 10 * 365 * 86400.0  # held while the mixture is live; moved (or removed) when it moves
 
 
-def pin_holder(live_url: str, name: str) -> str:
-    """The pins' holder: the mixture's name and its live file's URL (two stores may each hold a mixture `name`)."""
-    return f"mixture-{name}-{hashlib.sha256(live_url.encode()).hexdigest()[:8]}"
+def pin_holder(live_url: str, name: str, relative: bool) -> str:
+    """The pins' holder: on a component in the mixture's own store (`relative`), the mixture's name alone, so a copy of
+    the store carries pins its own mixture moves; elsewhere also its live file's URL (two stores may each hold a
+    mixture `name` reading one component)."""
+    return f"mixture-{name}" if relative else f"mixture-{name}-{hashlib.sha256(live_url.encode()).hexdigest()[:8]}"
 
 
-def _pins(mixture: MixtureFile, root: str, client: Any) -> list[tuple[str, WritableStore | None, str]]:
-    """(component URL, lease writer, the component version's pin key) for each component; writer None over https."""
+def _pins(
+    mixture: MixtureFile, root: str, live_url: str, client: Any
+) -> list[tuple[str, WritableStore | None, str, str]]:
+    """(component URL, lease writer or None over https, the pinned version, the pin's holder) for each component."""
     found = []
     for c in mixture.components:
         url = absolute_url(c.manifest.url, root)
         store, _ = open_manifest_store(url, client)
-        found.append((url, writer_for(store), c.version))
+        found.append((url, writer_for(store), c.version, pin_holder(live_url, mixture.name, c.relative)))
     return found
 
 
@@ -38,8 +42,7 @@ def pin_components(mixture: MixtureFile, root: str, live_url: str, client: Any =
     """Write a pin on every component version `mixture` reads, in the component's store; a store that refuses it is a
     PublishError naming the component (the mixture is then not made live). A component read over https cannot be
     written to: its store's gc does not see the mixture (pin it there with `shard-loader pin`)."""
-    holder = pin_holder(live_url, mixture.name)
-    for url, writer, version in _pins(mixture, root, client):
+    for url, writer, version, holder in _pins(mixture, root, live_url, client):
         if writer is None:
             continue
         lease = Lease(version, holder, "pin", PIN_SECONDS, f"mixture {mixture.version} at {live_url}")
@@ -55,9 +58,8 @@ def pin_components(mixture: MixtureFile, root: str, live_url: str, client: Any =
 def unpin_components(old: MixtureFile, new: MixtureFile, root: str, live_url: str, client: Any = None) -> None:
     """Remove the pins of `old`'s component versions that `new` no longer reads: once `new` is live, gc may collect
     them. Best effort: a pin left behind lapses after PIN_SECONDS."""
-    holder = pin_holder(live_url, old.name)
     kept = {(absolute_url(c.manifest.url, root), c.version) for c in new.components}
-    for url, writer, version in _pins(old, root, client):
+    for url, writer, version, holder in _pins(old, root, live_url, client):
         if writer is not None and (url, version) not in kept:
             try:
                 writer.remove(lease_key(version, holder))
