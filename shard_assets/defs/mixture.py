@@ -18,7 +18,7 @@ from typing import Any
 
 import dagster as dg
 
-from shard_loader.storage import split_manifest_url
+from shard_loader.builder_api import split_manifest_url
 
 from ..lib.charts import grouped_bar_chart_svg, markdown_image
 from ..lib.errors import MixtureError, SpecError

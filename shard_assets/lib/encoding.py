@@ -11,12 +11,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .text import is_val
 from .background import prefetched
+from .curation.dedup_apply import kept_batches
 from .encoders import Encoded, Encoder, ExactnessError, ExactnessGuard, ReferenceEncoder, select_encoder
 from .records import GuardResult
 from shard_loader.builder_api import SPLITS, ShardWriter
@@ -73,10 +74,12 @@ def encode_documents(tokenizer: Tokenizer, texts: list[str], eod_id: int, dtype:
     return select_encoder(tokenizer.to_str()).encode(texts).with_eod(eod_id, dtype, "estimate")
 
 
-def _batches(pf: ParquetFile, val_fraction: float, batch_documents: int) -> Iterator[tuple[list[str], np.ndarray]]:
-    """(texts, is-val mask) of a raw ParquetFile's documents, reading only the two columns, bounded by
+def _batches(
+    pf: ParquetFile, val_fraction: float, batch_documents: int, drops: Any
+) -> Iterator[tuple[list[str], np.ndarray]]:
+    """(texts, is-val mask) of a raw ParquetFile's documents less `drops`, reading only the two columns, bounded by
     MAX_BATCH_CHARS."""
-    for batch in pf.iter_batches(batch_size=batch_documents, columns=["text", "doc_hash"]):
+    for batch in kept_batches(pf, ["text", "doc_hash"], batch_documents, drops):
         texts, val = batch.column(0).to_pylist(), is_val(batch.column(1).to_numpy(), val_fraction)
         for chunk in by_size(texts):
             yield texts[chunk], val[chunk]
@@ -103,7 +106,13 @@ def _append(writers: dict[str, ShardWriter], encoded: Encoded, val: np.ndarray, 
 
 
 def _write_shards(
-    pf: ParquetFile, encoder: Encoder, guard: ExactnessGuard, settings: EncodeSettings, out_dir: Path, stem: str
+    pf: ParquetFile,
+    encoder: Encoder,
+    guard: ExactnessGuard,
+    settings: EncodeSettings,
+    out_dir: Path,
+    stem: str,
+    drops: Any,
 ) -> dict[str, ShardWriter]:
     """Encode every document of the raw ParquetFile into closed train/val writers; the guard's failure aborts them.
 
@@ -117,7 +126,7 @@ def _write_shards(
         )
     try:
         for texts, val in prefetched(
-            _batches(pf, settings.val_fraction, settings.batch_documents), READ_AHEAD, f"read-{stem}"
+            _batches(pf, settings.val_fraction, settings.batch_documents, drops), READ_AHEAD, f"read-{stem}"
         ):
             encoded = encoder.encode(texts)
             encoded.check_no_eod(settings.eod_id, f"partition {stem}")
@@ -136,10 +145,17 @@ def _write_shards(
 
 
 def tokenize_partition(
-    raw_path: Path, out_dir: Path, stem: str, engine: Encoder, reference: ReferenceEncoder, settings: EncodeSettings
+    raw_path: Path,
+    out_dir: Path,
+    stem: str,
+    engine: Encoder,
+    reference: ReferenceEncoder,
+    settings: EncodeSettings,
+    drops: Any = None,
 ) -> tuple[dict[str, ShardWriter], TokenizeStats]:
-    """Tokenize one raw parquet into `<out_dir>/<split>/<stem>.npy|.bin` with `engine` behind the guard of `reference`;
-    the closed writers name the files.
+    """Tokenize one raw parquet, less the documents whose hash is in `drops` (dedup's), into
+    `<out_dir>/<split>/<stem>.npy|.bin` with `engine` behind the guard of `reference`; the closed writers name the
+    files.
 
     `settings.on_mismatch` decides what a guard difference does: "fail" raises ExactnessError,
     "reference" re-encodes the whole partition with the reference (recorded in the stats).
@@ -148,16 +164,18 @@ def tokenize_partition(
 
     started = time.perf_counter()
     pf = pq.ParquetFile(raw_path, pre_buffer=False)
-    guard = ExactnessGuard(engine, reference, stem, pf.metadata.num_rows, policy=settings.on_mismatch)
+    documents = pf.metadata.num_rows - (0 if drops is None else len(drops))
+    guard = ExactnessGuard(engine, reference, stem, documents, policy=settings.on_mismatch)
     try:
-        writers = _write_shards(pf, engine, guard, settings, out_dir, stem)
+        writers = _write_shards(pf, engine, guard, settings, out_dir, stem, drops)
         result = guard.result()
     except ExactnessError:
         if settings.on_mismatch != "reference":
             raise
         result = replace(guard.result(), reencoded_with_reference=True)
-        plain = ExactnessGuard(reference, reference, stem, pf.metadata.num_rows, policy=settings.on_mismatch)
-        writers = _write_shards(pq.ParquetFile(raw_path, pre_buffer=False), reference, plain, settings, out_dir, stem)
+        plain = ExactnessGuard(reference, reference, stem, documents, policy=settings.on_mismatch)
+        again = pq.ParquetFile(raw_path, pre_buffer=False)
+        writers = _write_shards(again, reference, plain, settings, out_dir, stem, drops)
         result = replace(result, documents=plain.documents, tokens=plain.tokens)
     stats = TokenizeStats(
         tokens={s: w.tokens for s, w in writers.items()},

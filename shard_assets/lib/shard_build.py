@@ -24,7 +24,7 @@ from shard_loader.builder_api import map_npy
 
 from .background import Background
 from .curation.curate import curated_input
-from .curation.dedup_apply import kept_raw
+from .curation.dedup_apply import dropped_documents
 from .encoders import Encoder, ReferenceEncoder, encoders_of
 from .encoding import EncodeSettings, TokenizeStats, tokenize_partition
 from .errors import BuildError
@@ -118,9 +118,9 @@ def build_partition_shards(job: TokenizeJob, raw: RawRecord, workdir: Path) -> B
     if local_raw is None:
         local_raw = workdir / "raw.parquet"
         job.store.get_file(source.key, local_raw)
-    local_raw, dedup = kept_raw(job.store, job.spec, source, local_raw, workdir, job.run_id)
+    drops, dedup = dropped_documents(job.store, job.spec, source, job.run_id)
     writers, stats = tokenize_partition(
-        local_raw, workdir / "out", raw.partition, job.engine, job.reference, job.settings
+        local_raw, workdir / "out", raw.partition, job.engine, job.reference, job.settings, drops
     )
     fingerprint = job.tokenizer.fingerprint
     shards = {split: _entry(w, fingerprint, split, raw.partition) for split, w in writers.items()}
@@ -139,7 +139,7 @@ def build_partition_shards(job: TokenizeJob, raw: RawRecord, workdir: Path) -> B
         code_version=job.code_version,
         encoder=stats.guard,
         split_proof=prove_split(
-            local_raw, job.settings.val_fraction, stats.documents
+            local_raw, job.settings.val_fraction, stats.documents, drops
         ),  # every document in the split its hash names
         dedup=dedup,
         curation=curation,

@@ -17,12 +17,13 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
 from shard_loader.builder_api import LATEST_KEY, SPLITS
 
+from .curation.dedup_apply import kept_batches
 from .discovery import registered
 from .errors import BuildError, PublishError, StateMismatchError
 from .layout import (
@@ -228,14 +229,17 @@ def record_left_out(store: ObjectStore, fingerprint: str, selection: Selection, 
 # -- disjointness from records --
 
 
-def prove_split(raw_path: Path, val_fraction: float, documents: dict[str, int] | None = None) -> SplitProof:
-    """The split proof of one raw parquet: how many of its documents the rule sends to each split and the extremes of
-    their hashes' top 53 bits, read from its doc_hash column in record batches (memory per batch, not per file).
-    With `documents` (what the writer put in each split), a writer that split otherwise is refused here."""
+def prove_split(
+    raw_path: Path, val_fraction: float, documents: dict[str, int] | None = None, drops: Any = None
+) -> SplitProof:
+    """The split proof of one raw parquet less the documents whose hash is in `drops` (dedup's): how many of them the
+    rule sends to each split and the extremes of their hashes' top 53 bits, read from its doc_hash column in record
+    batches (memory per batch, not per file). With `documents` (what the writer put in each split), a writer that
+    split otherwise is refused here."""
     import pyarrow.parquet as pq
 
     counts, low, high = {"train": 0, "val": 0}, None, None
-    for batch in pq.ParquetFile(raw_path).iter_batches(batch_size=1 << 16, columns=["doc_hash"]):
+    for batch in kept_batches(pq.ParquetFile(raw_path), ["doc_hash"], 1 << 16, drops):
         hashes = batch.column(0).to_numpy()
         val = is_val(hashes, val_fraction)
         bits = hashes >> np.uint64(11)

@@ -20,6 +20,7 @@ from shard_assets.lib.encoding import MAX_BATCH_CHARS, EncodeSettings, tokenize_
 from shard_assets.lib.layout import part_record_key, quarantine_key, raw_key, raw_record_key
 from shard_assets.lib.records import Quarantine, RawRecord, SourceFileRef, get_record, put_record
 from shard_assets.lib.shard_build import TokenizeJob, tokenize_partitions
+from shard_assets.lib.splits import prove_split
 from shard_assets.lib.store import LocalFolderStore
 from shard_assets.lib.tokenizer import build_tokenizer, load_tokenizer
 
@@ -82,6 +83,34 @@ def test_shards_decode_to_each_document(tmp_path):
             assert ids[-1] == record.eod_id and record.eod_id not in ids[:-1]
             assert tok.decode(ids[:-1].tolist()) == doc
             assert np.array_equal(ids[:-1], reference_ids.document(i))  # the whole-document reference, exactly
+
+
+def test_dedup_drops_are_left_out_as_the_raw_file_is_read_never_rewritten(tmp_path, monkeypatch):
+    """Issue 48: tokenize and the split proof skip the documents dedup drops while reading the raw parquet; no second
+    parquet of the kept documents is written (it cost a zstd compression of the whole partition)."""
+    docs = [normalise(f"document {i} with a few words, some more words") for i in range(400)]
+    hashes = doc_hashes(docs)
+    pq.write_table(pa.table({"text": docs, "doc_hash": hashes}), tmp_path / "p.parquet", row_group_size=64)
+    text, record = build_tokenizer(TokenizerSpec(vocab_size=300), iter(docs))
+    monkeypatch.setattr(pq, "ParquetWriter", None)  # nothing may write a parquet file from here on
+    dropped = hashes[::3]
+    settings = EncodeSettings(record.eod_id, record.token_dtype, VAL_FRACTION, batch_documents=50)
+    _, stats = tokenize_partition(
+        tmp_path / "p.parquet",
+        tmp_path / "out",
+        "p",
+        select_encoder(text),
+        ReferenceEncoder(text),
+        settings,
+        pa.array(dropped),
+    )
+    kept = ~np.isin(hashes, dropped)
+    val = is_val(hashes[kept], VAL_FRACTION)
+    assert (
+        stats.documents == {"train": int((~val).sum()), "val": int(val.sum())} and stats.guard.documents == kept.sum()
+    )
+    proof = prove_split(tmp_path / "p.parquet", VAL_FRACTION, stats.documents, pa.array(dropped))
+    assert (proof.train_documents, proof.val_documents) == (int((~val).sum()), int(val.sum()))
 
 
 def test_failed_partition_leaves_no_files(tmp_path):

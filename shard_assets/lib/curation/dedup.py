@@ -57,7 +57,7 @@ LOCK_STALE = 900.0  # a lock older than this was left by a killed update and is 
 READ_BATCH = 1 << 16
 NEAR_BATCH = 1 << 12  # documents whose texts near keys read at once: a few tens of MiB of text, not a GiB
 SPILL_BUFFER = 64 << 20  # bytes of new rows held before they are appended to their ranges' local files
-RANGE_ROWS = 1 << 17  # rows a range holds at most where [dedup] ranges is not set (2.5 MiB): memory flat at any size
+RANGE_ROWS = 1 << 16  # rows a range holds at most where [dedup] ranges is not set (1.25 MiB): memory flat at any size
 
 
 def settings_of(dedup: DedupSpec) -> str:

@@ -4,15 +4,14 @@ check that no two published documents are identical, and the dedup figures of li
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from shard_loader.builder_api import FileRef
-
-from .dedup import PAIR, READ_BATCH, Spill, load_range, read_drops, rows_of, settings_of, update_index
+from .dedup import PAIR, Spill, load_range, read_drops, rows_of, settings_of, update_index
 from .dedup_records import RULES, DedupDecision, DedupMembers
 from ..layout import DEDUP_MEMBERS_KEY, dedup_decision_key
 from ..records import PartRecord, RawRecord, find_record
@@ -32,32 +31,26 @@ def decision_for(store: ObjectStore, spec: DatasetSpec, raw: RawRecord, run_id: 
     return decision
 
 
-def kept_raw(
-    store: ObjectStore, spec: DatasetSpec | None, raw: RawRecord, raw_path: Path, workdir: Path, run_id: str
-) -> tuple[Path, DedupDecision | None]:
-    """What tokenize reads of a raw partition: its parquet with the documents its decision drops left out (the same
-    file when none are), and the decision (None when dedup is off)."""
+def dropped_documents(
+    store: ObjectStore, spec: DatasetSpec | None, raw: RawRecord, run_id: str
+) -> tuple[Any, DedupDecision | None]:
+    """What tokenize leaves out of a raw partition: the hashes its decision drops, as an Arrow array (None when none
+    are), and the decision (None when dedup is off)."""
+    import pyarrow as pa
+
     decision = decision_for(store, spec, raw, run_id) if spec is not None else None
     if decision is None or decision.drops is None:
-        return raw_path, decision
-    return kept_documents(store, decision.drops, raw_path, workdir), decision
+        return None, decision
+    return pa.array(read_drops(store, decision.drops.key)[0]), decision
 
 
-def kept_documents(store: ObjectStore, drops_ref: FileRef, raw_path: Path, workdir: Path) -> Path:
-    """The raw parquet without the dropped documents, read and written a record batch at a time; every kept document
-    keeps its text and hash, so its split."""
-    import pyarrow as pa
+def kept_batches(pf: Any, columns: list[str], batch_size: int, drops: Any) -> Iterator[Any]:
+    """A raw ParquetFile's record batches of `columns` (doc_hash among them) without the documents whose hash is in
+    `drops` (None: all), filtered in Arrow as they are read: the raw file is never rewritten."""
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
-    drops = pa.array(read_drops(store, drops_ref.key)[0])
-    pf = pq.ParquetFile(raw_path)
-    out = workdir / "kept.parquet"
-    with pq.ParquetWriter(out, pf.schema_arrow, compression="zstd") as writer:
-        for batch in pf.iter_batches(batch_size=READ_BATCH):
-            keep = pc.invert(pc.is_in(batch.column("doc_hash"), value_set=drops))
-            writer.write_batch(batch.filter(keep))
-    return out
+    for batch in pf.iter_batches(batch_size=batch_size, columns=columns):
+        yield batch if drops is None else batch.filter(pc.invert(pc.is_in(batch.column("doc_hash"), value_set=drops)))
 
 
 @dataclass(frozen=True)

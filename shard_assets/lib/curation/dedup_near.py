@@ -21,7 +21,7 @@ from ..errors import DedupError
 
 SEED = 1  # the MinHash seed: fixed, so a band key means the same in every run and version
 RMINHASH_VERSION = 2  # rensa's R-MinHash algorithm the keys are made with (rensa 0.5); another makes other keys
-NEAR_KEYS = f"word-ngram-poly64-v1/rensa-rminhash-v{RMINHASH_VERSION}"  # in the index's settings: a change rebuilds
+NEAR_KEYS = f"word-poly32-ngram-mix64-v1/rensa-rminhash-v{RMINHASH_VERSION}"  # in the index settings: a change rebuilds
 CHUNK = 1 << 19  # bytes of text hashed at once (a longer document alone): the per-byte arrays stay a few MiB
 _U = np.uint64
 _BASE = np.uint32(0x01000193)  # a word's polynomial is 32-bit (half the memory traffic of 64): then mixed to 64
