@@ -345,8 +345,9 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
             ):
                 refusal = refusal or StateError(
                     "this DataLoader's workers already served batches from this position and cannot know where the "
-                    "last loop stopped: call dataset.set_epoch(epoch) before each loop, restore a StatefulDataLoader "
-                    "state, or use TokenDataLoader (which continues where a loop stopped)"
+                    "last loop stopped: call dataset.set_epoch(epoch) before each loop (with Lightning: in "
+                    "on_train_epoch_start), restore a StatefulDataLoader state, or use TokenDataLoader (which "
+                    "continues where a loop stopped)"
                 )
             anchor, first = self.anchor(), worker
         self.data.position = anchor
