@@ -127,10 +127,11 @@ def test_save_state_and_load_state_resume_exactly_after_sigkill(url, mixture, tm
     check_exact(target, tmp_path, options, epochs=2, replayed=True)
 
 
-def test_accelerates_own_resume_recipe_with_set_epoch_is_exact(url, tmp_path):
+@pytest.mark.parametrize("workers", [0, 2])
+def test_accelerates_own_resume_recipe_with_set_epoch_is_exact(url, tmp_path, workers):
     """load_state, then skip_first_batches over the steps done in the epoch (no use_stateful_dataloader): killed at
     step 13 (epoch 0) and in epoch 1, resumed, every step is received as the uninterrupted stream has it."""
-    settings = {"options": OPTIONS, "batch_size": 2, "workers": 2, "every": 5, "epochs": 2, "skip": True}
+    settings = {"options": OPTIONS, "batch_size": 2, "workers": workers, "every": 5, "epochs": 2, "skip": True}
     epoch = len(reference(url, 0, OPTIONS))
     for kill_at in (13, epoch + 7):
         killed = run(url, tmp_path, **settings, kill_at=kill_at)
