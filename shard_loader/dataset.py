@@ -57,6 +57,7 @@ class TokenDataset:
             self.stream = one = DatasetStream(self.url, o, (store, raw))
             self.mixture, self.components = None, [one]
         self.vocab_size = self.components[0].opened.manifest.tokenizer.vocab_size  # a mixture's components share it
+        self.placed = False  # set_epoch or load_state_dict placed the stream where it stands (see onward)
 
     # --- a dataset's one component ---------------------------------------------------------------------------------
 
@@ -121,6 +122,15 @@ class TokenDataset:
     def set_epoch(self, epoch: int) -> None:
         """Move to the start of `epoch`; a no-op when the stream is already in it, so a restored position survives."""
         self.stream.set_epoch(epoch)
+        self.placed = True
+
+    def onward(self) -> None:
+        """Start a loop: a stream that loops served to its epoch's end moves to the next epoch's start, so a loop
+        started again without set_epoch serves the next epoch (as with a DistributedSampler); one placed there by
+        set_epoch or load_state_dict stays (its epoch is finished)."""
+        if not self.placed and not self.plan().total_batches:
+            self.stream.set_epoch(int(self.position.epoch) + 1)
+        self.placed = False
 
     def next_window(self) -> None:
         """Finish the current window now (for trainers that move in fixed windows): the rest of its batches are skipped
@@ -142,6 +152,7 @@ class TokenDataset:
     def load_state_dict(self, state: StateDict) -> None:
         """Continue from a saved state, at any world size."""
         self.stream.load_state_dict(state)
+        self.placed = True
 
     # --- serving ---------------------------------------------------------------------------------------------------
 
@@ -178,6 +189,7 @@ class TokenDataset:
 
     def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
         m = self.spec.label_shift
+        self.onward()
         while True:
             base = self.position
             plan = self.plan(base)

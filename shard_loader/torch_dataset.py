@@ -26,7 +26,7 @@ import gc
 import multiprocessing
 import secrets
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
@@ -47,8 +47,8 @@ from .dataset import TokenDataset
 from .errors import ShardLoaderError
 from .format.codec import from_dict, to_plain
 from .state import StateError
-from .trainers import Follower
-from .world import Consumer
+from .trainers import Follower, accelerate_processes
+from .world import Consumer, resolve_world
 
 _MOVES, _SERVED_BY, _ANCHOR = 0, 1, 2  # fields of the shared tensor: the anchor's ints start at _ANCHOR
 _MAX_WORKERS = 1024  # slots of the shared table of which pass each worker serves
@@ -188,9 +188,29 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         anchor = self.anchor()
         return self.data.advanced(self.data.plan(anchor), anchor, self._served)
 
+    def settle_world(self) -> None:
+        """A dataset built as rank 0 of 1 because nothing said more, in a process that now has a process group
+        (Lightning's `python train.py` builds it in process 0, then starts the others), takes the process group's rank
+        and world size, continuing its stream (called in the trainer's process)."""
+        world = self.data.world
+        if not world.assumed or get_worker_info() is not None or (now := resolve_world()) == world:
+            return
+        self.data.position = self.position()
+        state, o = self.data.state_dict(), self.data.options
+        options = {f.name: getattr(o, f.name) for f in fields(o) if f.init}
+        self.data.close()
+        self.data = TokenDataset(self.data.url, **{**options, "rank": now.rank, "world_size": now.world_size})
+        self.data.load_state_dict(state)
+        self._store(self.data.position)
+
     def rebase(self) -> None:
-        """Anchor the next iteration where the trainer's stream stands (called before workers start or resume)."""
-        self._store(self.position())
+        """Anchor the next iteration where the trainer's stream stands (called before workers start or resume); a
+        finished epoch stands at the next one's start, so a loop started again without set_epoch serves the next
+        epoch, as a DistributedSampler's does."""
+        self.settle_world()
+        self.data.position = self.position()
+        self.data.onward()
+        self._store(self.data.position)
 
     def _store(self, position: Any, moved: bool = False) -> None:
         self._shared[_ANCHOR:] = torch.tensor(self.data.encode_position(position))
@@ -199,14 +219,30 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
             self._shared[_MOVES] += 1
         self._served = 0  # batches handed to the trainer since the anchor (main process only)
 
-    def __len__(self) -> int:
+    def batches(self) -> int:
         """Batches (not groups) this rank serves in the current epoch."""
+        self.settle_world()
         anchor = self.anchor()
-        return self.follower.length(self, anchor.batches + self.data.plan(anchor).total_batches)  # trainers.py
+        return int(anchor.batches + self.data.plan(anchor).total_batches)
+
+    def __len__(self) -> int:
+        """This rank's batches; while accelerate is initialized, what its loaders read: rows, of every process
+        (trainers.py)."""
+        processes = accelerate_processes()
+        return self.batches() if processes is None else self.batches() * self.batch_size * processes
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled for a spawned DataLoader worker: the trainer's process first settles its world and records how
+        accelerate reads it."""
+        self.settle_world()
+        self.follower.follow(self)
+        return self.__dict__
 
     def set_epoch(self, epoch: int) -> None:
         """Move to the start of `epoch`; a no-op when the stream is already in it, so a restored position survives."""
-        self.follower.follow(self)  # trainers.py: accelerate's loaders call this before each pass
+        self.settle_world()
+        if self.follower.follow(self) is None:  # trainers.py: accelerate's loaders call this before each pass too
+            self.follower.placed = True
         self.data.position = self.anchor() if self._shared[_SERVED_BY] else self.position()
         self.data.set_epoch(epoch)
         if self.data.position.epoch != self.anchor().epoch:
@@ -216,7 +252,7 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         """Where the stream stands. In a DataLoader worker (a StatefulDataLoader asks there), that worker's place."""
         info = get_worker_info()
         if info is not None:
-            self.follower.check_worker_state()  # trainers.py
+            self.follower.check_worker_state(self)  # trainers.py
             return self._worker_state(info)
         if self._shared[_SERVED_BY] and not self.grouped:
             raise StateError(
@@ -241,6 +277,7 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
             self._load_loader_state(state)
         else:
             self.data.load_state_dict(state)
+        self.data.placed = self.follower.placed = True
         self._store(self.data.position, moved=True)
 
     def advance(self) -> None:
@@ -308,8 +345,9 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
             ):
                 refusal = refusal or StateError(
                     "this DataLoader's workers already served batches from this position and cannot know where the "
-                    "last loop stopped: call dataset.set_epoch(epoch) before each loop, restore a StatefulDataLoader "
-                    "state, or use TokenDataLoader (which continues where a loop stopped)"
+                    "last loop stopped: call dataset.set_epoch(epoch) before each loop (with Lightning: in "
+                    "on_train_epoch_start), restore a StatefulDataLoader state, or use TokenDataLoader (which "
+                    "continues where a loop stopped)"
                 )
             anchor, first = self.anchor(), worker
         self.data.position = anchor
@@ -468,7 +506,7 @@ class TokenDataLoader(DataLoader[Batch | Group]):
                 held[s] = 0
 
     def __len__(self) -> int:
-        return len(self.dataset)
+        return self.dataset.batches()
 
     def _get_iterator(self) -> _BaseDataLoaderIter:
         """Forked workers start with the parent's objects frozen out of the cyclic collector: a collection in a worker

@@ -1,23 +1,22 @@
-"""Trainers that rebuild the DataLoader they are given: accelerate's `prepare` (and transformers.Trainer, which prepares
-its DataLoader through it). The dataset finds out how it is read and serves what each process needs, or refuses.
+"""accelerate's prepared DataLoaders (transformers.Trainer prepares its DataLoader through accelerate): the dataset
+learns how it is read from what accelerate declares, `accelerate.state.is_initialized()`, `PartialState` and the
+loader being iterated (`GradientState().active_dataloader`: a DataLoaderDispatcher or a DataLoaderShard whose dataset
+is, or holds, this one), and serves what each process needs, or refuses. Nothing of accelerate is imported here.
 
-By default accelerate dispatches an IterableDataset: process 0 alone iterates, concatenates `num_processes` items and
-slices one to each process. So process 0 here serves the global stream (each global batch's rows in rank order: rank
-0's batch, then rank 1's, ...), the other processes serve nothing, and every rank receives exactly its own batch. Asked
-to shard instead (`dispatch_batches=False`), accelerate wraps the dataset in an IterableDatasetShard that keeps one
-item in `num_processes`; each rank's dataset already serves only its own batches, so the wrapper is made a passthrough,
-as transformers does with its own rank-aware sampler. A DataLoader with a batch_size (transformers.Trainer always sets
-one) gets rows, which it stacks into batches; any batch size other than the dataset's is refused.
-
-How the dataset is read is learnt from accelerate's loader itself when it calls the dataset (`set_epoch` before each
-pass, `len`), found among the calling frames: nothing of accelerate is imported here. The answer lives in shared memory,
-so DataLoader workers started earlier (a StatefulDataLoader starts them when it is prepared) see it at their first item.
+While accelerate is initialized, `len(dataset)` counts what its loaders read: single rows of every process (a
+DataLoaderDispatcher's process 0 reads for all of them; an IterableDatasetShard keeps one row block in num_processes).
+So accelerate's DataLoader must batch rows by the dataset's batch_size: batch_size=None, or another size, is refused at
+the first batch. Dispatched, process 0 serves each global batch's rows in rank order and the others nothing; sharded,
+each process serves its own batches' rows, each batch num_processes times, of which the IterableDatasetShard keeps one.
+What a process learns in the trainer's process (when accelerate calls set_epoch, when the dataset is pickled for
+spawned workers, or iterated there) lives in shared memory for workers; a forked worker also asks its own copy of
+accelerate's state.
 """
 
 from __future__ import annotations
 
 import sys
-from types import FrameType
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -29,9 +28,8 @@ from .dataset import TokenDataset
 from .errors import ShardLoaderError
 from .world import Consumer
 
-_FRAMES = 10  # how far up the stack accelerate's loader may be from the dataset's method it called
 _NONE, _DISPATCHED, _SHARDED = 0, 1, 2  # how accelerate reads the dataset (the first field of Follower.shared)
-_PASSTHROUGH = "_shard_loader_reading"  # set on an IterableDatasetShard made a passthrough: how it reads the dataset
+_DEPTH = 3  # how deep a user's wrapper may hold the dataset in its attributes
 
 
 class TrainerError(ShardLoaderError):
@@ -41,15 +39,13 @@ class TrainerError(ShardLoaderError):
 
 @dataclass(frozen=True)
 class Reading:
-    """How accelerate reads the dataset: dispatched from process 0 of `processes` (`leader`: this process is it) or
-    sharded by each process; `rows`: the DataLoader stacks single rows (it has a batch_size), else each item is a
-    batch; `unit`: rows per DataLoader item."""
+    """How accelerate reads the dataset: dispatched from process 0 (`leader`: this process is it) or sharded; `unit`:
+    rows per DataLoader item; `copies`: how often each item is served (an IterableDatasetShard keeps one of them)."""
 
     mode: int
-    processes: int
     leader: bool
-    rows: bool
     unit: int
+    copies: int
 
 
 class Followed(Protocol):
@@ -70,60 +66,49 @@ class Followed(Protocol):
 
 
 class Follower:
-    """What a TorchTokenDataset learnt of the trainer that reads it, in shared memory for its DataLoader workers."""
+    """What a TorchTokenDataset learnt of the accelerate loader that reads it, in shared memory for its workers."""
 
     def __init__(self) -> None:
-        self.shared: torch.Tensor = torch.zeros(5, dtype=torch.int64).share_memory_()  # Reading's fields, mode 0: none
+        self.shared: torch.Tensor = torch.zeros(4, dtype=torch.int64).share_memory_()  # Reading's fields; 0: none
+        self.placed = False  # the trainer's code moved or restored the dataset (not accelerate's loop by itself)
+        # Lightning resumes a mid-epoch checkpoint over a DataLoader without state_dict() from the epoch's first
+        # batch, and only warns: the dataset is told nothing (the loader is not saved, nor is it), so it is an error
+        warnings.filterwarnings("error", message="You're resuming from a checkpoint that ended before the epoch ended")
 
-    def reading(self) -> Reading | None:
-        mode, processes, leader, rows, unit = self.shared.tolist()
-        return None if mode == _NONE else Reading(mode, processes, bool(leader), bool(rows), unit)
-
-    def follow(self, ds: Followed) -> None:
-        """Learn how accelerate reads `ds` if one of its loaders is calling (in the trainer's process)."""
-        loader = _calling_loader(ds)
-        if loader is None:
-            return
-        if ds.grouped:
-            raise TrainerError(
-                "accelerate rebuilt a TokenDataLoader as a plain DataLoader, which would hand the trainer groups: "
-                "prepare DataLoader(dataset, batch_size=None) instead (see 'With your trainer' in docs/loader.md)"
-            )
-        reading = _reading_of(ds, loader)
-        self.shared[:] = torch.tensor(
-            [reading.mode, reading.processes, int(reading.leader), int(reading.rows), reading.unit]
-        )
-
-    def length(self, ds: Followed, batches: int) -> int:
-        """len(ds) as the loader reading it counts: process 0 of a dispatching loader serves every rank's items."""
-        self.follow(ds)
-        reading = self.reading()
-        if reading is None:
-            return batches
-        per_batch = ds.batch_size if reading.rows else 1
-        return batches * per_batch * (reading.processes if reading.mode == _DISPATCHED else 1)
+    def follow(self, ds: Followed) -> Reading | None:
+        """How accelerate reads `ds` now, asked of accelerate in this process: the trainer's process records it for its
+        workers; a worker whose own copy of accelerate's state says nothing (spawned, or started before accelerate's
+        loader ran) takes the record."""
+        reading = _reading(ds, self.placed)
+        if get_worker_info() is None:
+            fields = [0] * 4 if reading is None else [reading.mode, reading.leader, reading.unit, reading.copies]
+            self.shared[:] = torch.tensor(fields)
+            return reading
+        mode, leader, unit, copies = self.shared.tolist()
+        return reading or (None if mode == _NONE else Reading(mode, bool(leader), unit, copies))
 
     def route(self, ds: Followed, own: Iterator[Any]) -> Iterator[Any]:
-        """The dataset's own pass `own`, or, decided at the first item (accelerate has said how it reads by then), what
-        accelerate's reading needs."""
-        reading = self.reading()
+        """The dataset's own pass `own`, or, decided at the first item, what accelerate's reading needs."""
+        reading = self.follow(ds)
         if reading is None:
-            yield from own
-            return
-        if reading.mode == _SHARDED and not reading.rows:
             yield from own
             return
         _close(own)
         yield from _serve(ds, reading)
 
-    def check_worker_state(self) -> None:
-        """Refuse a StatefulDataLoader's per-worker state under dispatching: its counters are process 0's items."""
-        reading = self.reading()
-        if reading is not None and (reading.mode == _DISPATCHED or reading.rows):
+    def check_worker_state(self, ds: Followed) -> None:
+        """Refuse a StatefulDataLoader's per-worker state under accelerate: its counters are of rows, not batches."""
+        if self.follow(ds) is not None:
             raise TrainerError(
                 "a StatefulDataLoader with DataLoader workers cannot save this dataset under accelerate: prepare the "
                 "DataLoader with num_workers=0 (the dataset reads ahead in its own threads)"
             )
+
+
+def accelerate_processes() -> int | None:
+    """accelerate's number of processes while it is initialized (its loaders read rows of each of them), else None."""
+    state = sys.modules.get("accelerate.state")
+    return int(state.PartialState().num_processes) if state is not None and state.is_initialized() else None
 
 
 def _close(iterator: Iterator[Any]) -> None:
@@ -132,92 +117,73 @@ def _close(iterator: Iterator[Any]) -> None:
         close()
 
 
-def _calling_loader(ds: Followed) -> Any:
-    """The accelerate loader (or IterableDatasetShard) among the calling frames that reads `ds`, else None."""
-    module = sys.modules.get("accelerate.data_loader")
-    if module is None:
+def _holds(obj: object, ds: object, depth: int) -> bool:
+    """Whether `obj` is `ds` or holds it among its attributes or their items (a user's wrapper, an
+    IterableDatasetShard)."""
+    if obj is ds:
+        return True
+    inner = obj if isinstance(obj, list | tuple) else getattr(obj, "__dict__", {}).values()
+    return depth > 0 and any(_holds(value, ds, depth - 1) for value in inner)
+
+
+def _reading(ds: Followed, placed: bool) -> Reading | None:
+    """How the accelerate loader this process iterates reads `ds`, None when none runs or it reads another dataset;
+    what cannot be exact is refused."""
+    processes = accelerate_processes()
+    state, loaders = sys.modules.get("accelerate.state"), sys.modules.get("accelerate.data_loader")
+    if processes is None or state is None or loaders is None:
         return None
-    kinds = (module.DataLoaderDispatcher, module.DataLoaderShard, module.IterableDatasetShard)
-    frame: FrameType | None = sys._getframe(1)
-    for _ in range(_FRAMES):
-        if frame is None:
-            return None
-        caller = frame.f_locals.get("self")
-        if type(caller) in kinds and _reads(caller, ds):
-            return caller
-        frame = frame.f_back
-    return None
-
-
-def _reads(loader: Any, ds: Followed) -> bool:
-    dataset = loader.__dict__.get("dataset")  # an IterableDatasetShard's
-    base = loader.__dict__.get("base_dataloader")
-    if base is not None:
-        dataset = base.dataset
-    return dataset is ds or getattr(dataset, "dataset", None) is ds
-
-
-def _reading_of(ds: Followed, loader: Any) -> Reading:
-    """How `loader` (accelerate's, or its IterableDatasetShard) reads `ds`; one that cannot be exact is refused."""
-    module = sys.modules["accelerate.data_loader"]
-    state = sys.modules["accelerate.state"].PartialState()
-    processes, index = int(state.num_processes), int(state.process_index)
-    if type(loader) is module.IterableDatasetShard:
-        return _sharded(ds, loader, processes)
-    base = loader.base_dataloader
-    if type(loader) is module.DataLoaderShard:
-        if isinstance(base.dataset, module.IterableDatasetShard):
-            return _sharded(ds, base.dataset, processes)
-        return Reading(_SHARDED, processes, False, base.batch_size is not None, _rows(ds, base.batch_size))
+    loader = state.GradientState().active_dataloader
+    if loader is None or not _holds(loader.dataset, ds, _DEPTH):
+        return None
+    if ds.grouped:
+        raise TrainerError(
+            "accelerate rebuilt a TokenDataLoader as a plain DataLoader, which would hand the trainer groups: prepare "
+            f"DataLoader(dataset, batch_size={ds.batch_size}) instead (see 'With your trainer' in docs/loader.md)"
+        )
     if processes != ds.world_size:
         raise TrainerError(
-            f"accelerate dispatches to {processes} process(es), but the dataset was built for world_size "
-            f"{ds.world_size}: start accelerate on every process (on CPU: Accelerator(cpu=True) or `accelerate launch "
-            "--cpu`), or build the dataset with accelerate's num_processes"
+            f"accelerate runs {processes} process(es), but the dataset was built for world_size {ds.world_size}: "
+            "start accelerate on every process (on CPU: Accelerator(cpu=True) or `accelerate launch --cpu`), or build "
+            "the dataset with accelerate's num_processes"
         )
-    split = bool(getattr(loader, "split_batches", False))
-    size = base.batch_size
-    wanted = ds.batch_size * processes if split else ds.batch_size
-    if size is not None and size != wanted:
+    if loader.skip_batches and not placed:
         raise TrainerError(
-            f"accelerate deals batches of {size} rows{' split over' if split else ' to each of'} {processes} "
-            f"processes, but the dataset's batch_size is {ds.batch_size}: give the DataLoader batch_size={wanted} "
-            f"(or None), or the dataset batch_size={size // processes if split else size}"
+            "accelerate's skip_first_batches drops the first batches of a pass, but nothing told the dataset which "
+            "epoch this resumed run is in: call loader.set_epoch(epoch) before each loop (see 'With your trainer' in "
+            "docs/loader.md)"
         )
-    if index != 0 and getattr(loader, "use_stateful_dataloader", False):
+    dispatched = isinstance(loader, loaders.DataLoaderDispatcher)
+    split = dispatched and bool(loader.split_batches)
+    size, wanted = loader.batch_size, ds.batch_size * processes if split else ds.batch_size
+    if size != wanted:
+        raise TrainerError(_size_refusal(loader, size, wanted))
+    index = int(state.PartialState().process_index)
+    if not dispatched:
+        copies = processes if isinstance(loader.dataset, loaders.IterableDatasetShard) else 1
+        return Reading(_SHARDED, False, size, copies)
+    if index != 0 and loader.use_stateful_dataloader:
         loader.use_stateful_dataloader = False  # its state never moves here: only process 0's is saved and loaded
-    return Reading(_DISPATCHED, processes, index == 0, size is not None, size or 1)
+    return Reading(_DISPATCHED, index == 0, size, 1)
 
 
-def _sharded(ds: Followed, shard: Any, processes: int) -> Reading:
-    """accelerate's IterableDatasetShard over `ds` (dispatch_batches=False), made a passthrough: each rank's dataset
-    serves its own batches already."""
-    made: Reading | None = getattr(shard, _PASSTHROUGH, None)
-    if made is not None:
-        return made
-    size = shard.batch_size
-    if getattr(shard, "split_batches", False) and size is not None:
-        size //= processes
-    made = Reading(_SHARDED, processes, False, size is not None, _rows(ds, size))
-    shard.num_processes, shard.process_index, shard.batch_size = 1, 0, 1
-    setattr(shard, _PASSTHROUGH, made)
-    return made
-
-
-def _rows(ds: Followed, size: int | None) -> int:
-    """Rows per item of a DataLoader with `size` reading this rank's stream: its batch_size, or 1 (whole batches)."""
-    if size is not None and size != ds.batch_size:
-        raise TrainerError(
-            f"accelerate reads batches of {size} rows on each process, but the dataset's batch_size is "
-            f"{ds.batch_size}: give the DataLoader batch_size={ds.batch_size} (or None)"
+def _size_refusal(loader: Any, size: int | None, wanted: int) -> str:
+    """The one line that says which batch size to set, in the words of the Trainer or of accelerate's DataLoader."""
+    if getattr(loader.collate_fn, "__module__", "").startswith("transformers."):  # the Trainer builds its DataLoader
+        return (
+            f"per_device_train_batch_size is {size}, but the dataset's batch_size is {wanted}: set "
+            f"per_device_train_batch_size={wanted} (or build the dataset with batch_size={size})"
         )
-    return size or 1
+    return (
+        f"accelerate's DataLoader has batch_size={size}, but under accelerate it must batch the dataset's single "
+        f"rows (len() counts them): give the DataLoader batch_size={wanted}"
+    )
 
 
 def _serve(ds: Followed, reading: Reading) -> Iterator[dict[str, torch.Tensor]]:
-    """What accelerate asks this process's DataLoader (or worker) for: under dispatching, process 0 serves every
-    rank's rows of each global batch in rank order and the others nothing; sharded with rows, this rank's rows.
-    DataLoader item j goes to worker j % num_workers, the order in which a DataLoader asks its workers."""
+    """Rows for accelerate's DataLoader: under dispatching, process 0 serves every rank's rows of each global batch in
+    rank order and the others nothing; sharded, this rank's rows, each DataLoader item `copies` times. DataLoader item
+    j goes to worker j % num_workers, the order in which a DataLoader asks its workers."""
     if reading.mode == _DISPATCHED and not reading.leader:
         return
     info = get_worker_info()
@@ -225,10 +191,9 @@ def _serve(ds: Followed, reading: Reading) -> Iterator[dict[str, torch.Tensor]]:
     data, m = ds.data, ds.label_shift
     if info is None:
         ds.rebase()
-    anchor = ds.anchor()
-    plan = data.plan(anchor)
+    plan = data.plan(ds.anchor())
     whole = replace(plan, rank=0, world_size=1, batch_size=plan.global_batch) if reading.mode == _DISPATCHED else plan
-    unit = reading.unit * (1 if reading.rows else data.batch_size)
+    unit = reading.unit
     items = whole.batch_size // unit  # DataLoader items per batch of `whole`
     served = 0  # rows served from the anchor (trainer's process only)
     for k, shards, shard_ids, starts in data.serve(whole, Consumer()):
@@ -247,9 +212,7 @@ def _serve(ds: Followed, reading: Reading) -> Iterator[dict[str, torch.Tensor]]:
                 batch["position_ids"] = torch.from_numpy(data.positions(shards, shard_ids[rows], starts[rows]))
             if info is None:  # steps every rank has received: accelerate saves its state in the middle of a fetch
                 served += unit
-                ds._served = served // whole.global_batch if reading.mode == _DISPATCHED else served // unit
-            if reading.rows:
+                ds._served = served // whole.batch_size
+            for _ in range(reading.copies):
                 yield from ({key: value[r] for key, value in batch.items()} for r in range(unit))
-            else:
-                yield batch
         del shards

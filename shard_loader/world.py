@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .arguments import ArgumentError, integer
 from .errors import ShardLoaderError
@@ -28,6 +28,7 @@ class World:
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
+    assumed: bool = field(default=False, compare=False)  # rank 0 of 1 because nothing where it was built said more
 
     def __post_init__(self) -> None:
         integer("world_size", self.world_size, 1)
@@ -37,9 +38,12 @@ class World:
             raise ArgumentError(f"rank {self.rank} is not in [0, world_size={self.world_size})")
 
 
-# Where a launcher puts rank, world size and local rank: torchrun, then srun (inside a job step only: a batch
-# script is one process even when its job has many tasks, and sees SLURM_NTASKS > 1 and SLURM_PROCID=0).
+# Where a launcher puts rank, world size and local rank: torchrun, Lightning's own launcher (`python train.py` with
+# devices=N starts a node's other processes with LOCAL_RANK, NODE_RANK and WORLD_SIZE, and no RANK), then srun (inside
+# a job step only: a batch script is one process even when its job has many tasks, and sees SLURM_NTASKS > 1 and
+# SLURM_PROCID=0).
 TORCHRUN = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+LIGHTNING = ("LOCAL_RANK", "WORLD_SIZE", "LOCAL_RANK")
 SRUN = ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID")
 
 
@@ -49,21 +53,28 @@ def _in_dataloader_worker() -> bool:
 
 
 def _launcher() -> tuple[str, str, str] | None:
-    """The variables of the launcher that started this process: torchrun's, else srun's within a step."""
+    """The variables of the launcher that started this process: torchrun's or Lightning's, else srun's within a
+    step."""
     if "WORLD_SIZE" in os.environ:
-        return TORCHRUN
+        return LIGHTNING if "RANK" not in os.environ and "LOCAL_RANK" in os.environ else TORCHRUN
     if "SLURM_STEP_ID" in os.environ and "SLURM_NTASKS" in os.environ:
         return SRUN
     return None
 
 
 def _from_environment() -> World | None:
-    """RANK/WORLD_SIZE as torchrun sets them, else SLURM_PROCID/SLURM_NTASKS as srun sets them in each task of a
-    step (local ranks LOCAL_RANK, SLURM_LOCALID); None when neither launched this process."""
+    """RANK/WORLD_SIZE as torchrun sets them (LOCAL_RANK for RANK as Lightning's launcher sets them on one node), else
+    SLURM_PROCID/SLURM_NTASKS as srun sets them in each task of a step (local ranks LOCAL_RANK, SLURM_LOCALID); None
+    when none of them launched this process."""
     names = _launcher()
     if names is None:
         return None
     rank, size, local = names
+    if names == LIGHTNING and os.environ.get("NODE_RANK", "0") != "0":  # its processes per node are not in sight
+        raise WorldError(
+            f"Lightning's launcher started this process on node NODE_RANK={os.environ['NODE_RANK']} without a global "
+            "RANK: pass rank and world_size, or launch with torchrun or srun"
+        )
     try:
         return World(int(os.environ[rank]), int(os.environ[size]), int(os.environ.get(local, "0")))
     except (KeyError, ValueError) as e:
@@ -80,7 +91,7 @@ def _local_rank() -> int:
 
 def resolve_world(rank: int | None = None, world_size: int | None = None) -> World:
     """The given rank and world size, else torch.distributed's, else torchrun's RANK/WORLD_SIZE, else srun's
-    SLURM_PROCID/SLURM_NTASKS (in a step), else rank 0 of 1."""
+    SLURM_PROCID/SLURM_NTASKS (in a step), else rank 0 of 1 (`assumed`)."""
     if (rank is None) != (world_size is None):
         raise ArgumentError(f"pass both rank and world_size or neither, got rank={rank!r}, world_size={world_size!r}")
     if rank is not None and world_size is not None:
@@ -93,7 +104,7 @@ def resolve_world(rank: int | None = None, world_size: int | None = None) -> Wor
     dist = sys.modules.get("torch.distributed")
     if dist is not None and dist.is_available() and dist.is_initialized():
         return World(dist.get_rank(), dist.get_world_size(), _local_rank())
-    return _from_environment() or World()
+    return _from_environment() or World(assumed=True)
 
 
 @dataclass(frozen=True)

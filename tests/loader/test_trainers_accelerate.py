@@ -1,8 +1,9 @@
-"""accelerate's `prepare` at 2 processes (torchrun, gloo on CPU) over a TorchTokenDataset: with its defaults (process 0
-dispatches), with a batch_size (rows, as transformers.Trainer asks), with dispatch_batches=False and split_batches, over
-a mixture, and through save_state/load_state with use_stateful_dataloader=True killed and resumed, every rank receives
-exactly the batches the uninterrupted stream gives it; TokenDataLoader and a StatefulDataLoader with workers are refused
-at the first batch with a TrainerError naming what to use."""
+"""accelerate's `prepare` at 2 processes (torchrun, gloo on CPU) over a TorchTokenDataset, its DataLoader batching the
+dataset's rows (as transformers.Trainer does): with its defaults (process 0 dispatches), with dispatch_batches=False and
+split_batches, through a user's own wrapper dataset, over a mixture, and through save_state/load_state with
+use_stateful_dataloader=True killed and resumed, every rank receives exactly the batches the uninterrupted stream gives
+it; batch_size=None (also through a wrapper), another batch size, TokenDataLoader and a StatefulDataLoader with workers
+are refused at the first batch with a TrainerError naming what to use."""
 
 import json
 import os
@@ -83,10 +84,15 @@ def check_exact(url: str, out: Path, options: dict, epochs: int = 1, replayed: b
 @pytest.mark.parametrize(
     "settings",
     [
-        pytest.param({}, id="defaults"),  # dispatch_batches=True: process 0 reads for both
-        pytest.param({"workers": 2}, id="defaults-2-workers"),
-        pytest.param({"batch_size": 2, "workers": 2}, id="rows-2-workers"),  # as transformers.Trainer builds it
-        pytest.param({"accelerate": {"dispatch_batches": False}}, id="dispatch_batches-False"),
+        pytest.param({"batch_size": 2}, id="defaults"),  # dispatch_batches=True: process 0 reads for both
+        pytest.param({"batch_size": 2, "workers": 2}, id="defaults-2-workers"),
+        pytest.param({"batch_size": 2, "wrap": True}, id="user-wrapper"),  # the wrapper hides the dataset from prepare
+        pytest.param({"batch_size": 2, "wrap": True, "workers": 2}, id="user-wrapper-2-workers"),
+        pytest.param({"batch_size": 2, "accelerate": {"dispatch_batches": False}}, id="dispatch_batches-False"),
+        pytest.param(
+            {"batch_size": 2, "wrap": True, "workers": 2, "accelerate": {"dispatch_batches": False}},
+            id="dispatch_batches-False-user-wrapper-2-workers",
+        ),
         pytest.param({"batch_size": 4, "accelerate": {"split_batches": True}}, id="split_batches"),
     ],
 )
@@ -96,10 +102,9 @@ def test_prepare_serves_every_rank_its_own_stream(url, tmp_path, settings):
     check_exact(url, tmp_path, OPTIONS)
 
 
-@pytest.mark.parametrize("batch_size", [None, 2], ids=["batches", "rows"])  # rows: as transformers.Trainer reads
-def test_a_mixture_through_prepare_is_exact(mixture, tmp_path, batch_size):
+def test_a_mixture_through_prepare_is_exact(mixture, tmp_path):
     options = {"seq_len": 16, "batch_size": 2, "seed": 4}
-    done = run(mixture, tmp_path, options=options, workers=2, batch_size=batch_size)
+    done = run(mixture, tmp_path, options=options, workers=2, batch_size=2)
     assert done.returncode == 0, done.stderr[-3000:]
     check_exact(mixture, tmp_path, options)
 
@@ -111,6 +116,7 @@ def test_save_state_and_load_state_resume_exactly_after_sigkill(url, mixture, tm
     target = url if source == "dataset" else mixture
     options = OPTIONS if source == "dataset" else {"seq_len": 16, "batch_size": 2, "seed": 4}
     settings = {"options": options, "accelerate": {"use_stateful_dataloader": True}, "every": 5, "epochs": 2}
+    settings["batch_size"] = 2
     epoch = len(reference(target, 0, options))
     for kill_at in (13, epoch + 7):
         killed = run(target, tmp_path, **settings, kill_at=kill_at)
@@ -121,17 +127,56 @@ def test_save_state_and_load_state_resume_exactly_after_sigkill(url, mixture, tm
     check_exact(target, tmp_path, options, epochs=2, replayed=True)
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_accelerates_own_resume_recipe_with_set_epoch_is_exact(url, tmp_path, workers):
+    """load_state, then skip_first_batches over the steps done in the epoch (no use_stateful_dataloader): killed at
+    step 13 (epoch 0) and in epoch 1, resumed, every step is received as the uninterrupted stream has it."""
+    settings = {"options": OPTIONS, "batch_size": 2, "workers": workers, "every": 5, "epochs": 2, "skip": True}
+    epoch = len(reference(url, 0, OPTIONS))
+    for kill_at in (13, epoch + 7):
+        killed = run(url, tmp_path, **settings, kill_at=kill_at)
+        assert killed.returncode != 0
+        forget_peer_errors(tmp_path)
+    final = run(url, tmp_path, **settings)
+    assert final.returncode == 0, final.stderr[-3000:]
+    check_exact(url, tmp_path, OPTIONS, epochs=2, replayed=True)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_accelerates_own_resume_recipe_without_set_epoch_is_refused(url, tmp_path, workers):
+    """Resumed in epoch 1, accelerate's loader would tell the dataset epoch 0 (its own count of loops starts again):
+    nothing tells the dataset which epoch it resumes, so skip_first_batches is refused at the first batch."""
+    settings = {"options": OPTIONS, "batch_size": 2, "workers": workers, "every": 5, "epochs": 2, "skip": True}
+    settings["set_epoch"] = False
+    killed = run(url, tmp_path, **settings, kill_at=len(reference(url, 0, OPTIONS)) + 7)
+    assert killed.returncode != 0
+    forget_peer_errors(tmp_path)
+    steps = [received(tmp_path, rank) for rank in range(2)]
+    resumed = run(url, tmp_path, **settings)
+    assert resumed.returncode != 0
+    for rank in range(2):
+        entries = received(tmp_path, rank)
+        assert entries[: len(steps[rank])] == steps[rank]
+        assert [entry["error"] for entry in entries[len(steps[rank]) :]] == [
+            "TrainerError: accelerate's skip_first_batches drops the first batches of a pass, but nothing told the "
+            "dataset which epoch this resumed run is in: call loader.set_epoch(epoch) before each loop (see 'With "
+            "your trainer' in docs/loader.md)"
+        ]
+
+
 @pytest.mark.parametrize(
     "settings, refusal",
     [
-        pytest.param({"loader": "token"}, "prepare DataLoader(dataset, batch_size=None)", id="TokenDataLoader"),
+        pytest.param({"loader": "token"}, "prepare DataLoader(dataset, batch_size=2)", id="TokenDataLoader"),
         pytest.param(
-            {"workers": 2, "accelerate": {"use_stateful_dataloader": True}},
+            {"batch_size": 2, "workers": 2, "accelerate": {"use_stateful_dataloader": True}},
             "prepare the DataLoader with num_workers=0",
             id="stateful-with-workers",
         ),
-        pytest.param({"batch_size": 3}, "give the DataLoader batch_size=2 (or None)", id="another-batch-size"),
-        pytest.param({"cpu": False}, "accelerate dispatches to 1 process(es)", id="accelerate-not-distributed"),
+        pytest.param({}, "give the DataLoader batch_size=2", id="batch_size-None"),
+        pytest.param({"wrap": True, "workers": 2}, "give the DataLoader batch_size=2", id="batch_size-None-wrapper"),
+        pytest.param({"batch_size": 3}, "give the DataLoader batch_size=2", id="another-batch-size"),
+        pytest.param({"batch_size": 2, "cpu": False}, "accelerate runs 1 process(es)", id="accelerate-not-distributed"),
     ],
 )
 def test_what_cannot_be_exact_is_refused_at_the_first_batch(url, tmp_path, settings, refusal):

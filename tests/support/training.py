@@ -27,7 +27,7 @@ from tests.support.training import rows_of
 url, ckpt, log_path, every, kill_at, kill_rank, sizes, init = sys.argv[1:9]
 every, kill_at, kill_rank, sizes, epochs, device = int(every), int(kill_at), int(kill_rank), \
 json.loads(sizes), {EPOCHS}, "cpu"
-rank = int(os.environ.get("RANK", 0))
+rank = int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", 0)))  # LOCAL_RANK: Lightning's own launcher
 log_path = log_path.format(rank=rank)
 if init == "1":  # under torchrun, as a DDP trainer starts (unless the loop starts it itself)
     dist.init_process_group("gloo")
@@ -155,6 +155,12 @@ def uninterrupted(url: str, sizes: Sizes, rank: int = 0, world: int = 1, **optio
         ds.set_epoch(epoch)
         steps += [[list(s) for s in rows_of(b, sizes)] for b in ds]
     return {n: rows for n, rows in enumerate(steps, 1)}
+
+
+def check_exact(trained: list, reference: dict[int, list]) -> None:
+    """Every step trained once, on the uninterrupted run's batch for that step."""
+    assert [step for step, _ in trained] == list(reference)
+    assert all(rows == reference[step] for step, rows in trained)
 
 
 def check_replayed(trained: list, reference: dict[int, list]) -> None:
