@@ -91,7 +91,8 @@ def test_verify_checks_the_manifests_vocab_size_and_eod_id_against_its_tokenizer
     assert _run("verify", str(pub)).returncode == 0
     _forge_tokenizer(pub, vocab_size=900)
     below = _run("verify", str(pub))
-    assert below.returncode == 1 and "1,000 tokens, the manifest's tokenizer.vocab_size says 900" in below.stdout
+    assert below.returncode == 1
+    assert "holds token id 999, not below the manifest's tokenizer.vocab_size 900" in below.stdout
     assert f"{m.splits['train'].shards[0].npy.key}: token id 999 is not below vocab_size 900" in below.stdout
     _forge_tokenizer(pub, vocab_size=1000, eod_id=5)
     eod = _run("verify", str(pub))
