@@ -35,6 +35,7 @@ ELSEWHERE = {  # a block's first line -> why it is not run here, and what runs i
     "srun --ntasks=16": "needs a Slurm cluster: tests/cluster/test_slurm.py runs two such tasks",
     "[tokenizer]": "a fragment of the specs the next block writes",
     "[dedup]": "a fragment of a spec's settings: tests/builder/test_dedup.py builds with exact, near and no dedup",
+    "[filters]": "a fragment of a spec's settings: tests/builder/test_filters_build.py builds with the preset",
     "[decontaminate]": "a fragment of a spec's settings: tests/builder/test_decontamination.py builds with it",
     "scripts/bench --size small": "about an hour: tests/test_benchmarks.py runs each benchmark small",
 }
