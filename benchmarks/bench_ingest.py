@@ -5,14 +5,11 @@ smallest file. A flat ratio is linear ingest; the check it replaces rescanned ev
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
 import time
 from pathlib import Path
 
-from .machine import machine_info
-from .run import write_result
+from .run import bench_main
 from .sizes import Size, get_size
 
 REPS = 5
@@ -76,19 +73,5 @@ def run(size: Size | str, work: Path, reps: int = REPS) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_ingest", description=__doc__)
-    parser.add_argument("--size", default="small", help="small, medium or large")
-    parser.add_argument("--reps", type=int, default=REPS)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "ingest.json")
-    parser.add_argument("--work", type=Path, default=Path(__file__).parent / "results" / "work" / "ingest")
-    args = parser.parse_args(argv)
-    before = os.getloadavg()[0]
-    result = run(args.size, args.work, args.reps)
-    result.update(machine=machine_info(), load_average=[round(before, 1), round(os.getloadavg()[0], 1)])
-    write_result(args.out, result, (80, 50))
-    return 0
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(bench_main("ingest", run, __doc__, REPS, (80, 50)))

@@ -5,8 +5,6 @@ repetitions; medians (min-max) of per-repetition ratios, and the trainer's main-
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -17,8 +15,7 @@ import psutil
 from shard_loader import TokenDataset
 
 from .datasets import make_dataset
-from .machine import machine_info
-from .run import write_result
+from .run import bench_main
 from .sizes import Size, get_size
 
 B, S = 8, 2048
@@ -167,19 +164,5 @@ def run(size: Size | str, work: Path, reps: int = REPS) -> dict:
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_mixture", description=__doc__)
-    parser.add_argument("--size", default="small", help="small, medium or large")
-    parser.add_argument("--reps", type=int, default=REPS)
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "mixture.json")
-    parser.add_argument("--work", type=Path, default=Path(__file__).parent / "results" / "work" / "mixture")
-    args = parser.parse_args(argv)
-    before = os.getloadavg()[0]
-    result = run(args.size, args.work, args.reps)
-    result.update(machine=machine_info(), load_average=[round(before, 1), round(os.getloadavg()[0], 1)])
-    write_result(args.out, result, (70, 70))
-    return 0
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(bench_main("mixture", run, __doc__, REPS, (70, 70)))

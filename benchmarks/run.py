@@ -8,8 +8,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 from .machine import machine_info
@@ -51,6 +53,22 @@ def write_result(out: Path, result: dict, widths: tuple[int, int]) -> None:
     out.write_text(json.dumps(result, indent=2) + "\n")
     for row in result["summary"]:
         print(f"{row['figure']:<{widths[0]}} {row['value']:<{widths[1]}} {row.get('target', '')}")
+
+
+def bench_main(name: str, run: Callable[..., dict], doc: str | None, reps: int, widths: tuple[int, int]) -> int:
+    """The command of a benchmark run by size and repetitions, `python -m benchmarks.bench_<name> --size S --reps N`:
+    its result in benchmarks/results/<name>.json with the machine and the load average before and after."""
+    parser = argparse.ArgumentParser(prog=f"python -m benchmarks.bench_{name}", description=doc)
+    parser.add_argument("--size", default="small", help="small, medium or large")
+    parser.add_argument("--reps", type=int, default=reps)
+    parser.add_argument("--out", type=Path, default=HERE / "results" / f"{name}.json")
+    parser.add_argument("--work", type=Path, default=HERE / "results" / "work" / name)
+    args = parser.parse_args()
+    before = os.getloadavg()[0]
+    result = run(args.size, args.work, args.reps)
+    result.update(machine=machine_info(), load_average=[round(before, 1), round(os.getloadavg()[0], 1)])
+    write_result(args.out, result, widths)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
