@@ -8,7 +8,7 @@ import pytest
 
 from shard_assets.lib import records
 from shard_assets.lib.errors import RecordError
-from shard_assets.lib.curation.curation_records import Decontamination
+from shard_assets.lib.curation.curation_records import Decontamination, Filtered
 from shard_assets.lib.records import (
     CuratedRecord,
     DedupDecision,
@@ -95,10 +95,12 @@ EXAMPLES = [
     CURATED := CuratedRecord(
         "web.c",
         "ab" * 32,
-        '{"decontaminate":["drop",13,"0123"]}',
+        '{"filters":"89ab","decontaminate":["drop",13,"0123"]}',
         8,
         FileRef("curated/web/c-01.parquet", 80, "cd" * 32),
-        Decontamination("0123", "state/curation/eval/0123.npz", 13, {"mmlu": 2}, "state/curation/samples/web.c.json"),
+        Decontamination("0123", "state/curation/eval/0123.npz", 13, {"mmlu": 2}),
+        Filtered("89ab", {"gopher_quality": 3, "c4": 1}, 5, 8, 8),
+        "state/curation/samples/web.c.json",
     ),
     PartRecord("web.c", "0123", 0.2, RAW, {"train": ENTRY, "val": ENTRY}, 299, "v", "r", "t", curation=CURATED),
 ]
