@@ -215,18 +215,15 @@ def _value(kind: Any, value: Any, meta: Any, where: str) -> Any:
         return value
     if kind == tuple[str, ...] and isinstance(value, list) and all(isinstance(v, str) for v in value):
         return tuple(value)
-    pairs = kind == tuple[tuple[int, float], ...] and isinstance(value, list)
-    if pairs and all(
-        isinstance(p, list)
-        and len(p) == 2
-        and isinstance(p[0], int)
-        and 1 <= p[0] <= 64
-        and isinstance(p[1], (int, float))
-        and 0 <= p[1] <= 1
-        for p in value
-    ):
+    if kind == tuple[tuple[int, float], ...] and isinstance(value, list) and all(map(_is_pair, value)):
         return tuple((int(n), float(f)) for n, f in value)
     raise SpecError(f"{where}: expected {_KIND_NAMES[kind]}, got {value!r}")
+
+
+def _is_pair(p: Any) -> bool:
+    """An [n, fraction] pair of the n-gram checks: n from 1 to 64, fraction in [0, 1]."""
+    n, f = p if isinstance(p, list) and len(p) == 2 else (None, None)
+    return isinstance(n, int) and isinstance(f, (int, float)) and 1 <= n <= 64 and 0 <= f <= 1
 
 
 def _hint(name: str, known: Sequence[str]) -> str:

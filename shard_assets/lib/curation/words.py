@@ -100,23 +100,19 @@ class EnglishWords:
             if suf:
                 suffixes.append(s[-suf:])
             s = s[pre : len(s) - suf]
-        out = prefixes
+        out = prefixes  # empty pieces are left out at the end
         if s in special:
             out += special[s]
-        elif s and self._url(s):
+        elif self._url(s):
             out.append(s)
-        elif s:
+        else:
             start = 0
             for m in self._infix(s):
-                if m.start() == 0:
-                    continue
-                if m.start() != start:
+                if m.start():
                     out.append(s[start : m.start()])
-                if m.start() != m.end():
                     out.append(m.group())
-                start = m.end()
-            if s[start:]:
-                out.append(s[start:])
+                    start = m.end()
+            out.append(s[start:])
         out += reversed(suffixes)
         return [t for t in out if t.strip()]
 
