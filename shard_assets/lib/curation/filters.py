@@ -401,7 +401,7 @@ def _c4(text: str, r: C4Rule, w: Words) -> str | None:
             return None
         if r.filter_policy and any(p in lower for p in _POLICY):
             continue
-        if r.min_num_sentences != -1 and sentences < r.min_num_sentences:  # counting stops once enough
+        if sentences < r.min_num_sentences:  # counting stops once enough (never starts at -1)
             sentences += w.sentences(line)
         kept.append(line)
     return "\n".join(kept).strip() if sentences >= r.min_num_sentences else None
