@@ -1,6 +1,7 @@
 """English words and sentences as datatrove's quality filters count them (spaCy's blank English tokenizer and
 sentencizer) without spaCy: its rules, read from `english_words.json`, applied per whitespace-separated chunk with a
-cache. Not reproduced: spaCy's second matcher pass across chunks (`x) :` read as `):`)."""
+cache. Not reproduced: spaCy's second matcher pass across chunks (`x) :` read as `):`), and a whitespace run as the
+only thing between a sentence end and the last punctuation of a line."""
 
 from __future__ import annotations
 
