@@ -1,10 +1,6 @@
-"""The quality filters and language identification of datatrove's FineWeb recipe (`examples/fineweb.py`), as plain
-functions with the reference's decisions: lid.176 English > 0.65, Gopher repetition, Gopher quality, C4 lines (its
-kept text rewritten) and FineWeb quality, in that order, each parameter overridable from the spec's [filters].
-
-Faster than datatrove by design: words come from `words.EnglishWords` (spaCy's rules without spaCy, cached per
-chunk), n-grams are hashed word ids counted by numpy, and a document stops at the first rule that drops it. A sample of
-every batch is re-decided with spaCy itself when it is importable (the guard), and the agreement counted."""
+"""datatrove's FineWeb quality filters (`examples/fineweb.py`) as plain functions with its decisions, each parameter
+overridable from the spec's [filters]; faster by design: words from `words.EnglishWords`, n-grams hashed and counted by
+numpy, a document stops at the first rule that drops it, and a sample re-decided with spaCy's words (the guard)."""
 
 from __future__ import annotations
 
@@ -20,17 +16,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from ..errors import SpecError
-from .words import english_words
+from .words import EnglishWords, english_words
 
 RULES = ("language", "gopher_repetition", "gopher_quality", "c4", "fineweb_quality")
 PRESETS = ("none", "fineweb")
 _FRACTION = {"high": 1.0}  # field metadata: a ratio or probability, in [0, 1]
 _DISABLE = {"low": -1}  # field metadata: an int that -1 disables (C4's convention)
+_KIND_NAMES = {bool: "true or false", str: "a string", int: "an int", float: "a number", tuple[str, ...]: "strings"}
+_KIND_NAMES[tuple[tuple[int, float], ...]] = "[n, fraction] pairs, n from 1 to 64, fraction in [0, 1]"
 
 
 def _frac(default: float) -> Any:
@@ -102,9 +100,6 @@ class FineWebQualityRule:
 
 
 Rule = LanguageRule | GopherRepetitionRule | GopherQualityRule | C4Rule | FineWebQualityRule
-_RULE_TYPES: dict[str, type[Rule]] = dict(
-    zip(RULES, (LanguageRule, GopherRepetitionRule, GopherQualityRule, C4Rule, FineWebQualityRule))
-)
 
 
 @dataclass(frozen=True)
@@ -144,16 +139,14 @@ class FilterSettings:
 
     @property
     def fingerprint(self) -> str:
-        """16 hex digits that change with any parameter or the model (not with the preset's name, nor the guard's
-        sample): a filter stage's version."""
+        """A filter stage's version: 16 hex digits that change with any parameter or the model, nothing else."""
         decisive = {k: v for k, v in self.lineage().items() if k != "preset"}
         return hashlib.sha256(json.dumps(decisive, sort_keys=True).encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
 class FilterOutcome:
-    """Per input document: its kept (possibly rewritten) text or None, and the rule that dropped it or None; and how
-    many of the guard's sampled documents spaCy's words decided the same way."""
+    """Per document its kept (maybe rewritten) text or None and the rule that dropped it; the guard's agreement."""
 
     texts: list[str | None]
     dropped_by: list[str | None]
@@ -165,9 +158,6 @@ class FilterOutcome:
         """{rule: documents it dropped}, rules in the recipe's order."""
         counts = Counter(r for r in self.dropped_by if r is not None)
         return {r: counts[r] for r in RULES if counts[r]}
-
-
-# ---- the [filters] table
 
 
 def parse_filters(table: Any, where: str) -> FilterSettings:
@@ -182,7 +172,7 @@ def parse_filters(table: Any, where: str) -> FilterSettings:
     if not isinstance(guard, int) or isinstance(guard, bool) or guard < 0:
         raise SpecError(f"{where}.guard_sample: expected an int >= 0, got {guard!r}")
     rules: dict[str, Rule | None] = {}
-    for name in RULES:  # a rule is on under preset "fineweb", or when its table is given, unless enabled = false
+    for name, cls in zip(RULES, typing.get_args(Rule)):  # on under preset "fineweb" or given, unless enabled = false
         sub = table.pop(name, None)
         if sub is not None and not isinstance(sub, dict):
             raise SpecError(f"{where}.{name}: must be a table ([filters.{name}]), got {sub!r}")
@@ -190,7 +180,7 @@ def parse_filters(table: Any, where: str) -> FilterSettings:
         enabled = sub.pop("enabled", preset == "fineweb" or given)
         if not isinstance(enabled, bool):
             raise SpecError(f"{where}.{name}.enabled: expected true or false, got {enabled!r}")
-        rules[name] = _rule(_RULE_TYPES[name], sub, f"{where}.{name}") if enabled else None
+        rules[name] = _rule(cls, sub, f"{where}.{name}") if enabled else None
     if table:
         raise SpecError(f"{where}: unknown key {_hint(sorted(table)[0], ('preset', 'guard_sample', *RULES))}")
     return FilterSettings(preset=preset, guard_sample=guard, **rules)  # type: ignore[arg-type]
@@ -214,47 +204,31 @@ def _rule(cls: type[Rule], data: dict[str, Any], where: str) -> Rule:
 
 def _value(kind: Any, value: Any, meta: Any, where: str) -> Any:
     """A parameter's value, converted to its declared type; the message says what was expected."""
-    if kind is bool or kind is str:
-        ok = isinstance(value, kind)
-    elif kind is int or kind is float:
-        ok = isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
+    number = isinstance(value, (int, float) if kind is float else int) and not isinstance(value, bool)
+    if kind in (int, float) and number:
         low, high = meta.get("low", 0), meta.get("high")
-        if ok and (value < low or (high is not None and value > high)):
-            raise SpecError(
-                f"{where}: must be between {low} and {high}, got {value!r}"
-                if high is not None
-                else f"{where}: must be at least {low}, got {value!r}"
-            )
-    elif kind == tuple[str, ...]:
-        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
-        value = tuple(value) if ok else value
-    else:  # (n, fraction) pairs
-        ok = isinstance(value, list) and all(
-            isinstance(p, list)
-            and len(p) == 2
-            and isinstance(p[0], int)
-            and 1 <= p[0] <= 64
-            and isinstance(p[1], (int, float))
-            and 0 <= p[1] <= 1
-            for p in value
-        )
-        value = tuple((int(n), float(f)) for n, f in value) if ok else value
-    if not ok:
-        raise SpecError(f"{where}: expected {_kind_name(kind)}, got {value!r}")
-    return float(value) if kind is float else value
+        if value < low or (high is not None and value > high):
+            bounds = f"at least {low}" if high is None else f"between {low} and {high}"
+            raise SpecError(f"{where}: must be {bounds}, got {value!r}")
+        return kind(value)
+    if kind in (bool, str) and isinstance(value, kind):
+        return value
+    if kind == tuple[str, ...] and isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    if kind == tuple[tuple[int, float], ...] and isinstance(value, list) and all(map(_is_pair, value)):
+        return tuple((int(n), float(f)) for n, f in value)
+    raise SpecError(f"{where}: expected {_KIND_NAMES[kind]}, got {value!r}")
+
+
+def _is_pair(p: Any) -> bool:
+    """An [n, fraction] pair of the n-gram checks: n from 1 to 64, fraction in [0, 1]."""
+    n, f = p if isinstance(p, list) and len(p) == 2 else (None, None)
+    return isinstance(n, int) and isinstance(f, (int, float)) and 1 <= n <= 64 and 0 <= f <= 1
 
 
 def _hint(name: str, known: Sequence[str]) -> str:
     close = difflib.get_close_matches(name, known, n=1)
     return f"{name!r}; did you mean {close[0]!r}?" if close else f"{name!r}; known: {', '.join(known)}"
-
-
-def _kind_name(kind: Any) -> str:
-    names = {bool: "true or false", str: "a string", int: "an int", float: "a number", tuple[str, ...]: "strings"}
-    return names.get(kind, "[n, fraction] pairs, n from 1 to 64, fraction in [0, 1]")
-
-
-# ---- language identification
 
 
 @cache
@@ -280,22 +254,26 @@ def _lid() -> Any:
 
 def _language_ok(text: str, rule: LanguageRule) -> bool:
     """Kept when one of the rule's languages scores above its threshold (newlines read as spaces, as datatrove)."""
-    labels, _ = _lid().predict(text.replace("\n", " "), k=-1, threshold=rule.language_threshold)
-    probs = dict(zip(labels, _))
+    probs = dict(zip(*_lid().predict(text.replace("\n", " "), k=-1, threshold=rule.language_threshold)))
     return any(probs.get(f"__label__{lang}", 0.0) > rule.language_threshold for lang in rule.languages)
 
 
-# ---- the rules after language identification: each returns the kept text or None
+@dataclass(frozen=True)
+class _SpacyWords:
+    """The reference's words: spaCy's blank English tokenizer and sentencizer (datatrove's own)."""
+
+    _nlp: Any
+
+    def words(self, text: str) -> list[str]:
+        with self._nlp.memory_zone():
+            return [t.text.strip() for t in self._nlp.tokenizer(text) if t.text.strip()]
+
+    def sentences(self, line: str) -> int:
+        with self._nlp.memory_zone():
+            return len(list(self._nlp(line).sents))
 
 
-class Words(Protocol):
-    """A word splitter: datatrove's English words, and its sentence count of one line."""
-
-    def words(self, text: str) -> list[str]: ...
-
-    def sentences(self, line: str) -> int: ...
-
-
+Words = EnglishWords | _SpacyWords  # ours, or spaCy's for the guard; each rule below returns the kept text or None
 _PARAGRAPHS = re.compile(r"\n{2,}")
 _LINES = re.compile("\n+")
 _CITATION = re.compile(r"\[\d*]|\[edit]|\[citation needed]")
@@ -312,18 +290,13 @@ def _duplicates(items: list[str]) -> tuple[int, int]:
 def _gopher_repetition(text: str, r: GopherRepetitionRule, w: Words) -> str | None:
     if not text:
         return None
-    paragraphs = _PARAGRAPHS.split(text.strip())
-    n, chars = _duplicates(paragraphs)
-    if (r.dup_para_frac and n / len(paragraphs) > r.dup_para_frac) or (
-        r.dup_para_char_frac and chars / len(text) > r.dup_para_char_frac
+    for parts, frac, char_frac in (
+        (_PARAGRAPHS.split(text.strip()), r.dup_para_frac, r.dup_para_char_frac),
+        (_LINES.split(text), r.dup_line_frac, r.dup_line_char_frac),
     ):
-        return None
-    lines = _LINES.split(text)
-    n, chars = _duplicates(lines)
-    if (r.dup_line_frac and n / len(lines) > r.dup_line_frac) or (
-        r.dup_line_char_frac and chars / len(text) > r.dup_line_char_frac
-    ):
-        return None
+        n, chars = _duplicates(parts)
+        if (frac and n / len(parts) > frac) or (char_frac and chars / len(text) > char_frac):
+            return None
     words = w.words(text)
     ids = np.fromiter(map(hash, words), np.int64, len(words)).view(np.uint64)  # str hashes: cached on the words
     ends = np.concatenate(([0], np.cumsum(np.fromiter(map(len, words), np.int64, len(words)))))
@@ -346,8 +319,7 @@ def _gopher_repetition(text: str, r: GopherRepetitionRule, w: Words) -> str | No
 
 
 def _all_duplicate_chars(h: np.ndarray, ends: np.ndarray, size: int) -> int:
-    """datatrove's find_all_duplicate: characters of the n-grams seen before at a visited position, where the walk
-    jumps over an n-gram after each repeat; only the positions of repeated hashes are walked."""
+    """datatrove's find_all_duplicate (characters of repeated n-grams, skipping past each), walking repeats only."""
     _, inverse, counts = np.unique(h, return_inverse=True, return_counts=True)
     repeated, next_visit, visited = 0, 0, set()
     for q in np.flatnonzero(counts[inverse] > 1).tolist():
@@ -394,12 +366,10 @@ def _gopher_quality(text: str, r: GopherQualityRule, w: Words) -> str | None:
     ):
         return None
     lines = text.splitlines()
-    if r.max_bullet_lines_ratio and sum(s.lstrip().startswith(("•", "-")) for s in lines) / len(lines) > (
-        r.max_bullet_lines_ratio
-    ):
-        return None
-    if r.max_ellipsis_lines_ratio and sum(s.rstrip().endswith(("...", "…")) for s in lines) / len(lines) > (
-        r.max_ellipsis_lines_ratio
+    bullets = sum(s.lstrip().startswith(("•", "-")) for s in lines) / len(lines)
+    ellipses = sum(s.rstrip().endswith(("...", "…")) for s in lines) / len(lines)
+    if (r.max_bullet_lines_ratio and bullets > r.max_bullet_lines_ratio) or (
+        r.max_ellipsis_lines_ratio and ellipses > r.max_ellipsis_lines_ratio
     ):
         return None
     if r.max_non_alpha_words_ratio and sum(map(_has_alpha, words)) / len(words) < r.max_non_alpha_words_ratio:
@@ -431,7 +401,7 @@ def _c4(text: str, r: C4Rule, w: Words) -> str | None:
             return None
         if r.filter_policy and any(p in lower for p in _POLICY):
             continue
-        if r.min_num_sentences != -1 and sentences < r.min_num_sentences:  # counting stops once enough
+        if sentences < r.min_num_sentences:  # counting stops once enough (never starts at -1)
             sentences += w.sentences(line)
         kept.append(line)
     return "\n".join(kept).strip() if sentences >= r.min_num_sentences else None
@@ -454,17 +424,13 @@ def _fineweb_quality(text: str, r: FineWebQualityRule, w: Words) -> str | None:
     return text
 
 
-_APPLY: dict[str, Callable[[str, Any, Words], str | None]] = {
-    "gopher_repetition": _gopher_repetition,
-    "gopher_quality": _gopher_quality,
-    "c4": _c4,
-    "fineweb_quality": _fineweb_quality,
-}
+_APPLY: dict[str, Callable[[str, Any, Words], str | None]] = dict(
+    zip(RULES[1:], (_gopher_repetition, _gopher_quality, _c4, _fineweb_quality))
+)
 
 
 def _decide(text: str, settings: FilterSettings, w: Words, language_ok: bool) -> tuple[str | None, str | None]:
     """(kept text, None) or (None, the first rule that drops it)."""
-    kept: str | None = text
     for name, rule in settings.rules:
         kept = (text if language_ok else None) if name == "language" else _APPLY[name](text, rule, w)
         if kept is None:
@@ -485,21 +451,6 @@ def filter_documents(texts: Sequence[str], settings: FilterSettings) -> FilterOu
     sample = range(0, len(texts), max(1, -(-len(texts) // settings.guard_sample))) if reference else range(0)
     agreed = sum(_decide(texts[i], settings, reference, ok[i]) == decided[i] for i in sample) if reference else 0
     return FilterOutcome([d[0] for d in decided], [d[1] for d in decided], len(sample), agreed)
-
-
-class _SpacyWords:
-    """The reference's words: spaCy's blank English tokenizer and sentencizer (datatrove's own)."""
-
-    def __init__(self, nlp: Any) -> None:
-        self._nlp = nlp
-
-    def words(self, text: str) -> list[str]:
-        with self._nlp.memory_zone():
-            return [t.text.strip() for t in self._nlp.tokenizer(text) if t.text.strip()]
-
-    def sentences(self, line: str) -> int:
-        with self._nlp.memory_zone():
-            return len(list(self._nlp(line).sents))
 
 
 @cache

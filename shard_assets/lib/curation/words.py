@@ -1,10 +1,7 @@
 """English words and sentences as datatrove's quality filters count them (spaCy's blank English tokenizer and
-sentencizer), without spaCy: its rules, read from `english_words.json`, applied per whitespace-separated chunk
-with a cache, so the cost is paid once per distinct chunk rather than per word.
-
-The chunk algorithm is spaCy's (special cases, then prefixes and suffixes peeled in turn, then infixes). Not
-reproduced: special cases spanning several chunks' affixes (spaCy's second matcher pass, e.g. `:)` inside a chunk),
-and a whitespace run as the only thing between a sentence end and the last punctuation of a line."""
+sentencizer) without spaCy: its rules, read from `english_words.json`, applied per whitespace-separated chunk with a
+cache. Not reproduced: spaCy's second matcher pass across chunks (`x) :` read as `):`), and a whitespace run as the
+only thing between a sentence end and the last punctuation of a line."""
 
 from __future__ import annotations
 
@@ -32,12 +29,15 @@ class EnglishWords:
         self.punctuation_chars: str = rules["punctuation"] + rules["terminal_punctuation"]
         self.terminal = tuple(rules["terminal_punctuation"])
         self._chunks: dict[str, list[str]] = {}
-        self._patterns: dict[tuple[str, ...], str] | None = None
+        self._patterns = {  # each special case with affixes, as the affixes alone split it (spaCy's matcher)
+            tuple(self._affixes(key, {})): key
+            for key in self._special
+            if self._prefix(key) or self._suffix(key) or next(self._infix(key), None)
+        }
         self._last: tuple[str, list[str]] = ("", [])
 
     def words(self, text: str) -> list[str]:
-        """The words of `text` (whitespace tokens left out, as datatrove strips them); the last text's are kept, as
-        the rules after the first ask for the same text's words again."""
+        """The words of `text` (whitespace tokens left out, as datatrove strips them); the last text's are kept."""
         last = self._last
         if text == last[0]:
             return last[1]
@@ -54,8 +54,7 @@ class EnglishWords:
         return out
 
     def sentences(self, line: str) -> int:
-        """How many sentences spaCy's sentencizer finds in one line: a new one starts at the first word (not
-        punctuation) after a token that is a sentence-ending character."""
+        """spaCy's sentencizer on one line: a sentence starts at the first non-punctuation after a sentence end."""
         count, seen_end, ends = 1, False, self.sentence_ends
         for tok in self.words(line):
             is_end = tok in ends
@@ -70,79 +69,51 @@ class EnglishWords:
         if chunk.isalpha() and chunk not in self._special:  # no affix rule of spaCy's matches letters alone
             return [chunk]
         out = self._affixes(chunk, self._special)
-        if self._patterns is None:
-            self._patterns = {}  # each special case with affixes, as the affixes alone split it (spaCy's matcher)
-            for key in self._special:
-                if self._prefix(key) or self._suffix(key) or next(self._infix(key), None):
-                    self._patterns[tuple(self._affixes(key, {}))] = key
-        found = [
-            (j - i, i, j)
-            for i in range(len(out))
-            for j in range(i + 1, min(len(out), i + 8) + 1)
-            if tuple(out[i:j]) in self._patterns
-        ]
-        if not found:
-            return out
         seen: set[int] = set()
         spans = []
-        for _, i, j in sorted(found, key=lambda f: (-f[0], f[1])):  # longest first, then leftmost
-            if i not in seen and j - 1 not in seen:
-                spans.append((i, j))
-            seen.update(range(i, j))
+        for n in range(min(len(out), 8), 0, -1):  # longest first, then leftmost
+            for i in range(len(out) - n + 1):
+                if tuple(out[i : i + n]) in self._patterns:
+                    if i not in seen and i + n - 1 not in seen:
+                        spans.append((i, i + n))
+                    seen.update(range(i, i + n))
         for i, j in sorted(spans, reverse=True):
             out[i:j] = self._special[self._patterns[tuple(out[i:j])]]
         return out
 
     def _affixes(self, chunk: str, special: dict[str, list[str]]) -> list[str]:
         """spaCy's Tokenizer._split_affixes and _attach_tokens: special cases, prefixes and suffixes, infixes."""
-        if chunk in special:
-            return list(special[chunk])
         prefixes: list[str] = []
         suffixes: list[str] = []
         s, last = chunk, -1
-        while s and len(s) != last:
-            if s in special:
-                break
+        while s and len(s) != last and s not in special:  # a special case stops the peeling
             last = len(s)
             m = self._prefix(s)
             pre = m.end() if m else 0
-            if pre and s[pre:] in special:
-                prefixes.append(s[:pre])
-                s = s[pre:]
-                break
             m = self._suffix(s[pre:])
             suf = m.end() - m.start() if m else 0
-            if suf and s[:-suf] in special:
-                suffixes.append(s[-suf:])
-                s = s[:-suf]
-                break
-            if pre and suf and pre + suf <= len(s):
+            if pre and s[pre:] in special:  # spaCy peels the prefix alone, then the suffix alone, into a special case
+                suf = 0
+            elif suf and s[:-suf] in special:
+                pre = 0
+            if pre:
                 prefixes.append(s[:pre])
+            if suf:
                 suffixes.append(s[-suf:])
-                s = s[pre:-suf]
-            elif pre:
-                prefixes.append(s[:pre])
-                s = s[pre:]
-            elif suf:
-                suffixes.append(s[-suf:])
-                s = s[:-suf]
-        out = prefixes
+            s = s[pre : len(s) - suf]
+        out = prefixes  # empty pieces are left out at the end
         if s in special:
             out += special[s]
-        elif s and self._url(s):
+        elif self._url(s):
             out.append(s)
-        elif s:
+        else:
             start = 0
             for m in self._infix(s):
-                if m.start() == 0:
-                    continue
-                if m.start() != start:
+                if m.start():
                     out.append(s[start : m.start()])
-                if m.start() != m.end():
                     out.append(m.group())
-                start = m.end()
-            if s[start:]:
-                out.append(s[start:])
+                    start = m.end()
+            out.append(s[start:])
         out += reversed(suffixes)
         return [t for t in out if t.strip()]
 
