@@ -98,7 +98,8 @@ EXAMPLES = [
         '{"decontaminate":["drop",13,"0123"]}',
         8,
         FileRef("curated/web/c-01.parquet", 80, "cd" * 32),
-        Decontamination("0123", "state/curation/eval/0123.npz", 13, {"mmlu": 2}, "state/curation/samples/web.c.json"),
+        Decontamination("0123", "state/curation/eval/0123.npz", 13, {"mmlu": 2}),
+        samples="state/curation/samples/web.c.json",
     ),
     PartRecord("web.c", "0123", 0.2, RAW, {"train": ENTRY, "val": ENTRY}, 299, "v", "r", "t", curation=CURATED),
 ]
