@@ -86,10 +86,8 @@ def _curate(
                         dropped[name] += 1
                         _sample(samples, doc_hashes[i].as_py(), name, texts[i].as_py(), index)
                 kept += int(keep.sum())
-                mask = pa.array(keep)
-                writer.write_table(
-                    pa.table([texts.filter(mask), doc_hashes.filter(mask)], schema=pf.schema_arrow), ROW_GROUP
-                )
+                survivors = pa.table([texts, doc_hashes], schema=pf.schema_arrow).filter(pa.array(keep))
+                writer.write_table(survivors, ROW_GROUP)
         data = None
         if kept < raw.documents or guard["rewritten"]:
             sha = file_sha256(out)
@@ -167,22 +165,18 @@ def lineage_summary(spec: DatasetSpec, parts: dict[str, PartRecord]) -> dict[str
     """The manifest's inline curation figures (nothing when off): the filters' settings (rules, parameters, the
     language model) and the documents each rule dropped; the eval sets' version and n-gram, and the documents each
     eval set dropped over the version."""
-    summary: dict[str, Any] = {}
     records = [part.curation for part in parts.values() if part.curation]
+    filtered = [r.filters for r in records if r.filters]
+    checked = [r.decontamination for r in records if r.decontamination]
+    summary: dict[str, Any] = {}
     if spec.filters.rules:
-        dropped: Counter[str] = Counter()
-        for f in (r.filters for r in records if r.filters):
-            dropped.update(f.dropped)
-        rewritten = sum(r.filters.rewritten for r in records if r.filters)
+        dropped = sum((Counter(f.dropped) for f in filtered), Counter[str]())
+        rewritten = sum(f.rewritten for f in filtered)
         summary["filters"] = {**spec.filters.lineage(), "dropped": dict(dropped), "rewritten": rewritten}
     if spec.decontaminate is not None:
-        by_set: Counter[str] = Counter()
-        for d in (r.decontamination for r in records if r.decontamination):
-            by_set.update(d.dropped)
-        versions = sorted({r.decontamination.eval_version for r in records if r.decontamination})
         summary["decontamination"] = {
-            "eval_version": ", ".join(versions),
+            "eval_version": ", ".join(sorted({d.eval_version for d in checked})),
             "ngram": spec.decontaminate.ngram,
-            "dropped": dict(by_set),
+            "dropped": dict(sum((Counter(d.dropped) for d in checked), Counter[str]())),
         }
     return summary

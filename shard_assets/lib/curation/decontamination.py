@@ -124,10 +124,8 @@ class HashSet:
     @classmethod
     def of(cls, hashes: np.ndarray, sets: np.ndarray) -> HashSet:
         order = np.lexsort((sets, hashes))
-        hashes, sets = hashes[order], sets[order]
-        first = np.ones(len(hashes), dtype=bool)
-        first[1:] = hashes[1:] != hashes[:-1]
-        hashes, sets = hashes[first], sets[first]
+        hashes, first = np.unique(hashes[order], return_index=True)
+        sets = sets[order][first]
         bits = max(1 << 16, 1 << (len(hashes) * FILTER_BITS_PER_NGRAM - 1).bit_length())
         bitmap = np.zeros(bits // 64, dtype=np.uint64)
         slot = (hashes >> np.uint64(65 - bits.bit_length())).view(np.int64)
