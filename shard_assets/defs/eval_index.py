@@ -34,7 +34,7 @@ def curation_metadata(store: ObjectStore, record: CuratedRecord | None) -> dict[
         meta |= {"filter_rewritten": f.rewritten, "filter_guard": f"{f.agreed} of {f.sampled} agree with spaCy's words"}
     if d := record.decontamination:
         meta |= {
-            "decontamination_dropped": d.dropped_total,
+            "decontamination_dropped": sum(d.dropped.values()),
             "decontamination_by_eval_set": markdown_list(f"`{s}`: {n:,}" for s, n in d.dropped.items()),
             "eval_version": d.eval_version,
         }

@@ -18,6 +18,7 @@ from .record_checks import check_registration
 from .records import FileRef, IngestFailure, PartitionRecord, RawRecord, get_records, put_record
 from .sources.listing import SourceFile, split_partition_key
 from .store import ObjectStore
+from .store.base import file_sha256
 from .text import column_hashes, normalise_column
 from .sources.readers import iter_document_columns
 from .spec import DatasetSpec
@@ -160,8 +161,7 @@ def build_raw(
             IngestFailure(partition, f"{type(exc).__name__}: {exc}", run_id, registered.lineage()),
         )
         raise
-    with open(out, "rb") as f:
-        sha = hashlib.file_digest(f, "sha256").hexdigest()
+    sha = file_sha256(out)
     key = raw_key(partition, sha[:16])
     store.put_immutable(key, out, FileRef(key=key, size=out.stat().st_size, sha256=sha))
     record = RawRecord(

@@ -189,9 +189,7 @@ class PartRecord:
         None  # none in records written before it existed: proven from the raw parquet instead
     )
     dedup: DedupDecision | None = None  # the documents of `raw` left out as copies; None: dedup off (or older records)
-    curation: CuratedRecord | None = (
-        None  # what the curation stage dropped of `raw`; None: off (no filter, no eval set)
-    )
+    curation: CuratedRecord | None = None  # what curation dropped of `raw`; None: off (no filter, no eval set)
 
     @property
     def indexed_sha256(self) -> str:

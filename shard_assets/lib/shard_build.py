@@ -114,10 +114,7 @@ def build_partition_shards(job: TokenizeJob, raw: RawRecord, workdir: Path) -> B
     describe them in its record."""
     workdir.mkdir(parents=True, exist_ok=True)
     source, curation = curated_input(job.store, job.spec, raw) if job.spec else (raw, None)
-    local_raw = job.store.local_path(source.key)
-    if local_raw is None:
-        local_raw = workdir / "raw.parquet"
-        job.store.get_file(source.key, local_raw)
+    local_raw = job.store.local_copy(source.key, workdir / "raw.parquet")
     drops, dedup = dropped_documents(job.store, job.spec, source, job.run_id)
     writers, stats = tokenize_partition(
         local_raw, workdir / "out", raw.partition, job.engine, job.reference, job.settings, drops

@@ -278,15 +278,10 @@ def proof_problem(part: PartRecord, proof: SplitProof) -> str | None:
 
 def _proof_from_raw(store: ObjectStore, part: PartRecord) -> SplitProof:
     """A proof for a part record written before proofs existed, from its raw parquet's hashes (one file's memory)."""
-    path = store.local_path(part.raw.key)
-    if path is not None:
-        return prove_split(path, part.val_fraction)
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "raw.parquet"
-        store.get_file(part.raw.key, path)
-        return prove_split(path, part.val_fraction)
+        return prove_split(store.local_copy(part.raw.key, Path(tmp) / "raw.parquet"), part.val_fraction)
 
 
 def unproven_documents(store: ObjectStore, parts: dict[str, PartRecord]) -> dict[str, str]:

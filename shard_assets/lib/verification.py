@@ -46,12 +46,8 @@ def split_problems(store: ObjectStore, manifest: Manifest, folder: Path) -> list
             partition, key = entry.get("partition"), entry.get("curated_key") or entry.get("raw_key")
             if partition not in held or not key:
                 continue
-            path = store.local_path(key)
             try:
-                if path is None:
-                    path = folder / "raw.parquet"
-                    store.get_file(key, path)
-                proof = prove_split(path, float(val_fraction))
+                proof = prove_split(store.local_copy(key, folder / "raw.parquet"), float(val_fraction))
             except (BuildError, OSError) as exc:
                 problems.append(f"{partition}: {key} cannot be split again ({exc})")
                 continue

@@ -18,13 +18,14 @@ from typing import Any
 import numpy as np
 
 from .curation_records import CuratedRecord, Decontamination, DroppedSample, DroppedSamples, Filtered
-from .decontamination import EvalIndex, build_eval_index, ngram_hashes, store_eval_index, words_of
+from .decontamination import EvalIndex, build_eval_index, store_eval_index
 from .filters import filter_documents
 from ..layout import curated_key, curated_record_key, curation_samples_key
 from ..raw_writer import COMPRESSION, ROW_GROUP, TEXT_ENCODING
 from ..records import FileRef, PartRecord, RawRecord, find_record, put_record, to_json
 from ..spec import DatasetSpec
 from ..store import ObjectStore
+from ..store.base import file_sha256
 
 BATCH = 256  # documents curated at a time: the check holds about 17x its bytes at once
 SAMPLES = 5  # dropped documents kept per partition and rule, with what matched
@@ -36,32 +37,21 @@ def curated_input(store: ObjectStore, spec: DatasetSpec, raw: RawRecord) -> tupl
     """What dedup indexes and tokenize read of a raw partition: the raw record itself when curation is off, else the
     same record naming the curated parquet (its documents, key and sha256), curated now unless its stored curation
     was made from this raw build with these settings."""
-    filters = spec.filters.fingerprint if spec.filters.rules else None
-    if spec.decontaminate is None and filters is None:
+    if spec.decontaminate is None and not spec.filters.rules:
         return raw, None
-    index = build_eval_index(spec) if spec.decontaminate is not None else None
-    stages: dict[str, Any] = {"filters": filters} if filters else {}
-    if index is not None and spec.decontaminate is not None:
+    stages: dict[str, Any] = {"filters": spec.filters.fingerprint} if spec.filters.rules else {}
+    index = None
+    if spec.decontaminate is not None:
+        index = build_eval_index(spec)
         stages["decontaminate"] = [spec.decontaminate.mode, index.ngram, index.version]
-    settings = json.dumps(stages)
-    record = find_record(store, curated_record_key(raw.partition), CuratedRecord, "curation")
+    settings, key = json.dumps(stages), curated_record_key(raw.partition)
+    record = find_record(store, key, CuratedRecord, "curation")
     if record is None or record.raw_sha256 != raw.sha256 or record.settings != settings:
         record = _curate(store, spec, raw, index, settings)
-        put_record(store, curated_record_key(raw.partition), record)
+        put_record(store, key, record)
     if record.data is None:
         return raw, record
     return replace(raw, key=record.data.key, sha256=record.data.sha256, documents=record.documents), record
-
-
-def _sample(text: str, doc: int, rule: str, index: EvalIndex) -> DroppedSample:
-    """A dropped document with the first word runs it shares with the eval set, as a person reads them."""
-    import pyarrow as pa
-
-    hashes, _ = ngram_hashes(pa.array([text], pa.large_string()), index.ngram)
-    words = words_of(text)
-    at = np.flatnonzero(index.grams.find(hashes) >= 0)[:SAMPLE_MATCHES].tolist()
-    matched = tuple(" ".join(words[j : j + index.ngram]) for j in at)
-    return DroppedSample(doc, rule, matched, text[:SAMPLE_CHARS])
 
 
 def _curate(
@@ -75,37 +65,32 @@ def _curate(
     if index is not None:
         store_eval_index(store, index)
     dropped: Counter[str] = Counter()  # per eval set
-    filtered: Counter[str] = Counter()  # per filter rule, and "rewritten"/"sampled"/"agreed"
+    filtered: Counter[str] = Counter()  # per filter rule
+    guard: Counter[str] = Counter()  # texts the filters "rewritten", the guard's "sampled" and "agreed"
     samples: list[DroppedSample] = []
     kept = 0
     with tempfile.TemporaryDirectory(prefix="curate-") as tmp:
-        path = store.local_path(raw.key) or Path(tmp) / "raw.parquet"
-        if not path.exists():
-            store.get_file(raw.key, path)
-        pf = pq.ParquetFile(path)
+        pf = pq.ParquetFile(store.local_copy(raw.key, Path(tmp) / "raw.parquet"))
         out = Path(tmp) / "curated.parquet"
         with pq.ParquetWriter(out, pf.schema_arrow, compression=COMPRESSION, **TEXT_ENCODING) as writer:
             for batch in pf.iter_batches(batch_size=BATCH):
                 texts, doc_hashes = batch.column("text"), batch.column("doc_hash")
                 keep = np.ones(len(texts), dtype=bool)
                 if spec.filters.rules:  # 1. the quality filters drop documents and may rewrite the ones they keep
-                    texts = _filter(spec, texts, doc_hashes.to_pylist(), keep, filtered, samples)
+                    texts = _filter(spec, texts, doc_hashes.to_pylist(), keep, filtered, guard, samples)
                 if index is not None:  # 2. decontamination, of the documents the filters keep
                     found = np.where(keep, index.contaminated(texts), -1)
                     keep[found >= 0] = False
-                    for i, s in zip(np.flatnonzero(found >= 0).tolist(), found[found >= 0].tolist()):
-                        dropped[index.names[s]] += 1
-                        if _wants(samples, index.names[s]):
-                            samples.append(_sample(texts[i].as_py(), doc_hashes[i].as_py(), index.names[s], index))
+                    for i in np.flatnonzero(found >= 0).tolist():
+                        name = index.names[found[i]]
+                        dropped[name] += 1
+                        _sample(samples, doc_hashes[i].as_py(), name, texts[i].as_py(), index)
                 kept += int(keep.sum())
-                mask = pa.array(keep)
-                writer.write_table(
-                    pa.table([texts.filter(mask), doc_hashes.filter(mask)], schema=pf.schema_arrow), ROW_GROUP
-                )
+                survivors = pa.table([texts, doc_hashes], schema=pf.schema_arrow).filter(pa.array(keep))
+                writer.write_table(survivors, ROW_GROUP)
         data = None
-        if kept < raw.documents or filtered["rewritten"]:
-            with open(out, "rb") as f:
-                sha = hashlib.file_digest(f, "sha256").hexdigest()
+        if kept < raw.documents or guard["rewritten"]:
+            sha = file_sha256(out)
             data = FileRef(key=curated_key(raw.partition, sha[:16]), size=out.stat().st_size, sha256=sha)
             store.put_immutable(data.key, out, data)
     samples_key = None
@@ -113,7 +98,6 @@ def _curate(
         body = to_json(DroppedSamples(raw.partition, tuple(samples)))
         samples_key = curation_samples_key(raw.partition, hashlib.sha256(body).hexdigest()[:16])
         store.put_bytes(samples_key, body)
-    counts = {r: n for r, n in filtered.items() if r not in ("rewritten", "sampled", "agreed")}
     return CuratedRecord(
         raw.partition,
         raw.sha256,
@@ -121,7 +105,7 @@ def _curate(
         kept,
         data,
         Decontamination(index.version, index.key, index.ngram, dict(sorted(dropped.items()))) if index else None,
-        Filtered(spec.filters.fingerprint, counts, filtered["rewritten"], filtered["sampled"], filtered["agreed"])
+        Filtered(spec.filters.fingerprint, dict(filtered), guard["rewritten"], guard["sampled"], guard["agreed"])
         if spec.filters.rules
         else None,
         samples_key,
@@ -134,10 +118,12 @@ def _filter(
     hashes: list[int],
     keep: np.ndarray,
     counts: Counter[str],
+    guard: Counter[str],
     samples: list[DroppedSample],
 ) -> Any:
     """One batch through the quality filters: clears `keep` where a rule drops a document, counts drops per rule (and
-    texts rewritten, the guard's sample), keeps a few dropped documents; returns the texts as the rules left them."""
+    in `guard` texts rewritten, the guard's sample), keeps a few dropped documents; returns the texts as the rules
+    left them."""
     import pyarrow as pa
 
     originals = texts.to_pylist()
@@ -146,17 +132,19 @@ def _filter(
         if rule is not None:
             keep[i] = False
             counts[rule] += 1
-            if _wants(samples, rule):
-                samples.append(DroppedSample(hashes[i], rule, (), originals[i][:SAMPLE_CHARS]))
+            _sample(samples, hashes[i], rule, originals[i])
         elif text != originals[i]:
-            counts["rewritten"] += 1
-    counts.update(sampled=outcome.guard_sampled, agreed=outcome.guard_agreed)
+            guard["rewritten"] += 1
+    guard.update(sampled=outcome.guard_sampled, agreed=outcome.guard_agreed)
     return pa.array([t or "" for t in outcome.texts], pa.large_string())
 
 
-def _wants(samples: list[DroppedSample], rule: str) -> bool:
-    """Whether a document `rule` dropped joins the samples: SAMPLES per rule at most."""
-    return sum(s.rule == rule for s in samples) < SAMPLES
+def _sample(samples: list[DroppedSample], doc: int, rule: str, text: str, index: EvalIndex | None = None) -> None:
+    """Keep a document `rule` dropped among the samples (SAMPLES per rule at most), with the first word runs it
+    shares with the eval sets when an eval set dropped it."""
+    if sum(s.rule == rule for s in samples) < SAMPLES:
+        matched = index.matched(text, SAMPLE_MATCHES) if index else ()
+        samples.append(DroppedSample(doc, rule, matched, text[:SAMPLE_CHARS]))
 
 
 def lineage_entry(record: CuratedRecord | None) -> dict[str, Any]:
@@ -177,22 +165,18 @@ def lineage_summary(spec: DatasetSpec, parts: dict[str, PartRecord]) -> dict[str
     """The manifest's inline curation figures (nothing when off): the filters' settings (rules, parameters, the
     language model) and the documents each rule dropped; the eval sets' version and n-gram, and the documents each
     eval set dropped over the version."""
-    summary: dict[str, Any] = {}
     records = [part.curation for part in parts.values() if part.curation]
+    filtered = [r.filters for r in records if r.filters]
+    checked = [r.decontamination for r in records if r.decontamination]
+    summary: dict[str, Any] = {}
     if spec.filters.rules:
-        dropped: Counter[str] = Counter()
-        for f in (r.filters for r in records if r.filters):
-            dropped.update(f.dropped)
-        rewritten = sum(r.filters.rewritten for r in records if r.filters)
+        dropped = sum((Counter(f.dropped) for f in filtered), Counter[str]())
+        rewritten = sum(f.rewritten for f in filtered)
         summary["filters"] = {**spec.filters.lineage(), "dropped": dict(dropped), "rewritten": rewritten}
     if spec.decontaminate is not None:
-        by_set: Counter[str] = Counter()
-        for d in (r.decontamination for r in records if r.decontamination):
-            by_set.update(d.dropped)
-        versions = sorted({r.decontamination.eval_version for r in records if r.decontamination})
         summary["decontamination"] = {
-            "eval_version": ", ".join(versions),
+            "eval_version": ", ".join(sorted({d.eval_version for d in checked})),
             "ngram": spec.decontaminate.ngram,
-            "dropped": dict(by_set),
+            "dropped": dict(sum((Counter(d.dropped) for d in checked), Counter[str]())),
         }
     return summary

@@ -18,10 +18,6 @@ class Decontamination:
     ngram: int
     dropped: dict[str, int] = field(default_factory=dict)
 
-    @property
-    def dropped_total(self) -> int:
-        return sum(self.dropped.values())
-
 
 @dataclass(frozen=True)
 class Filtered:
@@ -53,8 +49,7 @@ class CuratedRecord:
 
     @property
     def dropped_total(self) -> int:
-        filtered = sum(self.filters.dropped.values()) if self.filters else 0
-        return filtered + (self.decontamination.dropped_total if self.decontamination else 0)
+        return sum(sum(stage.dropped.values()) for stage in (self.filters, self.decontamination) if stage)
 
 
 @dataclass(frozen=True)

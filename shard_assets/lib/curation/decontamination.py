@@ -13,7 +13,6 @@ import functools
 import hashlib
 import io
 import string
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -103,18 +102,14 @@ def _words(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     return _word_hashes(data, starts, ends), data[starts] == 0
 
 
-def ngram_hashes(texts: pa.Array, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """The hashes of every run of `n` words of each text (a large_string column), and the text each belongs to."""
+def ngram_hashes(texts: pa.Array, n: int) -> np.ndarray:
+    """The hashes of every run of `n` words within one text of the texts (a large_string column), in order."""
     words, separators = _words(texts)
     hashes = _windows(words, n)
     docs = np.cumsum(separators)  # separators seen: the text each word belongs to
     whole = (docs[n - 1 : n - 1 + len(hashes)] == docs[: len(hashes)]) & ~separators[: len(hashes)]
-    return hashes[whole], docs[: len(hashes)][whole]
-
-
-def words_of(text: str) -> list[str]:
-    """One text's words as `ngram_hashes` sees them: for the samples of matched n-grams a person reads."""
-    return text.encode().translate(WORD_BYTES, PUNCTUATION).decode(errors="replace").split()
+    within: np.ndarray = hashes[whole]
+    return within
 
 
 @dataclass(frozen=True)
@@ -129,10 +124,8 @@ class HashSet:
     @classmethod
     def of(cls, hashes: np.ndarray, sets: np.ndarray) -> HashSet:
         order = np.lexsort((sets, hashes))
-        hashes, sets = hashes[order], sets[order]
-        first = np.ones(len(hashes), dtype=bool)
-        first[1:] = hashes[1:] != hashes[:-1]
-        hashes, sets = hashes[first], sets[first]
+        hashes, first = np.unique(hashes[order], return_index=True)
+        sets = sets[order][first]
         bits = max(1 << 16, 1 << (len(hashes) * FILTER_BITS_PER_NGRAM - 1).bit_length())
         bitmap = np.zeros(bits // 64, dtype=np.uint64)
         slot = (hashes >> np.uint64(65 - bits.bit_length())).view(np.int64)
@@ -177,6 +170,15 @@ class EvalIndex:
     def nbytes(self) -> int:
         return self.grams.nbytes + self.probes.nbytes
 
+    def matched(self, text: str, limit: int) -> tuple[str, ...]:
+        """The first `limit` word runs `text` shares with the eval sets, as a person reads them."""
+        import pyarrow as pa
+
+        words = text.encode().translate(WORD_BYTES, PUNCTUATION).decode(errors="replace").split()
+        hashes = ngram_hashes(pa.array([text], pa.large_string()), self.ngram)
+        at = np.flatnonzero(self.grams.find(hashes) >= 0)[:limit].tolist()
+        return tuple(" ".join(words[j : j + self.ngram]) for j in at)
+
     def contaminated(self, texts: pa.Array) -> np.ndarray:
         """For each text (a large_string column), the eval set of the first n-gram it shares with one, else -1."""
         found = np.full(len(texts), -1, dtype=np.int64)
@@ -196,26 +198,20 @@ class EvalIndex:
         return found
 
 
-def eval_sources(spec: DatasetSpec) -> Iterator[tuple[SourceSpec, SourceFile]]:
-    """Each eval file of [decontaminate].against, read as a source of its format (by extension; text: one passage
-    a line), in order; a glob matching nothing is a SpecError naming it."""
+def build_eval_index(spec: DatasetSpec) -> EvalIndex:
+    """The index of the spec's eval sets, each file read as a source of its format (by extension; text: one passage a
+    line): a glob matching nothing is a SpecError, an unreadable file a SourceError, naming it."""
     assert spec.decontaminate is not None
+    files: list[tuple[SourceSpec, SourceFile]] = []
     for glob in spec.decontaminate.against:
         name = glob.rsplit("/", 1)[-1]
         fmt = "parquet" if ".parquet" in name else "jsonl" if ".json" in name else "text"
         separator = "\n" if fmt == "text" else None
         source = SourceSpec("[decontaminate].against", glob, fmt, spec.decontaminate.text_column, separator)
         try:
-            files = list_source_files(source)
+            files += [(source, f) for f in list_source_files(source)]
         except SourceError as exc:
             raise SpecError(f"{spec.origin}: {exc}") from None
-        yield from ((source, f) for f in files)
-
-
-def build_eval_index(spec: DatasetSpec) -> EvalIndex:
-    """The index of the spec's eval sets, read from their files (an unreadable one is a SourceError naming it)."""
-    assert spec.decontaminate is not None
-    files = list(eval_sources(spec))
     key = (spec.decontaminate.ngram, *((s.format, s.text_column, f) for s, f in files))  # f: listing fingerprint
     if key not in _BUILT:  # a changed file (another fingerprint) is read again
         _BUILT.clear()
@@ -229,22 +225,18 @@ _BUILT: dict[tuple[object, ...], EvalIndex] = {}  # the last index built in this
 def _built(files: list[tuple[SourceSpec, SourceFile]], n: int) -> EvalIndex:
     names = sorted({f.part for _, f in files})
     version, passages = hashlib.sha256(f"{RULE}:{n}".encode()), 0
-    grams: list[tuple[np.ndarray, np.ndarray]] = []
-    probes: list[tuple[np.ndarray, np.ndarray]] = []
+    empty = (np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint16))
+    grams, probes = [empty], [empty]  # (hashes, eval set of each) per batch
     for source, f in files:
         for batch in iter_document_columns(source, f, READ_BATCH):
             texts = normalise_column(batch)
             passages += len(texts)
             version.update(f.part.encode() + b"\x00" + b"\x00".join(t.encode() for t in texts.to_pylist()))
             for out, width in ((grams, n), (probes, n - STRIDE + 1)):
-                hashes, _ = ngram_hashes(texts, width)
+                hashes = ngram_hashes(texts, width)
                 out.append((hashes, np.full(len(hashes), names.index(f.part), dtype=np.uint16)))
-
-    def table(parts: list[tuple[np.ndarray, np.ndarray]]) -> HashSet:
-        hashes = np.concatenate([h for h, _ in parts]) if parts else np.zeros(0, dtype=np.uint64)
-        return HashSet.of(hashes, np.concatenate([s for _, s in parts]) if parts else np.zeros(0, dtype=np.uint16))
-
-    return EvalIndex(version.hexdigest()[:16], n, tuple(names), passages, table(grams), table(probes))
+    grams_set, probes_set = (HashSet.of(*(np.concatenate(c) for c in zip(*parts))) for parts in (grams, probes))
+    return EvalIndex(version.hexdigest()[:16], n, tuple(names), passages, grams_set, probes_set)
 
 
 def store_eval_index(store: ObjectStore, index: EvalIndex) -> None:

@@ -167,14 +167,6 @@ class Spill:
 # -- a partition's rows --
 
 
-def _raw_path(store: ObjectStore, raw: RawRecord, folder: Path) -> Path:
-    path = store.local_path(raw.key)
-    if path is None:
-        path = folder / "raw.parquet"
-        store.get_file(raw.key, path)
-    return path
-
-
 def partition_rows(
     store: ObjectStore, raw: RawRecord, member: int, dedup: DedupSpec, folder: Path
 ) -> Iterator[tuple[str, np.ndarray]]:
@@ -183,7 +175,7 @@ def partition_rows(
     import pyarrow.parquet as pq
 
     columns = ["doc_hash", "text"] if dedup.near else ["doc_hash"]
-    pf = pq.ParquetFile(_raw_path(store, raw, folder))
+    pf = pq.ParquetFile(store.local_copy(raw.key, folder / "raw.parquet"))
     for batch in pf.iter_batches(batch_size=NEAR_BATCH if dedup.near else READ_BATCH, columns=columns):
         docs = batch.column(0).to_numpy().astype(np.uint64)
         if dedup.exact:

@@ -128,6 +128,14 @@ class ObjectStore(ABC):
         """Copy the object at `key` into a local file."""
         self._do("download", key, lambda: self._download(key, path))
 
+    def local_copy(self, key: str, path: Path) -> Path:
+        """The key's file: read in place where the store is a folder on this machine, else downloaded to `path`."""
+        local = self.local_path(key)
+        if local is not None and local.exists():
+            return local
+        self.get_file(key, path)
+        return path
+
     def open_read(self, key: str) -> BinaryIO:
         """A seekable binary reader of the object (parquet is read from it in record batches)."""
         return self._do("open", key, lambda: self._open(key))
