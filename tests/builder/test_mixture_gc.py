@@ -103,3 +103,19 @@ def test_a_copied_stores_own_mixture_moves_the_pins_the_copy_carries(root):
     assert not list((root / "copy/web/readers").glob("web-v1/mixture-*"))  # the pin the copy carried is released
     assert [p.name for p in (root / "copy/web/readers/web-v2").iterdir()] == ["mixture-blend.json"]
     assert list((root / "store/web/readers").glob("web-v1/mixture-*"))  # the original's own stays with it
+
+
+def test_a_pin_written_under_the_earlier_holder_name_is_released_when_the_mixture_moves(root):
+    """Mixtures published before item 12 of issue 47 pinned a component of their own store under the mixture's name
+    and its live URL's hash: moving such a mixture releases that pin too, or gc would keep the version for 10 years."""
+    from shard_assets.lib.mixture.pins import pin_holder
+    from shard_assets.lib.mixture.publish import live_mixture_url
+    from shard_assets.lib.store import LocalFolderStore
+
+    _mix(root)
+    pins = root / "store/web/readers/web-v1"
+    earlier = pin_holder(live_mixture_url(LocalFolderStore(root / "store"), "blend"), "blend", relative=False)
+    (pins / "mixture-blend.json").rename(pins / f"{earlier}.json")  # as the earlier release wrote it
+    write_dataset(root / "store/web", {"train": _docs(2)}, vocab_size=300, version="web-v2", tag="t2")
+    _mix(root)  # the mixture moves to web-v2
+    assert not list(pins.glob("mixture-*"))

@@ -59,9 +59,11 @@ def unpin_components(old: MixtureFile, new: MixtureFile, root: str, live_url: st
     """Remove the pins of `old`'s component versions that `new` no longer reads: once `new` is live, gc may collect
     them. Best effort: a pin left behind lapses after PIN_SECONDS."""
     kept = {(absolute_url(c.manifest.url, root), c.version) for c in new.components}
+    earlier = pin_holder(live_url, old.name, relative=False)  # an own-store pin's holder before issue 47
     for url, writer, version, holder in _pins(old, root, live_url, client):
         if writer is not None and (url, version) not in kept:
-            try:
-                writer.remove(lease_key(version, holder))
-            except (ShardLoaderError, OSError):
-                continue
+            for name in {holder, earlier}:
+                try:
+                    writer.remove(lease_key(version, name))
+                except (ShardLoaderError, OSError):
+                    continue
