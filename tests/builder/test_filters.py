@@ -98,6 +98,19 @@ def test_the_rules_file_is_what_spacy_and_datatrove_hold():
     assert json.loads(RULES_FILE.read_text()) == json.loads(json.dumps(english_rules(), ensure_ascii=False))
 
 
+def test_a_batch_whose_sample_disagrees_with_spacy_is_decided_with_spacy_s_words(corpus, monkeypatch):
+    """The guard guards: a word splitter gone wrong (here whitespace words) is caught by the sample and the batch's
+    decisions are the reference's, not the fast splitter's."""
+    from shard_assets.lib.curation.words import EnglishWords
+
+    docs, settings = corpus[:60], parse_filters({"preset": "fineweb", "guard_sample": 6}, "[filters]")
+    truth = reference_decide(docs, settings)
+    monkeypatch.setattr(EnglishWords, "words", lambda self, text: text.split())
+    out = filter_documents(docs, settings)
+    assert out.guard_agreed < out.guard_sampled == 6
+    assert list(zip(out.texts, out.dropped_by)) == truth
+
+
 def test_the_guard_re_decides_a_sample_with_spacy_and_counts_agreement(corpus):
     out = filter_documents(corpus[:100], parse_filters({"preset": "fineweb", "guard_sample": 10}, "[filters]"))
     assert (out.guard_sampled, out.guard_agreed) == (10, 10)

@@ -440,26 +440,26 @@ def _decide(text: str, settings: FilterSettings, w: Words, language_ok: bool) ->
 
 
 def filter_documents(texts: Sequence[str], settings: FilterSettings) -> FilterOutcome:
-    """Every document of a batch decided by the recipe; a spread sample re-decided with spaCy's words (the guard)."""
+    """Every document of a batch decided by the recipe with the fast word splitter; a spread sample re-decided with
+    spaCy's words (the guard), and the whole batch decided with spaCy's where any of the sample disagrees, as the
+    encoder's guard re-encodes with the reference."""
     if not settings.rules:
         return FilterOutcome(list(texts), [None] * len(texts), 0, 0)
     lang = settings.language
     ok = [lang is None or _language_ok(t, lang) for t in texts]
-    words = english_words()
-    decided = [_decide(t, settings, words, k) for t, k in zip(texts, ok)]
-    reference = _spacy_words() if settings.guard_sample else None
-    sample = range(0, len(texts), max(1, -(-len(texts) // settings.guard_sample))) if reference else range(0)
-    agreed = sum(_decide(texts[i], settings, reference, ok[i]) == decided[i] for i in sample) if reference else 0
+    decided = [_decide(t, settings, english_words(), k) for t, k in zip(texts, ok)]
+    sample = range(0, len(texts), max(1, -(-len(texts) // settings.guard_sample))) if settings.guard_sample else []
+    agreed = sum(_decide(texts[i], settings, _spacy_words(), ok[i]) == decided[i] for i in sample)
+    if agreed < len(sample):
+        decided = [_decide(t, settings, _spacy_words(), k) for t, k in zip(texts, ok)]
     return FilterOutcome([d[0] for d in decided], [d[1] for d in decided], len(sample), agreed)
 
 
 @cache
-def _spacy_words() -> _SpacyWords | None:
-    """The guard's reference, or None where spaCy is not installed."""
-    try:
-        import spacy
-    except ImportError:
-        return None
+def _spacy_words() -> _SpacyWords:
+    """The guard's reference: spaCy's blank English tokenizer and sentencizer, datatrove's own."""
+    import spacy
+
     nlp = spacy.blank("en")
     nlp.add_pipe("sentencizer")
     return _SpacyWords(nlp)
