@@ -226,8 +226,8 @@ class RunQueue:
         while pending:
             if self.daemon is not None:
                 self.daemon.check()
-                if self.daemon.seen.two(self.instance):  # two would launch, monitor and retry each run
-                    self.daemon.stop()
+                if self.through_outage(lambda: self.daemon is not None and self.daemon.seen.two(self.instance)):
+                    self.daemon.stop()  # two would launch, monitor and retry each run
                     self.daemon = None
                     print("another dagster-daemon serves this instance now: the build's own stopped", file=sys.stderr)
             ids = [q.run_id for q in pending]
