@@ -40,6 +40,7 @@ from shard_assets.lib.spec import load_spec
 from shard_assets.runner import build_dataset
 from tests.support.build_helpers import build_command
 from tests.support.dagster_helpers import tiny_dataset, tiny_resources
+from tests.support.patience import stop_group
 from tests.support.s3_proxy import PutGate, S3Proxy
 from tests.support.seaweedfs import WRITER, _free_ports
 from tests.support.synthetic import random_docs, write_dataset
@@ -399,12 +400,7 @@ def webserver(env: dict[str, str], folder: Path) -> Iterator[str]:
                 time.sleep(1.0)  # polling a starting server, bounded above
         yield url
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_group(proc, 30)
 
 
 RUNS = """{ runsOrError { ... on Runs { results { runId jobName status tags { key value } } } } }"""
