@@ -15,19 +15,12 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from .lib.errors import BuildError, SettingsError
 from .lib.presets import format_catalog
-from .lib.settings import (
-    DEFAULT_SPEC,
-    PROJECT_ROOT_VARIABLE,
-    StoreChoice,
-    local_folder,
-    mixture_specs_folder,
-    project_root,
-    store_choice,
-)
+from .lib.settings import DEFAULT_SPEC, PROJECT_ROOT_VARIABLE, StoreChoice, local_folder, mixture_specs_folder
+from .lib.settings import project_root, store_choice
 
 if TYPE_CHECKING:
     from .defs.resources import Settings, StoreResource
@@ -98,8 +91,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         from .lib.curation.decontamination import build_eval_index
 
         build_eval_index(spec)
-    from shard_loader.builder_api import iter_sequences
-    from shard_loader.builder_api import default_cache_dir
+    from shard_loader.builder_api import default_cache_dir, iter_sequences
 
     from .instance import local_instance
     from .runner import build_dataset
@@ -129,18 +121,11 @@ def cmd_build(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     started = time.perf_counter()
-    remote = "://" in result.manifest_url
-    options = (
-        {
-            # a remote manifest URL is an S3ObjectStore's (a local folder's is a path)
-            "store_options": {
-                "client": cast("S3ObjectStore", cast("StoreResource", resources["store"]).store()).client
-            },
-            "cache_dir": args.cache_dir or default_cache_dir(result.manifest_url),
-        }
-        if remote
-        else {}
-    )
+    options: dict[str, Any] = {}
+    if "://" in result.manifest_url:  # a remote manifest URL is an S3ObjectStore's (a local folder's is a path)
+        store = cast("S3ObjectStore", cast("StoreResource", resources["store"]).store())
+        cache_dir = args.cache_dir or default_cache_dir(result.manifest_url)
+        options = {"store_options": {"client": store.client}, "cache_dir": cache_dir}
     batch = next(
         iter_sequences(result.manifest_url, "train", seq_len=args.seq_len, batch_size=args.batch_size, **options)
     )
@@ -204,9 +189,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from .lib.plan import format_plan, plan_build
     from .lib.tokenizer import build_tokenizer, load_tokenizer
 
-    text, record = build_tokenizer(
-        spec.tokenizer, _sample_texts(spec)
-    )  # a pretrained one, or a BPE trained on a sample
+    # a pretrained tokenizer, or a BPE trained on a sample
+    text, record = build_tokenizer(spec.tokenizer, _sample_texts(spec))
     plan = plan_build(spec, load_tokenizer(text), record.token_dtype, args.sample)
     print(format_plan(plan))
     return 0
@@ -313,21 +297,10 @@ def cmd_dev(args: argparse.Namespace) -> int:
     os.environ.setdefault("PYTHONWARNINGS", "ignore:Function `dev_command` is superseded")
     for name, seconds in GRPC_TIMEOUTS.items():  # inherited by the webserver, the daemon and the code server
         os.environ.setdefault(name, seconds)
-    command = [
-        sys.executable,
-        "-m",
-        "dagster",
-        "dev",
-        "-w",
-        str(project / "workspace.yaml"),
-        "-h",
-        args.host,
-        "-p",
-        str(args.port),
-    ]
+    command = ["-m", "dagster", "dev", "-w", str(project / "workspace.yaml"), "-h", args.host, "-p", str(args.port)]
     for signum in (signal.SIGINT, signal.SIGTERM):  # a background job of a script starts with both ignored, and
         signal.signal(signum, signal.SIG_DFL)  # Dagster maps SIGTERM to SIGINT's handler: it would never stop
-    os.execv(sys.executable, command)
+    os.execv(sys.executable, [sys.executable, *command])
     return 0  # not reached: execv replaces this process
 
 
@@ -388,9 +361,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     d.set_defaults(func=cmd_demo)
     b = sub.add_parser("build", parents=[common], help="run every job end to end, publish, and read a first batch back")
-    workers = os.environ.get("SHARD_BUILD_WORKERS") or str(
-        os.cpu_count() or 1
-    )  # argparse checks a string default with `type`
+    # argparse checks a string default with `type`
+    workers = os.environ.get("SHARD_BUILD_WORKERS") or str(os.cpu_count() or 1)
     b.add_argument(
         "--workers",
         type=_positive,
