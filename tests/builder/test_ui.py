@@ -24,7 +24,8 @@ from shard_assets.lib.layout import raw_record_key
 from shard_assets.lib.records import RawRecord, get_record
 from shard_assets.lib.store import LocalFolderStore
 from tests.support.clone import fresh_clone, new_user_env
-from tests.support.patience import HUNG, stop_group
+from tests.support.patience import HUNG
+from tests.support.processes import stop_group
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "ui"

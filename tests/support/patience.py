@@ -2,9 +2,6 @@
 load average of 20-30 on 2 cores a 5 s subprocess takes minutes, and a correct run must not fail for that. A
 healthy run never waits this long; only a hang does, and then the test fails naming what it waited for."""
 
-import os
-import signal
-import subprocess
 import time
 from collections.abc import Callable
 
@@ -18,13 +15,3 @@ def wait_for(condition: Callable[[], object], what: str, timeout: float = HUNG) 
         assert time.monotonic() < deadline, f"{what}: not after {timeout:.0f} s"
         time.sleep(0.01)  # polling for an event, not a race: the condition decides, the clock only bounds a hang
 
-
-def stop_group(proc: subprocess.Popen, grace: float) -> None:
-    """SIGTERM to the process group `proc` leads (started with `start_new_session`), SIGKILL to it if `proc` has not
-    exited after `grace` seconds."""
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()

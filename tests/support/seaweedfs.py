@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.patience import HUNG, stop_group
+from tests.support.patience import HUNG
+from tests.support.processes import stop_group
 
 WRITER = ("AKIASEAWEEDWRITER001", "seaweed-writer-secret-0000000000000001")
 READER = ("AKIASEAWEEDREADER002", "seaweed-reader-secret-0000000000000002")
