@@ -1,7 +1,6 @@
 """The dataset specification: sources, filters, tokenizer and split, read from a TOML file.
 
-A source is configured data, not code. A relative local uri is read relative to the spec file's folder.
-"""
+A source is configured data, not code. A relative local uri is read relative to the spec file's folder."""
 
 from __future__ import annotations
 
@@ -213,7 +212,7 @@ def spec_record(cls: type[R], data: dict[str, Any], where: str) -> R:
         raise SpecError(f"{where}: {exc}") from None
 
 
-def _anchored(path: str, base: Path | None) -> str:
+def anchored(path: str, base: Path | None) -> str:
     """A relative local path or uri resolved against `base` (the spec's folder); any other as it is."""
     relative = path and uri_scheme(path) == "" and not path.startswith(("/", "~"))
     return str(base / path) if base is not None and relative else path
@@ -228,7 +227,7 @@ def _source(data: dict[str, Any], where: str, base: Path | None) -> SourceSpec:
         defaults = {k: getattr(PRESETS[preset], k) for k in ("uri", "format", "text_column", "document_separator")}
         data = {**defaults, "name": preset, **data}
     if isinstance(data.get("uri"), str):
-        data["uri"] = _anchored(data["uri"], base)
+        data["uri"] = anchored(data["uri"], base)
     src = spec_record(SourceSpec, data, where)
     if not SPEC_NAME.match(src.name):
         raise SpecError(f"{where}.name: {src.name!r} must be lowercase letters, digits, '-' or '_'")
@@ -247,7 +246,7 @@ def _source(data: dict[str, Any], where: str, base: Path | None) -> SourceSpec:
 def _tokenizer(data: dict[str, Any], origin: str, base: Path | None) -> TokenizerSpec:
     """The [tokenizer] table; a relative `path` is resolved against `base`, as a source's uri is."""
     if isinstance(data.get("path"), str):
-        data = {**data, "path": _anchored(data["path"], base)}
+        data = {**data, "path": anchored(data["path"], base)}
     tok = spec_record(TokenizerSpec, data, f"{origin}: [tokenizer]")
     check_choice("kind", tok.kind, TOKENIZER_KINDS, f"{origin}: [tokenizer]")
     if tok.kind == "pretrained" and not tok.name:
@@ -279,7 +278,7 @@ def _decontaminate(data: Any, origin: str, base: Path | None) -> DecontaminateSp
     against = data.get("against")
     if not isinstance(against, list) or not against or not all(isinstance(a, str) and a for a in against):
         raise SpecError(f'{where}.against: expected a list of eval set globs, e.g. ["evals/*.jsonl"], got {against!r}')
-    data = {**data, "against": tuple(_anchored(a, base) for a in against)}
+    data = {**data, "against": tuple(anchored(a, base) for a in against)}
     ngram = data.get("ngram", DecontaminateSpec.ngram)
     if not isinstance(ngram, int) or isinstance(ngram, bool) or not 8 <= ngram <= 50:
         raise SpecError(f"{where}.ngram: must be a whole number of words between 8 and 50, got {ngram!r}")
