@@ -1,10 +1,8 @@
 """The tokenization hot path: raw parquet batches -> an encoder's flat ids -> train/val shard files.
 
-Documents are encoded whole (never cut), by the engine `select_encoder` chose, behind an
-exactness guard that compares a sample of every partition with the reference.
-No Python loop runs per token or per document (one runs per run of same-split documents); parquet
-decoding and the guard's reference run on their own threads beside the engine.
-"""
+Documents are encoded whole (never cut), by the engine `select_encoder` chose, behind an exactness guard that compares a
+sample of every partition with the reference. No Python loop runs per token or per document (one runs per run of
+same-split documents); parquet decoding and the guard's reference run on their own threads beside the engine."""
 
 from __future__ import annotations
 
@@ -69,8 +67,7 @@ def by_size(texts: list[str]) -> list[slice]:
 
 
 def encode_documents(tokenizer: Tokenizer, texts: list[str], eod_id: int, dtype: str) -> tuple[np.ndarray, np.ndarray]:
-    """For estimates: the selected engine's tokens for a `tokenizers.Tokenizer`, EOD after each document, and
-    lengths."""
+    """For estimates: the selected engine's tokens for a `tokenizers.Tokenizer`, EOD after each document; lengths."""
     return select_encoder(tokenizer.to_str()).encode(texts).with_eod(eod_id, dtype, "estimate")
 
 
@@ -116,18 +113,14 @@ def _write_shards(
 ) -> dict[str, ShardWriter]:
     """Encode every document of the raw ParquetFile into closed train/val writers; the guard's failure aborts them.
 
-    Parquet decoding runs on a reader thread and the guard's reference on its own, beside the engine.
-    """
+    Parquet decoding runs on a reader thread and the guard's reference on its own, beside the engine."""
     writers = {}
     for split in SPLITS:
-        (out_dir / split).mkdir(parents=True, exist_ok=True)
-        writers[split] = ShardWriter(
-            out_dir / split / f"{stem}.npy", out_dir / split / f"{stem}.bin", settings.token_dtype
-        )
+        (folder := out_dir / split).mkdir(parents=True, exist_ok=True)
+        writers[split] = ShardWriter(folder / f"{stem}.npy", folder / f"{stem}.bin", settings.token_dtype)
+    batches = _batches(pf, settings.val_fraction, settings.batch_documents, drops)
     try:
-        for texts, val in prefetched(
-            _batches(pf, settings.val_fraction, settings.batch_documents, drops), READ_AHEAD, f"read-{stem}"
-        ):
+        for texts, val in prefetched(batches, READ_AHEAD, f"read-{stem}"):
             encoded = encoder.encode(texts)
             encoded.check_no_eod(settings.eod_id, f"partition {stem}")
             guard.check(texts, encoded)
@@ -154,12 +147,10 @@ def tokenize_partition(
     drops: Any = None,
 ) -> tuple[dict[str, ShardWriter], TokenizeStats]:
     """Tokenize one raw parquet, less the documents whose hash is in `drops` (dedup's), into
-    `<out_dir>/<split>/<stem>.npy|.bin` with `engine` behind the guard of `reference`; the closed writers name the
-    files.
+    `<out_dir>/<split>/<stem>.npy|.bin` with `engine` behind the guard of `reference` (the writers name the files).
 
     `settings.on_mismatch` decides what a guard difference does: "fail" raises ExactnessError,
-    "reference" re-encodes the whole partition with the reference (recorded in the stats).
-    """
+    "reference" re-encodes the whole partition with the reference (recorded in the stats)."""
     import pyarrow.parquet as pq
 
     started = time.perf_counter()
