@@ -2,8 +2,7 @@
 
 One error boundary: every BuildError or ShardLoaderError, and every argument error, prints `error: ...` on one line
 and exits 2; `--debug` prints the traceback instead. Arguments, settings and the spec are checked before Dagster is
-imported (seconds on a busy machine), so a mistake is refused at once.
-"""
+imported (seconds on a busy machine), so a mistake is refused at once."""
 
 from __future__ import annotations
 
@@ -160,13 +159,9 @@ def cmd_mix(args: argparse.Namespace) -> int:
         f"version       {m.version} ({'newly written' if report.created else 'already written'}; run {result.run_id})"
     )
     print(f"tokenizer     {m.tokenizer.fingerprint} (vocab {m.tokenizer.vocab_size:,}, {m.tokenizer.token_dtype})")
-    print(
-        "tokens/epoch  "
-        + ", ".join(
-            f"{split} {tokens:,} ({m.lineage.get('tokens_per_epoch_from', {}).get(split, '?')})"
-            for split, tokens in m.tokens_per_epoch.items()
-        )
-    )
+    how = m.lineage.get("tokens_per_epoch_from", {})
+    per_split = (f"{split} {tokens:,} ({how.get(split, '?')})" for split, tokens in m.tokens_per_epoch.items())
+    print("tokens/epoch  " + ", ".join(per_split))
     print(text_table(m.summary(SPLIT)))
     failed = report.failed
     print(
@@ -307,11 +302,8 @@ def cmd_dev(args: argparse.Namespace) -> int:
 def cmd_gc(args: argparse.Namespace) -> int:
     from .lib.retention import Policy, collect, parse_duration, plan_collection
 
-    policy = Policy(
-        keep=args.keep,
-        max_age_s=parse_duration(args.max_age, "--max-age"),
-        grace_s=parse_duration(args.grace, "--grace"),
-    )
+    max_age, grace = parse_duration(args.max_age, "--max-age"), parse_duration(args.grace, "--grace")
+    policy = Policy(keep=args.keep, max_age_s=max_age, grace_s=grace)
     store_choice(spec=args.spec, store=args.store)  # checked before Dagster is imported
     store = cast("StoreResource", _settings(args).resources()["store"]).store()
     plan = plan_collection(store, policy)
