@@ -336,12 +336,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--debug", action="store_true", help="print tracebacks instead of one-line errors")
     sub = parser.add_subparsers(dest="command", required=True)
     common = _Parser(add_help=False)
-    common.add_argument(
-        "--spec", default=None, help=f"dataset spec TOML (default: SHARD_DATASET_SPEC, else {DEFAULT_SPEC})"
-    )
+    common.add_argument("--spec", help=f"dataset spec TOML (default: SHARD_DATASET_SPEC, else {DEFAULT_SPEC})")
     common.add_argument(
         "--store",
-        default=None,
         help="dataset root: a folder or s3://bucket/prefix (default: DATASET_STORE and DATASET_STORE_ROOT, else "
         "data/store)",
     )
@@ -364,9 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--seq-len", type=_positive, default=128)
     b.add_argument("--batch-size", type=_positive, default=4)
     b.add_argument(
-        "--cache-dir",
-        default=None,
-        help="where the read-back of a remote store caches shards (default: under ~/.cache/shard_loader)",
+        "--cache-dir", help="where the read-back of a remote store caches shards (default: under ~/.cache/shard_loader)"
     )
     b.set_defaults(func=cmd_build)
     x = sub.add_parser(
@@ -375,7 +370,6 @@ def main(argv: list[str] | None = None) -> int:
     x.add_argument("--spec", required=True, help="mixture spec TOML ([[components]] with manifest and weight)")
     x.add_argument(
         "--store",
-        default=None,
         help="where mixtures/<name>.json goes: a folder or s3://bucket/prefix (default: from the environment, else "
         "data/store)",
     )
