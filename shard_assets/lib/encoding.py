@@ -103,17 +103,10 @@ def _append(writers: dict[str, ShardWriter], encoded: Encoded, val: np.ndarray, 
 
 
 def _write_shards(
-    pf: ParquetFile,
-    encoder: Encoder,
-    guard: ExactnessGuard,
-    settings: EncodeSettings,
-    out_dir: Path,
-    stem: str,
-    drops: Any,
+    pf: ParquetFile, guard: ExactnessGuard, settings: EncodeSettings, out_dir: Path, stem: str, drops: Any
 ) -> dict[str, ShardWriter]:
-    """Encode every document of the raw ParquetFile into closed train/val writers; the guard's failure aborts them.
-
-    Parquet decoding runs on a reader thread and the guard's reference on its own, beside the engine."""
+    """Every document of the raw ParquetFile encoded by the guard's engine into closed train/val writers (aborted if
+    the guard fails); parquet decoding and the guard's reference run on their own threads beside the engine."""
     writers = {}
     for split in SPLITS:
         (folder := out_dir / split).mkdir(parents=True, exist_ok=True)
@@ -121,7 +114,7 @@ def _write_shards(
     batches = _batches(pf, settings.val_fraction, settings.batch_documents, drops)
     try:
         for texts, val in prefetched(batches, READ_AHEAD, f"read-{stem}"):
-            encoded = encoder.encode(texts)
+            encoded = guard.engine.encode(texts)
             encoded.check_no_eod(settings.eod_id, f"partition {stem}")
             guard.check(texts, encoded)
             _append(writers, encoded, val, settings.eod_id)
@@ -158,7 +151,7 @@ def tokenize_partition(
     documents = pf.metadata.num_rows - (0 if drops is None else len(drops))
     guard = ExactnessGuard(engine, reference, stem, documents, policy=settings.on_mismatch)
     try:
-        writers = _write_shards(pf, engine, guard, settings, out_dir, stem, drops)
+        writers = _write_shards(pf, guard, settings, out_dir, stem, drops)
         result = guard.result()
     except ExactnessError:
         if settings.on_mismatch != "reference":
@@ -166,7 +159,7 @@ def tokenize_partition(
         result = replace(guard.result(), reencoded_with_reference=True)
         plain = ExactnessGuard(reference, reference, stem, documents, policy=settings.on_mismatch)
         again = pq.ParquetFile(raw_path, pre_buffer=False)
-        writers = _write_shards(again, reference, plain, settings, out_dir, stem, drops)
+        writers = _write_shards(again, plain, settings, out_dir, stem, drops)
         result = replace(result, documents=plain.documents, tokens=plain.tokens)
     stats = TokenizeStats(
         tokens={s: w.tokens for s, w in writers.items()},
