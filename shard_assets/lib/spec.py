@@ -49,10 +49,6 @@ class SourceSpec:
     storage_options: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def is_remote(self) -> bool:
-        return uri_scheme(self.uri) not in LOCAL_SCHEMES
-
-    @property
     def fs_options(self) -> dict[str, Any]:
         """fsspec options for reading the source: `storage_options` as given; for an `s3://` source without any,
         the store's own endpoint and write keys (S3_ENDPOINT_URL / R2_DATASET_*), so raw files in the same
@@ -235,7 +231,7 @@ def _source(data: dict[str, Any], where: str, base: Path | None) -> SourceSpec:
         raise SpecError(f"{where}.format: {src.format!r} is not one of {SOURCE_FORMATS}")
     if not src.uri:
         raise SpecError(f"{where}.uri: a {src.format} source needs a uri (a path, file://, s3:// or hf://datasets/...)")
-    if src.is_remote and src.max_documents is None and not src.allow_unbounded:
+    if uri_scheme(src.uri) not in LOCAL_SCHEMES and src.max_documents is None and not src.allow_unbounded:
         raise SpecError(
             f"{where}: remote source {src.name!r} ({src.uri}) has no max_documents cap; set max_documents "
             f"(per file) and max_files, or set allow_unbounded = true to read it all on purpose"
