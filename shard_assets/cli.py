@@ -2,8 +2,7 @@
 
 One error boundary: every BuildError or ShardLoaderError, and every argument error, prints `error: ...` on one line
 and exits 2; `--debug` prints the traceback instead. Arguments, settings and the spec are checked before Dagster is
-imported (seconds on a busy machine), so a mistake is refused at once.
-"""
+imported (seconds on a busy machine), so a mistake is refused at once."""
 
 from __future__ import annotations
 
@@ -15,19 +14,12 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from .lib.errors import BuildError, SettingsError
 from .lib.presets import format_catalog
-from .lib.settings import (
-    DEFAULT_SPEC,
-    PROJECT_ROOT_VARIABLE,
-    StoreChoice,
-    local_folder,
-    mixture_specs_folder,
-    project_root,
-    store_choice,
-)
+from .lib.settings import DEFAULT_SPEC, PROJECT_ROOT_VARIABLE, StoreChoice, local_folder, mixture_specs_folder
+from .lib.settings import project_root, store_choice
 
 if TYPE_CHECKING:
     from .defs.resources import Settings, StoreResource
@@ -98,8 +90,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         from .lib.curation.decontamination import build_eval_index
 
         build_eval_index(spec)
-    from shard_loader.builder_api import iter_sequences
-    from shard_loader.builder_api import default_cache_dir
+    from shard_loader.builder_api import default_cache_dir, iter_sequences
 
     from .instance import local_instance
     from .runner import build_dataset
@@ -129,18 +120,11 @@ def cmd_build(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     started = time.perf_counter()
-    remote = "://" in result.manifest_url
-    options = (
-        {
-            # a remote manifest URL is an S3ObjectStore's (a local folder's is a path)
-            "store_options": {
-                "client": cast("S3ObjectStore", cast("StoreResource", resources["store"]).store()).client
-            },
-            "cache_dir": args.cache_dir or default_cache_dir(result.manifest_url),
-        }
-        if remote
-        else {}
-    )
+    options: dict[str, Any] = {}
+    if "://" in result.manifest_url:  # a remote manifest URL is an S3ObjectStore's (a local folder's is a path)
+        store = cast("S3ObjectStore", cast("StoreResource", resources["store"]).store())
+        cache_dir = args.cache_dir or default_cache_dir(result.manifest_url)
+        options = {"store_options": {"client": store.client}, "cache_dir": cache_dir}
     batch = next(
         iter_sequences(result.manifest_url, "train", seq_len=args.seq_len, batch_size=args.batch_size, **options)
     )
@@ -175,13 +159,9 @@ def cmd_mix(args: argparse.Namespace) -> int:
         f"version       {m.version} ({'newly written' if report.created else 'already written'}; run {result.run_id})"
     )
     print(f"tokenizer     {m.tokenizer.fingerprint} (vocab {m.tokenizer.vocab_size:,}, {m.tokenizer.token_dtype})")
-    print(
-        "tokens/epoch  "
-        + ", ".join(
-            f"{split} {tokens:,} ({m.lineage.get('tokens_per_epoch_from', {}).get(split, '?')})"
-            for split, tokens in m.tokens_per_epoch.items()
-        )
-    )
+    how = m.lineage.get("tokens_per_epoch_from", {})
+    per_split = (f"{split} {tokens:,} ({how.get(split, '?')})" for split, tokens in m.tokens_per_epoch.items())
+    print("tokens/epoch  " + ", ".join(per_split))
     print(text_table(m.summary(SPLIT)))
     failed = report.failed
     print(
@@ -204,9 +184,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from .lib.plan import format_plan, plan_build
     from .lib.tokenizer import build_tokenizer, load_tokenizer
 
-    text, record = build_tokenizer(
-        spec.tokenizer, _sample_texts(spec)
-    )  # a pretrained one, or a BPE trained on a sample
+    # a pretrained tokenizer, or a BPE trained on a sample
+    text, record = build_tokenizer(spec.tokenizer, _sample_texts(spec))
     plan = plan_build(spec, load_tokenizer(text), record.token_dtype, args.sample)
     print(format_plan(plan))
     return 0
@@ -313,32 +292,18 @@ def cmd_dev(args: argparse.Namespace) -> int:
     os.environ.setdefault("PYTHONWARNINGS", "ignore:Function `dev_command` is superseded")
     for name, seconds in GRPC_TIMEOUTS.items():  # inherited by the webserver, the daemon and the code server
         os.environ.setdefault(name, seconds)
-    command = [
-        sys.executable,
-        "-m",
-        "dagster",
-        "dev",
-        "-w",
-        str(project / "workspace.yaml"),
-        "-h",
-        args.host,
-        "-p",
-        str(args.port),
-    ]
+    command = ["-m", "dagster", "dev", "-w", str(project / "workspace.yaml"), "-h", args.host, "-p", str(args.port)]
     for signum in (signal.SIGINT, signal.SIGTERM):  # a background job of a script starts with both ignored, and
         signal.signal(signum, signal.SIG_DFL)  # Dagster maps SIGTERM to SIGINT's handler: it would never stop
-    os.execv(sys.executable, command)
+    os.execv(sys.executable, [sys.executable, *command])
     return 0  # not reached: execv replaces this process
 
 
 def cmd_gc(args: argparse.Namespace) -> int:
     from .lib.retention import Policy, collect, parse_duration, plan_collection
 
-    policy = Policy(
-        keep=args.keep,
-        max_age_s=parse_duration(args.max_age, "--max-age"),
-        grace_s=parse_duration(args.grace, "--grace"),
-    )
+    max_age, grace = parse_duration(args.max_age, "--max-age"), parse_duration(args.grace, "--grace")
+    policy = Policy(keep=args.keep, max_age_s=max_age, grace_s=grace)
     store_choice(spec=args.spec, store=args.store)  # checked before Dagster is imported
     store = cast("StoreResource", _settings(args).resources()["store"]).store()
     plan = plan_collection(store, policy)
@@ -371,12 +336,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--debug", action="store_true", help="print tracebacks instead of one-line errors")
     sub = parser.add_subparsers(dest="command", required=True)
     common = _Parser(add_help=False)
-    common.add_argument(
-        "--spec", default=None, help=f"dataset spec TOML (default: SHARD_DATASET_SPEC, else {DEFAULT_SPEC})"
-    )
+    common.add_argument("--spec", help=f"dataset spec TOML (default: SHARD_DATASET_SPEC, else {DEFAULT_SPEC})")
     common.add_argument(
         "--store",
-        default=None,
         help="dataset root: a folder or s3://bucket/prefix (default: DATASET_STORE and DATASET_STORE_ROOT, else "
         "data/store)",
     )
@@ -388,9 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     d.set_defaults(func=cmd_demo)
     b = sub.add_parser("build", parents=[common], help="run every job end to end, publish, and read a first batch back")
-    workers = os.environ.get("SHARD_BUILD_WORKERS") or str(
-        os.cpu_count() or 1
-    )  # argparse checks a string default with `type`
+    # argparse checks a string default with `type`
+    workers = os.environ.get("SHARD_BUILD_WORKERS") or str(os.cpu_count() or 1)
     b.add_argument(
         "--workers",
         type=_positive,
@@ -400,9 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--seq-len", type=_positive, default=128)
     b.add_argument("--batch-size", type=_positive, default=4)
     b.add_argument(
-        "--cache-dir",
-        default=None,
-        help="where the read-back of a remote store caches shards (default: under ~/.cache/shard_loader)",
+        "--cache-dir", help="where the read-back of a remote store caches shards (default: under ~/.cache/shard_loader)"
     )
     b.set_defaults(func=cmd_build)
     x = sub.add_parser(
@@ -411,7 +370,6 @@ def main(argv: list[str] | None = None) -> int:
     x.add_argument("--spec", required=True, help="mixture spec TOML ([[components]] with manifest and weight)")
     x.add_argument(
         "--store",
-        default=None,
         help="where mixtures/<name>.json goes: a folder or s3://bucket/prefix (default: from the environment, else "
         "data/store)",
     )

@@ -1,8 +1,7 @@
 """The Dagster code location `shard_assets`: every asset, check, job, schedule, sensor and resource.
 
 `defs` is a function: nothing reads the environment at import; Dagster calls it when it loads the
-code location, and tests call `build_definitions(resources)` with their own store.
-"""
+code location, and tests call `build_definitions(resources)` with their own store."""
 
 from typing import Any
 

@@ -43,9 +43,8 @@ def publish_mixture_spec(instance: dg.DagsterInstance, spec: Path, resources: di
         )
     report, store = publish_report(materialized[0].metadata), resources["store"].store()
     mixture = read_mixture(store, report.key)
-    return MixResult(
-        live_mixture_url(store, mixture.name), report, mixture, result.run_id, time.perf_counter() - started
-    )
+    url = live_mixture_url(store, mixture.name)
+    return MixResult(url, report, mixture, result.run_id, time.perf_counter() - started)
 
 
 def refusal(result: MixResult) -> PublishError:

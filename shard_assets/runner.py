@@ -1,13 +1,12 @@
-"""`shard-assets build`: run the code location's own jobs in order on an instance, with progress. No second wiring
-of the graph: the runs are the defined jobs (up to PARTITIONS_PER_RUN adjacent partitions per run, at least one
-run per worker), named in the UI like any other, and their tokenize steps claim the pool's slots.
+"""`shard-assets build`: run the code location's own jobs in order on an instance, with progress. No second wiring of
+the graph: the runs are the defined jobs (up to PARTITIONS_PER_RUN adjacent partitions per run, at least one run per
+worker), named in the UI like any other, and their tokenize steps claim the pool's slots.
 
-Where the runs execute is one seam, `RunExecutor` (execution/): `LocalRuns` runs them in this process, or in a
-pool of `workers` spawned processes (capped by the instance's dagster.yaml limits) that get the settings as
-arguments; on an instance whose runs execute elsewhere (Slurm, Kubernetes, ECS), `RunQueue` submits them to the
-instance's queue and follows them through Dagster's retries.
-The summary is read from typed values: the published manifest and splits record in the store, and the check
-evaluations of the publish run in the instance."""
+Where the runs execute is one seam, `RunExecutor` (execution/): `LocalRuns` runs them in this process, or in a pool of
+`workers` spawned processes (capped by the instance's dagster.yaml limits) that get the settings as arguments; on an
+instance whose runs execute elsewhere (Slurm, Kubernetes, ECS), `RunQueue` submits them to the instance's queue and
+follows them through Dagster's retries. The summary is read from typed values: the published manifest and splits record
+in the store, and the check evaluations of the publish run in the instance."""
 
 from __future__ import annotations
 
@@ -51,9 +50,7 @@ class BuildResult:
     seconds: float
     run_ids: tuple[str, ...]
     checks: dict[str, bool]
-    failed_runs: tuple[
-        str, ...
-    ] = ()  # on a cluster instance: the runs that failed for good (after Dagster's retries), one line each
+    failed_runs: tuple[str, ...] = ()  # on a cluster instance: the runs that failed for good (after Dagster's retries)
 
 
 class Progress:
@@ -153,17 +150,20 @@ def build_dataset(
     workers: int = 1,
     executor: RunExecutor | None = None,
 ) -> BuildResult:
-    """Register partitions, then read every partition's raw documents (in parallel), add them to the dedup index
-    (one range of adjacent partitions at a time, in key order), make the tokenizer, tokenize every partition, and
-    publish.
+    """Register partitions, then read every partition's raw documents (in parallel), add them to the dedup index (one
+    range of adjacent partitions at a time, in key order), make the tokenizer, tokenize every partition, and publish.
 
-    A failing partition does not stop the others: under `on_partition_failure = "skip"` it is left out of
-    the version; under "block" the publish refuses. Runs execute with `executor`: by default the instance's queue
-    when its runs execute elsewhere (`RunQueue`, split into at least `workers` runs per job), else `LocalRuns`:
-    with `workers` > 1 (and a persistent instance) that many processes at once.
-    """
+    A failing partition does not stop the others: under `on_partition_failure = "skip"` it is left out of the version;
+    under "block" the publish refuses. Runs execute with `executor`: by default the instance's queue when its runs
+    execute elsewhere (`RunQueue`, split into at least `workers` runs per job), else `LocalRuns`: with `workers` > 1
+    (and a persistent instance) that many processes at once."""
     with RunQueue.open(instance, resources) as queue:
         return _build(instance, spec, resources, workers, executor or queue)
+
+
+def _say(line: str) -> None:
+    """A line for the person running the build, on stderr at once (beside the progress lines)."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def _build(
@@ -177,19 +177,11 @@ def _build(
 
     started = time.perf_counter()
     if released := release_killed_runs(instance):
-        print(
-            f"marked {len(released)} runs of a killed build failed and freed their pool slots",
-            file=sys.stderr,
-            flush=True,
-        )
+        _say(f"marked {len(released)} runs of a killed build failed and freed their pool slots")
     if executor is None:
         limit = worker_limit(instance)
         if limit is not None and workers > limit:
-            print(
-                f"running {limit} partition runs at once, not {workers}: the instance's dagster.yaml allows {limit}",
-                file=sys.stderr,
-                flush=True,
-            )
+            _say(f"running {limit} partition runs at once, not {workers}: the instance's dagster.yaml allows {limit}")
             workers = limit
         executor = LocalRuns(build_definitions(resources), Settings.of(resources), instance, workers)
     parallel = workers if instance.is_persistent else 1
@@ -198,7 +190,7 @@ def _build(
     _, _, keys = sync_partitions(instance, store, spec)
     records = registered(store, spec)
     if forecast := tokenizer_forecast(store, spec.tokenizer, records):  # said before any run, and again once made
-        print(f"warning: {forecast}", file=sys.stderr, flush=True)
+        _say(f"warning: {forecast}")
     sizes = {k: r.size for k, r in records.items()}
     order = instance.get_dynamic_partitions(RAW_FILES)
     runs, failures = run_partitions(executor, "ingest_job", keys, order, sizes, parallel, assets=("raw_documents",))
@@ -211,14 +203,13 @@ def _build(
     before = current_record(store)
     runs.append(run_one(executor, "tokenizer_job"))
     if change := tokenizer_change(store, before, current_record(store)):  # said before any partition uses it
-        print(f"warning: {change}", file=sys.stderr, flush=True)
+        _say(f"warning: {change}")
     ingested = [k for k in keys if k not in failures]
     runs += run_partitions(executor, "tokenize_job", ingested, order, sizes, parallel, assets=("tokenized_shards",))[0]
     publish_run = run_one(executor, "publish_job")
     runs.append(publish_run)
-    live = parse_manifest(
-        store.get_bytes(LATEST_KEY), origin=f"{store.describe()}/{LATEST_KEY}"
-    )  # what publish_job made live
+    # what publish_job made live
+    live = parse_manifest(store.get_bytes(LATEST_KEY), origin=f"{store.describe()}/{LATEST_KEY}")
     summary = get_record(store, splits_record_key(live.tokenizer.fingerprint), SplitsRecord, "build summary")
     return BuildResult(
         manifest_url=f"{store.loader_url().rstrip('/')}/{LATEST_KEY}",

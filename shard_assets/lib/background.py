@@ -25,8 +25,7 @@ class Background:
     """Runs submitted calls one at a time, in order, on its own thread; at most `depth` are pending.
 
     A full queue makes `submit` wait for the oldest call; a failed call's exception is raised by the
-    `submit` or `drain` that collects it, so an error stops the caller at its next step.
-    """
+    `submit` or `drain` that collects it, so an error stops the caller at its next step."""
 
     def __init__(self, name: str, depth: int):
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)

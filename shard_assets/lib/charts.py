@@ -1,7 +1,6 @@
 """Small SVG bar charts for asset metadata: a picture of a distribution reads at a glance where a table does not.
 
-Hand-written rather than matplotlib: a few dozen lines of SVG avoid a heavy plotting dependency in every run.
-"""
+Hand-written rather than matplotlib: a few dozen lines of SVG avoid a heavy plotting dependency in every run."""
 
 from __future__ import annotations
 
@@ -12,15 +11,18 @@ WIDTH, HEIGHT, BAR_AREA = 520, 220, 160
 COLOURS = ("#4f43dd", "#f29d38", "#2ca58d", "#d6455d")
 
 
+def _svg_header(title: str) -> list[str]:
+    """The opening of a chart's SVG document, with its title."""
+    svg = f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" font-family="sans-serif" '
+    heading = f'<text x="{WIDTH / 2}" y="14" text-anchor="middle" font-size="12">{escape(title)}</text>'
+    return [svg + 'font-size="10">', heading]
+
+
 def bar_chart_svg(labels: list[str], values: list[int], title: str, unit: str) -> str:
     """A labelled vertical bar chart of `values` as an SVG document."""
     top = max(values, default=0) or 1
     step = (WIDTH - 40) / max(len(values), 1)
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" font-family="sans-serif" '
-        'font-size="10">',
-        f'<text x="{WIDTH / 2}" y="14" text-anchor="middle" font-size="12">{escape(title)}</text>',
-    ]
+    parts = _svg_header(title)
     for i, (label, value) in enumerate(zip(labels, values)):
         h = BAR_AREA * value / top
         x = 20 + i * step
@@ -40,11 +42,7 @@ def grouped_bar_chart_svg(labels: list[str], series: dict[str, list[float]], tit
     top = max((v for values in series.values() for v in values), default=0) or 1
     step = (WIDTH - 40) / max(len(labels), 1)
     bar = (step - 8) / max(len(series), 1)
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" font-family="sans-serif" '
-        'font-size="10">',
-        f'<text x="{WIDTH / 2}" y="14" text-anchor="middle" font-size="12">{escape(title)}</text>',
-    ]
+    parts = _svg_header(title)
     for j, (name, values) in enumerate(series.items()):
         colour = COLOURS[j % len(COLOURS)]
         parts.append(

@@ -1,8 +1,7 @@
 """The demo corpus as ordinary data: docstrings of the standard library and the pydoc topics, written
 as JSONL files beside an ordinary spec that reads them.
 
-Every Python install has this text, so the demo needs no network and no special source format.
-"""
+Every Python install has this text, so the demo needs no network and no special source format."""
 
 from __future__ import annotations
 
@@ -55,14 +54,12 @@ DEMO_SPEC = Path(__file__).with_name("demo.toml")
 def write_demo(folder: str | Path, parts: int = 4) -> Path:
     """Write the corpus as `<folder>/corpus/part-NNN.jsonl` and the demo spec as `<folder>/demo.toml`; returns the spec.
 
-    Files whose content is unchanged are not rewritten, so their fingerprints (size and mtime) stay put.
-    """
+    Files whose content is unchanged are not rewritten, so their fingerprints (size and mtime) stay put."""
     folder = Path(folder)
     (folder / "corpus").mkdir(parents=True, exist_ok=True)
     for i in range(parts):
-        body = "".join(json.dumps({"text": d}, ensure_ascii=False) + "\n" for d in demo_documents(i, parts)).encode(
-            "utf-8", "surrogatepass"
-        )
+        lines = "".join(json.dumps({"text": d}, ensure_ascii=False) + "\n" for d in demo_documents(i, parts))
+        body = lines.encode("utf-8", "surrogatepass")
         path = folder / "corpus" / f"part-{i:03d}.jsonl"
         if not path.exists() or path.read_bytes() != body:
             path.write_bytes(body)

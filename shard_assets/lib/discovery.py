@@ -23,9 +23,8 @@ from .state import write_registration
 from .store import ObjectMissingError, ObjectStore
 
 CHUNK_FILES = 1000  # files registered between two saves of the source's index: the unit of resumable work
-REGISTRATION_THREADS = (
-    16  # registrations written at once: each waits on the store (a PUT on S3/R2), not on this process
-)
+# registrations written at once: each waits on the store (a PUT on S3/R2), not on this process
+REGISTRATION_THREADS = 16
 
 
 @dataclass(frozen=True)
@@ -109,8 +108,8 @@ def _commit(store: ObjectStore, layout: SourceLayout, touched: set[str], step: D
         return
     records = {key: layout.record(key) for key in sorted(touched)}
     with ThreadPoolExecutor(REGISTRATION_THREADS) as pool:
-        for _ in pool.map(lambda item: write_registration(store, *item), records.items()):
-            pass  # the first failure is raised here, and the index is not saved
+        # the first failure is raised here, and the index is not saved
+        list(pool.map(lambda item: write_registration(store, *item), records.items()))
     for key, record in records.items():
         step.touched[key] = record is not None
     save_layout(store, layout)

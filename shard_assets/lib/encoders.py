@@ -1,11 +1,9 @@
 """Encoders: the reference tokenization (HF `tokenizers`) and fast engines proven equal to it.
 
-The reference encodes each whole document with `encode_special_tokens = True` and
-`add_special_tokens=False`, so a literal special-token string is ordinary text. A fast engine
-is chosen from the tokenizer.json itself, only for shapes it is verified to encode exactly,
-and every partition runs behind an `ExactnessGuard` that re-encodes a sample with the reference,
-long documents in pieces cut where the verified split regexes always split.
-"""
+The reference encodes each whole document with `encode_special_tokens = True` and `add_special_tokens=False`, so a
+literal special-token string is ordinary text. A fast engine is chosen from the tokenizer.json itself, only for shapes
+it is verified to encode exactly, and every partition runs behind an `ExactnessGuard` that re-encodes a sample with the
+reference, long documents in pieces cut where the verified split regexes always split."""
 
 from __future__ import annotations
 
@@ -35,11 +33,8 @@ QWEN2_PATTERN = (
     r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"""
     r""" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 )
-VERIFIED_PATTERNS = {
-    "gpt2": GPT2_PATTERN,
-    "llama3": LLAMA3_PATTERN,
-    "qwen2": QWEN2_PATTERN,
-}  # each is in tests/builder/test_encoders.py
+# each is in tests/builder/test_encoders.py
+VERIFIED_PATTERNS = {"gpt2": GPT2_PATTERN, "llama3": LLAMA3_PATTERN, "qwen2": QWEN2_PATTERN}
 # Where each verified split regex always splits whatever precedes or follows (no match spans the position, none before
 # it reads past it), so the reference's ids of a document are its ids of the pieces between such cuts, joined
 # (tests/builder/test_encoders.py proves it over adversarial text). GPT-2: a non-space then a space, tab or line break
@@ -111,9 +106,7 @@ class Encoder(ABC):
             return self._encode(texts)
         except (TypeError, UnicodeError) as exc:
             bad = next((i for i, t in enumerate(texts) if not _is_valid_unicode(t)), None)
-            where = (
-                f"document {bad} of the batch is not valid Unicode (a lone surrogate)" if bad is not None else str(exc)
-            )
+            where = str(exc) if bad is None else f"document {bad} of the batch is not valid Unicode (a lone surrogate)"
             raise EncoderError(f"{self.name}: {where}") from None
 
     @abstractmethod
@@ -132,8 +125,7 @@ class ReferenceEncoder(Encoder):
     """HF `tokenizers`: the definition of the correct ids (whole documents, special-token strings as text).
 
     `cuts` finds where a document may be cut without changing its ids: for a verified shape its split
-    regex's `SAFE_CUTS`, otherwise None (no cut is known to be safe).
-    """
+    regex's `SAFE_CUTS`, otherwise None (no cut is known to be safe)."""
 
     name = "tokenizers"
 
@@ -178,9 +170,8 @@ def _pattern(pre_tokenizer: dict[str, Any]) -> str | None:
     """The split regex of a byte-level pre-tokenizer, or None when it is not a byte-level shape."""
     kind = pre_tokenizer.get("type")
     if kind == "ByteLevel":
-        return (
-            GPT2_PATTERN if pre_tokenizer.get("use_regex", True) and not pre_tokenizer.get("add_prefix_space") else None
-        )
+        plain = pre_tokenizer.get("use_regex", True) and not pre_tokenizer.get("add_prefix_space")
+        return GPT2_PATTERN if plain else None
     parts = pre_tokenizer.get("pretokenizers", []) if kind == "Sequence" else []
     if len(parts) != 2:
         return None
@@ -283,13 +274,11 @@ GUARD_DEPTH = 8  # sampled batches the guard's thread may lag behind the engine 
 GUARD_BUDGET = 0.002
 GUARD_FLOOR_TOKENS = 1 << 13  # compared whatever the partition's size (a partition this small is compared whole)
 PIECE_CHARS = 1 << 15  # a longer document is compared in pieces of about this many characters (~8K tokens)
-MAX_PIECE_CHARS = (
-    1 << 20
-)  # text this long without a safe cut (one pre-token, a whitespace run) is not given to the reference
+# text this long without a safe cut (one pre-token, a whitespace run) is not given to the reference
+MAX_PIECE_CHARS = 1 << 20
 ENGINE_GROUP_CHARS = 4 << 20  # the engine re-encodes a long document's pieces this much text at a time
-REFERENCE_GROUP_CHARS = (
-    1 << 18
-)  # the reference encodes at most this much text per call (~400 bytes a token while it does)
+# the reference encodes at most this much text per call (~400 bytes a token while it does)
+REFERENCE_GROUP_CHARS = 1 << 18
 
 
 @dataclass(frozen=True)
@@ -352,19 +341,16 @@ def _spread(candidates: list[int], k: int, seed: int) -> list[int]:
 class ExactnessGuard:
     """Re-encodes a deterministic sample of a partition's documents with the reference and compares ids.
 
-    Of the partition's `total` documents it samples every `stride`-th from the first, the stride
-    chosen so that at least max(`minimum`, `fraction` of them) are sampled while the budget allows,
-    and the longest one. The budget: the reference's tokens stay within GUARD_FLOOR_TOKENS + `budget`
-    of the tokens seen so far (estimated from the engine's counts, so the sample depends only on the
-    data), plus one piece of the longest document, which is compared at least in part whatever the budget.
-    A document longer than PIECE_CHARS is compared in pieces cut at the reference's safe cuts (its ids
-    are its pieces' ids joined), so the reference never holds a whole long document: the engine
-    re-encodes every piece to find each one's ids within the whole document's (a mismatch there is a
-    difference too), and the reference compares one piece of a strided document and as many pieces of
-    the longest as the budget leaves, spread over it from its first to its last.
-    The reference runs on the guard's own thread (it releases the GIL), beside the engine; `finish`
-    waits for it, and a difference is raised by the next `check` or by `finish`.
-    """
+    Of the partition's `total` documents it samples every `stride`-th from the first, the stride chosen so that at least
+    max(`minimum`, `fraction` of them) are sampled while the budget allows, and the longest one. The budget: the
+    reference's tokens stay within GUARD_FLOOR_TOKENS + `budget` of the tokens seen so far (estimated from the engine's
+    counts, so the sample depends only on the data), plus one piece of the longest document, which is compared at least
+    in part whatever the budget. A document longer than PIECE_CHARS is compared in pieces cut at the reference's safe
+    cuts (its ids are its pieces' ids joined), so the reference never holds a whole long document: the engine re-encodes
+    every piece to find each one's ids within the whole document's (a mismatch there is a difference too), and the
+    reference compares one piece of a strided document and as many pieces of the longest as the budget leaves, spread
+    over it from its first to its last. The reference runs on the guard's own thread (it releases the GIL), beside the
+    engine; `finish` waits for it, and a difference is raised by the next `check` or by `finish`."""
 
     engine: Encoder
     reference: ReferenceEncoder
@@ -391,9 +377,8 @@ class ExactnessGuard:
             raise BuildError(
                 f"partition {self.partition}: on_mismatch policy {self.policy!r} is not one of {ON_MISMATCH}"
             )
-        self.stride = max(
-            1, min(math.floor(1 / self.fraction), self.total // self.minimum)
-        )  # ceil(total / stride) >= both bounds
+        # ceil(total / stride) >= both bounds
+        self.stride = max(1, min(math.floor(1 / self.fraction), self.total // self.minimum))
         if self.checks:
             self._thread = Background(f"guard-{self.partition}", GUARD_DEPTH)
 
@@ -492,11 +477,8 @@ class ExactnessGuard:
                 if not np.array_equal(piece.ids, encoded.document(k)) or (
                     j == len(bounds) - 2 and offset + len(piece.ids) != len(ids)
                 ):
-                    return (
-                        pieces,
-                        f"{piece.where}: the engine's ids of the whole document differ there from its ids of this "
-                        "piece alone",
-                    )
+                    why = "the engine's ids of the whole document differ there from its ids of this piece alone"
+                    return pieces, f"{piece.where}: {why}"
                 if j in chosen:
                     pieces.append(piece)
                 offset += len(piece.ids)
@@ -521,19 +503,9 @@ class ExactnessGuard:
 
     def result(self, reencoded: bool = False) -> GuardResult:
         """The guard's counts so far."""
-        return GuardResult(
-            self.engine.name,
-            self.engine.version,
-            self.engine.reason,
-            self.documents,
-            self.tokens,
-            self.sampled,
-            self.sampled_tokens,
-            self.differing,
-            self.first_differing,
-            self.policy,
-            reencoded,
-        )
+        e = self.engine
+        counts = (self.documents, self.tokens, self.sampled, self.sampled_tokens, self.differing, self.first_differing)
+        return GuardResult(e.name, e.version, e.reason, *counts, self.policy, reencoded)
 
 
 def _piece_tokens(chars: int, tokens: int) -> float:

@@ -1,10 +1,8 @@
 """The tokenization hot path: raw parquet batches -> an encoder's flat ids -> train/val shard files.
 
-Documents are encoded whole (never cut), by the engine `select_encoder` chose, behind an
-exactness guard that compares a sample of every partition with the reference.
-No Python loop runs per token or per document (one runs per run of same-split documents); parquet
-decoding and the guard's reference run on their own threads beside the engine.
-"""
+Documents are encoded whole (never cut), by the engine `select_encoder` chose, behind an exactness guard that compares a
+sample of every partition with the reference. No Python loop runs per token or per document (one runs per run of
+same-split documents); parquet decoding and the guard's reference run on their own threads beside the engine."""
 
 from __future__ import annotations
 
@@ -69,8 +67,7 @@ def by_size(texts: list[str]) -> list[slice]:
 
 
 def encode_documents(tokenizer: Tokenizer, texts: list[str], eod_id: int, dtype: str) -> tuple[np.ndarray, np.ndarray]:
-    """For estimates: the selected engine's tokens for a `tokenizers.Tokenizer`, EOD after each document, and
-    lengths."""
+    """For estimates: the selected engine's tokens for a `tokenizers.Tokenizer`, EOD after each document; lengths."""
     return select_encoder(tokenizer.to_str()).encode(texts).with_eod(eod_id, dtype, "estimate")
 
 
@@ -106,29 +103,18 @@ def _append(writers: dict[str, ShardWriter], encoded: Encoded, val: np.ndarray, 
 
 
 def _write_shards(
-    pf: ParquetFile,
-    encoder: Encoder,
-    guard: ExactnessGuard,
-    settings: EncodeSettings,
-    out_dir: Path,
-    stem: str,
-    drops: Any,
+    pf: ParquetFile, guard: ExactnessGuard, settings: EncodeSettings, out_dir: Path, stem: str, drops: Any
 ) -> dict[str, ShardWriter]:
-    """Encode every document of the raw ParquetFile into closed train/val writers; the guard's failure aborts them.
-
-    Parquet decoding runs on a reader thread and the guard's reference on its own, beside the engine.
-    """
+    """Every document of the raw ParquetFile encoded by the guard's engine into closed train/val writers (aborted if
+    the guard fails); parquet decoding and the guard's reference run on their own threads beside the engine."""
     writers = {}
     for split in SPLITS:
-        (out_dir / split).mkdir(parents=True, exist_ok=True)
-        writers[split] = ShardWriter(
-            out_dir / split / f"{stem}.npy", out_dir / split / f"{stem}.bin", settings.token_dtype
-        )
+        (folder := out_dir / split).mkdir(parents=True, exist_ok=True)
+        writers[split] = ShardWriter(folder / f"{stem}.npy", folder / f"{stem}.bin", settings.token_dtype)
+    batches = _batches(pf, settings.val_fraction, settings.batch_documents, drops)
     try:
-        for texts, val in prefetched(
-            _batches(pf, settings.val_fraction, settings.batch_documents, drops), READ_AHEAD, f"read-{stem}"
-        ):
-            encoded = encoder.encode(texts)
+        for texts, val in prefetched(batches, READ_AHEAD, f"read-{stem}"):
+            encoded = guard.engine.encode(texts)
             encoded.check_no_eod(settings.eod_id, f"partition {stem}")
             guard.check(texts, encoded)
             _append(writers, encoded, val, settings.eod_id)
@@ -154,12 +140,10 @@ def tokenize_partition(
     drops: Any = None,
 ) -> tuple[dict[str, ShardWriter], TokenizeStats]:
     """Tokenize one raw parquet, less the documents whose hash is in `drops` (dedup's), into
-    `<out_dir>/<split>/<stem>.npy|.bin` with `engine` behind the guard of `reference`; the closed writers name the
-    files.
+    `<out_dir>/<split>/<stem>.npy|.bin` with `engine` behind the guard of `reference` (the writers name the files).
 
     `settings.on_mismatch` decides what a guard difference does: "fail" raises ExactnessError,
-    "reference" re-encodes the whole partition with the reference (recorded in the stats).
-    """
+    "reference" re-encodes the whole partition with the reference (recorded in the stats)."""
     import pyarrow.parquet as pq
 
     started = time.perf_counter()
@@ -167,7 +151,7 @@ def tokenize_partition(
     documents = pf.metadata.num_rows - (0 if drops is None else len(drops))
     guard = ExactnessGuard(engine, reference, stem, documents, policy=settings.on_mismatch)
     try:
-        writers = _write_shards(pf, engine, guard, settings, out_dir, stem, drops)
+        writers = _write_shards(pf, guard, settings, out_dir, stem, drops)
         result = guard.result()
     except ExactnessError:
         if settings.on_mismatch != "reference":
@@ -175,7 +159,7 @@ def tokenize_partition(
         result = replace(guard.result(), reencoded_with_reference=True)
         plain = ExactnessGuard(reference, reference, stem, documents, policy=settings.on_mismatch)
         again = pq.ParquetFile(raw_path, pre_buffer=False)
-        writers = _write_shards(again, reference, plain, settings, out_dir, stem, drops)
+        writers = _write_shards(again, plain, settings, out_dir, stem, drops)
         result = replace(result, documents=plain.documents, tokens=plain.tokens)
     stats = TokenizeStats(
         tokens={s: w.tokens for s, w in writers.items()},

@@ -4,18 +4,15 @@ anything. Two builds of one spec at once both find their own name there, whichev
 
 from __future__ import annotations
 
-
-from shard_loader.builder_api import ShardLoaderError
-from shard_loader.builder_api import LATEST_KEY, parse_manifest
+from shard_loader.builder_api import LATEST_KEY, ShardLoaderError, parse_manifest
 
 from .errors import PrefixOwnedError
 from .layout import OWNER_KEY
 from .records import DatasetOwner, find_record, get_record, to_json
 from .store import ObjectMissingError, ObjectStore
 
-_CLAIMED: set[tuple[str, str]] = (
-    set()
-)  # (store, dataset) pairs this process has checked: one read per run, not per call
+# (store, dataset) pairs this process has checked: one read per run, not per call
+_CLAIMED: set[tuple[str, str]] = set()
 
 
 def _published_name(store: ObjectStore) -> str | None:
@@ -50,11 +47,6 @@ def claim(store: ObjectStore, dataset: str, origin: str = "") -> None:
         store.put_bytes(OWNER_KEY, to_json(DatasetOwner.now(dataset, origin)), if_absent=True)
         owner = get_record(store, OWNER_KEY, DatasetOwner, "dataset owner")
     if owner.dataset != dataset:
-        raise _refuse(
-            store,
-            owner.dataset,
-            dataset,
-            origin,
-            f"{OWNER_KEY}, claimed {owner.claimed_at} by {owner.spec or 'a build'}",
-        )
+        claimed = f"{OWNER_KEY}, claimed {owner.claimed_at} by {owner.spec or 'a build'}"
+        raise _refuse(store, owner.dataset, dataset, origin, claimed)
     _CLAIMED.add((store.describe(), dataset))

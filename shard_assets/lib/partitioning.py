@@ -64,10 +64,6 @@ class SourceLayout:
         """The layout as its stored record."""
         return DiscoveryIndex(self.source, self.open_key, {k: tuple(v) for k, v in self._pieces.items()})
 
-    def keys(self) -> list[str]:
-        """Partition keys in the order they were first registered."""
-        return list(self._pieces)
-
     def record(self, key: str) -> PartitionRecord | None:
         pieces = self._pieces.get(key)
         return PartitionRecord(self.source, tuple(pieces)) if pieces else None

@@ -93,10 +93,8 @@ def _sample(source: SourceSpec, file: SourceFile, sample_documents: int) -> tupl
     docs: list[str] = []
     for batch in iter_document_batches(source, file, sample_documents):
         docs += batch
-        if len(docs) >= sample_documents:
-            return docs[
-                :sample_documents
-            ], False  # stopped early (a file of exactly this many documents is counted estimated, to be safe)
+        if len(docs) >= sample_documents:  # stopped early (a file of exactly this many is estimated, to be safe)
+            return docs[:sample_documents], False
     return docs, True
 
 

@@ -2,8 +2,7 @@
 `manifests/<version>.json` once, audit exactly that version, and only then replace `manifest.json`.
 
 A failing audit leaves `manifest.json` and every older version untouched. Audits cost what the
-records cost (counts, sizes, ids recorded at write time, a sampled read), never a full re-read.
-"""
+records cost (counts, sizes, ids recorded at write time, a sampled read), never a full re-read."""
 
 from __future__ import annotations
 
@@ -15,21 +14,9 @@ from datetime import datetime, UTC
 from collections.abc import Collection
 from typing import Any
 
-from shard_loader.builder_api import ensure_local
-from shard_loader.builder_api import ShardLoaderError
-from shard_loader.builder_api import (
-    LATEST_KEY,
-    SPLITS,
-    FileRef,
-    Manifest,
-    ShardEntry,
-    SplitInfo,
-    TokenizerInfo,
-    open_shard,
-    versioned_key,
-)
-from shard_loader.builder_api import CREATED_AT_FORMAT
-from shard_loader.builder_api import Store
+from shard_loader.builder_api import CREATED_AT_FORMAT, LATEST_KEY, SPLITS, FileRef, Manifest, ShardEntry
+from shard_loader.builder_api import ShardLoaderError, SplitInfo, Store, TokenizerInfo, ensure_local, open_shard
+from shard_loader.builder_api import versioned_key
 
 from .errors import PublishError
 from .ownership import claim
@@ -99,16 +86,9 @@ def build_manifest(
     """The manifest of every partition's shards (shards with no document are left out); `lineage` is published
     inline, `lineage_detail` (per partition) as its own file; `left_out`: the partitions it leaves out that are still
     in the dataset."""
-    splits = {}
-    for split in SPLITS:
-        splits[split] = SplitInfo.of([p.shards[split] for _, p in sorted(parts.items()) if p.shards[split].documents])
-    info = TokenizerInfo(
-        name=tokenizer.name,
-        fingerprint=tokenizer.fingerprint,
-        vocab_size=tokenizer.vocab_size,
-        eod_id=tokenizer.eod_id,
-        file=tokenizer_file,
-    )
+    ordered = [p for _, p in sorted(parts.items())]
+    splits = {s: SplitInfo.of([p.shards[s] for p in ordered if p.shards[s].documents]) for s in SPLITS}
+    info = TokenizerInfo(tokenizer.name, tokenizer.fingerprint, tokenizer.vocab_size, tokenizer.eod_id, tokenizer_file)
     return Manifest(
         dataset=dataset,
         version=content_version(dataset, info, tokenizer.token_dtype, splits, left_out),
@@ -125,8 +105,7 @@ def write_version(store: ObjectStore, manifest: Manifest) -> tuple[str, bool, Ma
     """Write the shard tables and lineage detail (content-addressed, first writer wins), then
     `manifests/<version>.json` once; returns its key, whether this call created it, and the parsed copy.
 
-    A version already written with other content is refused, never replaced.
-    """
+    A version already written with other content is refused, never replaced."""
     key = versioned_key(manifest.version)
     if not store.exists(key):
         for side_key, data in manifest.sidecar_bytes().items():
@@ -155,22 +134,14 @@ def _audit_files_present(store: ObjectStore, m: Manifest) -> Audit:
     written version's tables). Sizes come from one listing per folder (a few requests per thousand files on S3, not
     one per file)."""
     files = m.files()
-    sizes: dict[str, int] = {}
-    for folder in sorted({ref.key.rpartition("/")[0] for ref in files}):
-        sizes.update(store.list(f"{folder}/"))
+    folders = sorted({ref.key.rpartition("/")[0] for ref in files})
+    sizes = {k: n for folder in folders for k, n in store.list(f"{folder}/")}
     problems = []
     for ref in files:
-        size = sizes.get(ref.key)
-        if size is None:
-            problems.append(f"{ref.key}: missing")
-        elif size != ref.size:
-            problems.append(f"{ref.key}: {size} bytes, manifest says {ref.size}")
-    return Audit(
-        "files_present",
-        not problems,
-        f"{len(files)} files, {len(problems)} missing or of another size",
-        tuple(problems),
-    )
+        if (size := sizes.get(ref.key)) != ref.size:
+            problems.append(f"{ref.key}: " + ("missing" if size is None else f"{size} bytes, manifest says {ref.size}"))
+    summary = f"{len(files)} files, {len(problems)} missing or of another size"
+    return Audit("files_present", not problems, summary, tuple(problems))
 
 
 def _audit_counts(m: Manifest, parts: dict[str, PartRecord]) -> Audit:
@@ -192,12 +163,8 @@ def _audit_counts(m: Manifest, parts: dict[str, PartRecord]) -> Audit:
                 f"{name}: shards hold {tokens} tokens / {documents} documents, manifest says {split.tokens} / "
                 f"{split.documents}"
             )
-    return Audit(
-        "counts_agree",
-        not problems,
-        "documents agree between raw and tokenized (with copies left out); tokens between shards and manifest",
-        tuple(problems),
-    )
+    summary = "documents agree between raw and tokenized (with copies left out); tokens between shards and manifest"
+    return Audit("counts_agree", not problems, summary, tuple(problems))
 
 
 def _audit_vocab(m: Manifest, parts: dict[str, PartRecord]) -> Audit:
@@ -205,31 +172,23 @@ def _audit_vocab(m: Manifest, parts: dict[str, PartRecord]) -> Audit:
     bad = tuple(
         f"{k}: max token id {p.max_token_id}" for k, p in parts.items() if p.max_token_id >= m.tokenizer.vocab_size
     )
-    return Audit(
-        "token_ids_below_vocab",
-        not bad,
-        f"max token id {worst} (recorded at write time), vocab size {m.tokenizer.vocab_size}",
-        bad,
-    )
+    summary = f"max token id {worst} (recorded at write time), vocab size {m.tokenizer.vocab_size}"
+    return Audit("token_ids_below_vocab", not bad, summary, bad)
 
 
 def _audit_not_empty(m: Manifest, val_fraction: float) -> Audit:
     wanted = ["train"] + (["val"] if val_fraction > 0 else [])
     empty = tuple(f"{s}: 0 documents (val_fraction {val_fraction})" for s in wanted if m.splits[s].documents == 0)
-    return Audit(
-        "splits_not_empty", not empty, ", ".join(f"{s}: {m.splits[s].documents:,} documents" for s in wanted), empty
-    )
+    summary = ", ".join(f"{s}: {m.splits[s].documents:,} documents" for s in wanted)
+    return Audit("splits_not_empty", not empty, summary, empty)
 
 
 def sampled_shards(m: Manifest) -> list[ShardEntry]:
     """First, last and evenly between, over the shards of every split in order."""
     tables = [s.shards for s in m.splits.values()]
     total = sum(len(t) for t in tables)
-    picks = (
-        range(total)
-        if total <= SAMPLED_SHARDS
-        else sorted({round(i * (total - 1) / (SAMPLED_SHARDS - 1)) for i in range(SAMPLED_SHARDS)})
-    )
+    spread = {round(i * (total - 1) / (SAMPLED_SHARDS - 1)) for i in range(SAMPLED_SHARDS)}
+    picks = range(total) if total <= SAMPLED_SHARDS else sorted(spread)
     out = []
     for i in picks:
         for t in tables:
@@ -255,13 +214,9 @@ def sample_reads(store: Store, m: Manifest) -> list[str]:
 
 
 def _audit_readable(store: ObjectStore, m: Manifest) -> Audit:
-    problems = sample_reads(store, m)
-    return Audit(
-        "reads_with_shard_loader",
-        not problems,
-        f"tokenizer and {len(sampled_shards(m))} sampled shards verified and opened",
-        tuple(problems),
-    )
+    problems = tuple(sample_reads(store, m))
+    summary = f"tokenizer and {len(sampled_shards(m))} sampled shards verified and opened"
+    return Audit("reads_with_shard_loader", not problems, summary, problems)
 
 
 def audit(store: ObjectStore, m: Manifest, parts: dict[str, PartRecord], val_fraction: float) -> tuple[Audit, ...]:

@@ -6,8 +6,7 @@ The tokenizer pointer's check is `tokenizer.check_tokenizer_record`."""
 
 from __future__ import annotations
 
-from shard_loader.builder_api import SPLITS, shard_base_key
-from shard_loader.builder_api import shard_content_hash
+from shard_loader.builder_api import SPLITS, shard_base_key, shard_content_hash
 
 from .errors import StateMismatchError
 from .layout import discovery_index_key, part_record_key, partition_record_key, raw_key

@@ -3,8 +3,7 @@ other Dagster instances) read the store instead of the event log.
 
 Each record is a frozen dataclass written as JSON and read back through the one codec (shard_loader/format/codec.py)
 with every field's type checked; an error names the key and the field. A new record is one dataclass here and one key
-in layout.py.
-"""
+in layout.py."""
 
 from __future__ import annotations
 
@@ -16,10 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from shard_loader.builder_api import FileRef, ShardEntry
-from shard_loader.builder_api import codec
-from shard_loader.builder_api import to_json
-from shard_loader.builder_api import CREATED_AT_FORMAT
+from shard_loader.builder_api import CREATED_AT_FORMAT, FileRef, ShardEntry, codec, to_json
 
 from .curation.curation_records import CuratedRecord
 from .curation.dedup_records import DedupDecision, DedupMember, DedupMembers
@@ -31,8 +27,7 @@ R = TypeVar("R")
 
 @dataclass(frozen=True)
 class TokenizerRecord:
-    """A tokenizer as the builder records it (`tokenizers/<fp>/info.json`, and `state/tokenizer.json` for the current
-    one)."""
+    """A tokenizer as recorded (`tokenizers/<fp>/info.json`; `state/tokenizer.json` for the current one)."""
 
     name: str
     fingerprint: str
@@ -69,9 +64,8 @@ class FilePiece:
     row_groups: tuple[int, int] | None = None
 
     def describe(self) -> str:
-        return (
-            self.uri if self.row_groups is None else f"{self.uri}#row_groups={self.row_groups[0]}-{self.row_groups[1]}"
-        )
+        """The uri, with the row-group range (`#row_groups=a-b`) of a sliced piece."""
+        return self.uri if self.row_groups is None else f"{self.uri}#row_groups={'-'.join(map(str, self.row_groups))}"
 
 
 @dataclass(frozen=True)
@@ -134,9 +128,8 @@ class RawRecord:
     data_version: str
     run_id: str
     source_files: tuple[SourceFileRef, ...] = ()
-    dropped: dict[str, int] = field(
-        default_factory=dict
-    )  # left out while reading, by reason ("duplicate": a copy within the partition); empty in older records
+    # left out while reading, by reason ("duplicate": a copy within the partition); empty in older records
+    dropped: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -185,9 +178,7 @@ class PartRecord:
     run_id: str
     code_version: str
     encoder: GuardResult | None = None  # which engine encoded it, and what the exactness guard compared
-    split_proof: SplitProof | None = (
-        None  # none in records written before it existed: proven from the raw parquet instead
-    )
+    split_proof: SplitProof | None = None  # None in older records: proven from the raw parquet instead
     dedup: DedupDecision | None = None  # the documents of `raw` left out as copies; None: dedup off (or older records)
     curation: CuratedRecord | None = None  # what curation dropped of `raw`; None: off (no filter, no eval set)
 
@@ -253,9 +244,8 @@ class SplitsRecord:
     totals: dict[str, SplitTotals]
     overlap: int
     left_out: dict[str, str] = field(default_factory=dict)
-    stale: dict[str, str] = field(
-        default_factory=dict
-    )  # kept with their last good build (stale_partitions = "keep_last_good"), and why
+    # kept with their last good build (stale_partitions = "keep_last_good"), and why
+    stale: dict[str, str] = field(default_factory=dict)
     failed: tuple[str, ...] = ()  # of left_out, those still in the dataset: they name the version (publish.py)
 
 
@@ -302,33 +292,5 @@ def get_records(store: ObjectStore, keys: Sequence[str], cls: type[R], needed_by
         return list(pool.map(lambda key: get_record(store, key, cls, needed_by), keys))
 
 
-__all__ = [
-    "CuratedRecord",
-    "DedupDecision",
-    "DedupMember",
-    "DedupMembers",
-    "DatasetOwner",
-    "DiscoveryIndex",
-    "FilePiece",
-    "FileRef",
-    "GuardResult",
-    "IngestFailure",
-    "PartRecord",
-    "PartitionRecord",
-    "Quarantine",
-    "RawRecord",
-    "ShardEntry",
-    "SourceFileRef",
-    "SplitProof",
-    "SplitTotals",
-    "SplitsRecord",
-    "TokenizerRecord",
-    "decode",
-    "find_record",
-    "from_dict",
-    "get_record",
-    "get_records",
-    "put_record",
-    "to_json",
-    "TrainingSample",
-]
+# what the builder reads from here though it is defined elsewhere (the loader's published format, curation's records)
+__all__ = ["CuratedRecord", "DedupDecision", "DedupMember", "DedupMembers", "FileRef", "ShardEntry", "to_json"]

@@ -2,8 +2,7 @@
 checked, without Dagster, so the CLI refuses a bad setting in one line before it imports Dagster.
 
 Relative local paths (a spec, a store folder) are resolved against the project root: SHARD_PROJECT_ROOT, which
-`shard-assets dev` sets to its --project folder before Dagster changes directory, else the current directory.
-"""
+`shard-assets dev` sets to its --project folder before Dagster changes directory, else the current directory."""
 
 from __future__ import annotations
 
@@ -102,8 +101,7 @@ def store_choice(
     DATASET_STORE picks the store: `local` (default; the folder DATASET_STORE_ROOT, default data/store),
     `s3` (DATASET_STORE_ROOT=s3://bucket/prefix, S3_ENDPOINT_URL, AWS_* keys) or `r2` (R2_DATASET_ACCOUNT_ID or
     S3_ENDPOINT_URL, R2_DATASET_BUCKET_NAME, DATASET_BINS_PATH, the R2_DATASET_WRITE_* keys). A --store URL
-    (s3:// or r2://) means `s3` unless DATASET_STORE says `r2`. Any other value is refused, naming the variable.
-    """
+    (s3:// or r2://) means `s3` unless DATASET_STORE says `r2`. Any other value is refused, naming the variable."""
     kind = environ.get(STORE_VARIABLE) or "local"
     if kind not in STORE_KINDS:
         raise SettingsError(

@@ -1,7 +1,6 @@
 """The dataset specification: sources, filters, tokenizer and split, read from a TOML file.
 
-A source is configured data, not code. A relative local uri is read relative to the spec file's folder.
-"""
+A source is configured data, not code. A relative local uri is read relative to the spec file's folder."""
 
 from __future__ import annotations
 
@@ -48,10 +47,6 @@ class SourceSpec:
     max_files: int | None = None
     allow_unbounded: bool = False
     storage_options: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def is_remote(self) -> bool:
-        return uri_scheme(self.uri) not in LOCAL_SCHEMES
 
     @property
     def fs_options(self) -> dict[str, Any]:
@@ -124,9 +119,8 @@ class DatasetSpec:
     # a partition whose file changed (or turned unreadable) and is not rebuilt: left out of the next version, or its
     # last good build kept and named in lineage as stale
     stale_partitions: str = "leave_out"
-    partition_bytes: int = (
-        0  # source bytes per partition ("2GB" in TOML); 0: one partition per file. SHARD_PARTITION_BYTES overrides it
-    )
+    # source bytes per partition ("2GB" in TOML); 0: one partition per file. SHARD_PARTITION_BYTES overrides it
+    partition_bytes: int = 0
     # the exactness guard finds a fast engine differing: "fail" the partition or re-encode it with the "reference"
     on_mismatch: str = "fail"
     origin: str = "<spec>"
@@ -214,23 +208,22 @@ def spec_record(cls: type[R], data: dict[str, Any], where: str) -> R:
         raise SpecError(f"{where}: {exc}") from None
 
 
+def anchored(path: str, base: Path | None) -> str:
+    """A relative local path or uri resolved against `base` (the spec's folder); any other as it is."""
+    relative = path and uri_scheme(path) == "" and not path.startswith(("/", "~"))
+    return str(base / path) if base is not None and relative else path
+
+
 def _source(data: dict[str, Any], where: str, base: Path | None) -> SourceSpec:
     data = dict(data)
     preset = data.pop("preset", None)
     if preset is not None:
         if preset not in PRESETS:
             raise SpecError(f"{where}.preset: unknown preset {preset!r}; presets are {sorted(PRESETS)}")
-        p = PRESETS[preset]
-        defaults = {
-            "uri": p.uri,
-            "format": p.format,
-            "text_column": p.text_column,
-            "document_separator": p.document_separator,
-        }
+        defaults = {k: getattr(PRESETS[preset], k) for k in ("uri", "format", "text_column", "document_separator")}
         data = {**defaults, "name": preset, **data}
-    uri = data.get("uri")
-    if base is not None and isinstance(uri, str) and uri and uri_scheme(uri) == "" and not uri.startswith(("/", "~")):
-        data["uri"] = str(base / uri)
+    if isinstance(data.get("uri"), str):
+        data["uri"] = anchored(data["uri"], base)
     src = spec_record(SourceSpec, data, where)
     if not SPEC_NAME.match(src.name):
         raise SpecError(f"{where}.name: {src.name!r} must be lowercase letters, digits, '-' or '_'")
@@ -238,7 +231,7 @@ def _source(data: dict[str, Any], where: str, base: Path | None) -> SourceSpec:
         raise SpecError(f"{where}.format: {src.format!r} is not one of {SOURCE_FORMATS}")
     if not src.uri:
         raise SpecError(f"{where}.uri: a {src.format} source needs a uri (a path, file://, s3:// or hf://datasets/...)")
-    if src.is_remote and src.max_documents is None and not src.allow_unbounded:
+    if uri_scheme(src.uri) not in LOCAL_SCHEMES and src.max_documents is None and not src.allow_unbounded:
         raise SpecError(
             f"{where}: remote source {src.name!r} ({src.uri}) has no max_documents cap; set max_documents "
             f"(per file) and max_files, or set allow_unbounded = true to read it all on purpose"
@@ -248,9 +241,8 @@ def _source(data: dict[str, Any], where: str, base: Path | None) -> SourceSpec:
 
 def _tokenizer(data: dict[str, Any], origin: str, base: Path | None) -> TokenizerSpec:
     """The [tokenizer] table; a relative `path` is resolved against `base`, as a source's uri is."""
-    path = data.get("path")
-    if base is not None and isinstance(path, str) and path and not path.startswith(("/", "~")):
-        data = {**data, "path": str(base / path)}
+    if isinstance(data.get("path"), str):
+        data = {**data, "path": anchored(data["path"], base)}
     tok = spec_record(TokenizerSpec, data, f"{origin}: [tokenizer]")
     check_choice("kind", tok.kind, TOKENIZER_KINDS, f"{origin}: [tokenizer]")
     if tok.kind == "pretrained" and not tok.name:
@@ -282,8 +274,7 @@ def _decontaminate(data: Any, origin: str, base: Path | None) -> DecontaminateSp
     against = data.get("against")
     if not isinstance(against, list) or not against or not all(isinstance(a, str) and a for a in against):
         raise SpecError(f'{where}.against: expected a list of eval set globs, e.g. ["evals/*.jsonl"], got {against!r}')
-    local = (base is not None and uri_scheme(a) == "" and not a.startswith(("/", "~")) for a in against)
-    data = {**data, "against": tuple(str(base / a) if rel and base else a for a, rel in zip(against, local))}
+    data = {**data, "against": tuple(anchored(a, base) for a in against)}
     ngram = data.get("ngram", DecontaminateSpec.ngram)
     if not isinstance(ngram, int) or isinstance(ngram, bool) or not 8 <= ngram <= 50:
         raise SpecError(f"{where}.ngram: must be a whole number of words between 8 and 50, got {ngram!r}")
@@ -313,15 +304,8 @@ def parse_spec(data: dict[str, Any], origin: str, base: Path | None = None) -> D
         raise SpecError(f"{origin}: source names must be unique, got {names}")
     if isinstance(data.get("partition_bytes"), str):
         data["partition_bytes"] = parse_byte_count(data["partition_bytes"], f"{origin}: partition_bytes")
-    spec = spec_record(
-        DatasetSpec,
-        {
-            **data,
-            **{"sources": parsed, "tokenizer": tok, "dedup": dedup, "filters": filters, "origin": origin},
-            "decontaminate": decontaminate,
-        },
-        origin,
-    )
+    tables = {"sources": parsed, "tokenizer": tok, "dedup": dedup, "filters": filters, "decontaminate": decontaminate}
+    spec = spec_record(DatasetSpec, {**data, **tables, "origin": origin}, origin)
     if not 0.0 <= spec.val_fraction < 1.0:
         raise SpecError(f"{origin}: val_fraction must be in [0, 1), got {spec.val_fraction}")
     if spec.on_partition_failure not in FAILURE_POLICIES:

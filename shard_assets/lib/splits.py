@@ -1,16 +1,14 @@
 """Which partitions the next version holds, and the proof that train and val are disjoint.
 
-A partition is in the next version when it is registered from one of the spec's sources and tokenized, with the
-current tokenizer, from the files it is registered with now. Every other one is left out with the reason (file and
-problem): its ingest or tokenization failed, its registration was refused, its file changed (or turned unreadable)
-since it was tokenized and is not rebuilt, its file vanished, or its source left the spec; each gets a quarantine
-record (stage "select").
-Under `on_partition_failure = "block"` a failed or stale partition refuses the publish instead.
+A partition is in the next version when it is registered from one of the spec's sources and tokenized, with the current
+tokenizer, from the files it is registered with now. Every other one is left out with the reason (file and problem): its
+ingest or tokenization failed, its registration was refused, its file changed (or turned unreadable) since it was
+tokenized and is not rebuilt, its file vanished, or its source left the spec; each gets a quarantine record (stage
+"select"). Under `on_partition_failure = "block"` a failed or stale partition refuses the publish instead.
 
-Disjointness costs what the records cost: a document's split is a pure function of its hash, so each partition's
-writer records (SplitProof) how many documents went to each split and the extremes of their hashes' top 53 bits;
-the check reads those records, never the documents. `verify_job` re-derives them from the raw bytes.
-"""
+Disjointness costs what the records cost: a document's split is a pure function of its hash, so each partition's writer
+records (SplitProof) how many documents went to each split and the extremes of their hashes' top 53 bits; the check
+reads those records, never the documents. `verify_job` re-derives them from the raw bytes."""
 
 from __future__ import annotations
 
@@ -26,30 +24,12 @@ from shard_loader.builder_api import LATEST_KEY, SPLITS
 from .curation.dedup_apply import kept_batches
 from .discovery import registered
 from .errors import BuildError, PublishError, StateMismatchError
-from .layout import (
-    INGEST_FAILURES_PREFIX,
-    ingest_failure_key,
-    part_record_key,
-    parts_prefix,
-    quarantine_key,
-    quarantine_prefix,
-)
+from .layout import INGEST_FAILURES_PREFIX, ingest_failure_key, part_record_key, parts_prefix, quarantine_key
+from .layout import quarantine_prefix
 from .ownership import claim
 from .record_checks import check_part_record
-from .records import (
-    READ_THREADS,
-    IngestFailure,
-    PartitionRecord,
-    PartRecord,
-    Quarantine,
-    SourceFileRef,
-    SplitProof,
-    SplitsRecord,
-    SplitTotals,
-    find_record,
-    get_records,
-    put_record,
-)
+from .records import READ_THREADS, IngestFailure, PartRecord, PartitionRecord, Quarantine, SourceFileRef, SplitProof
+from .records import SplitTotals, SplitsRecord, find_record, get_records, put_record
 from .spec import DatasetSpec
 from .published import read_published
 from .store import ObjectMissingError, ObjectStore
@@ -111,14 +91,8 @@ def _vanished(store: ObjectStore, current: dict[str, PartitionRecord], sources: 
         live = read_published(store, LATEST_KEY)
     except ObjectMissingError:
         return {}
-    gone = sorted(
-        {
-            p
-            for s in live.splits.values()
-            for p in s.shards.column("partition")
-            if p not in current and p.split(".", 1)[0] in sources
-        }
-    )
+    published = {p for s in live.splits.values() for p in s.shards.column("partition")}
+    gone = sorted(p for p in published if p not in current and p.split(".", 1)[0] in sources)
     fingerprint = live.tokenizer.fingerprint
     with ThreadPoolExecutor(READ_THREADS) as pool:
         parts = list(
@@ -133,22 +107,13 @@ def select_partitions(store: ObjectStore, spec: DatasetSpec, fingerprint: str, p
 
     `partitions` are the store's registered partitions (state/partitions/), which still name those of sources removed
     from the spec; a partition whose file vanished is named while the live version holds it (found by its part
-    record). Each part record used is checked against its partition and tokenizer (record_checks.check_part_record).
-    """
+    record). Each part record used is checked against its partition and tokenizer (record_checks.check_part_record)."""
     claim(store, spec.name, spec.origin)
     sources = {s.name for s in spec.sources}
     current = registered(store, spec)  # partition -> what it reads now, from each source's discovery index
     with_part = _listed(store, parts_prefix(fingerprint))
-    quarantined = {
-        p: q
-        for p, q in _read(
-            store,
-            {p: quarantine_key(fingerprint, p) for p in _listed(store, quarantine_prefix(fingerprint))},
-            Quarantine,
-            "splits",
-        ).items()
-        if q.stage == "tokenize"
-    }
+    quarantines = {p: quarantine_key(fingerprint, p) for p in _listed(store, quarantine_prefix(fingerprint))}
+    quarantined = {p: q for p, q in _read(store, quarantines, Quarantine, "splits").items() if q.stage == "tokenize"}
     failures = _read(
         store,
         {p: ingest_failure_key(p) for p in _listed(store, INGEST_FAILURES_PREFIX) if p in current},
@@ -159,12 +124,8 @@ def select_partitions(store: ObjectStore, spec: DatasetSpec, fingerprint: str, p
         store, {p: part_record_key(fingerprint, p) for p in sorted(with_part) if p in current}, PartRecord, "splits"
     )
     vanished = _vanished(store, current, sources)
-    chosen, left_out, stale, failed = (
-        {},
-        {},
-        {},
-        [],
-    )  # failed: left out because they failed or are stale (what "block" refuses)
+    # failed: left out because they failed or are stale (what "block" refuses)
+    chosen, left_out, stale, failed = {}, {}, {}, []
     for p in sorted(set(partitions) | set(current) | set(vanished)):
         part = parts.get(p)
         if part is not None:
@@ -218,12 +179,8 @@ def record_left_out(store: ObjectStore, fingerprint: str, selection: Selection, 
     olds = _read(store, {p: quarantine_key(fingerprint, p) for p in sorted(outdated)}, Quarantine, "splits")
     with ThreadPoolExecutor(READ_THREADS) as pool:
         list(pool.map(lambda item: put_record(store, quarantine_key(fingerprint, item[0]), item[1]), reports.items()))
-        list(
-            pool.map(
-                lambda p: store.delete(quarantine_key(fingerprint, p)),
-                [p for p, q in olds.items() if q.stage == "select"],
-            )
-        )
+        outdated_reports = [p for p, q in olds.items() if q.stage == "select"]
+        list(pool.map(lambda p: store.delete(quarantine_key(fingerprint, p)), outdated_reports))
 
 
 # -- disjointness from records --
@@ -291,11 +248,8 @@ def unproven_documents(store: ObjectStore, parts: dict[str, PartRecord]) -> dict
     older = [p for p, part in parts.items() if part.split_proof is None]
     with ThreadPoolExecutor(READ_THREADS) as pool:
         derived = dict(zip(older, pool.map(lambda p: _proof_from_raw(store, parts[p]), older)))
-    problems = {}
-    for p, part in parts.items():
-        if (problem := proof_problem(part, part.split_proof or derived[p])) is not None:
-            problems[p] = problem
-    return problems
+    problems = {p: proof_problem(part, part.split_proof or derived[p]) for p, part in parts.items()}
+    return {p: problem for p, problem in problems.items() if problem is not None}
 
 
 def overlap_count(store: ObjectStore, parts: dict[str, PartRecord]) -> int:
@@ -313,13 +267,10 @@ def summarise(fingerprint: str, selection: Selection, overlap: int) -> SplitsRec
         raise PublishError(
             f"partitions were tokenized with different val_fraction values {sorted(fractions)}; re-tokenize them"
         )
+    shards = {s: [p.shards[s] for p in parts.values()] for s in SPLITS}
     totals = {
-        s: SplitTotals(
-            tokens=sum(p.shards[s].tokens for p in parts.values()),
-            documents=sum(p.shards[s].documents for p in parts.values()),
-            shards=sum(1 for p in parts.values() if p.shards[s].documents),
-        )
-        for s in SPLITS
+        s: SplitTotals(sum(e.tokens for e in es), sum(e.documents for e in es), sum(1 for e in es if e.documents))
+        for s, es in shards.items()
     }
     return SplitsRecord(
         tokenizer_fingerprint=fingerprint,

@@ -4,13 +4,8 @@ files each partition was registered with. Any Dagster home can build into any st
 from __future__ import annotations
 
 from .errors import StateMismatchError, TokenizerError
-from .layout import (
-    CURRENT_TOKENIZER_KEY,
-    PARTITIONS_PREFIX,
-    partition_of_registration,
-    partition_record_key,
-    tokenizer_key,
-)
+from .layout import CURRENT_TOKENIZER_KEY, PARTITIONS_PREFIX, partition_of_registration, partition_record_key
+from .layout import tokenizer_key
 from .records import PartitionRecord, TokenizerRecord, find_record, get_record, put_record
 from .store import ObjectMissingError, ObjectStore
 from .tokenizer import check_tokenizer_record

@@ -1,8 +1,7 @@
 """The tokenizer: a pretrained one through transformers, a tokenizer.json file used as is, or a byte-level BPE
 trained here.
 
-Whatever its origin, it is stored as one `tokenizer.json` whose sha256 is its fingerprint.
-"""
+Whatever its origin, it is stored as one `tokenizer.json` whose sha256 is its fingerprint."""
 
 from __future__ import annotations
 
@@ -27,6 +26,7 @@ if TYPE_CHECKING:
 
 
 def fingerprint_of(tokenizer_json: str) -> str:
+    """The tokenizer's fingerprint: the sha256 of its file's text, 16 hex digits."""
     return hashlib.sha256(tokenizer_json.encode()).hexdigest()[:16]
 
 
@@ -35,10 +35,7 @@ TRAIN_PIECE_CHARS = 1 << 16  # the trainer holds every pre-tokenized word of a t
 
 def training_pieces(texts: Iterable[str], max_chars: int, piece_chars: int = TRAIN_PIECE_CHARS) -> Iterator[str]:
     """`texts` cut into pieces of at most `piece_chars`, stopping after `max_chars` in all, so training memory is
-    bounded.
-
-    Cuts only move a few merge counts at the cut points; they never touch how documents are encoded.
-    """
+    bounded (cuts move a few merge counts at the cut points, never how documents are encoded)."""
     budget = max_chars
     for text in texts:
         for start in range(0, len(text), piece_chars):
@@ -99,8 +96,7 @@ def load_pretrained(name: str, eod_token: str) -> tuple[Tokenizer, int]:
     if backend is None:
         raise TokenizerError(f"tokenizer {name!r} has no fast (tokenizers) backend; only fast tokenizers are supported")
     eod = backend.token_to_id(eod_token)
-    if eod is None:
-        eod = hf.eos_token_id
+    eod = hf.eos_token_id if eod is None else eod
     if eod is None:
         raise TokenizerError(
             f"tokenizer {name!r} has neither the token {eod_token!r} nor an eos token; set [tokenizer].eod_token"
@@ -250,11 +246,8 @@ def tokenizer_forecast(store: ObjectStore, spec: TokenizerSpec, registered: dict
         entries = [_entry(k, r) for k, r in registered.items()]
         now = entries[: len(sample.partitions)] if sample.budget_reached else entries
         changed, gone = len(set(now) - set(sample.partitions)), len(set(sample.partitions) - set(now))
-        why = (
-            f"the BPE would be trained again ({changed} partitions new or changed, {gone} gone since it was trained)"
-            if changed or gone
-            else None
-        )
+        since = f"{changed} partitions new or changed, {gone} gone since it was trained"
+        why = f"the BPE would be trained again ({since})" if changed or gone else None
     else:
         return None
     if why is None:

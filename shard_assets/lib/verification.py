@@ -9,9 +9,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from shard_loader.builder_api import ensure_local
-from shard_loader.builder_api import ShardLoaderError
-from shard_loader.builder_api import LATEST_KEY, Manifest
+from shard_loader.builder_api import LATEST_KEY, Manifest, ShardLoaderError, ensure_local
 
 from .curation.dedup_apply import dropped_by_split
 from .errors import BuildError, ObjectStoreError

@@ -19,13 +19,9 @@ def code_version() -> str:
     except PackageNotFoundError:
         pkg = "0+unknown"
     try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short=12", "HEAD"],
-            cwd=Path(__file__).parent,
-            capture_output=True,
-            text=True,
-            timeout=5,
-        ).stdout.strip()
+        git = ["git", "rev-parse", "--short=12", "HEAD"]
+        done = subprocess.run(git, cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5)
+        commit = done.stdout.strip()
     except (OSError, subprocess.SubprocessError):
         commit = ""
     return f"{pkg}+g{commit}" if commit else pkg

@@ -14,7 +14,7 @@ from shard_assets.defs.partitions import sync_partitions
 from shard_assets.runner import RunFailed, build_dataset
 from shard_assets.lib.errors import SourceError, TokenizerError
 from shard_assets.defs.resources import DatasetResource, StoreResource
-from shard_assets.lib.sources.listing import list_all_files
+from shard_assets.lib.sources.listing import list_source_files
 from shard_assets.lib.spec import TokenizerSpec, load_spec
 from shard_assets.lib.encoding import encode_documents
 from shard_assets.lib.tokenizer import build_tokenizer, load_pretrained, load_tokenizer
@@ -116,7 +116,7 @@ def test_an_empty_source_is_refused_naming_it(tmp_path):
     spec = tmp_path / "spec.toml"
     spec.write_text(f'name = "e"\n[[sources]]\nname = "nothing"\nuri = "{tmp_path}/none/*.parquet"\n')
     with pytest.raises(SourceError, match=r"source 'nothing': no files match .*/none/\*.parquet"):
-        list_all_files(load_spec(spec))
+        list_source_files(load_spec(spec).sources[0])
 
 
 def test_a_tokenizer_path_that_does_not_exist_is_named(tmp_path):

@@ -19,7 +19,7 @@ from shard_assets.lib.verification import verify_live_version
 from shard_assets.runner import build_dataset
 from tests.builder.test_cli_errors import _cli, _one_line_error
 from tests.support.build_helpers import published
-from tests.support.dagster_helpers import tiny_resources
+from tests.support.dagster_helpers import tiny_resources, write_spec
 
 pytestmark = pytest.mark.integration
 
@@ -84,13 +84,7 @@ class Corpus:
 
 
 def _spec(root: Path, decontaminate: str) -> Path:
-    path = root / "spec.toml"
-    path.write_text(
-        'name = "evals"\nval_fraction = 0.2\nmin_chars = 10\n[tokenizer]\nvocab_size = 300\n'
-        f"{decontaminate}\n"
-        f'[[sources]]\nname = "web"\nuri = "{root}/src/*.jsonl"\nformat = "jsonl"\n'
-    )
-    return path
+    return write_spec(root / "spec.toml", f"{root}/src/*.jsonl", tables=f"{decontaminate}\n")
 
 
 DECONTAMINATE = '[decontaminate]\nagainst = ["evals/*.jsonl", "evals/*.txt"]\n'

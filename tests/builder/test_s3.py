@@ -21,17 +21,14 @@ from tests.support.http_server import Faults
 from tests.support.mixture_files import Part, write_components, write_mixture
 from tests.support.patience import HUNG
 from tests.support.rank_download import rank_download
-from tests.support.s3_proxy import ACCESS_KEY, SECRET_KEY, loopback_s3_with_bucket
+from tests.support.s3_proxy import ACCESS_KEY, SECRET_KEY, bucket_fixture
 
 pytestmark = pytest.mark.integration
 
 BUCKET = "datasets"
 
 
-@pytest.fixture(scope="module")
-def s3():
-    with loopback_s3_with_bucket(BUCKET) as server:
-        yield server
+s3 = bucket_fixture(BUCKET)
 
 
 @pytest.fixture

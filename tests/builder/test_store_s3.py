@@ -21,7 +21,7 @@ from shard_loader.errors import NotFoundError, TransientStoreError
 from shard_loader.storage.retry import RetryPolicy
 from shard_loader.storage.s3_client import make_s3_client
 from tests.support.dagster_helpers import tiny_dataset
-from tests.support.s3_proxy import ACCESS_KEY, SECRET_KEY, S3Proxy, loopback_s3_with_bucket
+from tests.support.s3_proxy import ACCESS_KEY, SECRET_KEY, S3Proxy, bucket_fixture
 from tests.support.seaweedfs import WRITER
 
 pytestmark = pytest.mark.integration
@@ -31,10 +31,7 @@ RACERS = 6
 FAST = RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.05)
 
 
-@pytest.fixture(scope="module")
-def s3():
-    with loopback_s3_with_bucket(BUCKET) as server:
-        yield server
+s3 = bucket_fixture(BUCKET)
 
 
 @pytest.fixture(scope="module")

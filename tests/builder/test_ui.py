@@ -9,7 +9,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -26,6 +25,7 @@ from shard_assets.lib.records import RawRecord, get_record
 from shard_assets.lib.store import LocalFolderStore
 from tests.support.clone import fresh_clone, new_user_env
 from tests.support.patience import HUNG
+from tests.support.processes import stop_group
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts" / "ui"
@@ -132,12 +132,7 @@ def dev_server(cwd: Path, env: dict, log_path: Path) -> Iterator[Dagster]:
         assert _until(loaded, HUNG, f"shard-assets dev to load the code location ({log_path})") == ["shard_assets"]
         yield server
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_group(proc, 60)
         log.close()
 
 

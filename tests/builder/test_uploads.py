@@ -22,17 +22,14 @@ from shard_assets.lib.shard_build import upload_partition
 from shard_assets.lib.text import doc_hashes
 from shard_assets.lib.tokenizer import build_tokenizer
 from shard_loader.cache.checksum import sha256_file
-from tests.support.s3_proxy import loopback_s3_with_bucket
+from tests.support.s3_proxy import bucket_fixture
 
 pytestmark = pytest.mark.integration
 
 BUCKET = "uploads"
 
 
-@pytest.fixture(scope="module")
-def s3():
-    with loopback_s3_with_bucket(BUCKET) as server:
-        yield server
+s3 = bucket_fixture(BUCKET)
 
 
 def _setup(s3, tmp_path, prefix, store=None):

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -40,6 +39,7 @@ from shard_assets.lib.spec import load_spec
 from shard_assets.runner import build_dataset
 from tests.support.build_helpers import build_command
 from tests.support.dagster_helpers import tiny_dataset, tiny_resources
+from tests.support.processes import session, stop_group
 from tests.support.s3_proxy import PutGate, S3Proxy
 from tests.support.seaweedfs import WRITER, _free_ports
 from tests.support.synthetic import random_docs, write_dataset
@@ -203,26 +203,15 @@ def cluster_build(slurm, postgres, seaweed, tmp_path_factory) -> Iterator[Build]
         observed, stop = Observed(), threading.Event()
         sampler = threading.Thread(target=_sample, args=(slurm, instance, observed, stop), daemon=True)
         with open(folder / "build.err", "w") as err:
-            proc = subprocess.Popen(
-                build_command(spec, f"s3://{BUCKET}/tiny", 4),
-                cwd=folder,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=err,
-                text=True,
-                start_new_session=True,
-            )
-            sampler.start()
-            try:
-                _lose_the_node_of_the_held_upload(slurm, proxy, gate, proc, observed)
-                stdout, _ = proc.communicate(timeout=BUILD_SECONDS)
-            finally:
-                gate.release.set()
-                stop.set()
-                sampler.join()
-                if proc.poll() is None:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
+            with session(build_command(spec, f"s3://{BUCKET}/tiny", 4), folder, env, stderr=err) as proc:
+                sampler.start()
+                try:
+                    _lose_the_node_of_the_held_upload(slurm, proxy, gate, proc, observed)
+                    stdout, _ = proc.communicate(timeout=BUILD_SECONDS)
+                finally:
+                    gate.release.set()
+                    stop.set()
+                    sampler.join()
         try:
             yield Build(
                 folder,
@@ -399,12 +388,7 @@ def webserver(env: dict[str, str], folder: Path) -> Iterator[str]:
                 time.sleep(1.0)  # polling a starting server, bounded above
         yield url
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_group(proc, 30)
 
 
 RUNS = """{ runsOrError { ... on Runs { results { runId jobName status tags { key value } } } } }"""
@@ -555,24 +539,9 @@ def test_the_deploy_docs_slurm_steps_run_verbatim(cluster_build, default_build, 
         script = script.replace(f"<{placeholder}>", value)
     assert "<" not in script, script
     env = {**clean_environ(), **slurm.env(), "HF_HUB_OFFLINE": "1", "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    proc = subprocess.Popen(
-        ["bash", "-euo", "pipefail", "-c", script],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )  # its daemon and webserver stay in this session: killed below
-    try:
+    # its daemon and webserver stay in this session: stopped on leaving it, the daemon given 5 s for an orderly stop
+    with session(["bash", "-euo", "pipefail", "-c", script], ROOT, env, grace=5.0) as proc:
         stdout, stderr = proc.communicate(timeout=BUILD_SECONDS)
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                break
-            time.sleep(5.0 if sig == signal.SIGTERM else 0)  # the daemon's orderly stop before the group is killed
     assert proc.returncode == 0, stderr[-4000:]
     local = shard_loader.open_manifest(str(default_build)).manifest
     assert f"version       {local.version}" in stdout

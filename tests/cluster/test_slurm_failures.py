@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -33,6 +32,7 @@ from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG, PARENT_RUN_ID_TAG
 from shard_assets.definitions import build_definitions
 from shard_assets.execution.slurm import JOB_ID_TAG
 from tests.support.dagster_helpers import tiny_dataset
+from tests.support.processes import session
 from tests.support.seaweedfs import _free_ports
 from tests.cluster.test_slurm import clean_environ, environ, slurm_home
 
@@ -89,24 +89,11 @@ def _build(
     with environ({k: v for k, v in full_env.items() if k.startswith(("DAGSTER_PG_", "SHARD_SLURM", "SLURM_CONF"))}):
         instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home)))
         try:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "shard_assets.cli", *args],
-                cwd=folder,
-                env=full_env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                start_new_session=True,
-            )
-            side = threading.Thread(target=during, args=(instance, proc), daemon=True) if during else None
-            if side:
-                side.start()
-            try:
+            with session([sys.executable, "-m", "shard_assets.cli", *args], folder, full_env) as proc:
+                side = threading.Thread(target=during, args=(instance, proc), daemon=True) if during else None
+                if side:
+                    side.start()
                 stdout, stderr = proc.communicate(timeout=BUILD_SECONDS)
-            finally:
-                if proc.poll() is None:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
             if side:
                 side.join(timeout=120)
             runs = list(instance.get_runs())
@@ -237,20 +224,9 @@ def test_dev_on_the_slurm_instance_does_not_print_this_machines_default_spec_and
         "SHARD_DATASET_SPEC": str(demo_spec),  # a spec that exists whatever other tests left in the repository
     }
     with open(tmp_path / "dev.err", "w+") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "shard_assets.cli", "dev", "--port", str(_free_ports(1)[0])],
-            cwd=Path(__file__).resolve().parents[2],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            text=True,
-            start_new_session=True,
-        )
-        try:
+        dev = [sys.executable, "-m", "shard_assets.cli", "dev", "--port", str(_free_ports(1)[0])]
+        with session(dev, Path(__file__).resolve().parents[2], env, stderr=err) as proc:
             banner = proc.stdout.readline()
-        finally:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
         err.seek(0)
         assert banner.startswith("Dagster UI on http://"), banner + err.read()
     assert "SlurmRunLauncher, each with the spec and store its run config names" in banner

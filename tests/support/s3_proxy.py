@@ -10,7 +10,7 @@ answer 501 or 400 to it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 import http.client
 import logging
 import socket
@@ -18,6 +18,8 @@ import threading
 import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
 
 from tests.support.http_server import Faults
 from tests.support.patience import HUNG
@@ -246,3 +248,14 @@ def loopback_s3_with_bucket(bucket: str) -> Iterator[LoopbackS3]:
         yield server
     finally:
         server.close()
+
+
+def bucket_fixture(bucket: str) -> Callable[[], Iterator[LoopbackS3]]:
+    """A module-scoped pytest fixture: a loopback S3 holding `bucket`, for the tests of one module."""
+
+    @pytest.fixture(scope="module")
+    def s3() -> Iterator[LoopbackS3]:
+        with loopback_s3_with_bucket(bucket) as server:
+            yield server
+
+    return s3

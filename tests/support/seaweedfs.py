@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.patience import HUNG
+from tests.support.processes import stop_group
 
 WRITER = ("AKIASEAWEEDWRITER001", "seaweed-writer-secret-0000000000000001")
 READER = ("AKIASEAWEEDREADER002", "seaweed-reader-secret-0000000000000002")
@@ -183,15 +183,8 @@ class SeaweedS3:
     def stop(self) -> None:
         """SIGTERM to the process group, then SIGKILL if it has not exited within 3 s (weed may take 40 s on
         SIGTERM)."""
-        if self.process is None or self.process.poll() is not None:
-            return
-        pgid = os.getpgid(self.process.pid)
-        os.killpg(pgid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            os.killpg(pgid, signal.SIGKILL)
-            self.process.wait(timeout=10)
+        if self.process is not None and self.process.poll() is None:
+            stop_group(self.process, 3)
 
 
 @pytest.fixture(scope="session")

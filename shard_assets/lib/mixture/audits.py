@@ -10,9 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from shard_loader.builder_api import ShardLoaderError
-from shard_loader.builder_api import Component, FileRef, Manifest, MixtureFile, parse_manifest
-from shard_loader.builder_api import Store, is_remote
+from shard_loader.builder_api import Component, FileRef, Manifest, MixtureFile, ShardLoaderError, Store, is_remote
+from shard_loader.builder_api import parse_manifest
 
 from ..publish import Audit, sample_reads
 from .components import absolute_url, open_manifest_store
@@ -61,14 +60,8 @@ def check_component(c: Component, store_root: str, client: Any = None) -> Compon
         store, key = open_manifest_store(url, client)
         raw = store.read_bytes(key)
         if len(raw) != c.manifest.size or hashlib.sha256(raw).hexdigest() != c.manifest.sha256:
-            return ComponentCheck(
-                c,
-                None,
-                (
-                    f"{url}: {len(raw)} bytes, the mixture pinned {c.manifest.size} bytes with sha256 "
-                    f"{c.manifest.sha256}",
-                ),
-            )
+            pinned = f"the mixture pinned {c.manifest.size} bytes with sha256 {c.manifest.sha256}"
+            return ComponentCheck(c, None, (f"{url}: {len(raw)} bytes, {pinned}",))
         manifest = parse_manifest(raw, origin=url).with_tables(lambda ref: store.read_bytes(ref.key))
     except ShardLoaderError as exc:
         return ComponentCheck(c, None, (f"{url}: {' '.join(str(exc).split())}",))
@@ -113,9 +106,8 @@ def _weights_positive(m: MixtureFile) -> Audit:
     total = sum(c.weight for c in m.components)
     if not math.isclose(total, 1.0, rel_tol=1e-9):
         problems.append(f"weights sum to {total!r}, not 1")
-    return Audit(
-        "weights_positive", not problems, ", ".join(f"{c.name}: {c.weight:.4g}" for c in m.components), tuple(problems)
-    )
+    summary = ", ".join(f"{c.name}: {c.weight:.4g}" for c in m.components)
+    return Audit("weights_positive", not problems, summary, tuple(problems))
 
 
 def _repeats_within_caps(m: MixtureFile) -> Audit:

@@ -8,31 +8,22 @@ import hashlib
 import json
 import math
 import posixpath
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
-from shard_loader.builder_api import ShardLoaderError
-from shard_loader.builder_api import (
-    LATEST_KEY,
-    SPLITS,
-    VERSIONS_DIR,
-    Component,
-    Manifest,
-    MixtureFile,
-    MixtureTokenizer,
-    PinnedManifest,
-    parse_manifest,
-    versioned_key,
-)
-from shard_loader.builder_api import CREATED_AT_FORMAT
-from shard_loader.builder_api import Store, is_remote, open_store, split_manifest_url
+from shard_loader.builder_api import CREATED_AT_FORMAT, LATEST_KEY, SPLITS, VERSIONS_DIR, Component, Manifest
+from shard_loader.builder_api import MixtureFile, MixtureTokenizer, PinnedManifest, ShardLoaderError, Store, is_remote
+from shard_loader.builder_api import open_store, parse_manifest, split_manifest_url, versioned_key
 
 from ..errors import MixtureError
 from ..store import ObjectStore
 from .spec import ComponentSpec, MixtureSpec
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -88,9 +79,8 @@ def url_in_mixture(url: str, store_root: str) -> str:
         if path.is_relative_to(Path(store_root).resolve()):
             return path.relative_to(Path(store_root).resolve()).as_posix()
         return str(path)
-    same_scheme = url.replace(
-        "r2://", "s3://", 1
-    )  # r2://bucket/... and s3://bucket/... on R2's endpoint are one object
+    # r2://bucket/... and s3://bucket/... on R2's endpoint are one object
+    same_scheme = url.replace("r2://", "s3://", 1)
     prefix = store_root.rstrip("/").replace("r2://", "s3://", 1) + "/"
     return same_scheme[len(prefix) :] if same_scheme.startswith(prefix) else url
 
@@ -104,14 +94,8 @@ def absolute_url(url: str, store_root: str) -> str:
 def mixture_version(name: str, tokens_per_epoch: dict[str, int], components: tuple[Component, ...]) -> str:
     """`<name>-<16 hex>`: a sha256 over the name, the tokens per epoch and each component's (name, weight, manifest
     sha256, max_repeats), so the same inputs republish the same version."""
-    body = json.dumps(
-        {
-            "name": name,
-            "tokens_per_epoch": tokens_per_epoch,
-            "components": [[c.name, c.weight, c.manifest.sha256, c.max_repeats] for c in components],
-        },
-        sort_keys=True,
-    )
+    served = [[c.name, c.weight, c.manifest.sha256, c.max_repeats] for c in components]
+    body = json.dumps({"name": name, "tokens_per_epoch": tokens_per_epoch, "components": served}, sort_keys=True)
     return f"{name}-{hashlib.sha256(body.encode()).hexdigest()[:16]}"
 
 
@@ -143,9 +127,10 @@ def epoch_tokens(
     return tokens, how
 
 
-def _pin(spec: MixtureSpec, i: int, c: ComponentSpec, client: Any) -> PinnedComponent:
+def _read(spec: MixtureSpec, i: int, c: ComponentSpec, read: Callable[[str], T]) -> T:
+    """`read` of component `i`'s manifest URL; a failure is one line naming the spec and the component."""
     try:
-        return pin_component(c.manifest, client)
+        return read(c.manifest)
     except (ShardLoaderError, MixtureError) as exc:
         raise MixtureError(
             f"{spec.origin}: components[{i}].manifest {c.manifest}: {' '.join(str(exc).split())}"
@@ -156,7 +141,7 @@ def resolve_mixture(spec: MixtureSpec, store: ObjectStore, lineage: dict[str, An
     """The mixture to publish into `store`: every component read and pinned, weights normalised, tokens per epoch
     resolved, and the version id over what it serves. `lineage` (run, code version) is published with it."""
     client = getattr(store, "client", None)
-    pinned = [_pin(spec, i, c, client) for i, c in enumerate(spec.components)]
+    pinned = [_read(spec, i, c, lambda url: pin_component(url, client)) for i, c in enumerate(spec.components)]
     names = [c.name or p.manifest.dataset for c, p in zip(spec.components, pinned)]
     if len(set(names)) != len(names):
         raise MixtureError(
@@ -199,13 +184,9 @@ def resolve_mixture(spec: MixtureSpec, store: ObjectStore, lineage: dict[str, An
 
 def current_versions(spec: MixtureSpec, client: Any = None) -> dict[str, str]:
     """The version each component URL names now, by URL: a live `manifest.json` moves on, a pinned one never does."""
-    versions = {}
-    for i, c in enumerate(spec.components):
-        try:
-            store, key = open_manifest_store(c.manifest, client)
-            versions[c.manifest] = parse_manifest(store.read_bytes(key), origin=f"{store.url}/{key}").version
-        except ShardLoaderError as exc:
-            raise MixtureError(
-                f"{spec.origin}: components[{i}].manifest {c.manifest}: {' '.join(str(exc).split())}"
-            ) from None
-    return versions
+
+    def version(url: str) -> str:
+        store, key = open_manifest_store(url, client)
+        return parse_manifest(store.read_bytes(key), origin=f"{store.url}/{key}").version
+
+    return {c.manifest: _read(spec, i, c, version) for i, c in enumerate(spec.components)}

@@ -8,10 +8,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from shard_loader.builder_api import ShardLoaderError
-from shard_loader.builder_api import MixtureFile
-from shard_loader.builder_api import Lease, lease_key
-from shard_loader.builder_api import WritableStore, writer_for
+from shard_loader.builder_api import Lease, MixtureFile, ShardLoaderError, WritableStore, lease_key, writer_for
 
 from ..errors import PublishError
 from .components import absolute_url, open_manifest_store

@@ -13,7 +13,7 @@ from typing import Any
 from shard_loader.builder_api import SPLITS
 
 from ..errors import SpecError
-from ..spec import SPEC_NAME, check_choice, spec_record, uri_scheme
+from ..spec import SPEC_NAME, anchored, check_choice, spec_record, uri_scheme
 from ..user_files import read_user_file
 
 # How many tokens one mixture epoch serves, per split, when the spec gives no budget for that split:
@@ -49,19 +49,6 @@ def _positive(value: float, where: str) -> None:
         raise SpecError(f"{where}: must be a positive number, got {value!r}")
 
 
-def _manifest_url(value: Any, where: str, base: Path | None) -> Any:
-    """A relative local path is read relative to the spec's folder, as a dataset source's uri is."""
-    if (
-        base is not None
-        and isinstance(value, str)
-        and value
-        and uri_scheme(value) == ""
-        and not value.startswith(("/", "~"))
-    ):
-        return str(base / value)
-    return value
-
-
 def _local_manifest(url: str, where: str) -> None:
     """A local component path through a file (`notes.txt`, `v1.json/x`) is refused here, not as an OS error later."""
     if uri_scheme(url) != "":
@@ -91,7 +78,8 @@ def _component(data: Any, where: str, base: Path | None) -> ComponentSpec:
             + (f" (a misspelling? found {', '.join(typos)})" if typos else "")
             + "; a component is a dataset URL (manifest) and a weight"
         )
-    data = {**data, "manifest": _manifest_url(data["manifest"], where, base)}
+    if isinstance(data["manifest"], str):  # a relative local path: read relative to the spec's folder
+        data = {**data, "manifest": anchored(data["manifest"], base)}
     c = spec_record(ComponentSpec, data, where)
     if not c.manifest:
         raise SpecError(
@@ -101,9 +89,8 @@ def _component(data: Any, where: str, base: Path | None) -> ComponentSpec:
     _positive(c.weight, f"{where}.weight")
     if c.max_repeats is not None:
         _positive(c.max_repeats, f"{where}.max_repeats")
-    c = replace(
-        c, weight=float(c.weight), max_repeats=None if c.max_repeats is None else float(c.max_repeats)
-    )  # 2 and 2.0: one version
+    # 2 and 2.0: one version
+    c = replace(c, weight=float(c.weight), max_repeats=None if c.max_repeats is None else float(c.max_repeats))
     if c.name is not None and not SPEC_NAME.match(c.name):
         raise SpecError(f"{where}.name: {c.name!r} must be lowercase letters, digits, '-' or '_'")
     return c
@@ -140,9 +127,8 @@ def parse_mixture_spec(data: dict[str, Any], origin: str, base: Path | None = No
                 f"{origin}: components[{i}].weight: the weights sum past the largest float ({parsed[i].weight!r}); "
                 "weights are relative shares: use small numbers such as 0.6 and 0.4"
             ) from None
-    budgets = (
-        _budgets(data.pop("tokens_per_epoch"), f"{origin}: tokens_per_epoch") if "tokens_per_epoch" in data else {}
-    )
+    budget = data.pop("tokens_per_epoch", None)  # TOML has no null: None is absent
+    budgets = {} if budget is None else _budgets(budget, f"{origin}: tokens_per_epoch")
     if "name" not in data:
         raise SpecError(f"{origin}: missing 'name' (the mixture's name: mixtures/<name>.json)")
     spec = spec_record(

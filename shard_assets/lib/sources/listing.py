@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SourceError
-from ..spec import DatasetSpec, SourceSpec
+from ..spec import SourceSpec
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
@@ -101,12 +101,8 @@ def list_source_files(source: SourceSpec) -> list[SourceFile]:
     if source.max_files is not None:
         paths = paths[: source.max_files]
     if not paths:
-        if source.uri.startswith("hf://") and os.environ.get("HF_HUB_OFFLINE", "").lower() in (
-            "1",
-            "true",
-            "yes",
-            "on",
-        ):
+        offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+        if source.uri.startswith("hf://") and offline:
             raise SourceError(
                 f"source {source.name!r}: HF_HUB_OFFLINE is set, so {source.uri} cannot be listed from the Hub; unset "
                 "HF_HUB_OFFLINE, or copy the files and point uri at them"
@@ -144,8 +140,3 @@ def part_of(source: SourceSpec, uri: str) -> str | None:
         is_dir = target != path
         inside = not is_dir or target.startswith(path.rstrip("/") + "/")
     return _part_name(target, _glob_base(path, is_dir)) if inside else None
-
-
-def list_all_files(spec: DatasetSpec) -> list[SourceFile]:
-    """The files of every source of the spec, source by source."""
-    return [f for s in spec.sources for f in list_source_files(s)]

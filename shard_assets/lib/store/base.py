@@ -14,19 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, TypeVar
 
-from shard_loader.builder_api import NotFoundError, StoreError
-from shard_loader.builder_api import FileRef
-from shard_loader.builder_api import RequestStats, RetryPolicy, with_retries
-from shard_loader.builder_api import MAX_OBJECT_BYTES
+from shard_loader.builder_api import MAX_OBJECT_BYTES, FileRef, NotFoundError, RequestStats, RetryPolicy, StoreError
+from shard_loader.builder_api import with_retries
 
 from ..errors import ConditionalWriteError, ObjectMissingError, ObjectStoreError
 from ..layout import probe_key
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
-STORE_RETRY = (
-    RetryPolicy()
-)  # a transient error (5xx, reset, a body cut mid-read) is tried 8 times, backing off up to 10 s
+# a transient error (5xx, reset, a body cut mid-read) is tried 8 times, backing off up to 10 s
+STORE_RETRY = RetryPolicy()
 _PROBED: set[str] = set()  # stores (by description) whose writes and conditional puts this process has proven
 
 
@@ -44,8 +41,7 @@ class ObjectStore(ABC):
     """Keys are '/'-separated paths under the dataset root (see shard_loader.format.check_key).
 
     Every put is atomic: a reader sees the whole new object or the old one, never a part. Subclasses give the
-    backend's primitives, which raise shard_loader StoreErrors; this class retries and translates them.
-    """
+    backend's primitives, which raise shard_loader StoreErrors; this class retries and translates them."""
 
     retry: RetryPolicy
     stats: RequestStats
@@ -147,8 +143,7 @@ class ObjectStore(ABC):
         """Write `data` at `key`; with `if_absent`, write only if no object exists and return whether it did.
 
         A conditional put is refused (ConditionalWriteError) on a store whose server cannot honour one (see
-        `preflight`): two racing writers are never both told "written".
-        """
+        `preflight`): two racing writers are never both told "written"."""
         if not if_absent:
             self._do("put", key, lambda: self.write_bytes(key, data), retry=False)
             return True
@@ -171,22 +166,14 @@ class ObjectStore(ABC):
 
         The stored object's content is compared, not only its size (its checksum where the store has one, else a
         re-hash): a stored copy that differs (corrupted in place, truncated) is replaced by the right bytes, with a
-        warning, and never left for a new version to publish again.
-        """
+        warning, and never left for a new version to publish again."""
         info = self.info(key)
-        if (
-            info is not None
-            and info.size == ref.size
-            and self._do("check", key, lambda: self._holds(key, info, path, ref))
-        ):
-            return False
         if info is not None:
+            if info.size == ref.size and self._do("check", key, lambda: self._holds(key, info, path, ref)):
+                return False
             log.warning(
-                "%s: %s holds %s bytes that differ from its content (sha256 %s); replacing them",
-                self.describe(),
-                key,
-                f"{info.size:,}",
-                ref.sha256,
+                f"{self.describe()}: {key} holds {info.size:,} bytes that differ from its content (sha256 "
+                f"{ref.sha256}); replacing them"
             )
         self.put_file(key, path)
         return True

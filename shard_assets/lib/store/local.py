@@ -8,10 +8,7 @@ import shutil
 from pathlib import Path
 from typing import BinaryIO
 
-from shard_loader.builder_api import NotFoundError, StoreError
-from shard_loader.builder_api import FileRef
-from shard_loader.builder_api import LocalStore
-from shard_loader.builder_api import RequestStats, RetryPolicy
+from shard_loader.builder_api import FileRef, LocalStore, NotFoundError, RequestStats, RetryPolicy, StoreError
 
 from .base import STORE_RETRY, ObjectInfo, ObjectStore, file_sha256
 
@@ -76,9 +73,8 @@ class LocalFolderStore(LocalStore, ObjectStore):
             return [], []
         found, odd, pending = [], [], [(folder, folder.relative_to(self.root).as_posix())]
         with self._os_errors("list", prefix):
-            while (
-                pending
-            ):  # scandir, not rglob: one stat per entry, reused (a folder of 30,000 shards is listed per publish)
+            # scandir, not rglob: one stat per entry, reused (a folder of 30,000 shards is listed per publish)
+            while pending:
                 path, rel = pending.pop()
                 with os.scandir(path) as entries:
                     for entry in entries:

@@ -4,8 +4,7 @@ parser) extended with writes.
 Uploads above the multipart threshold go up in parts; an S3 object appears only when complete, so a reader
 never sees part of one. Write-once puts are conditional (If-None-Match: *); a server that ignores the header or
 refuses it (501, 400) cannot promise write-once, so the builder refuses to run there (see ObjectStore.preflight)
-instead of falling back to a put that a racing writer could overwrite.
-"""
+instead of falling back to a put that a racing writer could overwrite."""
 
 from __future__ import annotations
 
@@ -14,10 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from shard_loader.builder_api import TransientStoreError
-from shard_loader.builder_api import FileRef
-from shard_loader.builder_api import RequestStats, RetryPolicy
-from shard_loader.builder_api import S3Store, classify
+from shard_loader.builder_api import FileRef, RequestStats, RetryPolicy, S3Store, TransientStoreError, classify
 from shard_loader.builder_api import describe_s3_error, s3_errors
 
 from ..errors import ConditionalWriteError
@@ -104,9 +100,8 @@ class S3ObjectStore(S3Store, ObjectStore):
 
     def _info(self, key: str) -> ObjectInfo:
         head = self._call(key, lambda: self.client.head_object(Bucket=self.bucket, Key=self._key(key)), "head")
-        return ObjectInfo(
-            head["ContentLength"], head["LastModified"].timestamp(), str(head.get("ETag", "")).strip('"') or None
-        )
+        etag = str(head.get("ETag", "")).strip('"') or None
+        return ObjectInfo(head["ContentLength"], head["LastModified"].timestamp(), etag)
 
     def _listing(self, prefix: str) -> list[tuple[str, int]]:
         full = f"{self.prefix}/{prefix}" if self.prefix else prefix
