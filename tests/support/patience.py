@@ -14,4 +14,3 @@ def wait_for(condition: Callable[[], object], what: str, timeout: float = HUNG) 
     while not condition():
         assert time.monotonic() < deadline, f"{what}: not after {timeout:.0f} s"
         time.sleep(0.01)  # polling for an event, not a race: the condition decides, the clock only bounds a hang
-
