@@ -167,7 +167,8 @@ def curated_record_key(partition: str) -> str:
 
 
 def curated_key(partition: str, content_hash: str) -> str:
-    """A partition's curated parquet (columns text, doc_hash as in its raw parquet), content-addressed."""
+    """A partition's curated parquet (columns text, doc_hash as in its raw parquet; with the filters, dedup_hash),
+    content-addressed."""
     source, _, part = partition.partition(".")
     return check_key(f"{CURATED_PREFIX}{source}/{part}-{content_hash}.parquet", "curated key")
 
