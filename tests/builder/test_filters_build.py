@@ -4,6 +4,7 @@ planted bad documents; lineage's filters.dropped sums to the documents dropped; 
 what follows, never ingest."""
 
 import json
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -13,7 +14,9 @@ import pytest
 
 import shard_loader
 from shard_assets.definitions import ASSETS
+from shard_assets.lib.retention import DAY, Policy, collect, plan_collection
 from shard_assets.lib.spec import load_spec
+from shard_assets.lib.verification import verify_live_version
 from shard_assets.runner import build_dataset
 from tests.support.build_helpers import published
 from tests.support.dagster_helpers import tiny_resources
@@ -156,3 +159,44 @@ def _copy_check(resources: dict) -> dg.AssetCheckEvaluation:
     result = dg.materialize(ASSETS, selection=["splits", "manifest"], instance=dg.DagsterInstance.ephemeral(),
                             resources=resources, raise_on_error=False)  # fmt: skip
     return next(e for e in result.get_asset_check_evaluations() if e.check_name == "no_duplicate_documents")
+
+
+def _curation_files(store: Path) -> set[str]:
+    """The curated parquets and dropped-document samples in the store."""
+    found = [*(store / "curated").rglob("*.parquet"), *(store / "state" / "curation" / "samples").glob("*.json")]
+    return {str(p.relative_to(store)) for p in found}
+
+
+def _named_by_live(store: Path) -> set[str]:
+    """The curated parquets and samples the live version's lineage names."""
+    files = [f for s in shard_loader.open_manifest(str(store)).lineage()["sources"] for f in s["files"]]
+    return {f["curated_key"] for f in files} | {f["filters"]["samples"] for f in files}
+
+
+def test_gc_collects_the_curated_files_of_a_version_no_longer_kept(tmp_path):
+    """A changed rule curates every partition again; the old version's curated parquets and samples stay while it is
+    kept, then gc deletes them (they were never collected), never what the live version reads; the live build run
+    again after gc rebuilds nothing and publishes the same version."""
+    (tmp_path / "src").mkdir()
+    for i, seed in enumerate((4404, 4405)):
+        lines = (json.dumps({"text": t}) for t in web_like(40, seed=seed, planted=0.3))
+        (tmp_path / "src" / f"part{i}.jsonl").write_text("\n".join(lines) + "\n")
+    instance = dg.DagsterInstance.ephemeral()
+    _build(tmp_path, '[filters]\npreset = "fineweb"', instance)
+    store = tmp_path / "store"
+    old = _named_by_live(store)
+    strict = '[filters]\npreset = "fineweb"\n[filters.gopher_quality]\nmin_doc_words = 400'
+    live, resources = _build(tmp_path, strict, instance)
+    new = _named_by_live(store)
+    assert old - new and new - old and _curation_files(store) == old | new
+    objects = resources["store"].store()
+    later = time.time() + 9 * DAY
+    kept = plan_collection(objects, Policy(keep=2, max_age_s=0, grace_s=DAY), now=later)
+    assert not {key for key, _ in kept.deletions} & (old | new)  # both versions kept: their files stay
+    collect(objects, plan_collection(objects, Policy(keep=1, max_age_s=0, grace_s=DAY), now=later))
+    assert _curation_files(store) == new
+    assert verify_live_version(objects).problems == ()
+    records = {p: p.read_bytes() for p in (store / "state").rglob("*.json")}
+    again, _ = _build(tmp_path, strict, instance)
+    assert again.version == live.version and _curation_files(store) == new
+    assert {p: p.read_bytes() for p in (store / "state").rglob("*.json") if p in records} == records  # nothing redone
