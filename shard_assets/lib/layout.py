@@ -9,36 +9,7 @@ import hashlib
 from shard_loader.builder_api import LATEST_KEY, VERSIONS_DIR, check_key, shard_base_key, tokenizer_key, versioned_key
 from shard_loader.builder_api import LINEAGE_DIR
 
-__all__ = [
-    "COLLECTED_PREFIXES",
-    "INGEST_FAILURES_PREFIX",
-    "CURRENT_TOKENIZER_KEY",
-    "LATEST_KEY",
-    "LINEAGE_DIR",
-    "PARTITIONS_PREFIX",
-    "RAW_PREFIX",
-    "TOKENIZED_PREFIX",
-    "TOKENIZERS_PREFIX",
-    "VERSIONS_DIR",
-    "OWNER_KEY",
-    "discovery_index_key",
-    "ingest_failure_key",
-    "part_record_key",
-    "partition_of_registration",
-    "partition_record_key",
-    "parts_prefix",
-    "probe_key",
-    "quarantine_key",
-    "quarantine_prefix",
-    "raw_key",
-    "raw_record_key",
-    "shard_base_key",
-    "splits_record_key",
-    "tokenizer_info_key",
-    "training_sample_key",
-    "tokenizer_key",
-    "versioned_key",
-]
+__all__ = ["LATEST_KEY", "LINEAGE_DIR", "VERSIONS_DIR", "shard_base_key", "tokenizer_key", "versioned_key"]
 
 RAW_PREFIX = "raw/"  # raw/<source>/<part>-<hash>.parquet and raw/<source>/<part>.json (the partition's raw record)
 TOKENIZED_PREFIX = "tokenized/"

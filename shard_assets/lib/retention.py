@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 from shard_loader.builder_api import ArgumentError, duration
@@ -193,9 +194,8 @@ def _live_records(store: ObjectStore, fingerprint: str | None) -> set[str]:
 def _curation_keys(entry: dict[str, Any]) -> set[str]:
     """The curation files a version's lineage entry of a partition names: curated parquet, samples, eval index."""
     decontaminated = entry.get("decontamination") or {}
-    version = decontaminated.get("eval_version")
     named = (entry.get("curated_key"), (entry.get("filters") or {}).get("samples"), decontaminated.get("samples"))
-    return {k for k in named if k} | ({eval_index_key(version)} if version else set())
+    return {k for k in named if k} | {eval_index_key(v) for v in [decontaminated.get("eval_version")] if v}
 
 
 def _fingerprint_of(key: str) -> str | None:
@@ -214,19 +214,6 @@ def _abandoned(listing: Iterable[tuple[str, float]], in_use: set[str], policy: P
         if (fp := _fingerprint_of(key)) is not None and fp not in in_use:
             newest[fp] = max(newest.get(fp, 0.0), modified)
     return {fp for fp, when in newest.items() if now - when >= policy.grace_s}
-
-
-class _Stamps:
-    """When each object was written, asked of the store once per key."""
-
-    def __init__(self, store: ObjectStore):
-        self.store = store
-        self.seen: dict[str, float] = {}
-
-    def __call__(self, key: str) -> float:
-        if key not in self.seen:
-            self.seen[key] = self.store.modified(key)
-        return self.seen[key]
 
 
 def plan_collection(store: ObjectStore, policy: Policy, now: float | None = None) -> Collection:
@@ -254,7 +241,7 @@ def plan_collection(store: ObjectStore, policy: Policy, now: float | None = None
     dropped = {versioned_key(v.manifest.version) for v in versions if v.manifest.version not in kept}
     prefixes = (*COLLECTED_PREFIXES, TOKENIZERS_PREFIX)
     listing = [(key, size) for prefix in prefixes for key, size in store.list(prefix)]
-    modified = _Stamps(store)  # a HEAD per object only where its age decides (a deletion candidate), once
+    modified = cache(store.modified)  # a HEAD per object only where its age decides (a deletion candidate), once
     unused = [key for key, _ in listing if _fingerprint_of(key) not in (None, *in_use)]
     abandoned = _abandoned(((key, modified(key)) for key in unused), in_use, policy, now)
     deletions = list(lapsed)

@@ -32,9 +32,7 @@ BATCH = 256  # documents curated at a time: the check holds about 17x its bytes 
 SAMPLES = 5  # dropped documents kept per partition and rule, with what matched
 SAMPLE_MATCHES = 3
 SAMPLE_CHARS = 400
-DEDUP_HASH = (
-    "dedup_hash"  # with the filters, the hash of each text a rule rewrote (null: as ingested): exact dedup's key
-)
+DEDUP_HASH = "dedup_hash"  # with the filters: the hash of each text a rule rewrote (null: as ingested)
 
 
 def curated_input(store: ObjectStore, spec: DatasetSpec, raw: RawRecord) -> tuple[RawRecord, CuratedRecord | None]:

@@ -20,6 +20,7 @@ import json
 import tempfile
 import time
 import zipfile
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -218,9 +219,7 @@ class Dropped:
         their exact keys. Flush both spills first when several threads read."""
         rows = self.spill.rows(member)
         rows = rows[np.lexsort((rows["against"], rows["rule"], rows["doc"]))]
-        first = np.ones(len(rows), dtype=bool)
-        first[1:] = rows["doc"][1:] != rows["doc"][:-1]
-        rows, rekeyed = rows[first], self.rekeyed.rows(member)
+        rows, rekeyed = rows[np.unique(rows["doc"], return_index=True)[1]], self.rekeyed.rows(member)
         rows["key"] = rows["doc"]
         hit = np.isin(rekeyed["doc"], rows["doc"])  # rows are sorted by document, one each
         rows["key"][np.searchsorted(rows["doc"], rekeyed["doc"][hit])] = rekeyed["key"][hit]
@@ -240,8 +239,7 @@ class Drops:
 def read_drops(store: ObjectStore, key: str | None) -> Drops:
     """A decision's drop list at `key` (none: nothing dropped); where it has no `keys`, each document's is its hash."""
     if key is None:
-        nothing = np.zeros(0, dtype=np.uint64)
-        return Drops(nothing, nothing, [], np.zeros(0, dtype=np.uint8))
+        return Drops(np.zeros(0, np.uint64), np.zeros(0, np.uint64), [], np.zeros(0, np.uint8))
     with zipfile.ZipFile(io.BytesIO(store.get_bytes(key))) as z:  # an .npz: read in threads, so never np.load
         data = {name.removesuffix(".npy"): load_npy(z.read(name)) for name in z.namelist()}
     names = [str(n) for n in data["names"]]
@@ -267,8 +265,7 @@ def _decision(
     reclaimed: dict[str, int] = {}
     if previous is not None and previous.raw_sha256 == raw.sha256 and previous.drops is not None:
         old = read_drops(store, previous.drops.key)
-        for i in np.flatnonzero(~np.isin(old.docs, docs)).tolist():
-            reclaimed[old.against[i]] = reclaimed.get(old.against[i], 0) + 1
+        reclaimed = dict(Counter(old.against[i] for i in np.flatnonzero(~np.isin(old.docs, docs)).tolist()))
     ref = None
     if len(docs):
         order = sorted({names[a] for a in against.tolist()})

@@ -76,14 +76,9 @@ def published_copies(store: ObjectStore, spec: DatasetSpec, parts: dict[str, Par
     index = find_record(store, DEDUP_MEMBERS_KEY, DedupMembers, "dedup check")
     if index is None or "exact" not in index.generations:
         return CopyCheck(0, tuple(sorted(parts)), 0)
-    ids: dict[str, int] = {}
-    unindexed = []
-    for p, part in parts.items():
-        member = index.members.get(p)
-        if member is None or member.raw_sha256 != part.indexed_sha256:
-            unindexed.append(p)
-        else:
-            ids[p] = member.id
+    members = {p: index.members.get(p) for p in parts}
+    ids = {p: m.id for p, m in members.items() if m and m.raw_sha256 == parts[p].indexed_sha256}
+    unindexed = [p for p in parts if p not in ids]
     with tempfile.TemporaryDirectory(prefix="dedup-check-") as tmp:
         ranges = len(index.generations["exact"])
         spill = Spill(Path(tmp) / "all", ranges)
@@ -128,13 +123,8 @@ def lineage_entry(decision: DedupDecision | None) -> dict[str, Any] | None:
     and those it keeps because the partition that held the kept copy left."""
     if decision is None:
         return None
-    drops = decision.drops.key if decision.drops else None
-    return {
-        "dropped": decision.dropped,
-        "reclaimed": decision.reclaimed,
-        "documents": decision.documents,
-        "drops": drops,
-    }
+    d, drops = decision, decision.drops.key if decision.drops else None
+    return {"dropped": d.dropped, "reclaimed": d.reclaimed, "documents": d.documents, "drops": drops}
 
 
 def dropped_by_split(store: ObjectStore, drops_key: str | None, val_fraction: float) -> dict[str, int]:
