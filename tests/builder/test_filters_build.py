@@ -162,30 +162,37 @@ def _copy_check(resources: dict) -> dg.AssetCheckEvaluation:
 
 
 def _curation_files(store: Path) -> set[str]:
-    """The curated parquets and dropped-document samples in the store."""
-    found = [*(store / "curated").rglob("*.parquet"), *(store / "state" / "curation" / "samples").glob("*.json")]
+    """The curated parquets, dropped-document samples and eval indexes in the store."""
+    curation = store / "state" / "curation"
+    found = [*(store / "curated").rglob("*.parquet"), *(curation / "samples").glob("*"), *(curation / "eval").glob("*")]
     return {str(p.relative_to(store)) for p in found}
 
 
 def _named_by_live(store: Path) -> set[str]:
-    """The curated parquets and samples the live version's lineage names."""
+    """The curated parquets, samples and eval index the live version's lineage names."""
     files = [f for s in shard_loader.open_manifest(str(store)).lineage()["sources"] for f in s["files"]]
-    return {f["curated_key"] for f in files} | {f["filters"]["samples"] for f in files}
+    evals = {f"state/curation/eval/{f['decontamination']['eval_version']}.npz" for f in files}
+    return {f["curated_key"] for f in files} | {f["filters"]["samples"] for f in files} | evals
 
 
 def test_gc_collects_the_curated_files_of_a_version_no_longer_kept(tmp_path):
-    """A changed rule curates every partition again; the old version's curated parquets and samples stay while it is
-    kept, then gc deletes them (they were never collected), never what the live version reads; the live build run
-    again after gc rebuilds nothing and publishes the same version."""
+    """A changed rule and eval set curate every partition again; the old version's curated parquets, samples and eval
+    index stay while it is kept, then gc deletes them (they were never collected), never what the live version reads;
+    the live build run again after gc rebuilds nothing and publishes the same version."""
     (tmp_path / "src").mkdir()
     for i, seed in enumerate((4404, 4405)):
         lines = (json.dumps({"text": t}) for t in web_like(40, seed=seed, planted=0.3))
         (tmp_path / "src" / f"part{i}.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "evals").mkdir()
+    quiz = tmp_path / "evals" / "quiz.txt"
+    quiz.write_text("the first of the two eval passages has more than thirteen words in it\n")
     instance = dg.DagsterInstance.ephemeral()
-    _build(tmp_path, '[filters]\npreset = "fineweb"', instance)
+    decontaminate = '\n[decontaminate]\nagainst = ["evals/*.txt"]'
+    _build(tmp_path, '[filters]\npreset = "fineweb"' + decontaminate, instance)
     store = tmp_path / "store"
     old = _named_by_live(store)
-    strict = '[filters]\npreset = "fineweb"\n[filters.gopher_quality]\nmin_doc_words = 400'
+    quiz.write_text("the second of the two eval passages has more than thirteen words in it\n")
+    strict = '[filters]\npreset = "fineweb"\n[filters.gopher_quality]\nmin_doc_words = 400' + decontaminate
     live, resources = _build(tmp_path, strict, instance)
     new = _named_by_live(store)
     assert old - new and new - old and _curation_files(store) == old | new
