@@ -124,7 +124,7 @@ def test_documents_published_as_the_same_text_are_published_once(tmp_path, near)
     so the blocking check reads each drop in its key's range: it counts no copy, and every published document; a part
     record that does not name its drops fails it."""
     (tmp_path / "src").mkdir()
-    dedup = f"[filters]\npreset = \"fineweb\"\n[dedup]\nranges = 8\nnear = {str(near).lower()}"
+    dedup = f'[filters]\npreset = "fineweb"\n[dedup]\nranges = 8\nnear = {str(near).lower()}'
     _spec(tmp_path, dedup)
     filters = load_spec(tmp_path / "spec.toml").filters
     triples = _variants(web_like(120, seed=4403, planted=0.0)[20:], filters)[:12]
