@@ -110,11 +110,6 @@ def no_duplicate_documents(store: ObjectStore, spec: DatasetSpec, parts: dict[st
         check_name=NO_COPIES,
         passed=passed,
         description=description,
-        metadata={
-            "copies": found.copies,
-            "missing": found.missing,
-            "unindexed": markdown_list(found.unindexed),
-            "stale": markdown_list(found.stale),
-            "documents": found.documents,
-        },
+        metadata={"copies": found.copies, "missing": found.missing, "documents": found.documents}
+        | {"unindexed": markdown_list(found.unindexed), "stale": markdown_list(found.stale)},
     )

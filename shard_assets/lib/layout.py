@@ -9,36 +9,7 @@ import hashlib
 from shard_loader.builder_api import LATEST_KEY, VERSIONS_DIR, check_key, shard_base_key, tokenizer_key, versioned_key
 from shard_loader.builder_api import LINEAGE_DIR
 
-__all__ = [
-    "COLLECTED_PREFIXES",
-    "INGEST_FAILURES_PREFIX",
-    "CURRENT_TOKENIZER_KEY",
-    "LATEST_KEY",
-    "LINEAGE_DIR",
-    "PARTITIONS_PREFIX",
-    "RAW_PREFIX",
-    "TOKENIZED_PREFIX",
-    "TOKENIZERS_PREFIX",
-    "VERSIONS_DIR",
-    "OWNER_KEY",
-    "discovery_index_key",
-    "ingest_failure_key",
-    "part_record_key",
-    "partition_of_registration",
-    "partition_record_key",
-    "parts_prefix",
-    "probe_key",
-    "quarantine_key",
-    "quarantine_prefix",
-    "raw_key",
-    "raw_record_key",
-    "shard_base_key",
-    "splits_record_key",
-    "tokenizer_info_key",
-    "training_sample_key",
-    "tokenizer_key",
-    "versioned_key",
-]
+__all__ = ["LATEST_KEY", "LINEAGE_DIR", "VERSIONS_DIR", "shard_base_key", "tokenizer_key", "versioned_key"]
 
 RAW_PREFIX = "raw/"  # raw/<source>/<part>-<hash>.parquet and raw/<source>/<part>.json (the partition's raw record)
 TOKENIZED_PREFIX = "tokenized/"
@@ -47,8 +18,6 @@ STATE_PREFIX = "state/"
 OWNER_KEY = f"{STATE_PREFIX}dataset.json"  # which dataset this root holds: written once, by the first build
 CURRENT_TOKENIZER_KEY = f"{STATE_PREFIX}tokenizer.json"  # the pointer record: which tokenizer is current in this store
 PARTITIONS_PREFIX = f"{STATE_PREFIX}partitions/"
-COLLECTED_PREFIXES = (TOKENIZED_PREFIX, RAW_PREFIX, f"{VERSIONS_DIR}/")  # what gc may delete from; of state/, only
-# the dedup drop lists nothing names (retention.plan_collection)
 
 
 def raw_key(partition: str, content_hash: str) -> str:
@@ -154,24 +123,30 @@ def dedup_drops_key(partition: str, content_hash: str) -> str:
 
 CURATION_PREFIX = f"{STATE_PREFIX}curation/"  # the eval index, each partition's curated record and samples
 CURATED_PREFIX = "curated/"  # curated parquets: what dedup and tokenize read where the curation dropped a document
+CURATED_RECORDS_PREFIX = f"{CURATION_PREFIX}partitions/"
+CURATION_SAMPLES_PREFIX = f"{CURATION_PREFIX}samples/"
+EVAL_INDEX_PREFIX = f"{CURATION_PREFIX}eval/"
+COLLECTED_STATE = (DEDUP_DROPS_PREFIX, CURATION_SAMPLES_PREFIX, EVAL_INDEX_PREFIX)  # of state/, gc deletes only these
+COLLECTED_PREFIXES = (TOKENIZED_PREFIX, RAW_PREFIX, CURATED_PREFIX, f"{VERSIONS_DIR}/", *COLLECTED_STATE)
 
 
 def eval_index_key(version: str) -> str:
     """The eval sets' n-gram index of one version (a hash of the passages read and the rule), as npz."""
-    return check_key(f"{CURATION_PREFIX}eval/{version}.npz", "eval index key")
+    return check_key(f"{EVAL_INDEX_PREFIX}{version}.npz", "eval index key")
 
 
 def curated_record_key(partition: str) -> str:
     """A partition's curation: what the stage dropped, and the parquet dedup and tokenize read."""
-    return check_key(f"{CURATION_PREFIX}partitions/{partition}.json", "curated record key")
+    return check_key(f"{CURATED_RECORDS_PREFIX}{partition}.json", "curated record key")
 
 
 def curated_key(partition: str, content_hash: str) -> str:
-    """A partition's curated parquet (columns text, doc_hash as in its raw parquet), content-addressed."""
+    """A partition's curated parquet (columns text, doc_hash as in its raw parquet; with the filters, dedup_hash),
+    content-addressed."""
     source, _, part = partition.partition(".")
     return check_key(f"{CURATED_PREFIX}{source}/{part}-{content_hash}.parquet", "curated key")
 
 
 def curation_samples_key(partition: str, content_hash: str) -> str:
     """A few documents the curation dropped with what matched, for a person to read (JSON)."""
-    return check_key(f"{CURATION_PREFIX}samples/{partition}-{content_hash}.json", "curation samples key")
+    return check_key(f"{CURATION_SAMPLES_PREFIX}{partition}-{content_hash}.json", "curation samples key")

@@ -5,8 +5,8 @@ A version is kept while it is among the newest `keep` versions, younger than `ma
 `grace` ago, or held by a live reader lease (`readers/<version>/`, see shard_loader.format.leases: written and
 renewed by a trainer that can write, or a pin). Nothing written less than `grace` ago is deleted, so collecting
 beside a running publish is safe. A tokenizer neither current nor used by a kept version is abandoned: its file,
-records and shards go once the newest of them is older than `grace`. A dedup drop list goes once no kept version's
-lineage, no current decision and no current part record names it.
+records and shards go once the newest of them is older than `grace`. A dedup drop list, a curated parquet, a sample
+of dropped documents or an eval index goes once no kept version's lineage and no current record names it.
 
 Collecting marks the dropped versions (`readers/<version>.collecting`), reads the leases again, and only then
 deletes: a reader that leased a version meanwhile keeps it, and one that leases it later finds the mark when it
@@ -19,6 +19,8 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
 
 from shard_loader.builder_api import ArgumentError, duration
 from shard_loader.builder_api import ShardLoaderError
@@ -28,9 +30,10 @@ from shard_loader.builder_api import COLLECTING_SUFFIX, READERS_DIR, Lease, coll
 from .errors import BuildError
 from .layout import (
     COLLECTED_PREFIXES,
+    CURATED_RECORDS_PREFIX,
+    CURATION_SAMPLES_PREFIX,
     CURRENT_TOKENIZER_KEY,
     DEDUP_DECISIONS_PREFIX,
-    DEDUP_DROPS_PREFIX,
     INGEST_FAILURES_PREFIX,
     LATEST_KEY,
     LINEAGE_DIR,
@@ -38,10 +41,12 @@ from .layout import (
     TOKENIZED_PREFIX,
     TOKENIZERS_PREFIX,
     VERSIONS_DIR,
+    eval_index_key,
     parts_prefix,
     versioned_key,
 )
 from .published import with_sidecars
+from .curation.curation_records import CuratedRecord
 from .curation.dedup_records import DedupDecision
 from .records import PartRecord, RawRecord, TokenizerRecord, find_record
 from .store import ObjectStore
@@ -163,9 +168,9 @@ def _current_fingerprint(store: ObjectStore) -> str | None:
 
 
 def _live_records(store: ObjectStore, fingerprint: str | None) -> set[str]:
-    """Keys the builder's current records point at (latest raw per partition, each partition's dedup drop list, the
-    current tokenizer's shards and the drop lists they were tokenized with): the next publish may still reference
-    them."""
+    """Keys the builder's current records point at (latest raw per partition, each partition's dedup drop list and
+    curation files, the current tokenizer's shards and the drop lists and curation files they were tokenized with):
+    the next publish may still reference them."""
     needed = set()
     for key, _ in store.list(RAW_PREFIX):
         if key.endswith(".json") and key.count("/") == 2 and not key.startswith(INGEST_FAILURES_PREFIX):
@@ -174,13 +179,23 @@ def _live_records(store: ObjectStore, fingerprint: str | None) -> set[str]:
     for key, _ in store.list(DEDUP_DECISIONS_PREFIX):
         if (decision := find_record(store, key, DedupDecision, "gc")) is not None and decision.drops is not None:
             needed.add(decision.drops.key)
+    for key, _ in store.list(CURATED_RECORDS_PREFIX):
+        needed |= curated.keys() if (curated := find_record(store, key, CuratedRecord, "gc")) else set()
     if fingerprint is not None:
         for key, _ in store.list(parts_prefix(fingerprint)):
             if (part := find_record(store, key, PartRecord, "gc")) is not None:
                 needed |= {part.raw.key, *(r.key for e in part.shards.values() for r in (e.npy, e.bin))}
                 if part.dedup is not None and part.dedup.drops is not None:
                     needed.add(part.dedup.drops.key)
+                needed |= part.curation.keys() if part.curation else set()
     return needed
+
+
+def _curation_keys(entry: dict[str, Any]) -> set[str]:
+    """The curation files a version's lineage entry of a partition names: curated parquet, samples, eval index."""
+    decontaminated = entry.get("decontamination") or {}
+    named = (entry.get("curated_key"), (entry.get("filters") or {}).get("samples"), decontaminated.get("samples"))
+    return {k for k in named if k} | {eval_index_key(v) for v in [decontaminated.get("eval_version")] if v}
 
 
 def _fingerprint_of(key: str) -> str | None:
@@ -199,19 +214,6 @@ def _abandoned(listing: Iterable[tuple[str, float]], in_use: set[str], policy: P
         if (fp := _fingerprint_of(key)) is not None and fp not in in_use:
             newest[fp] = max(newest.get(fp, 0.0), modified)
     return {fp for fp, when in newest.items() if now - when >= policy.grace_s}
-
-
-class _Stamps:
-    """When each object was written, asked of the store once per key."""
-
-    def __init__(self, store: ObjectStore):
-        self.store = store
-        self.seen: dict[str, float] = {}
-
-    def __call__(self, key: str) -> float:
-        if key not in self.seen:
-            self.seen[key] = self.store.modified(key)
-        return self.seen[key]
 
 
 def plan_collection(store: ObjectStore, policy: Policy, now: float | None = None) -> Collection:
@@ -234,11 +236,12 @@ def plan_collection(store: ObjectStore, policy: Policy, now: float | None = None
             files = [f for s in m.full_lineage.get("sources", []) for f in s.get("files", [])]
             needed |= {f["raw_key"] for f in files if "raw_key" in f}
             needed |= {f["dedup"]["drops"] for f in files if (f.get("dedup") or {}).get("drops")}
+            needed |= {k for f in files for k in _curation_keys(f)}
             in_use.add(m.tokenizer.fingerprint)
     dropped = {versioned_key(v.manifest.version) for v in versions if v.manifest.version not in kept}
-    prefixes = (*COLLECTED_PREFIXES, DEDUP_DROPS_PREFIX, TOKENIZERS_PREFIX)
+    prefixes = (*COLLECTED_PREFIXES, TOKENIZERS_PREFIX)
     listing = [(key, size) for prefix in prefixes for key, size in store.list(prefix)]
-    modified = _Stamps(store)  # a HEAD per object only where its age decides (a deletion candidate), once
+    modified = cache(store.modified)  # a HEAD per object only where its age decides (a deletion candidate), once
     unused = [key for key, _ in listing if _fingerprint_of(key) not in (None, *in_use)]
     abandoned = _abandoned(((key, modified(key)) for key in unused), in_use, policy, now)
     deletions = list(lapsed)
@@ -249,6 +252,7 @@ def plan_collection(store: ObjectStore, policy: Policy, now: float | None = None
         if (
             key.endswith(".json")
             and key not in dropped
+            and not key.startswith(CURATION_SAMPLES_PREFIX)
             and not key.startswith(f"{LINEAGE_DIR}/")
             and not gone_tokenizer
         ):

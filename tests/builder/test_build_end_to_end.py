@@ -47,7 +47,7 @@ def _dropped(store, partition) -> np.ndarray:
     """The hashes of the partition's documents left out as copies of documents kept elsewhere (lineage `dedup`)."""
     lineage = shard_loader.open_manifest(str(store)).lineage()
     dedup = {f["partition"]: f["dedup"] for source in lineage["sources"] for f in source["files"]}[partition]
-    return read_drops(LocalFolderStore(store), dedup["drops"])[0]
+    return read_drops(LocalFolderStore(store), dedup["drops"]).docs
 
 
 def _shards(store, manifest, split):

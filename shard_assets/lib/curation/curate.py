@@ -26,11 +26,13 @@ from ..records import FileRef, PartRecord, RawRecord, find_record, put_record, t
 from ..spec import DatasetSpec
 from ..store import ObjectStore
 from ..store.base import file_sha256
+from ..text import column_hashes
 
 BATCH = 256  # documents curated at a time: the check holds about 17x its bytes at once
 SAMPLES = 5  # dropped documents kept per partition and rule, with what matched
 SAMPLE_MATCHES = 3
 SAMPLE_CHARS = 400
+DEDUP_HASH = "dedup_hash"  # with the filters: the hash of each text a rule rewrote (null: as ingested)
 
 
 def curated_input(store: ObjectStore, spec: DatasetSpec, raw: RawRecord) -> tuple[RawRecord, CuratedRecord | None]:
@@ -39,7 +41,7 @@ def curated_input(store: ObjectStore, spec: DatasetSpec, raw: RawRecord) -> tupl
     was made from this raw build with these settings."""
     if spec.decontaminate is None and not spec.filters.rules:
         return raw, None
-    stages: dict[str, Any] = {"filters": spec.filters.fingerprint} if spec.filters.rules else {}
+    stages: dict[str, Any] = {"filters": spec.filters.fingerprint, "keys": DEDUP_HASH} if spec.filters.rules else {}
     index = None
     if spec.decontaminate is not None:
         index = build_eval_index(spec)
@@ -72,7 +74,8 @@ def _curate(
     with tempfile.TemporaryDirectory(prefix="curate-") as tmp:
         pf = pq.ParquetFile(store.local_copy(raw.key, Path(tmp) / "raw.parquet"))
         out = Path(tmp) / "curated.parquet"
-        with pq.ParquetWriter(out, pf.schema_arrow, compression=COMPRESSION, **TEXT_ENCODING) as writer:
+        schema = pf.schema_arrow.append(pa.field(DEDUP_HASH, pa.uint64())) if spec.filters.rules else pf.schema_arrow
+        with pq.ParquetWriter(out, schema, compression=COMPRESSION, **TEXT_ENCODING) as writer:
             for batch in pf.iter_batches(batch_size=BATCH):
                 texts, doc_hashes = batch.column("text"), batch.column("doc_hash")
                 keep = np.ones(len(texts), dtype=bool)
@@ -86,7 +89,11 @@ def _curate(
                         dropped[name] += 1
                         _sample(samples, doc_hashes[i].as_py(), name, texts[i].as_py(), index)
                 kept += int(keep.sum())
-                survivors = pa.table([texts, doc_hashes], schema=pf.schema_arrow).filter(pa.array(keep))
+                columns = [texts, doc_hashes]
+                if spec.filters.rules:  # exact dedup compares the text as published
+                    hashes = column_hashes(texts)
+                    columns.append(pa.array(hashes, pa.uint64(), mask=hashes == doc_hashes.to_numpy()))
+                survivors = pa.table(columns, schema=schema).filter(pa.array(keep))
                 writer.write_table(survivors, ROW_GROUP)
         data = None
         if kept < raw.documents or guard["rewritten"]:

@@ -51,6 +51,11 @@ class CuratedRecord:
     def dropped_total(self) -> int:
         return sum(sum(stage.dropped.values()) for stage in (self.filters, self.decontamination) if stage)
 
+    def keys(self) -> set[str]:
+        """The store objects it names, which gc keeps: its curated parquet, samples and eval index."""
+        index = self.decontamination.index if self.decontamination else None
+        return {k for k in (self.data.key if self.data else None, self.samples, index) if k}
+
 
 @dataclass(frozen=True)
 class DroppedSample:

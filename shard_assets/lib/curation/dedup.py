@@ -1,12 +1,12 @@
 """Dedup across the whole dataset: a document is published once, exact copies by default, near copies on request.
 
 The index is a table of rows (key, partition, document) in the store, split by the key's top bits into hash ranges
-(as the split proofs split by hash), one object per range: an exact row's key is the document's hash (the one the
-split uses), a near row's key one of its LSH band keys (dedup_near.py). A key's kept copy is its row from the
-partition that joined the index first (new partitions join in partition-key order), so adding files never removes
-a published document; a partition that leaves lets the next one holding a copy keep it (`reclaimed`). An update
-reads only the joining partitions' hash columns (and texts for near keys), never the published documents, and
-holds one range in memory at a time: ranges are the unit of memory and work.
+(as the split proofs split by hash), one object per range: an exact row's key is the hash of its text as published
+(its doc_hash, which decides its split, unless a filter rewrote it), a near row's key one of its LSH band keys
+(dedup_near.py). A key's kept copy is its row from the partition that joined the index first (new partitions join in
+partition-key order), so adding files never removes a published document; a partition that leaves lets the next one
+holding a copy keep it (`reclaimed`). An update reads only the joining partitions' hash columns (and texts for near
+keys), never the published documents, and holds one range in memory at a time: ranges are the unit of memory and work.
 
 An update writes each partition's decision (what it drops, against which partition), then the ranges it changed
 under a new generation, then the members record naming them: a crashed update leaves the last one whole, and a lock
@@ -20,10 +20,11 @@ import json
 import tempfile
 import time
 import zipfile
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +33,7 @@ from shard_loader.builder_api import FileRef
 from shard_loader.builder_api import load_npy
 
 from .dedup_near import NEAR_KEYS, band_keys, band_layout
-from .curate import curated_input
+from .curate import DEDUP_HASH, curated_input
 from .dedup_records import RULES, DedupDecision, DedupMember, DedupMembers
 from ..discovery import registered
 from ..errors import DedupError
@@ -50,7 +51,7 @@ from ..store import ObjectMissingError, ObjectStore
 
 ROW = np.dtype([("key", "<u8"), ("member", "<u4"), ("doc", "<u8")])  # one index row: 20 bytes
 PAIR = np.dtype([("member", "<u4"), ("doc", "<u8")])
-DROP = np.dtype([("member", "<u4"), ("doc", "<u8"), ("rule", "u1"), ("against", "<u4")])
+DROP = np.dtype([("member", "<u4"), ("doc", "<u8"), ("rule", "u1"), ("against", "<u4"), ("key", "<u8")])
 WRITE_THREADS = 8  # store writes at once: each is a round trip (a PUT on S3, an fsync on a local disk)
 LOCK_WAIT = 600.0  # seconds an update waits for another's lock before failing
 LOCK_STALE = 900.0  # a lock older than this was left by a killed update and is taken over
@@ -170,18 +171,22 @@ class Spill:
 def partition_rows(
     store: ObjectStore, raw: RawRecord, member: int, dedup: DedupSpec, folder: Path
 ) -> Iterator[tuple[str, np.ndarray]]:
-    """(kind, rows) of one raw partition, a record batch at a time: its document hashes, and with near dedup each
-    document's band keys (from its text)."""
+    """(kind, rows) of one raw (or curated) partition, a record batch at a time: its documents' hashes (as published:
+    dedup_hash where a filter rewrote the text), and with near dedup each document's band keys (from its text)."""
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    columns = ["doc_hash", "text"] if dedup.near else ["doc_hash"]
     pf = pq.ParquetFile(store.local_copy(raw.key, folder / "raw.parquet"))
+    rekeyed = DEDUP_HASH in pf.schema_arrow.names
+    columns = ["doc_hash", "text"][: 1 + dedup.near] + [DEDUP_HASH] * rekeyed
     for batch in pf.iter_batches(batch_size=NEAR_BATCH if dedup.near else READ_BATCH, columns=columns):
-        docs = batch.column(0).to_numpy().astype(np.uint64)
+        doc_hashes = batch.column("doc_hash")
+        docs = doc_hashes.to_numpy().astype(np.uint64)
         if dedup.exact:
-            yield "exact", rows_of(docs, docs, member)
+            keys = pc.coalesce(batch.column(DEDUP_HASH), doc_hashes).to_numpy() if rekeyed else docs
+            yield "exact", rows_of(keys, docs, member)
         if dedup.near:
-            keys = band_keys(batch.column(1), dedup.ngram, dedup.threshold, dedup.num_perm)
+            keys = band_keys(batch.column("text"), dedup.ngram, dedup.threshold, dedup.num_perm)
             yield "near", rows_of(keys.ravel(), np.repeat(docs, keys.shape[1]), member)
 
 
@@ -196,10 +201,12 @@ def rows_of(keys: np.ndarray, docs: np.ndarray, member: int) -> np.ndarray:
 
 class Dropped:
     """The rows of the target partitions that are not their key's kept copy, (member, doc, rule, against) each,
-    spilled to one local file per partition: an update holds one partition's drops at a time, whatever it holds."""
+    spilled to one local file per partition: an update holds one partition's drops at a time, whatever it holds; and
+    their exact rows keyed by a rewritten text (`rekeyed`): a drop carries its exact key whichever rule dropped it."""
 
     def __init__(self, folder: Path, members: int):
         self.spill = Spill(folder, members, DROP, by="member")
+        self.rekeyed = Spill(folder / "keys", members, by="member")
 
     def add(self, rule: int, rows: np.ndarray, lost: np.ndarray, first: np.ndarray) -> None:
         out = np.empty(len(lost), dtype=DROP)
@@ -208,24 +215,35 @@ class Dropped:
         self.spill.add(out)
 
     def of(self, member: int) -> np.ndarray:
-        """A partition's dropped documents sorted by hash, one row each (the exact rule's where both dropped it).
-        Call `spill.flush()` first when several threads read."""
+        """A partition's dropped documents sorted by hash, one row each (the exact rule's where both dropped it), with
+        their exact keys. Flush both spills first when several threads read."""
         rows = self.spill.rows(member)
         rows = rows[np.lexsort((rows["against"], rows["rule"], rows["doc"]))]
-        first = np.ones(len(rows), dtype=bool)
-        first[1:] = rows["doc"][1:] != rows["doc"][:-1]
-        return rows[first]
+        rows, rekeyed = rows[np.unique(rows["doc"], return_index=True)[1]], self.rekeyed.rows(member)
+        rows["key"] = rows["doc"]
+        hit = np.isin(rekeyed["doc"], rows["doc"])  # rows are sorted by document, one each
+        rows["key"][np.searchsorted(rows["doc"], rekeyed["doc"][hit])] = rekeyed["key"][hit]
+        return rows
 
 
-def read_drops(store: ObjectStore, key: str | None) -> tuple[np.ndarray, list[str], np.ndarray]:
-    """(dropped document hashes sorted, the partition each was dropped against, its rule index) of a decision's drop
-    list at `key` (none: nothing dropped)."""
+@dataclass(frozen=True)
+class Drops:
+    """A decision's drop list: the dropped documents' hashes (sorted), their exact keys, partition against, rule."""
+
+    docs: np.ndarray
+    keys: np.ndarray
+    against: list[str]
+    rule: np.ndarray
+
+
+def read_drops(store: ObjectStore, key: str | None) -> Drops:
+    """A decision's drop list at `key` (none: nothing dropped); where it has no `keys`, each document's is its hash."""
     if key is None:
-        return np.zeros(0, dtype=np.uint64), [], np.zeros(0, dtype=np.uint8)
+        return Drops(np.zeros(0, np.uint64), np.zeros(0, np.uint64), [], np.zeros(0, np.uint8))
     with zipfile.ZipFile(io.BytesIO(store.get_bytes(key))) as z:  # an .npz: read in threads, so never np.load
         data = {name.removesuffix(".npy"): load_npy(z.read(name)) for name in z.namelist()}
     names = [str(n) for n in data["names"]]
-    return data["docs"], [names[i] for i in data["against"]], data["rule"]
+    return Drops(data["docs"], data.get("keys", data["docs"]), [names[i] for i in data["against"]], data["rule"])
 
 
 def _decision(
@@ -239,20 +257,20 @@ def _decision(
 ) -> DedupDecision:
     """A partition's decision from its dropped rows, its drop list put in the store; `reclaimed` counts the documents
     its previous decision (for the same raw build) dropped against a partition and this one keeps."""
-    docs, against, rule = dropped["doc"], dropped["against"], dropped["rule"]
+    docs, keys, against, rule = dropped["doc"], dropped["key"], dropped["against"], dropped["rule"]
     counts: dict[str, dict[str, int]] = {}
     for r, a in zip(rule.tolist(), against.tolist()):
         per = counts.setdefault(RULES[r], {})
         per[names[a]] = per.get(names[a], 0) + 1
     reclaimed: dict[str, int] = {}
     if previous is not None and previous.raw_sha256 == raw.sha256 and previous.drops is not None:
-        old_docs, old_against, _ = read_drops(store, previous.drops.key)
-        for i in np.flatnonzero(~np.isin(old_docs, docs)).tolist():
-            reclaimed[old_against[i]] = reclaimed.get(old_against[i], 0) + 1
+        old = read_drops(store, previous.drops.key)
+        reclaimed = dict(Counter(old.against[i] for i in np.flatnonzero(~np.isin(old.docs, docs)).tolist()))
     ref = None
     if len(docs):
         order = sorted({names[a] for a in against.tolist()})
         index = {n: i for i, n in enumerate(order)}
+        rekeyed = {"keys": keys} if (keys != docs).any() else {}  # only where a filter rewrote a text: lists as before
         buf = io.BytesIO()
         np.savez(
             buf,
@@ -260,6 +278,8 @@ def _decision(
             against=np.array([index[names[a]] for a in against.tolist()], dtype=np.uint32),
             rule=rule,
             names=np.array(order),
+            allow_pickle=False,
+            **rekeyed,
         )
         data = buf.getvalue()
         sha = hashlib.sha256(data).hexdigest()
@@ -374,6 +394,7 @@ def _update(store: ObjectStore, spec: DatasetSpec, partitions: list[str], tmp: P
         )
 
         dropped.spill.flush()
+        dropped.rekeyed.flush()
 
         def decide(p: str) -> DedupDecision:
             d = _decision(store, p, raws[p], settings, dropped.of(members[p].id), names, previous[p])
@@ -397,11 +418,14 @@ def _raws(store: ObjectStore, spec: DatasetSpec, partitions: list[str]) -> dict[
 
 
 def _collect(rows: np.ndarray, targets: set[int], rule: int, dropped: Dropped) -> None:
-    """The rows of target partitions that are not their key's kept copy, added to each one's dropped documents."""
+    """The rows of target partitions that are not their key's kept copy, added to each one's dropped documents (and
+    their exact rows keyed by a rewritten text, to `rekeyed`)."""
     if not len(rows) or not targets:
         return
     first = owners(rows)
     mine = np.isin(rows["member"], np.fromiter(targets, dtype=np.uint32))
+    if RULES[rule] == "exact":
+        dropped.rekeyed.add(rows[mine & (rows["key"] != rows["doc"])])
     lost = mine & ((rows["member"][first] != rows["member"]) | (rows["doc"][first] != rows["doc"]))
     if lost.any():
         dropped.add(rule, rows, np.flatnonzero(lost), first)

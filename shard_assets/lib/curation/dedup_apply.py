@@ -41,7 +41,7 @@ def dropped_documents(
     decision = decision_for(store, spec, raw, run_id) if spec is not None else None
     if decision is None or decision.drops is None:
         return None, decision
-    return pa.array(read_drops(store, decision.drops.key)[0]), decision
+    return pa.array(read_drops(store, decision.drops.key).docs), decision
 
 
 def kept_batches(pf: Any, columns: list[str], batch_size: int, drops: Any) -> Iterator[Any]:
@@ -55,7 +55,7 @@ def kept_batches(pf: Any, columns: list[str], batch_size: int, drops: Any) -> It
 
 @dataclass(frozen=True)
 class CopyCheck:
-    """What the publish check found: documents published more than once (by hash of their text), documents
+    """What the publish check found: documents published more than once (by hash of their text as published), documents
     published nowhere though a published partition holds them (every copy left out: tokenized under a decision
     that has changed since) and the partitions that left them out, and the published partitions the index does not
     hold as built (not checkable)."""
@@ -76,25 +76,20 @@ def published_copies(store: ObjectStore, spec: DatasetSpec, parts: dict[str, Par
     index = find_record(store, DEDUP_MEMBERS_KEY, DedupMembers, "dedup check")
     if index is None or "exact" not in index.generations:
         return CopyCheck(0, tuple(sorted(parts)), 0)
-    ids: dict[str, int] = {}
-    unindexed = []
-    for p, part in parts.items():
-        member = index.members.get(p)
-        if member is None or member.raw_sha256 != part.indexed_sha256:
-            unindexed.append(p)
-        else:
-            ids[p] = member.id
+    members = {p: index.members.get(p) for p in parts}
+    ids = {p: m.id for p, m in members.items() if m and m.raw_sha256 == parts[p].indexed_sha256}
+    unindexed = [p for p in parts if p not in ids]
     with tempfile.TemporaryDirectory(prefix="dedup-check-") as tmp:
         ranges = len(index.generations["exact"])
         spill = Spill(Path(tmp) / "all", ranges)
         exact = Spill(Path(tmp) / "exact", ranges) if spec.dedup.near else spill  # near drops are meant
         for p, m in ids.items():
             decision = parts[p].dedup
-            docs, _, rule = read_drops(store, decision.drops.key if decision and decision.drops else None)
-            spill.add(rows_of(docs, docs, m))
+            drops = read_drops(store, decision.drops.key if decision and decision.drops else None)
+            spill.add(rows_of(drops.keys, drops.docs, m))  # spilled by the range of their exact key, as the index is
             if exact is not spill:
-                by_exact = docs[rule == RULES.index("exact")]
-                exact.add(rows_of(by_exact, by_exact, m))
+                by_exact = drops.rule == RULES.index("exact")
+                exact.add(rows_of(drops.keys[by_exact], drops.docs[by_exact], m))
         published = np.fromiter(ids.values(), dtype=np.uint32)
         copies = documents = missing = 0
         stale: set[int] = set()
@@ -128,18 +123,13 @@ def lineage_entry(decision: DedupDecision | None) -> dict[str, Any] | None:
     and those it keeps because the partition that held the kept copy left."""
     if decision is None:
         return None
-    drops = decision.drops.key if decision.drops else None
-    return {
-        "dropped": decision.dropped,
-        "reclaimed": decision.reclaimed,
-        "documents": decision.documents,
-        "drops": drops,
-    }
+    d, drops = decision, decision.drops.key if decision.drops else None
+    return {"dropped": d.dropped, "reclaimed": d.reclaimed, "documents": d.documents, "drops": drops}
 
 
 def dropped_by_split(store: ObjectStore, drops_key: str | None, val_fraction: float) -> dict[str, int]:
     """How many of a partition's dropped documents (its lineage's `drops` list) each split would have held."""
-    docs = read_drops(store, drops_key)[0]
+    docs = read_drops(store, drops_key).docs
     val = int(is_val(docs, val_fraction).sum())
     return {"train": len(docs) - val, "val": val}
 
