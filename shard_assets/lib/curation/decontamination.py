@@ -6,7 +6,7 @@ Words are compared as lm-evaluation-harness's janitor and NeMo Curator compare t
 removed, split on whitespace; a document sharing any run of `ngram` such words with a passage is contaminated. The
 hashes are polynomial over bytes (mod 2**32, word_hash.py's, which near dedup shares) then words (mod 2**64),
 computed with prefix sums so a batch costs a few passes over its bytes and no Python per word; a batch is checked
-PIECE bytes at a time, and only one in STRIDE of its runs is looked up."""
+PIECE bytes at a time, and only one in `stride` of its runs of PROBE_WORDS words is looked up."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ PUNCTUATION = string.punctuation.encode()  # removed, as the janitor's translati
 SEPARATOR = b" \x01 "  # before each document: its own word (normalised text holds no \x01), so no n-gram spans two
 WORD_BASE = 0x9E3779B97F4A7C15
 FILTER_BITS_PER_NGRAM = 64  # the bit filter's size: about 1.5% of the hashes looked up reach the binary search
-STRIDE = 4  # one in STRIDE of a document's runs of ngram - STRIDE + 1 words is looked up (EvalIndex)
+PROBE_WORDS = 8  # the words of a run looked up first (EvalIndex): rare enough that few documents are checked further
 READ_BATCH = 1000
 PIECE = 1 << 20  # bytes of text checked at once: its arrays stay in the CPU's cache (37 MB at once cost 1.5x)
 
@@ -130,11 +130,11 @@ class HashSet:
 
 @dataclass(frozen=True)
 class EvalIndex:
-    """The eval sets' `ngram`-word runs (`grams`), and their runs of `ngram - STRIDE + 1` words (`probes`): a document
-    sharing an n-gram with a passage shares its every shorter run, and one in STRIDE of those starts at a word index
-    divisible by STRIDE, so probing those alone finds every document that may be contaminated, with STRIDE times
-    fewer look-ups; only the n-grams holding a probe found are hashed and looked up. `version`: a hash of the passages
-    read and the rule."""
+    """The eval sets' `ngram`-word runs (`grams`), and their runs of PROBE_WORDS words (`probes`): a document sharing
+    an n-gram with a passage shares its every shorter run, and one of its runs of PROBE_WORDS starts at a word index
+    divisible by ngram - PROBE_WORDS + 1 (the stride), so probing those alone finds every document that may be
+    contaminated, with stride times fewer look-ups; only the n-grams holding a probe found are hashed and looked up.
+    `version`: a hash of the passages read and the rule."""
 
     version: str
     ngram: int
@@ -162,14 +162,14 @@ class EvalIndex:
 
     def contaminated(self, texts: pa.Array) -> np.ndarray:
         """For each text (a large_string column), the eval set of the first n-gram it shares with one, else -1."""
-        found = np.full(len(texts), -1, dtype=np.int64)
+        found, stride = np.full(len(texts), -1, dtype=np.int64), self.ngram - PROBE_WORDS + 1
         for first, last in _pieces(texts):
             words, separators = _words(texts[first:last])
-            probes = _runs(words, self.ngram - STRIDE + 1, slice(None, None, STRIDE))
-            hits = np.flatnonzero(self.probes.find(probes) >= 0) * STRIDE  # the first word of each probe found
+            probes = _runs(words, PROBE_WORDS, slice(None, None, stride))
+            hits = np.flatnonzero(self.probes.find(probes) >= 0) * stride  # the first word of each probe found
             if not len(hits):
                 continue
-            at = np.unique(hits[:, None] - np.arange(STRIDE))  # the n-grams holding one start up to STRIDE - 1 before
+            at = np.unique(hits[:, None] - np.arange(stride))  # the n-grams holding one start up to stride - 1 before
             at = at[(at >= 0) & (at <= len(words) - self.ngram)]
             docs = np.cumsum(separators)  # separators seen: the text each word belongs to
             at = at[(docs[at + self.ngram - 1] == docs[at]) & ~separators[at]]
@@ -213,7 +213,7 @@ def _built(files: list[tuple[SourceSpec, SourceFile]], n: int) -> EvalIndex:
             texts = normalise_column(batch)
             passages += len(texts)
             version.update(f.part.encode() + b"\x00" + b"\x00".join(t.encode() for t in texts.to_pylist()))
-            for out, width in ((grams, n), (probes, n - STRIDE + 1)):
+            for out, width in ((grams, n), (probes, PROBE_WORDS)):
                 hashes = ngram_hashes(texts, width)
                 out.append((hashes, np.full(len(hashes), names.index(f.part), dtype=np.uint16)))
     grams_set, probes_set = (HashSet.of(*(np.concatenate(c) for c in zip(*parts))) for parts in (grams, probes))
