@@ -57,10 +57,13 @@ def write_jsonl(path: Path, n: int, seed: int) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-def write_spec(path: Path, source_glob: str, vocab_size: int = 300, val_fraction: float = 0.2) -> Path:
+def write_spec(
+    path: Path, source_glob: str, vocab_size: int = 300, val_fraction: float = 0.2, sections: str = ""
+) -> Path:
+    """A spec of one JSONL source "web", with `sections` (TOML tables such as [decontaminate]) before it."""
     path.write_text(
         f'name = "tiny"\nval_fraction = {val_fraction}\nmin_chars = 10\n\n'
-        f'[tokenizer]\nkind = "train_bpe"\nvocab_size = {vocab_size}\n\n'
+        f'[tokenizer]\nkind = "train_bpe"\nvocab_size = {vocab_size}\n\n{sections}\n'
         f'[[sources]]\nname = "web"\nuri = "{source_glob}"\nformat = "jsonl"\n'
     )
     return path
