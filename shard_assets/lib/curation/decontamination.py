@@ -77,7 +77,8 @@ def _words(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     view, bounds = memoryview(buffer if buffer is not None else b""), _offsets(texts).tolist()
     texts_bytes = SEPARATOR.join([b"", *(view[a:b] for a, b in zip(bounds, bounds[1:]))])
     data = np.frombuffer(texts_bytes.translate(WORD_BYTES, PUNCTUATION), dtype=np.uint8)
-    starts = np.flatnonzero((data[1:] != 0) & (data[:-1] == 0)) + 1  # data[0] is whitespace, before every word
+    word = data != 0
+    starts = np.flatnonzero(word[1:] > word[:-1]) + 1  # data[0] is whitespace, before every word
     spread: np.ndarray = word_hashes(data, starts) * np.uint64(WORD_BASE)
     return spread, data[starts] == SEPARATOR[1]
 

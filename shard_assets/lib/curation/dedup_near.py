@@ -76,8 +76,7 @@ def _word_hashes(data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.
     firsts = offsets[:-1][offsets[:-1] < n]
     start[firsts] = ~ws[firsts]  # a document's first byte starts a word unless it is whitespace
     starts = np.flatnonzero(start)
-    nonzero = data + np.uint8(1)  # whitespace adds 0, any other byte its value + 1 (0xFF is never in UTF-8)
-    nonzero &= ws.view(np.uint8) - np.uint8(1)
+    nonzero = (data + np.uint8(1)) & (ws.view(np.uint8) - np.uint8(1))  # whitespace 0, others + 1 (no 0xFF in UTF-8)
     words = _avalanche(word_hashes(nonzero, starts).astype(np.uint64))
     return words, np.diff(np.searchsorted(starts, offsets))
 

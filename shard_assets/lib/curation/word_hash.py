@@ -21,17 +21,17 @@ def word_hashes(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """sum(values[j] * BASE**(j - starts[i])) mod 2**32 over j in starts[i]:starts[i + 1] (the last word's to the
     end) for each word i: `values` a byte per byte of text, 0 for whitespace."""
     bounds = np.append(starts, len(values))
-    out = np.empty(len(starts), dtype=np.uint32)
-    first = 0
+    out, sums, first = np.empty(len(starts), dtype=np.uint32), np.zeros(0, dtype=np.uint32), 0
     while first < len(starts):
         lo = int(bounds[first])
         last = max(first + 1, int(np.searchsorted(bounds, lo + CHUNK, side="right")) - 1)
         hi = int(bounds[last])
         up, down = _powers(max(CHUNK, 1 << (hi - lo).bit_length()))
-        sums = np.zeros(hi - lo + 1, dtype=np.uint32)
-        np.multiply(values[lo:hi], up[: hi - lo], out=sums[1:], dtype=np.uint32)
-        np.cumsum(sums[1:], out=sums[1:])
-        at = sums[bounds[first : last + 1] - lo]
-        np.multiply(at[1:] - at[:-1], down[bounds[first:last] - lo], out=out[first:last])
+        if len(sums) <= hi - lo:  # one buffer for every chunk: sums[0] stays 0
+            sums = np.zeros(hi - lo + 1, dtype=np.uint32)
+        np.multiply(values[lo:hi], up[: hi - lo], out=sums[1 : hi - lo + 1], dtype=np.uint32)
+        np.cumsum(sums[1 : hi - lo + 1], out=sums[1 : hi - lo + 1])
+        at = bounds[first : last + 1] - lo
+        np.multiply(np.diff(sums[at]), down[at[:-1]], out=out[first:last])
         first = last
     return out
