@@ -10,10 +10,12 @@ import string
 from pathlib import Path
 
 import dagster as dg
+import pyarrow as pa
 import pytest
 
 import shard_loader
 from shard_assets.definitions import ASSETS
+from shard_assets.lib.curation import decontamination, word_hash
 from shard_assets.lib.spec import load_spec
 from shard_assets.lib.verification import verify_live_version
 from shard_assets.runner import build_dataset
@@ -121,6 +123,19 @@ def test_a_build_publishes_exactly_the_documents_sharing_no_13_gram_with_the_eva
     assert all(m in " ".join(_words(sample["text"])) or len(sample["text"]) == 400 for m in sample["matched"])
     assert result.checks == {name: True for name in result.checks}
     assert verify_live_version(resources["store"].store()).problems == ()
+
+
+def test_the_check_decides_a_document_alike_whatever_piece_and_chunk_of_the_batch_hold_it(tmp_path, monkeypatch):
+    corpus = Corpus(tmp_path)
+    index = decontamination.build_eval_index(load_spec(_spec(tmp_path, DECONTAMINATE)))
+    longer = [" ".join(corpus.texts[i : i + 60]) for i in range(0, 300, 60)]  # 60 KB each, over many chunks
+    texts = pa.array(corpus.texts + longer, pa.large_string())
+    whole = index.contaminated(texts)
+    truth = corpus.contaminated()
+    assert [found >= 0 for found in whole[:DOCUMENTS]] == [t in truth for t in corpus.texts]
+    monkeypatch.setattr(decontamination, "PIECE", 4096)  # a few documents a piece, a longer one alone
+    monkeypatch.setattr(word_hash, "CHUNK", 4096)
+    assert (index.contaminated(texts) == whole).all()
 
 
 def test_a_changed_eval_file_reruns_decontamination_and_what_follows_never_ingest(tmp_path):

@@ -4,15 +4,16 @@ against it, on whole columns.
 
 Words are compared as lm-evaluation-harness's janitor and NeMo Curator compare them: lower-cased, ASCII punctuation
 removed, split on whitespace; a document sharing any run of `ngram` such words with a passage is contaminated. The
-hashes are polynomial over bytes (mod 2**32) then words (mod 2**64), computed with prefix sums so a batch costs a
-few passes over its bytes and no Python per word."""
+hashes are polynomial over bytes (mod 2**32, word_hash.py's, which near dedup shares) then words (mod 2**64),
+computed with prefix sums so a batch costs a few passes over its bytes and no Python per word; a batch is checked
+PIECE bytes at a time, and only one in `stride` of its runs of PROBE_WORDS words is looked up."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import io
 import string
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -25,87 +26,67 @@ from ..sources.readers import iter_document_columns
 from ..spec import DatasetSpec, SourceSpec
 from ..store import ObjectStore
 from ..text import normalise_column
+from .word_hash import word_hashes
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 RULE = "ngram-v1"  # the word rule and hash; a change of either is a new eval index version
-# ASCII letters lower-cased and whitespace to a space (the janitor lower-cases ASCII only)
-WORD_BYTES = bytes(32 if chr(i) in string.whitespace else ord(chr(i).lower()) if i < 128 else i for i in range(256))
+# ASCII letters lower-cased (the janitor lower-cases ASCII only) and whitespace to 0, which adds nothing to a hash
+WORD_BYTES = bytes(0 if chr(i) in string.whitespace else ord(chr(i).lower()) if i < 128 else i for i in range(256))
 PUNCTUATION = string.punctuation.encode()  # removed, as the janitor's translation table removes it
-SEPARATOR = b" \x00 "  # between documents: its own word (normalised text holds no NUL), so no n-gram spans two
-CHUNK = 1 << 20  # bytes hashed per prefix sum: the power tables stay 8 MiB
-BYTE_BASE, WORD_BASE = 0x01000193, 0x9E3779B97F4A7C15
+SEPARATOR = b" \x01 "  # before each document: its own word (normalised text holds no \x01), so no n-gram spans two
+WORD_BASE = 0x9E3779B97F4A7C15
 FILTER_BITS_PER_NGRAM = 64  # the bit filter's size: about 1.5% of the hashes looked up reach the binary search
-STRIDE = 4  # one in STRIDE of a document's runs of ngram - STRIDE + 1 words is looked up (EvalIndex)
+PROBE_WORDS = 8  # the words of a run looked up first (EvalIndex): rare enough that few documents are checked further
 READ_BATCH = 1000
+PIECE = 1 << 20  # bytes of text checked at once: its arrays stay in the CPU's cache (37 MB at once cost 1.5x)
 
 
-@functools.cache
-def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """BYTE_BASE**i and its inverse**i mod 2**32 for i < n."""
-    up, down = (np.full(n, base, dtype=np.uint32) for base in (BYTE_BASE, pow(BYTE_BASE, -1, 1 << 32)))
-    up[0] = down[0] = 1
-    return np.cumprod(up, dtype=np.uint32), np.cumprod(down, dtype=np.uint32)
+def _runs(words: np.ndarray, n: int, at: slice | np.ndarray = slice(None)) -> np.ndarray:
+    """A hash of each run of n consecutive word hashes starting at `at` (every run by default): their polynomial in
+    WORD_BASE (mod 2**64), by Horner's rule over a strided view, so runs not asked for cost nothing."""
+    if len(words) < n:
+        return words[:0]
+    windows = np.lib.stride_tricks.sliding_window_view(words, n)[at]
+    out: np.ndarray = windows[:, 0].copy()
+    for k in range(1, n):
+        out *= np.uint64(WORD_BASE)
+        out += windows[:, k]
+    return out
 
 
-def _word_hashes(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """A hash of each word's bytes (data[starts[i]:ends[i]]), a chunk of at most CHUNK bytes (or one word) at a time:
-    32 bits (a collision matters only if every word of two n-grams collides or matches), spread over 64."""
-    out = np.empty(len(starts), dtype=np.uint64)
-    first = 0
-    while first < len(starts):
-        lo = int(starts[first])
-        last = max(first + 1, int(np.searchsorted(ends, lo + CHUNK, side="right")))
-        hi = int(ends[last - 1])
-        up, down = _powers(max(CHUNK, 1 << (hi - lo).bit_length()))
-        sums = np.empty(hi - lo + 1, dtype=np.uint32)
-        sums[0] = 0
-        np.multiply(data[lo:hi], up[: hi - lo], out=sums[1:], dtype=np.uint32)
-        np.cumsum(sums[1:], out=sums[1:])
-        s, e = starts[first:last] - lo, ends[first:last] - lo
-        out[first:last] = (sums[e] - sums[s]) * down[s]
+def _offsets(texts: pa.Array) -> np.ndarray:
+    """The texts' offsets into their column's data buffer (a large_string column)."""
+    return np.frombuffer(texts.buffers()[1], dtype=np.int64)[texts.offset : texts.offset + len(texts) + 1]
+
+
+def _pieces(texts: pa.Array) -> Iterator[tuple[int, int]]:
+    """Consecutive ranges of the texts holding at most PIECE bytes (or one longer text)."""
+    offsets, first = _offsets(texts), 0
+    while first < len(texts):
+        last = max(first + 1, int(np.searchsorted(offsets, offsets[first] + PIECE, side="right")) - 1)
+        yield first, last
         first = last
-    spread: np.ndarray = out * np.uint64(WORD_BASE)
-    return spread
-
-
-def _windows(words: np.ndarray, n: int) -> np.ndarray:
-    """A hash of every run of n consecutive word hashes (len(words) - n + 1 of them), by doubling: 2 log2(n) passes."""
-
-    def join(a: np.ndarray, width_a: int, b: np.ndarray, width_b: int) -> np.ndarray:
-        k = max(len(words) - width_a - width_b + 1, 0)
-        joined: np.ndarray = a[:k] * np.uint64(pow(WORD_BASE, width_b, 1 << 64)) + b[width_a : width_a + k]
-        return joined
-
-    out: np.ndarray | None = None
-    width, power, span = 0, words, 1
-    while True:
-        if n & 1:
-            out, width = (power, span) if out is None else (join(out, width, power, span), width + span)
-        n >>= 1
-        if not n:
-            return out if out is not None else words[:0]
-        power, span = join(power, span, power, span), 2 * span
 
 
 def _words(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """The hash of every word of the texts in order, with a separator word between two texts, and which words are
-    separators."""
-    _, offsets_buffer, buffer = texts.buffers()
-    offsets = np.frombuffer(offsets_buffer, dtype=np.int64)[texts.offset : texts.offset + len(texts) + 1]
-    view, bounds = memoryview(buffer if buffer is not None else b""), offsets.tolist()
-    joined = SEPARATOR.join([view[a:b] for a, b in zip(bounds, bounds[1:])]).translate(WORD_BYTES, PUNCTUATION)
-    data = np.frombuffer(joined, dtype=np.uint8)
-    edges = np.flatnonzero(np.diff(data != 32, prepend=False, append=False))
-    starts, ends = edges[0::2], edges[1::2]
-    return _word_hashes(data, starts, ends), data[starts] == 0
+    """The hash of every word of the texts in order, with a separator word before each text, and which words are
+    separators: 32 bits (a collision matters only if every word of two n-grams collides or matches), spread over 64."""
+    buffer = texts.buffers()[2]
+    view, bounds = memoryview(buffer if buffer is not None else b""), _offsets(texts).tolist()
+    texts_bytes = SEPARATOR.join([b"", *(view[a:b] for a, b in zip(bounds, bounds[1:]))])
+    data = np.frombuffer(texts_bytes.translate(WORD_BYTES, PUNCTUATION), dtype=np.uint8)
+    word = data != 0
+    starts = np.flatnonzero(word[1:] > word[:-1]) + 1  # data[0] is whitespace, before every word
+    spread: np.ndarray = word_hashes(data, starts) * np.uint64(WORD_BASE)
+    return spread, data[starts] == SEPARATOR[1]
 
 
 def ngram_hashes(texts: pa.Array, n: int) -> np.ndarray:
     """The hashes of every run of `n` words within one text of the texts (a large_string column), in order."""
     words, separators = _words(texts)
-    hashes = _windows(words, n)
+    hashes = _runs(words, n)
     docs = np.cumsum(separators)  # separators seen: the text each word belongs to
     whole = (docs[n - 1 : n - 1 + len(hashes)] == docs[: len(hashes)]) & ~separators[: len(hashes)]
     within: np.ndarray = hashes[whole]
@@ -150,10 +131,11 @@ class HashSet:
 
 @dataclass(frozen=True)
 class EvalIndex:
-    """The eval sets' `ngram`-word runs (`grams`), and their runs of `ngram - STRIDE + 1` words (`probes`): a document
-    sharing an n-gram with a passage shares its every shorter run, and one in STRIDE of those starts at a word index
-    divisible by STRIDE, so probing those alone finds every document that may be contaminated, with STRIDE times
-    fewer look-ups; only those are checked n-gram by n-gram. `version`: a hash of the passages read and the rule."""
+    """The eval sets' `ngram`-word runs (`grams`), and their runs of PROBE_WORDS words (`probes`): a document sharing
+    an n-gram with a passage shares its every shorter run, and one of its runs of PROBE_WORDS starts at a word index
+    divisible by ngram - PROBE_WORDS + 1 (the stride), so probing those alone finds every document that may be
+    contaminated, with stride times fewer look-ups; only the n-grams holding a probe found are hashed and looked up.
+    `version`: a hash of the passages read and the rule."""
 
     version: str
     ngram: int
@@ -174,27 +156,27 @@ class EvalIndex:
         """The first `limit` word runs `text` shares with the eval sets, as a person reads them."""
         import pyarrow as pa
 
-        words = text.encode().translate(WORD_BYTES, PUNCTUATION).decode(errors="replace").split()
+        words = [w for w in text.encode().translate(WORD_BYTES, PUNCTUATION).decode().split("\0") if w]
         hashes = ngram_hashes(pa.array([text], pa.large_string()), self.ngram)
         at = np.flatnonzero(self.grams.find(hashes) >= 0)[:limit].tolist()
         return tuple(" ".join(words[j : j + self.ngram]) for j in at)
 
     def contaminated(self, texts: pa.Array) -> np.ndarray:
         """For each text (a large_string column), the eval set of the first n-gram it shares with one, else -1."""
-        found = np.full(len(texts), -1, dtype=np.int64)
-        words, separators = _words(texts)
-        docs = np.cumsum(separators)
-        probes = _windows(words, self.ngram - STRIDE + 1)[::STRIDE]
-        maybe = np.zeros(len(texts) + 1, dtype=bool)
-        maybe[docs[::STRIDE][: len(probes)][self.probes.find(probes) >= 0]] = True
-        if not maybe.any():
-            return found
-        grams = _windows(words, self.ngram)
-        at = np.flatnonzero(maybe[docs[: len(grams)]])
-        at = at[(docs[at + self.ngram - 1] == docs[at]) & ~separators[at]]
-        sets = self.grams.find(grams[at])
-        hit_docs, first = np.unique(docs[at][sets >= 0], return_index=True)
-        found[hit_docs] = sets[sets >= 0][first]
+        found, stride = np.full(len(texts), -1, dtype=np.int64), self.ngram - PROBE_WORDS + 1
+        for first, last in _pieces(texts):
+            words, separators = _words(texts[first:last])
+            probes = _runs(words, PROBE_WORDS, slice(None, None, stride))
+            hits = np.flatnonzero(self.probes.find(probes) >= 0) * stride  # the first word of each probe found
+            if not len(hits):
+                continue
+            at = np.unique(hits[:, None] - np.arange(stride))  # the n-grams holding one start up to stride - 1 before
+            at = at[(at >= 0) & (at <= len(words) - self.ngram)]
+            docs = np.cumsum(separators)  # separators seen: the text each word belongs to
+            at = at[(docs[at + self.ngram - 1] == docs[at]) & ~separators[at]]
+            sets = self.grams.find(_runs(words, self.ngram, at))
+            hit_docs, hit = np.unique(docs[at][sets >= 0] - 1, return_index=True)
+            found[first + hit_docs] = sets[sets >= 0][hit]
         return found
 
 
@@ -232,7 +214,7 @@ def _built(files: list[tuple[SourceSpec, SourceFile]], n: int) -> EvalIndex:
             texts = normalise_column(batch)
             passages += len(texts)
             version.update(f.part.encode() + b"\x00" + b"\x00".join(t.encode() for t in texts.to_pylist()))
-            for out, width in ((grams, n), (probes, n - STRIDE + 1)):
+            for out, width in ((grams, n), (probes, PROBE_WORDS)):
                 hashes = ngram_hashes(texts, width)
                 out.append((hashes, np.full(len(hashes), names.index(f.part), dtype=np.uint16)))
     grams_set, probes_set = (HashSet.of(*(np.concatenate(c) for c in zip(*parts))) for parts in (grams, probes))

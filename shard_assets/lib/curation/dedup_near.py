@@ -18,13 +18,13 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import DedupError
+from .word_hash import word_hashes
 
 SEED = 1  # the MinHash seed: fixed, so a band key means the same in every run and version
 RMINHASH_VERSION = 2  # rensa's R-MinHash algorithm the keys are made with (rensa 0.5); another makes other keys
 NEAR_KEYS = f"word-poly32-ngram-mix64-v1/rensa-rminhash-v{RMINHASH_VERSION}"  # in the index settings: a change rebuilds
 CHUNK = 1 << 19  # bytes of text hashed at once (a longer document alone): the per-byte arrays stay a few MiB
 _U = np.uint64
-_BASE = np.uint32(0x01000193)  # a word's polynomial is 32-bit (half the memory traffic of 64): then mixed to 64
 _MIX = _U(0x9E3779B97F4A7C15)
 _NGRAM_MULTIPLIERS = np.array(  # odd constants, one per word position in an n-gram (so word order counts)
     [(0x9E3779B97F4A7C15 + 2 * i * 0xC2B2AE3D27D4EB4F) % (1 << 64) for i in range(64)], dtype=np.uint64
@@ -39,18 +39,6 @@ def band_layout(threshold: float, num_perm: int) -> tuple[int, int]:
 
     lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
     return int(lsh.b), int(lsh.r)
-
-
-@cache
-def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """_BASE**i and its inverse's (mod 2**32) for i < n."""
-    inverse = np.uint32(pow(int(_BASE), -1, 1 << 32))
-    out = []
-    for base in (_BASE, inverse):
-        steps = np.full(n, base, dtype=np.uint32)
-        steps[0] = 1
-        out.append(np.cumprod(steps, dtype=np.uint32))
-    return out[0], out[1]
 
 
 def _avalanche(h: np.ndarray) -> np.ndarray:
@@ -88,15 +76,8 @@ def _word_hashes(data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.
     firsts = offsets[:-1][offsets[:-1] < n]
     start[firsts] = ~ws[firsts]  # a document's first byte starts a word unless it is whitespace
     starts = np.flatnonzero(start)
-    powers, inverses = _powers(n) if n > CHUNK else (p[:n] for p in _powers(CHUNK))
-    nonzero = data + np.uint8(1)  # whitespace adds 0, any other byte its value + 1 (0xFF is never in UTF-8)
-    nonzero &= ws.view(np.uint8) - np.uint8(1)
-    values = nonzero.astype(np.uint32)
-    values *= powers
-    prefix = np.zeros(n + 1, dtype=np.uint32)
-    np.cumsum(values, out=prefix[1:])
-    ends = np.append(starts[1:], n)  # a word's sum runs to the next word's start: whitespace adds 0
-    words = _avalanche(((prefix[ends] - prefix[starts]) * inverses[starts]).astype(np.uint64))
+    nonzero = (data + np.uint8(1)) & (ws.view(np.uint8) - np.uint8(1))  # whitespace 0, others + 1 (no 0xFF in UTF-8)
+    words = _avalanche(word_hashes(nonzero, starts).astype(np.uint64))
     return words, np.diff(np.searchsorted(starts, offsets))
 
 
