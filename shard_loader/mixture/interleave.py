@@ -223,27 +223,21 @@ class Interleave:
         """(component, component sample index over all epochs) of samples at `offsets` of the blocks `states[blocks]`
         (one vectorised pass over a run of blocks)."""
         owner, rank, places, before = self._template
-        t = offsets
-        consumed = np.array([s.consumed for s in states], dtype=np.int64).reshape(len(states), self.n)
-        own_place = np.full((len(states), self.n), self.block, dtype=np.int64)  # where each component's extra sits
-        owners = np.zeros((len(states), max(self.extras, 1)), dtype=np.int64)
-        for b, p in enumerate(picks):
-            if p.owners:
-                owners[b, : len(p.owners)] = p.owners
-                slots = np.asarray(p.slots)
-                mine = slots >= 0
-                own_place[b, mine] = places[slots[mine]]
-        o = owner[t]
-        extra = o < 0
-        comp = o.astype(np.int64)
-        k = rank[t].astype(np.int64)
-        if extra.any():
-            s = -1 - o[extra]
-            comp[extra] = owners[blocks[extra], s]
-            k[extra] = before[comp[extra], s]
-        base = ~extra
-        k[base] += own_place[blocks[base], comp[base]] < t[base]
-        return comp, k + consumed[blocks, comp]
+        comp = owner[offsets].astype(np.int64)
+        k = rank[offsets].astype(np.int64)
+        consumed = np.array([s.consumed for s in states], dtype=np.int64).reshape(-1)
+        if not self.extras:
+            return comp, k + consumed[blocks * self.n + comp]
+        owners = np.array([p.owners for p in picks], dtype=np.int64).reshape(len(states), self.extras)
+        extra = np.flatnonzero(comp < 0)
+        slot = -1 - comp[extra]
+        comp[extra] = owners[blocks[extra], slot]
+        k[extra] = before[comp[extra], slot]
+        at = blocks * self.n + comp  # (block, component), flattened
+        slots = np.array([p.slots for p in picks], dtype=np.int64).reshape(-1)
+        own_place = np.where(slots >= 0, places[slots], self.block)  # where each component's extra sits
+        # a base slot after its component's extra counts that extra (an extra's own place is not before itself)
+        return comp, k + (own_place[at] < offsets) + consumed[at]
 
 
 def edf_layout(counts: Sequence[int], slots: int) -> tuple[np.ndarray, np.ndarray]:
