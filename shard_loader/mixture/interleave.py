@@ -162,20 +162,25 @@ class Interleave:
 
     def picks(self, state: BlockState) -> Picks:
         """The components that get this block's extras (PD2 over the fractional shares), each keeping its slot
-        from the block before if it had one; newcomers take the free slots, lower components the lower slots."""
+        from the block before if it had one; newcomers take the free slots, lower components the lower slots.
+        Remembered by (index, extras, slots): every epoch of one layout makes the same choices."""
+        known: dict[tuple[int, tuple[int, ...], tuple[int, ...]], Picks] = self.__dict__.setdefault("_picks", {})
+        key = (state.index, state.extras, state.slots)
+        if key not in known:
+            if len(known) > 4096:
+                known.clear()
+            known[key] = self._choose(state)
+        return known[key]
+
+    def _choose(self, state: BlockState) -> Picks:
         r = self.extras
         if r == 0:
             return Picks((), (-1,) * self.n)
-        ready, known = [], self.__dict__.setdefault("_priorities", {})  # a component waits blocks for its next extra
-        for c, f in enumerate(self.frac):
-            if f:
-                i = state.extras[c] + 1
-                if (i - 1) * self.total // f <= state.index:  # released: its i-th extra may go in this block
-                    if (c, i) not in known:
-                        if len(known) > 4096:
-                            known.clear()
-                        known[c, i] = self._priority(c, i)
-                    ready.append(known[c, i])
+        ready = [  # released: a component's next extra may go in this block
+            self._priority(c, state.extras[c] + 1)
+            for c, f in enumerate(self.frac)
+            if f and state.extras[c] * self.total // f <= state.index
+        ]
         if len(ready) < r:
             raise AssertionError(f"block {state.index}: {len(ready)} components ready for {r} extra slots")
         chosen = sorted(c for *_, c in sorted(ready)[:r])
@@ -351,6 +356,7 @@ class Segments:
         self._levels: dict[int, BlockState] = {0: level}  # epoch-level states: every CHECKPOINT-th and the last met
         self._last = 0
         self._layouts: dict[int, Epoch] = {}  # epoch -> its layout, for the epochs met lately
+        self._starts: dict[int, BlockState] = {}  # epoch -> its first block's state, for the epochs met lately
 
     @property
     def first(self) -> int:
@@ -396,11 +402,16 @@ class Segments:
         return self._layouts[segment]
 
     def start(self, segment: int) -> BlockState:
-        """The block state at the start of epoch `segment`."""
-        if self.head and segment == 0:
-            return BlockState.origin(self.origin, self.consumed)
-        level = self._level(segment - 1 if self.head else segment)
-        return BlockState.origin(level.start, level.consumed)
+        """The block state at the start of epoch `segment` (the latest 64 remembered: every walk asks)."""
+        if segment not in self._starts:
+            if len(self._starts) > 64:
+                self._starts.clear()
+            if self.head and segment == 0:
+                self._starts[segment] = BlockState.origin(self.origin, self.consumed)
+            else:
+                level = self._level(segment - 1 if self.head else segment)
+                self._starts[segment] = BlockState.origin(level.start, level.consumed)
+        return self._starts[segment]
 
     def interleave(self, state: BlockState) -> Interleave:
         """The interleave of the block starting at `state`."""
