@@ -98,7 +98,8 @@ class TorchPath:
 
 
 def throughput(single: str, mixture: str, reps: int = REPS) -> dict:
-    """Each variant once per repetition, interleaved; medians (min-max) of rates, CPU and per-repetition ratios."""
+    """Each variant once per repetition, interleaved (in reverse order every other repetition, so no variant always
+    follows the same one); medians (min-max) of rates, CPU and per-repetition ratios."""
     variants = {
         "numpy_single": NumpyPath(single),
         "numpy_mixture": NumpyPath(mixture),
@@ -110,7 +111,7 @@ def throughput(single: str, mixture: str, reps: int = REPS) -> dict:
     rows = []
     for rep in range(reps):
         row = {}
-        for name, variant in variants.items():
+        for name, variant in list(variants.items())[:: 1 if rep % 2 == 0 else -1]:  # order reversed every other rep
             row[name], row[f"{name}_cpu_us"], row[f"{name}_workers_cpu_us"] = variant.epochs(rep * EPOCHS_PER_REP)
         rows.append(row)
     out = {"reps": reps, "per_rep": rows}
