@@ -29,39 +29,33 @@ class ComponentDataset(DatasetStream):
         return int(self.window_totals.sum())
 
     def epoch_plan(self, epoch: int) -> EpochPlan:
-        """The plan of one of the component's epochs, with its window order (the two latest kept)."""
+        """The plan of one of the component's epochs, with its window order."""
         return self._epoch(epoch)[0]
 
     def _epoch(self, epoch: int) -> tuple[EpochPlan, np.ndarray]:
-        """The epoch's plan and the samples before the end of each window in its visiting order."""
+        """The epoch's plan and the samples before the start of each window in its visiting order, then all of them
+        (the latest 8 kept: a chunk of a mixture's batches may read several epochs of a small component)."""
         cache: dict[int, tuple[EpochPlan, np.ndarray]] = self.__dict__.setdefault("_epochs", {})
         if epoch not in cache:
-            if len(cache) > 1:
+            if len(cache) >= 8:
                 cache.pop(min(cache))
             plan = self.plan(Position(epoch))
-            cache[epoch] = (plan, np.cumsum(self.window_totals[plan.order]))
+            cache[epoch] = (plan, np.concatenate(([0], np.cumsum(self.window_totals[plan.order]))))
         return cache[epoch]
 
     def locate(self, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(place, index within the window's order) of component samples `k` (sorted ascending)."""
+        """(place, index within the window's order) of component samples `k` (sorted ascending), an epoch at a
+        time."""
         k = np.asarray(k, dtype=np.int64)
-        first, last = int(k[0]) // self.samples, int(k[-1]) // self.samples
-        if first == last:  # the common case: all in one epoch of the component
-            plan, cum = self._epoch(first)
-            pos = k - first * self.samples
-            at = cum.searchsorted(pos, side="right")
-            return first * len(self.windows) + at, pos - (cum[at] - self.window_totals[plan.order[at]])
-        epochs, pos = np.divmod(k, self.samples)
+        n, windows = self.samples, len(self.windows)
+        first, last = int(k[0]) // n, int(k[-1]) // n
+        cuts = [0, *np.searchsorted(k, np.arange(first + 1, last + 1) * n).tolist(), len(k)]
         places, offsets = np.empty_like(k), np.empty_like(k)
-        bounds = np.flatnonzero(np.diff(epochs)) + 1
-        for lo, hi in zip(np.concatenate(([0], bounds)).tolist(), np.concatenate((bounds, [len(k)])).tolist()):
-            if lo == hi:
-                continue
-            epoch = int(epochs[lo])
-            plan, cum = self._epoch(epoch)
-            at = np.searchsorted(cum, pos[lo:hi], side="right")
-            places[lo:hi] = epoch * len(self.windows) + at
-            offsets[lo:hi] = pos[lo:hi] - (cum[at] - self.window_totals[plan.order[at]])
+        for epoch, lo, hi in zip(range(first, last + 1), cuts, cuts[1:]):
+            starts = self._epoch(epoch)[1]
+            pos = k[lo:hi] - epoch * n
+            at = starts.searchsorted(pos, side="right") - 1
+            places[lo:hi], offsets[lo:hi] = epoch * windows + at, pos - starts[at]
         return places, offsets
 
     def window_at(self, place: int) -> tuple[Segment, EpochPlan]:

@@ -162,20 +162,25 @@ class Interleave:
 
     def picks(self, state: BlockState) -> Picks:
         """The components that get this block's extras (PD2 over the fractional shares), each keeping its slot
-        from the block before if it had one; newcomers take the free slots, lower components the lower slots."""
+        from the block before if it had one; newcomers take the free slots, lower components the lower slots.
+        Remembered by (index, extras, slots): every epoch of one layout makes the same choices."""
+        known: dict[tuple[int, tuple[int, ...], tuple[int, ...]], Picks] = self.__dict__.setdefault("_picks", {})
+        key = (state.index, state.extras, state.slots)
+        if key not in known:
+            if len(known) > 4096:
+                known.clear()
+            known[key] = self._choose(state)
+        return known[key]
+
+    def _choose(self, state: BlockState) -> Picks:
         r = self.extras
         if r == 0:
             return Picks((), (-1,) * self.n)
-        ready, known = [], self.__dict__.setdefault("_priorities", {})  # a component waits blocks for its next extra
-        for c, f in enumerate(self.frac):
-            if f:
-                i = state.extras[c] + 1
-                if (i - 1) * self.total // f <= state.index:  # released: its i-th extra may go in this block
-                    if (c, i) not in known:
-                        if len(known) > 4096:
-                            known.clear()
-                        known[c, i] = self._priority(c, i)
-                    ready.append(known[c, i])
+        ready = [  # released: a component's next extra may go in this block
+            self._priority(c, state.extras[c] + 1)
+            for c, f in enumerate(self.frac)
+            if f and state.extras[c] * self.total // f <= state.index
+        ]
         if len(ready) < r:
             raise AssertionError(f"block {state.index}: {len(ready)} components ready for {r} extra slots")
         chosen = sorted(c for *_, c in sorted(ready)[:r])
@@ -223,27 +228,21 @@ class Interleave:
         """(component, component sample index over all epochs) of samples at `offsets` of the blocks `states[blocks]`
         (one vectorised pass over a run of blocks)."""
         owner, rank, places, before = self._template
-        t = offsets
-        consumed = np.array([s.consumed for s in states], dtype=np.int64).reshape(len(states), self.n)
-        own_place = np.full((len(states), self.n), self.block, dtype=np.int64)  # where each component's extra sits
-        owners = np.zeros((len(states), max(self.extras, 1)), dtype=np.int64)
-        for b, p in enumerate(picks):
-            if p.owners:
-                owners[b, : len(p.owners)] = p.owners
-                slots = np.asarray(p.slots)
-                mine = slots >= 0
-                own_place[b, mine] = places[slots[mine]]
-        o = owner[t]
-        extra = o < 0
-        comp = o.astype(np.int64)
-        k = rank[t].astype(np.int64)
-        if extra.any():
-            s = -1 - o[extra]
-            comp[extra] = owners[blocks[extra], s]
-            k[extra] = before[comp[extra], s]
-        base = ~extra
-        k[base] += own_place[blocks[base], comp[base]] < t[base]
-        return comp, k + consumed[blocks, comp]
+        comp = owner[offsets].astype(np.int64)
+        k = rank[offsets].astype(np.int64)
+        consumed = np.array([s.consumed for s in states], dtype=np.int64).reshape(-1)
+        if not self.extras:
+            return comp, k + consumed[blocks * self.n + comp]
+        owners = np.array([p.owners for p in picks], dtype=np.int64).reshape(len(states), self.extras)
+        extra = np.flatnonzero(comp < 0)
+        slot = -1 - comp[extra]
+        comp[extra] = owners[blocks[extra], slot]
+        k[extra] = before[comp[extra], slot]
+        at = blocks * self.n + comp  # (block, component), flattened
+        slots = np.array([p.slots for p in picks], dtype=np.int64).reshape(-1)
+        own_place = np.where(slots >= 0, places[slots], self.block)  # where each component's extra sits
+        # a base slot after its component's extra counts that extra (an extra's own place is not before itself)
+        return comp, k + (own_place[at] < offsets) + consumed[at]
 
 
 def edf_layout(counts: Sequence[int], slots: int) -> tuple[np.ndarray, np.ndarray]:
@@ -357,6 +356,7 @@ class Segments:
         self._levels: dict[int, BlockState] = {0: level}  # epoch-level states: every CHECKPOINT-th and the last met
         self._last = 0
         self._layouts: dict[int, Epoch] = {}  # epoch -> its layout, for the epochs met lately
+        self._starts: dict[int, BlockState] = {}  # epoch -> its first block's state, for the epochs met lately
 
     @property
     def first(self) -> int:
@@ -402,11 +402,16 @@ class Segments:
         return self._layouts[segment]
 
     def start(self, segment: int) -> BlockState:
-        """The block state at the start of epoch `segment`."""
-        if self.head and segment == 0:
-            return BlockState.origin(self.origin, self.consumed)
-        level = self._level(segment - 1 if self.head else segment)
-        return BlockState.origin(level.start, level.consumed)
+        """The block state at the start of epoch `segment` (the latest 64 remembered: every walk asks)."""
+        if segment not in self._starts:
+            if len(self._starts) > 64:
+                self._starts.clear()
+            if self.head and segment == 0:
+                self._starts[segment] = BlockState.origin(self.origin, self.consumed)
+            else:
+                level = self._level(segment - 1 if self.head else segment)
+                self._starts[segment] = BlockState.origin(level.start, level.consumed)
+        return self._starts[segment]
 
     def interleave(self, state: BlockState) -> Interleave:
         """The interleave of the block starting at `state`."""

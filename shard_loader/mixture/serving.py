@@ -107,14 +107,12 @@ class HeldWindows:
                 self.component.cache.prefetch(segment)
                 self.prefetched = place
 
-    def windows_between(self, low: int, high: int, most: int) -> int:
-        """Distinct windows at the places from `low` through `high` (counting stops past `most`)."""
-        seen: set[int] = set()
-        place = low
-        while place <= high and len(seen) <= most:
-            seen.add(self.component.window_at(place)[0].window.index)
-            place += 1
-        return len(seen)
+    def few_windows(self, low: int, high: int, most: int) -> bool:
+        """Whether the places from `low` through `high` read at most `most` distinct windows (few places, or a
+        component of one window, need no look-up)."""
+        if high - low < most or len(self.component.windows) == 1:
+            return True
+        return len({self.component.window_at(place)[0].window.index for place in range(low, high + 1)}) <= most
 
     def lookup(self, places: np.ndarray, offsets: np.ndarray, out_ids: np.ndarray, out_starts: np.ndarray) -> None:
         """Set each row's global shard id and token start from its (place, offset); places ascend."""
@@ -147,17 +145,17 @@ def _chunks(runs: Iterator[tuple[int, int]], size: int) -> Iterator[list[tuple[i
 def _map(walker: Walker, plan: MixturePlan, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(component, component sample index) of ascending stream positions."""
     segments = walker.segments
-    states, picks, starts = [], [], []
+    states, picks, layouts = [], [], []
     position = int(positions[0])
     while position <= positions[-1]:
         state, p = walker.at(plan.start.block, position)
         states.append(state)
         picks.append(p)
-        starts.append(state.start)
-        position = state.start + segments.interleave(state).block
-    blocks = np.searchsorted(np.asarray(starts), positions, side="right") - 1
-    offsets = positions - np.asarray(starts)[blocks]
-    layouts = [segments.interleave(s) for s in states]
+        layouts.append(segments.interleave(state))
+        position = state.start + layouts[-1].block
+    starts = np.array([s.start for s in states])
+    blocks = np.searchsorted(starts, positions, side="right") - 1
+    offsets = positions - starts[blocks]
     if all(layout is layouts[0] for layout in layouts):  # the common case: full blocks of one epoch layout
         return layouts[0].locate_blocks(states, picks, blocks, offsets)
     comp, k = np.empty_like(positions), np.empty_like(positions)
@@ -251,9 +249,7 @@ class Server:
                     spans.append((c, lo, hi, int(places[lo]), int(places[hi - 1])))
             found_ids, found_starts = np.empty_like(k), np.empty_like(k)
             ids, starts = np.empty_like(k), np.empty_like(k)
-            if all(
-                held[c].windows_between(first, last, 2) <= 2 for c, _, _, first, last in spans
-            ):  # at most two windows each: at once
+            if all(held[c].few_windows(first, last, 2) for c, _, _, first, last in spans):  # two windows each: at once
                 for c, lo, hi, first, last in spans:
                     held[c].need(first, last)
                     held[c].lookup(places[lo:hi], offsets[lo:hi], found_ids[lo:hi], found_starts[lo:hi])
