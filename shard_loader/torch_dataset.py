@@ -288,7 +288,7 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         own = self._groups() if self.grouped else self._batches(self._begin_pass())
         return self.follower.route(self, own)  # trainers.py: or what accelerate's reading needs
 
-    def _groups(self) -> Iterator[Group]:
+    def _groups(self) -> Generator[Group, None, None]:
         """Groups of batches for TokenDataLoader, in its shared slots when it has workers."""
         info = get_worker_info()
         ds = self.data
@@ -368,7 +368,7 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         self._pass = p
         return p
 
-    def _batches(self, p: _Pass) -> Iterator[Batch]:
+    def _batches(self, p: _Pass) -> Generator[Batch, None, None]:
         """One batch per item: batches p.next_batch, + num_workers, ... of the rank's stream from the pass's anchor."""
         if p.refusal is not None:  # raised at the first batch, not in __iter__: a persistent worker whose iter() raises
             # dies (torch re-creates the iterator outside its try, and torchdata 0.11 then fails on a deleted name)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -30,6 +30,7 @@ from .world import Consumer
 
 _NONE, _DISPATCHED, _SHARDED = 0, 1, 2  # how accelerate reads the dataset (the first field of Follower.shared)
 _DEPTH = 3  # how deep a user's wrapper may hold the dataset in its attributes
+_LIGHTNING_RESTART = "You're resuming from a checkpoint that ended before the epoch ended"
 
 
 class TrainerError(ShardLoaderError):
@@ -71,9 +72,7 @@ class Follower:
     def __init__(self) -> None:
         self.shared: torch.Tensor = torch.zeros(4, dtype=torch.int64).share_memory_()  # Reading's fields; 0: none
         self.placed = False  # the trainer's code moved or restored the dataset (not accelerate's loop by itself)
-        # Lightning resumes a mid-epoch checkpoint over a DataLoader without state_dict() from the epoch's first
-        # batch, and only warns: the dataset is told nothing (the loader is not saved, nor is it), so it is an error
-        warnings.filterwarnings("error", message="You're resuming from a checkpoint that ended before the epoch ended")
+        refuse_lightning_restart()
 
     def follow(self, ds: Followed) -> Reading | None:
         """How accelerate reads `ds` now, asked of accelerate in this process: the trainer's process records it for its
@@ -87,13 +86,13 @@ class Follower:
         mode, leader, unit, copies = self.shared.tolist()
         return reading or (None if mode == _NONE else Reading(mode, bool(leader), unit, copies))
 
-    def route(self, ds: Followed, own: Iterator[Any]) -> Iterator[Any]:
+    def route(self, ds: Followed, own: Generator[Any, None, None]) -> Iterator[Any]:
         """The dataset's own pass `own`, or, decided at the first item, what accelerate's reading needs."""
         reading = self.follow(ds)
         if reading is None:
             yield from own
             return
-        _close(own)
+        own.close()
         yield from _serve(ds, reading)
 
     def check_worker_state(self, ds: Followed) -> None:
@@ -105,16 +104,17 @@ class Follower:
             )
 
 
+def refuse_lightning_restart() -> None:
+    """Lightning resumes a mid-epoch checkpoint over a DataLoader without state_dict() from the epoch's first batch and
+    only warns (nothing is saved): make it an error, once per process (a filter the user adds after it wins)."""
+    if not any(f[0] == "error" and f[1] is not None and f[1].pattern == _LIGHTNING_RESTART for f in warnings.filters):
+        warnings.filterwarnings("error", message=_LIGHTNING_RESTART)
+
+
 def accelerate_processes() -> int | None:
     """accelerate's number of processes while it is initialized (its loaders read rows of each of them), else None."""
     state = sys.modules.get("accelerate.state")
     return int(state.PartialState().num_processes) if state is not None and state.is_initialized() else None
-
-
-def _close(iterator: Iterator[Any]) -> None:
-    close: Callable[[], None] | None = getattr(iterator, "close", None)
-    if close is not None:
-        close()
 
 
 def _holds(obj: object, ds: object, depth: int) -> bool:
