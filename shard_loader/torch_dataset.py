@@ -191,7 +191,7 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
     def settle_world(self) -> None:
         """A dataset built as rank 0 of 1 because nothing said more, in a process that now has a process group
         (Lightning's `python train.py` builds it in process 0, then starts the others), takes the process group's rank
-        and world size, continuing its stream (called in the trainer's process)."""
+        and world size, continuing its stream in the version it opened (called in the trainer's process)."""
         world = self.data.world
         if not world.assumed or get_worker_info() is not None or (now := resolve_world()) == world:
             return
@@ -199,7 +199,7 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         state, o = self.data.state_dict(), self.data.options
         options = {f.name: getattr(o, f.name) for f in fields(o) if f.init}
         self.data.close()
-        self.data = TokenDataset(self.data.url, **{**options, "rank": now.rank, "world_size": now.world_size})
+        self.data = TokenDataset(self.data.version_url, **{**options, "rank": now.rank, "world_size": now.world_size})
         self.data.load_state_dict(state)
         self._store(self.data.position)
 

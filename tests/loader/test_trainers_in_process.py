@@ -1,12 +1,18 @@
 """What a TorchTokenDataset learns of the trainer reading it, in one process: Lightning's mid-epoch restart warning is
-an error once per process (not a filter per dataset, moved ahead of the user's own)."""
+an error once per process (not a filter per dataset, moved ahead of the user's own); a dataset that learns its world
+late (Lightning's own launcher) goes on in the version it opened, though the live dataset or mixture moved on."""
 
 import warnings
 
+import numpy as np
 import pytest
 
+from shard_loader import TokenDataset
 from shard_loader.torch_dataset import TorchTokenDataset
-from tests.support.positional import positional_dataset
+from tests.loader.test_world import LAUNCHERS
+from tests.support.mixture_files import Part, write_components, write_mixture
+from tests.support.positional import positional_dataset, write_positional
+from tests.support.synthetic import write_dataset
 
 SIZES = [3_000, 2_000, 2_500, 1_800]
 OPTIONS = {"seq_len": 64, "batch_size": 2, "seed": 3}
@@ -28,3 +34,32 @@ def test_lightnings_restart_warning_is_an_error_once_per_process(url):
             TorchTokenDataset(url, **OPTIONS).data.close()
         warnings.warn(f"{RESTART} and your dataloader is not resumable.", UserWarning)
         assert sum(f[1] is not None and RESTART in f[1].pattern for f in warnings.filters) == 1
+
+
+@pytest.mark.parametrize("source", ["dataset", "mixture"])
+def test_a_dataset_taking_its_world_late_goes_on_in_the_version_it_opened(tmp_path, monkeypatch, source):
+    for name in LAUNCHERS:
+        monkeypatch.delenv(name, raising=False)
+    if source == "dataset":
+        write_positional(tmp_path, SIZES, version="v1")
+        url = str(tmp_path)
+    else:
+        parts = [Part("web", (3_000, 2_000), 0.7, 0), Part("code", (2_500, 1_800), 0.3, 1)]
+        url = write_mixture(write_components(tmp_path, parts), "blend", parts, tokens_per_epoch=6_000)
+    ds = TorchTokenDataset(url, **OPTIONS)  # rank 0 of 1: nothing says more yet
+    opened = ds.data.version_url
+    if source == "dataset":  # the live manifest moves on to another version
+        write_dataset(tmp_path, {"train": [[np.arange(1, 4_000)]]}, vocab_size=1 << 23, version="v2", tag="v2")
+    else:
+        write_mixture(tmp_path, "blend", parts, tokens_per_epoch=9_000)
+    monkeypatch.setenv("RANK", "1")  # the process group Lightning's launcher starts
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    served = [batch["input_ids"].numpy() for batch in ds]
+    assert (ds.rank, ds.world_size, ds.data.version_url) == (1, 2, opened)
+    with TokenDataset(opened, rank=0, world_size=1, **OPTIONS) as alone:
+        state = alone.state_dict()  # a mixture's blocks are of the world size it started at
+    with TokenDataset(opened, rank=1, world_size=2, **OPTIONS) as reference:
+        reference.load_state_dict(state)
+        expected = [batch["input_ids"] for batch in reference]
+    assert len(served) == len(expected) > 0 and all(np.array_equal(a, b) for a, b in zip(served, expected))
+    ds.data.close()
