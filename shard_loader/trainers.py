@@ -154,10 +154,10 @@ def _reading(ds: Followed, placed: bool) -> Reading | None:
             "docs/loader.md)"
         )
     dispatched = isinstance(loader, loaders.DataLoaderDispatcher)
-    split = dispatched and bool(loader.split_batches)
-    size, wanted = loader.batch_size, ds.batch_size * processes if split else ds.batch_size
-    if size != wanted:
-        raise TrainerError(_size_refusal(loader, size, wanted))
+    split = processes if getattr(loader if dispatched else loader.dataset, "split_batches", False) else 1
+    size = loader.batch_size  # sharded, split_batches gives each process's loader the user's batch_size / processes
+    if size != (ds.batch_size * split if dispatched else ds.batch_size):
+        raise TrainerError(_size_refusal(loader, size if dispatched or size is None else size * split, ds, split))
     index = int(state.PartialState().process_index)
     if not dispatched:
         copies = processes if isinstance(loader.dataset, loaders.IterableDatasetShard) else 1
@@ -167,17 +167,22 @@ def _reading(ds: Followed, placed: bool) -> Reading | None:
     return Reading(_DISPATCHED, index == 0, size, 1)
 
 
-def _size_refusal(loader: Any, size: int | None, wanted: int) -> str:
-    """The one line that says which batch size to set, in the words of the Trainer or of accelerate's DataLoader."""
-    if getattr(loader.collate_fn, "__module__", "").startswith("transformers."):  # the Trainer builds its DataLoader
+def _size_refusal(loader: Any, size: int | None, ds: Followed, split: int) -> str:
+    """The one line that says which batch size to set, in the words of the Trainer or of accelerate's DataLoader:
+    `size` is the user's, `split` the processes split_batches=True splits each of its batches across (else 1)."""
+    b, trainer = ds.batch_size, getattr(loader.collate_fn, "__module__", "").startswith("transformers.")
+    if trainer:  # the Trainer builds its DataLoader
+        named, told = f"per_device_train_batch_size is {size}", "set per_device_train_batch_size"
+    else:
+        named, told = f"accelerate's DataLoader has batch_size={size}", "give the DataLoader batch_size"
+    if split > 1:
         return (
-            f"per_device_train_batch_size is {size}, but the dataset's batch_size is {wanted}: set "
-            f"per_device_train_batch_size={wanted} (or build the dataset with batch_size={size})"
+            f"{named} with split_batches=True, which splits each of its batches across the {split} processes: "
+            f"{told}={b * split} (the dataset's batch_size {b} x {split} processes)"
         )
-    return (
-        f"accelerate's DataLoader has batch_size={size}, but under accelerate it must batch the dataset's single "
-        f"rows (len() counts them): give the DataLoader batch_size={wanted}"
-    )
+    if trainer:
+        return f"{named}, but the dataset's batch_size is {b}: {told}={b} (or build the dataset with batch_size={size})"
+    return f"{named}, but under accelerate it must batch the dataset's single rows (len() counts them): {told}={b}"
 
 
 def _serve(ds: Followed, reading: Reading) -> Iterator[dict[str, torch.Tensor]]:

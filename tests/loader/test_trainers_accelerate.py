@@ -176,6 +176,18 @@ def test_accelerates_own_resume_recipe_without_set_epoch_is_refused(url, tmp_pat
         pytest.param({}, "give the DataLoader batch_size=2", id="batch_size-None"),
         pytest.param({"wrap": True, "workers": 2}, "give the DataLoader batch_size=2", id="batch_size-None-wrapper"),
         pytest.param({"batch_size": 3}, "give the DataLoader batch_size=2", id="another-batch-size"),
+        pytest.param(
+            {"batch_size": 2, "accelerate": {"split_batches": True}},
+            "batch_size=2 with split_batches=True, which splits each of its batches across the 2 processes: give the "
+            "DataLoader batch_size=4",
+            id="split_batches-another-batch-size",
+        ),
+        pytest.param(
+            {"batch_size": 2, "accelerate": {"split_batches": True, "dispatch_batches": False}},
+            "batch_size=2 with split_batches=True, which splits each of its batches across the 2 processes: give the "
+            "DataLoader batch_size=4",
+            id="split_batches-dispatch_batches-False-another-batch-size",
+        ),
         pytest.param({"batch_size": 2, "cpu": False}, "accelerate runs 1 process(es)", id="accelerate-not-distributed"),
     ],
 )
