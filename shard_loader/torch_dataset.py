@@ -47,7 +47,7 @@ from .dataset import TokenDataset
 from .errors import ShardLoaderError
 from .format.codec import from_dict, to_plain
 from .state import StateError
-from .trainers import Follower, accelerate_processes
+from .trainers import Follower
 from .world import Consumer, resolve_world
 
 _MOVES, _SERVED_BY, _ANCHOR = 0, 1, 2  # fields of the shared tensor: the anchor's ints start at _ANCHOR
@@ -226,9 +226,9 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         return int(anchor.batches + self.data.plan(anchor).total_batches)
 
     def __len__(self) -> int:
-        """This rank's batches; while accelerate is initialized, what its loaders read: rows, of every process
+        """This rank's batches; where accelerate's loaders may read it, what they read: rows, of every process
         (trainers.py)."""
-        processes = accelerate_processes()
+        processes = self.follower.processes()
         return self.batches() if processes is None else self.batches() * self.batch_size * processes
 
     def __getstate__(self) -> dict[str, Any]:

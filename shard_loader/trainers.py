@@ -28,7 +28,9 @@ from .dataset import TokenDataset
 from .errors import ShardLoaderError
 from .world import Consumer
 
-_NONE, _DISPATCHED, _SHARDED = 0, 1, 2  # how accelerate reads the dataset (the first field of Follower.shared)
+# how the dataset is read (the first field of Follower.shared): not known, by accelerate's loaders (dispatched or
+# sharded), or by another loader (a pass showed it)
+_NONE, _DISPATCHED, _SHARDED, _PLAIN = 0, 1, 2, 3
 _DEPTH = 3  # how deep a user's wrapper may hold the dataset in its attributes
 _LIGHTNING_RESTART = "You're resuming from a checkpoint that ended before the epoch ended"
 
@@ -70,7 +72,8 @@ class Follower:
     """What a TorchTokenDataset learnt of the accelerate loader that reads it, in shared memory for its workers."""
 
     def __init__(self) -> None:
-        self.shared: torch.Tensor = torch.zeros(4, dtype=torch.int64).share_memory_()  # Reading's fields; 0: none
+        # Reading's fields (0: none), then 1 once len() counted another loader's batches under accelerate
+        self.shared: torch.Tensor = torch.zeros(5, dtype=torch.int64).share_memory_()
         self.placed = False  # the trainer's code moved or restored the dataset (not accelerate's loop by itself)
         refuse_lightning_restart()
 
@@ -79,17 +82,37 @@ class Follower:
         workers; a worker whose own copy of accelerate's state says nothing (spawned, or started before accelerate's
         loader ran) takes the record."""
         reading = _reading(ds, self.placed)
+        mode, leader, unit, copies, counted = self.shared.tolist()
         if get_worker_info() is None:
-            fields = [0] * 4 if reading is None else [reading.mode, reading.leader, reading.unit, reading.copies]
-            self.shared[:] = torch.tensor(fields)
+            if reading is not None and counted:
+                raise TrainerError(
+                    "len() of this dataset counted another DataLoader's batches (it had read the dataset), and "
+                    "accelerate's loader now reading it takes len() as rows: give accelerate's DataLoader a dataset "
+                    "of its own"
+                )
+            kept = _PLAIN if mode == _PLAIN else _NONE
+            fields = (
+                [kept, 0, 0, 0] if reading is None else [reading.mode, reading.leader, reading.unit, reading.copies]
+            )
+            self.shared[:4] = torch.tensor(fields)
             return reading
-        mode, leader, unit, copies = self.shared.tolist()
-        return reading or (None if mode == _NONE else Reading(mode, bool(leader), unit, copies))
+        return reading or (None if mode in (_NONE, _PLAIN) else Reading(mode, bool(leader), unit, copies))
+
+    def processes(self) -> int | None:
+        """accelerate's processes when its loaders may read the dataset (len() then counts their rows), else None:
+        while accelerate is initialized, unless a pass showed another loader reading the dataset (before any pass
+        nothing tells: the Trainer asks len() of its prepared loader first)."""
+        processes = accelerate_processes()
+        if processes is not None and int(self.shared[0]) == _PLAIN:
+            self.shared[4] = 1  # accelerate's loader reading the dataset after this answer is refused
+            return None
+        return processes
 
     def route(self, ds: Followed, own: Generator[Any, None, None]) -> Iterator[Any]:
         """The dataset's own pass `own`, or, decided at the first item, what accelerate's reading needs."""
         reading = self.follow(ds)
         if reading is None:
+            self.shared[0] = _PLAIN
             yield from own
             return
         own.close()

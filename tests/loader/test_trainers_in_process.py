@@ -1,14 +1,20 @@
 """What a TorchTokenDataset learns of the trainer reading it, in one process: Lightning's mid-epoch restart warning is
 an error once per process (not a filter per dataset, moved ahead of the user's own); a dataset that learns its world
-late (Lightning's own launcher) goes on in the version it opened, though the live dataset or mixture moved on."""
+late (Lightning's own launcher) goes on in the version it opened, though the live dataset or mixture moved on; len()
+counts a plain DataLoader's batches in a process where accelerate is initialized, once a pass showed such a loader
+reading the dataset, and accelerate's loader reading it after that answer is refused."""
 
 import warnings
 
 import numpy as np
 import pytest
+from accelerate import Accelerator
+from accelerate.state import AcceleratorState, GradientState
+from torch.utils.data import DataLoader
 
 from shard_loader import TokenDataset
 from shard_loader.torch_dataset import TorchTokenDataset
+from shard_loader.trainers import TrainerError
 from tests.loader.test_world import LAUNCHERS
 from tests.support.mixture_files import Part, write_components, write_mixture
 from tests.support.positional import positional_dataset, write_positional
@@ -63,3 +69,29 @@ def test_a_dataset_taking_its_world_late_goes_on_in_the_version_it_opened(tmp_pa
         expected = [batch["input_ids"] for batch in reference]
     assert len(served) == len(expected) > 0 and all(np.array_equal(a, b) for a, b in zip(served, expected))
     ds.data.close()
+
+
+@pytest.fixture
+def accelerate_cpu():
+    """accelerate initialized in this process (an Accelerator, one process on CPU), forgotten afterwards."""
+    Accelerator(cpu=True)
+    yield
+    AcceleratorState._reset_state(True)
+    GradientState._reset_state()
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_len_counts_a_plain_dataloaders_batches_where_accelerate_is_initialized(url, accelerate_cpu, workers):
+    ds = TorchTokenDataset(url, **OPTIONS)
+    loader = DataLoader(ds, batch_size=None, num_workers=workers)
+    served = len(list(loader))
+    assert len(loader) == len(ds) == served > 0
+    ds.set_epoch(1)
+    assert len(ds) == served
+    with pytest.raises(TrainerError, match="give accelerate's DataLoader a dataset of its own"):
+        next(iter(Accelerator(cpu=True).prepare(DataLoader(ds, batch_size=OPTIONS["batch_size"]))))
+    ds.data.close()
+    fresh = TorchTokenDataset(url, **OPTIONS)  # its own dataset: len() counts rows, which accelerate's loader batches
+    prepared = Accelerator(cpu=True).prepare(DataLoader(fresh, batch_size=OPTIONS["batch_size"]))
+    assert len(prepared) == served == len(list(prepared))
+    fresh.data.close()
