@@ -202,9 +202,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.split and len(args.split) > 1:
         raise ArgumentError(f"bench measures one split; --split names {len(args.split)} ({', '.join(args.split)})")
     split = args.split[0] if args.split else "train"
-    ds = TokenDataset(
-        args.url, split=split, seq_len=args.seq_len, batch_size=args.batch_size, cache_dir=args.cache_dir
-    )  # a remote store caches by default
+    # a remote store caches by default
+    ds = TokenDataset(args.url, split=split, seq_len=args.seq_len, batch_size=args.batch_size, cache_dir=args.cache_dir)
     first, tokens = None, 0
     for i, batch in enumerate(ds):
         if first is None:

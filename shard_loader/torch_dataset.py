@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 from .arguments import ArgumentError, integer
 from .dataset import TokenDataset
 from .errors import ShardLoaderError
+from .format import Shard
 from .format.codec import from_dict, to_plain
 from .state import StateError
 from .trainers import Follower
@@ -351,18 +352,8 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
                 )
             anchor, first = self.anchor(), worker
         self.data.position = anchor
-        p = _Pass(
-            secrets.randbits(62) + 1,
-            anchor,
-            self.data.state_dict(),
-            worker,
-            workers,
-            first,
-            first,
-            self.moves,
-            loader,
-            refusal,
-        )
+        state, moves = self.data.state_dict(), self.moves
+        p = _Pass(secrets.randbits(62) + 1, anchor, state, worker, workers, first, first, moves, loader, refusal)
         if refusal is None:
             self._owners[worker] = p.id
         self._pass = p
@@ -373,7 +364,7 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         if p.refusal is not None:  # raised at the first batch, not in __iter__: a persistent worker whose iter() raises
             # dies (torch re-creates the iterator outside its try, and torchdata 0.11 then fails on a deleted name)
             raise p.refusal
-        ds, m = self.data, self.label_shift
+        ds = self.data
         origin = ds.plan(p.anchor)
         first = min(p.next_batch, origin.total_batches)
         plan = ds.plan(ds.advanced(origin, p.anchor, first))  # the rest of the pass, from this worker's next batch
@@ -385,15 +376,7 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
                     "this loop's dataset was loaded, moved to another epoch or served by a newer loop while the loop "
                     "was running: break out of the loop after load_state_dict() or set_epoch(), then iterate again"
                 )
-            tokens = torch.empty((len(starts), ds.spec.span), dtype=torch.int64)  # one storage for both views: a worker
-            ds.fill(tokens.numpy(), shards, shard_ids, starts)  # sends each storage through a new shared memory segment
-            batch = {
-                "input_ids": tokens[:, :-m],
-                "labels": tokens[:, m:],
-                "component": torch.from_numpy(ds.components_of(shard_ids)),
-            }
-            if ds.position_ids:
-                batch["position_ids"] = torch.from_numpy(ds.positions(shards, shard_ids, starts))
+            batch = self.batch(shards, shard_ids, starts)
             del shards  # a released window must not stay mapped here while the next one is awaited
             p.next_batch = first + k + p.num_workers
             if in_trainer:
@@ -401,6 +384,18 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
             else:
                 shared[_SERVED_BY] = p.loader
             yield batch
+
+    def batch(self, shards: dict[int, Shard], shard_ids: np.ndarray, starts: np.ndarray) -> Batch:
+        """The batch of these rows: input_ids and labels are views of one tensor (a worker sends each storage through a
+        new shared memory segment)."""
+        ds, m = self.data, self.label_shift
+        tokens = torch.empty((len(starts), ds.spec.span), dtype=torch.int64)
+        ds.fill(tokens.numpy(), shards, shard_ids, starts)
+        batch = {"input_ids": tokens[:, :-m], "labels": tokens[:, m:]}
+        batch["component"] = torch.from_numpy(ds.components_of(shard_ids))
+        if ds.position_ids:
+            batch["position_ids"] = torch.from_numpy(ds.positions(shards, shard_ids, starts))
+        return batch
 
     def _worker_state(self, info: WorkerInfo) -> dict[str, Any]:
         p = self._pass
@@ -544,10 +539,8 @@ class TokenDataLoader(DataLoader[Batch | Group]):
                         "a DataLoader worker filled a shared slot, but this TokenDataLoader made none"
                     )
                 self._free_slots(held)
-                tokens, component = (
-                    ds.slots[group["slot"]][: group["rows"]],
-                    ds.slot_components[group["slot"]][: group["rows"]],
-                )
+                slot, rows = group["slot"], group["rows"]
+                tokens, component = ds.slots[slot][:rows], ds.slot_components[slot][:rows]
                 if _USE_COUNT:
                     held[group["slot"]] = 1
                 else:

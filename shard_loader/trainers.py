@@ -21,11 +21,13 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+import numpy as np
 import torch
 from torch.utils.data import get_worker_info
 
 from .dataset import TokenDataset
 from .errors import ShardLoaderError
+from .format import Shard
 from .world import Consumer
 
 # how the dataset is read (the first field of Follower.shared): not known, by accelerate's loaders (dispatched or
@@ -56,7 +58,6 @@ class Followed(Protocol):
 
     data: TokenDataset
     batch_size: int
-    label_shift: int
     grouped: bool
     _served: int
 
@@ -66,6 +67,8 @@ class Followed(Protocol):
     def anchor(self) -> Any: ...
 
     def rebase(self) -> None: ...
+
+    def batch(self, shards: dict[int, Shard], shard_ids: np.ndarray, starts: np.ndarray) -> dict[str, torch.Tensor]: ...
 
 
 class Follower:
@@ -216,7 +219,7 @@ def _serve(ds: Followed, reading: Reading) -> Iterator[dict[str, torch.Tensor]]:
         return
     info = get_worker_info()
     worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-    data, m = ds.data, ds.label_shift
+    data = ds.data
     if info is None:
         ds.rebase()
     plan = data.plan(ds.anchor())
@@ -229,15 +232,7 @@ def _serve(ds: Followed, reading: Reading) -> Iterator[dict[str, torch.Tensor]]:
             if (k * items + i) % workers != worker:
                 continue
             rows = slice(i * unit, (i + 1) * unit)
-            tokens = torch.empty((unit, data.spec.span), dtype=torch.int64)
-            data.fill(tokens.numpy(), shards, shard_ids[rows], starts[rows])
-            batch = {
-                "input_ids": tokens[:, :-m],
-                "labels": tokens[:, m:],
-                "component": torch.from_numpy(data.components_of(shard_ids[rows])),
-            }
-            if data.position_ids:
-                batch["position_ids"] = torch.from_numpy(data.positions(shards, shard_ids[rows], starts[rows]))
+            batch = ds.batch(shards, shard_ids[rows], starts[rows])
             if info is None:  # steps every rank has received: accelerate saves its state in the middle of a fetch
                 served += unit
                 ds._served = served // whole.batch_size

@@ -44,9 +44,8 @@ class PacedFiles:
         layout: str,
         stats: RotationStats,
     ):
-        self.fetched = FetchedFiles(
-            store, shards, cache_dir, keep_files=True
-        )  # leased and fetched as there; evicted only here
+        # leased and fetched as there; evicted only here
+        self.fetched = FetchedFiles(store, shards, cache_dir, keep_files=True)
         self.cache_dir, self.budget, self.layout, self.stats = cache_dir, budget, layout, stats
         self._orders = Orders(plan)
         self._room = budget - journal_bound(max(w.nbytes for w in plan.windows))  # bytes the horizon may fill
@@ -100,9 +99,8 @@ class PacedFiles:
                 missing = [ref for ref in refs if not is_trusted(cached_path(self.cache_dir, ref), ref)]
                 if not missing:
                     break
-                kept = self._horizon(
-                    place
-                )  # lists and probes every live consumer's record: only when something is missing
+                # lists and probes every live consumer's record: only when something is missing
+                kept = self._horizon(place)
                 if place <= kept.end:
                     need = sum(ref.size for ref in missing) + max(journal_bound(ref.size) for ref in missing)
                     if make_room(self.cache_dir, self.budget, need, self._spare(kept)):
