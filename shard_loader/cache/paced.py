@@ -25,13 +25,13 @@ from .files import CachePath
 from .horizon import Horizon, Orders, horizon
 from .locking import file_lock
 from .verified import cached_path, ensure_local, is_trusted
-from .window_files import RotationStats, ShardFiles, shard_refs
+from .window_files import RotationStats, ShardFiles, WindowFiles, shard_refs
 
 PACE_SECONDS = 0.01  # how often a consumer that waits for slower ones looks again
 log = logging.getLogger(__name__)
 
 
-class PacedFiles:
+class PacedFiles(WindowFiles):
     """Cached files fetched within the slowest consumer's horizon and evicted only to make room under `budget`."""
 
     def __init__(
