@@ -229,7 +229,7 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
     def __len__(self) -> int:
         """This rank's batches; where accelerate's loaders may read it, what they read: rows, of every process
         (trainers.py)."""
-        processes = self.follower.processes()
+        processes = self.follower.processes(self)
         return self.batches() if processes is None else self.batches() * self.batch_size * processes
 
     def __getstate__(self) -> dict[str, Any]:

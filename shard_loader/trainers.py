@@ -101,12 +101,13 @@ class Follower:
             return reading
         return reading or (None if mode in (_NONE, _PLAIN) else Reading(mode, bool(leader), unit, copies))
 
-    def processes(self) -> int | None:
+    def processes(self, ds: Followed) -> int | None:
         """accelerate's processes when its loaders may read the dataset (len() then counts their rows), else None:
-        while accelerate is initialized, unless a pass showed another loader reading the dataset (before any pass
-        nothing tells: the Trainer asks len() of its prepared loader first)."""
+        while accelerate is initialized, unless a pass showed another loader reading the dataset and none of
+        accelerate's reads it now (before any pass nothing tells: the Trainer asks len() of its prepared loader
+        first)."""
         processes = accelerate_processes()
-        if processes is not None and int(self.shared[0]) == _PLAIN:
+        if processes is not None and int(self.shared[0]) == _PLAIN and _active_loader(ds) is None:
             self.shared[4] = 1  # accelerate's loader reading the dataset after this answer is refused
             return None
         return processes
@@ -152,15 +153,18 @@ def _holds(obj: object, ds: object, depth: int) -> bool:
     return depth > 0 and any(_holds(value, ds, depth - 1) for value in inner)
 
 
+def _active_loader(ds: Followed) -> Any:
+    """The accelerate loader this process iterates, when it reads `ds` (or a wrapper of it), else None."""
+    state = sys.modules.get("accelerate.state")
+    loader = state.GradientState().active_dataloader if state is not None and state.is_initialized() else None
+    return loader if loader is not None and _holds(loader.dataset, ds, _DEPTH) else None
+
+
 def _reading(ds: Followed, placed: bool) -> Reading | None:
     """How the accelerate loader this process iterates reads `ds`, None when none runs or it reads another dataset;
     what cannot be exact is refused."""
-    processes = accelerate_processes()
-    state, loaders = sys.modules.get("accelerate.state"), sys.modules.get("accelerate.data_loader")
-    if processes is None or state is None or loaders is None:
-        return None
-    loader = state.GradientState().active_dataloader
-    if loader is None or not _holds(loader.dataset, ds, _DEPTH):
+    processes, loaders, loader = accelerate_processes(), sys.modules.get("accelerate.data_loader"), _active_loader(ds)
+    if processes is None or loaders is None or loader is None:
         return None
     if ds.grouped:
         raise TrainerError(
@@ -184,7 +188,7 @@ def _reading(ds: Followed, placed: bool) -> Reading | None:
     size = loader.batch_size  # sharded, split_batches gives each process's loader the user's batch_size / processes
     if size != (ds.batch_size * split if dispatched else ds.batch_size):
         raise TrainerError(_size_refusal(loader, size if dispatched or size is None else size * split, ds, split))
-    index = int(state.PartialState().process_index)
+    index = int(sys.modules["accelerate.state"].PartialState().process_index)
     if not dispatched:
         copies = processes if isinstance(loader.dataset, loaders.IterableDatasetShard) else 1
         return Reading(_SHARDED, False, size, copies)
