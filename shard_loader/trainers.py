@@ -3,11 +3,12 @@ learns how it is read from what accelerate declares, `accelerate.state.is_initia
 loader being iterated (`GradientState().active_dataloader`: a DataLoaderDispatcher or a DataLoaderShard whose dataset
 is, or holds, this one), and serves what each process needs, or refuses. Nothing of accelerate is imported here.
 
-While accelerate is initialized, `len(dataset)` counts what its loaders read: single rows of every process (a
-DataLoaderDispatcher's process 0 reads for all of them; an IterableDatasetShard keeps one row block in num_processes).
-So accelerate's DataLoader must batch rows by the dataset's batch_size: batch_size=None, or another size, is refused at
-the first batch. Dispatched, process 0 serves each global batch's rows in rank order and the others nothing; sharded,
-each process serves its own batches' rows, each batch num_processes times, of which the IterableDatasetShard keeps one.
+While accelerate is initialized (and no pass showed another loader reading it), `len(dataset)` counts what its loaders
+read: single rows of every process (a DataLoaderDispatcher's process 0 reads for all of them; an IterableDatasetShard
+keeps one row block in num_processes). So accelerate's DataLoader must batch rows by the dataset's batch_size:
+batch_size=None, or another size, is refused at the first batch. Dispatched, process 0 serves each global batch's rows
+in rank order and the others nothing; sharded, each process serves its own batches' rows, each batch num_processes
+times, of which the IterableDatasetShard keeps one.
 What a process learns in the trainer's process (when accelerate calls set_epoch, when the dataset is pickled for
 spawned workers, or iterated there) lives in shared memory for workers; a forked worker also asks its own copy of
 accelerate's state.
