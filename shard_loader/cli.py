@@ -154,13 +154,9 @@ def _verify(args: argparse.Namespace, label: str, opened: OpenedManifest, cache:
     started, total, done = time.perf_counter(), sum(r.size for r in refs), 0
     for i, ref in enumerate(refs, 1):
         if sys.stderr.isatty():  # a terminal sees a line redrawn in place; a pipe only the summary
-            rate = done / 1e6 / max(time.perf_counter() - started, 1e-6)
-            print(
-                f"\r{label}verifying {i}/{len(refs)} files, {done / 1e6:,.1f}/{total / 1e6:,.1f} MB, {rate:,.1f} MB/s",
-                end="",
-                file=sys.stderr,
-                flush=True,
-            )
+            rate, mb = done / 1e6 / max(time.perf_counter() - started, 1e-6), f"{done / 1e6:,.1f}/{total / 1e6:,.1f} MB"
+            line = f"\r{label}verifying {i}/{len(refs)} files, {mb}, {rate:,.1f} MB/s"
+            print(line, end="", file=sys.stderr, flush=True)
         done += ref.size
         try:
             verify_file(_where(opened, cache, ref), ref)
@@ -184,14 +180,10 @@ def _verify(args: argparse.Namespace, label: str, opened: OpenedManifest, cache:
     if sys.stderr.isatty():
         print(file=sys.stderr)
     seconds = time.perf_counter() - started
-    summary = (
-        f"{len(refs)} files, {total / 1e9:.3f} GB in {seconds:.1f} s ({total / 1e6 / max(seconds, 1e-6):,.1f} MB/s)"
-    )
-    print(
-        f"{label}all files verified: {summary}"
-        if not (bad or missing)
-        else f"{label}{missing} files missing, {bad} bad of {summary}"
-    )
+    rate = total / 1e6 / max(seconds, 1e-6)
+    summary = f"{len(refs)} files, {total / 1e9:.3f} GB in {seconds:.1f} s ({rate:,.1f} MB/s)"
+    verdict = f"{missing} files missing, {bad} bad of" if bad or missing else "all files verified:"
+    print(f"{label}{verdict} {summary}")
     return bool(bad or missing)
 
 
@@ -202,9 +194,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.split and len(args.split) > 1:
         raise ArgumentError(f"bench measures one split; --split names {len(args.split)} ({', '.join(args.split)})")
     split = args.split[0] if args.split else "train"
-    ds = TokenDataset(
-        args.url, split=split, seq_len=args.seq_len, batch_size=args.batch_size, cache_dir=args.cache_dir
-    )  # a remote store caches by default
+    # a remote store caches by default
+    ds = TokenDataset(args.url, split=split, seq_len=args.seq_len, batch_size=args.batch_size, cache_dir=args.cache_dir)
     first, tokens = None, 0
     for i, batch in enumerate(ds):
         if first is None:

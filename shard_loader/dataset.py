@@ -5,6 +5,7 @@ workers, deterministic from (seed, epoch), and resumable. The URL's document say
 from __future__ import annotations
 
 import contextlib
+import posixpath
 from collections.abc import Iterator
 from dataclasses import fields
 from typing import Any
@@ -14,7 +15,8 @@ import numpy as np
 from .arguments import ArgumentError, text
 from .cache.rotation import WindowCache
 from .errors import MissingFileError, NotFoundError, ShardFormatError
-from .format import MIXTURE_FORMAT, MixtureFile, Shard, ShardTable
+from .format import MIXTURE_FORMAT, MixtureFile, Shard, ShardTable, mixture_version_key, versioned_key
+from .mixture.opening import store_root
 from .mixture.stream import MixtureStream
 from .opening import OpenedManifest, document_format, read_document
 from .options import LoaderOptions
@@ -58,6 +60,16 @@ class TokenDataset:
             self.mixture, self.components = None, [one]
         self.vocab_size = self.components[0].opened.manifest.tokenizer.vocab_size  # a mixture's components share it
         self.placed = False  # set_epoch or load_state_dict placed the stream where it stands (see onward)
+
+    @property
+    def version_url(self) -> str:
+        """The URL of the version opened, which stays when the live one moves on: a dataset's manifests/<version>.json,
+        a mixture's mixtures/<name>/<version>.json (or its URL, when the file sits outside a store's mixtures/)."""
+        if self.mixture is None:
+            return posixpath.join(self.opened.store.url, versioned_key(self.opened.manifest.version))
+        root = store_root(self.url, self.mixture.name)
+        key = mixture_version_key(self.mixture.name, self.mixture.version)
+        return self.url if root is None else posixpath.join(root, key)
 
     # --- a dataset's one component ---------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .cache.verified import cached_path, ensure_local
-from .errors import IntegrityError, ManifestError, MissingFileError
+from .errors import ManifestError, MissingFileError
 from .format import LATEST_KEY, FileRef, Manifest, parse_json, parse_manifest
 from .cache.lease import hold
 from .storage import Store, is_remote, open_store, split_manifest_url
@@ -90,19 +90,11 @@ def open_manifest(
     store, key = _store_of(url, store_options) if document is None else (document[0], split_manifest_url(url)[1])
     raw, origin = store.read_bytes(key) if document is None else document[1], f"{store.url}/{key}"
     if pinned is not None:
-        _check_pinned(raw, pinned, origin)
+        pinned.verified(raw, origin, "pinned as")
     opened = OpenedManifest(manifest=parse_manifest(raw, origin=origin), store=store, key=key)
     return replace(
         opened, manifest=opened.manifest.with_tables(_table_reader(store, opened.cache_dir(cache_dir)), splits)
     )
-
-
-def _check_pinned(raw: bytes, pinned: FileRef, origin: str) -> None:
-    sha = hashlib.sha256(raw).hexdigest()
-    if len(raw) != pinned.size or sha != pinned.sha256:
-        raise IntegrityError(
-            f"{origin}: {len(raw)} bytes with sha256 {sha}, pinned as {pinned.size} bytes with sha256 {pinned.sha256}"
-        )
 
 
 def _table_reader(store: Store, cache: Path | None) -> Callable[[FileRef], bytes]:

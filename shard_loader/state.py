@@ -92,9 +92,8 @@ class StreamKey:
     seed: int
     windows: str  # digest of the window layout (window_shards, window_bytes, disk_budget)
     window_shards: int | None = field(default=None, compare=False)
-    window_bytes: int | None = field(
-        default=None, compare=False
-    )  # the bound windows were made with: given, or half the disk_budget
+    # the bound windows were made with: given, or half the disk_budget
+    window_bytes: int | None = field(default=None, compare=False)
     disk_budget: int | None = field(default=None, compare=False)
 
     def window_options(self) -> str:

@@ -200,9 +200,7 @@ class DatasetStream:
         batches `consumer` serves (see Consumer.runs); a run's rows are whole batches, in order."""
         plan = own(plan, EpochPlan, "a dataset")
         firsts = np.concatenate(([0], np.cumsum(plan.batches_per_window)[:-1])).tolist()
-        mine = [
-            (k, s) for k, s in zip(firsts, plan.segments) if next(consumer.runs(k, s.batches), None)
-        ]  # segments with a run
+        mine = [(k, s) for k, s in zip(firsts, plan.segments) if next(consumer.runs(k, s.batches), None)]  # with a run
         self.cache.follow(plan)
         try:
             for n, (first, segment) in enumerate(mine):

@@ -45,9 +45,10 @@ if TYPE_CHECKING:
 from .arguments import ArgumentError, integer
 from .dataset import TokenDataset
 from .errors import ShardLoaderError
+from .format import Shard
 from .format.codec import from_dict, to_plain
 from .state import StateError
-from .trainers import Follower, accelerate_processes
+from .trainers import Follower
 from .world import Consumer, resolve_world
 
 _MOVES, _SERVED_BY, _ANCHOR = 0, 1, 2  # fields of the shared tensor: the anchor's ints start at _ANCHOR
@@ -191,7 +192,7 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
     def settle_world(self) -> None:
         """A dataset built as rank 0 of 1 because nothing said more, in a process that now has a process group
         (Lightning's `python train.py` builds it in process 0, then starts the others), takes the process group's rank
-        and world size, continuing its stream (called in the trainer's process)."""
+        and world size, continuing its stream in the version it opened (called in the trainer's process)."""
         world = self.data.world
         if not world.assumed or get_worker_info() is not None or (now := resolve_world()) == world:
             return
@@ -199,7 +200,7 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         state, o = self.data.state_dict(), self.data.options
         options = {f.name: getattr(o, f.name) for f in fields(o) if f.init}
         self.data.close()
-        self.data = TokenDataset(self.data.url, **{**options, "rank": now.rank, "world_size": now.world_size})
+        self.data = TokenDataset(self.data.version_url, **{**options, "rank": now.rank, "world_size": now.world_size})
         self.data.load_state_dict(state)
         self._store(self.data.position)
 
@@ -226,9 +227,9 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         return int(anchor.batches + self.data.plan(anchor).total_batches)
 
     def __len__(self) -> int:
-        """This rank's batches; while accelerate is initialized, what its loaders read: rows, of every process
+        """This rank's batches; where accelerate's loaders may read it, what they read: rows, of every process
         (trainers.py)."""
-        processes = accelerate_processes()
+        processes = self.follower.processes(self)
         return self.batches() if processes is None else self.batches() * self.batch_size * processes
 
     def __getstate__(self) -> dict[str, Any]:
@@ -288,7 +289,7 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         own = self._groups() if self.grouped else self._batches(self._begin_pass())
         return self.follower.route(self, own)  # trainers.py: or what accelerate's reading needs
 
-    def _groups(self) -> Iterator[Group]:
+    def _groups(self) -> Generator[Group, None, None]:
         """Groups of batches for TokenDataLoader, in its shared slots when it has workers."""
         info = get_worker_info()
         ds = self.data
@@ -351,29 +352,19 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
                 )
             anchor, first = self.anchor(), worker
         self.data.position = anchor
-        p = _Pass(
-            secrets.randbits(62) + 1,
-            anchor,
-            self.data.state_dict(),
-            worker,
-            workers,
-            first,
-            first,
-            self.moves,
-            loader,
-            refusal,
-        )
+        state, moves = self.data.state_dict(), self.moves
+        p = _Pass(secrets.randbits(62) + 1, anchor, state, worker, workers, first, first, moves, loader, refusal)
         if refusal is None:
             self._owners[worker] = p.id
         self._pass = p
         return p
 
-    def _batches(self, p: _Pass) -> Iterator[Batch]:
+    def _batches(self, p: _Pass) -> Generator[Batch, None, None]:
         """One batch per item: batches p.next_batch, + num_workers, ... of the rank's stream from the pass's anchor."""
         if p.refusal is not None:  # raised at the first batch, not in __iter__: a persistent worker whose iter() raises
             # dies (torch re-creates the iterator outside its try, and torchdata 0.11 then fails on a deleted name)
             raise p.refusal
-        ds, m = self.data, self.label_shift
+        ds = self.data
         origin = ds.plan(p.anchor)
         first = min(p.next_batch, origin.total_batches)
         plan = ds.plan(ds.advanced(origin, p.anchor, first))  # the rest of the pass, from this worker's next batch
@@ -385,15 +376,7 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
                     "this loop's dataset was loaded, moved to another epoch or served by a newer loop while the loop "
                     "was running: break out of the loop after load_state_dict() or set_epoch(), then iterate again"
                 )
-            tokens = torch.empty((len(starts), ds.spec.span), dtype=torch.int64)  # one storage for both views: a worker
-            ds.fill(tokens.numpy(), shards, shard_ids, starts)  # sends each storage through a new shared memory segment
-            batch = {
-                "input_ids": tokens[:, :-m],
-                "labels": tokens[:, m:],
-                "component": torch.from_numpy(ds.components_of(shard_ids)),
-            }
-            if ds.position_ids:
-                batch["position_ids"] = torch.from_numpy(ds.positions(shards, shard_ids, starts))
+            batch = self.batch(shards, shard_ids, starts)
             del shards  # a released window must not stay mapped here while the next one is awaited
             p.next_batch = first + k + p.num_workers
             if in_trainer:
@@ -401,6 +384,18 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
             else:
                 shared[_SERVED_BY] = p.loader
             yield batch
+
+    def batch(self, shards: dict[int, Shard], shard_ids: np.ndarray, starts: np.ndarray) -> Batch:
+        """The batch of these rows: input_ids and labels are views of one tensor (a worker sends each storage through a
+        new shared memory segment)."""
+        ds, m = self.data, self.label_shift
+        tokens = torch.empty((len(starts), ds.spec.span), dtype=torch.int64)
+        ds.fill(tokens.numpy(), shards, shard_ids, starts)
+        batch = {"input_ids": tokens[:, :-m], "labels": tokens[:, m:]}
+        batch["component"] = torch.from_numpy(ds.components_of(shard_ids))
+        if ds.position_ids:
+            batch["position_ids"] = torch.from_numpy(ds.positions(shards, shard_ids, starts))
+        return batch
 
     def _worker_state(self, info: WorkerInfo) -> dict[str, Any]:
         p = self._pass
@@ -544,10 +539,8 @@ class TokenDataLoader(DataLoader[Batch | Group]):
                         "a DataLoader worker filled a shared slot, but this TokenDataLoader made none"
                     )
                 self._free_slots(held)
-                tokens, component = (
-                    ds.slots[group["slot"]][: group["rows"]],
-                    ds.slot_components[group["slot"]][: group["rows"]],
-                )
+                slot, rows = group["slot"], group["rows"]
+                tokens, component = ds.slots[slot][:rows], ds.slot_components[slot][:rows]
                 if _USE_COUNT:
                     held[group["slot"]] = 1
                 else:

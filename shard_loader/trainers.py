@@ -3,11 +3,12 @@ learns how it is read from what accelerate declares, `accelerate.state.is_initia
 loader being iterated (`GradientState().active_dataloader`: a DataLoaderDispatcher or a DataLoaderShard whose dataset
 is, or holds, this one), and serves what each process needs, or refuses. Nothing of accelerate is imported here.
 
-While accelerate is initialized, `len(dataset)` counts what its loaders read: single rows of every process (a
-DataLoaderDispatcher's process 0 reads for all of them; an IterableDatasetShard keeps one row block in num_processes).
-So accelerate's DataLoader must batch rows by the dataset's batch_size: batch_size=None, or another size, is refused at
-the first batch. Dispatched, process 0 serves each global batch's rows in rank order and the others nothing; sharded,
-each process serves its own batches' rows, each batch num_processes times, of which the IterableDatasetShard keeps one.
+While accelerate is initialized (and no pass showed another loader reading it), `len(dataset)` counts what its loaders
+read: single rows of every process (a DataLoaderDispatcher's process 0 reads for all of them; an IterableDatasetShard
+keeps one row block in num_processes). So accelerate's DataLoader must batch rows by the dataset's batch_size:
+batch_size=None, or another size, is refused at the first batch. Dispatched, process 0 serves each global batch's rows
+in rank order and the others nothing; sharded, each process serves its own batches' rows, each batch num_processes
+times, of which the IterableDatasetShard keeps one.
 What a process learns in the trainer's process (when accelerate calls set_epoch, when the dataset is pickled for
 spawned workers, or iterated there) lives in shared memory for workers; a forked worker also asks its own copy of
 accelerate's state.
@@ -17,19 +18,24 @@ from __future__ import annotations
 
 import sys
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+import numpy as np
 import torch
 from torch.utils.data import get_worker_info
 
 from .dataset import TokenDataset
 from .errors import ShardLoaderError
+from .format import Shard
 from .world import Consumer
 
-_NONE, _DISPATCHED, _SHARDED = 0, 1, 2  # how accelerate reads the dataset (the first field of Follower.shared)
+# how the dataset is read (the first field of Follower.shared): not known, by accelerate's loaders (dispatched or
+# sharded), or by another loader (a pass showed it)
+_NONE, _DISPATCHED, _SHARDED, _PLAIN = 0, 1, 2, 3
 _DEPTH = 3  # how deep a user's wrapper may hold the dataset in its attributes
+_LIGHTNING_RESTART = "You're resuming from a checkpoint that ended before the epoch ended"
 
 
 class TrainerError(ShardLoaderError):
@@ -53,7 +59,6 @@ class Followed(Protocol):
 
     data: TokenDataset
     batch_size: int
-    label_shift: int
     grouped: bool
     _served: int
 
@@ -64,36 +69,58 @@ class Followed(Protocol):
 
     def rebase(self) -> None: ...
 
+    def batch(self, shards: dict[int, Shard], shard_ids: np.ndarray, starts: np.ndarray) -> dict[str, torch.Tensor]: ...
+
 
 class Follower:
     """What a TorchTokenDataset learnt of the accelerate loader that reads it, in shared memory for its workers."""
 
     def __init__(self) -> None:
-        self.shared: torch.Tensor = torch.zeros(4, dtype=torch.int64).share_memory_()  # Reading's fields; 0: none
+        # Reading's fields (0: none), then 1 once len() counted another loader's batches under accelerate
+        self.shared: torch.Tensor = torch.zeros(5, dtype=torch.int64).share_memory_()
         self.placed = False  # the trainer's code moved or restored the dataset (not accelerate's loop by itself)
-        # Lightning resumes a mid-epoch checkpoint over a DataLoader without state_dict() from the epoch's first
-        # batch, and only warns: the dataset is told nothing (the loader is not saved, nor is it), so it is an error
-        warnings.filterwarnings("error", message="You're resuming from a checkpoint that ended before the epoch ended")
+        refuse_lightning_restart()
 
     def follow(self, ds: Followed) -> Reading | None:
         """How accelerate reads `ds` now, asked of accelerate in this process: the trainer's process records it for its
         workers; a worker whose own copy of accelerate's state says nothing (spawned, or started before accelerate's
         loader ran) takes the record."""
         reading = _reading(ds, self.placed)
+        mode, leader, unit, copies, counted = self.shared.tolist()
         if get_worker_info() is None:
-            fields = [0] * 4 if reading is None else [reading.mode, reading.leader, reading.unit, reading.copies]
-            self.shared[:] = torch.tensor(fields)
+            if reading is not None and counted:
+                raise TrainerError(
+                    "len() of this dataset counted another DataLoader's batches (it had read the dataset), and "
+                    "accelerate's loader now reading it takes len() as rows: give accelerate's DataLoader a dataset "
+                    "of its own"
+                )
+            kept = _PLAIN if mode == _PLAIN else _NONE
+            fields = (
+                [kept, 0, 0, 0] if reading is None else [reading.mode, reading.leader, reading.unit, reading.copies]
+            )
+            self.shared[:4] = torch.tensor(fields)
             return reading
-        mode, leader, unit, copies = self.shared.tolist()
-        return reading or (None if mode == _NONE else Reading(mode, bool(leader), unit, copies))
+        return reading or (None if mode in (_NONE, _PLAIN) else Reading(mode, bool(leader), unit, copies))
 
-    def route(self, ds: Followed, own: Iterator[Any]) -> Iterator[Any]:
+    def processes(self, ds: Followed) -> int | None:
+        """accelerate's processes when its loaders may read the dataset (len() then counts their rows), else None:
+        while accelerate is initialized, unless a pass showed another loader reading the dataset and none of
+        accelerate's reads it now (before any pass nothing tells: the Trainer asks len() of its prepared loader
+        first)."""
+        processes = accelerate_processes()
+        if processes is not None and int(self.shared[0]) == _PLAIN and _active_loader(ds) is None:
+            self.shared[4] = 1  # accelerate's loader reading the dataset after this answer is refused
+            return None
+        return processes
+
+    def route(self, ds: Followed, own: Generator[Any, None, None]) -> Iterator[Any]:
         """The dataset's own pass `own`, or, decided at the first item, what accelerate's reading needs."""
         reading = self.follow(ds)
         if reading is None:
+            self.shared[0] = _PLAIN
             yield from own
             return
-        _close(own)
+        own.close()
         yield from _serve(ds, reading)
 
     def check_worker_state(self, ds: Followed) -> None:
@@ -105,16 +132,17 @@ class Follower:
             )
 
 
+def refuse_lightning_restart() -> None:
+    """Lightning resumes a mid-epoch checkpoint over a DataLoader without state_dict() from the epoch's first batch and
+    only warns (nothing is saved): make it an error, once per process (a filter the user adds after it wins)."""
+    if not any(f[0] == "error" and f[1] is not None and f[1].pattern == _LIGHTNING_RESTART for f in warnings.filters):
+        warnings.filterwarnings("error", message=_LIGHTNING_RESTART)
+
+
 def accelerate_processes() -> int | None:
     """accelerate's number of processes while it is initialized (its loaders read rows of each of them), else None."""
     state = sys.modules.get("accelerate.state")
     return int(state.PartialState().num_processes) if state is not None and state.is_initialized() else None
-
-
-def _close(iterator: Iterator[Any]) -> None:
-    close: Callable[[], None] | None = getattr(iterator, "close", None)
-    if close is not None:
-        close()
 
 
 def _holds(obj: object, ds: object, depth: int) -> bool:
@@ -126,15 +154,18 @@ def _holds(obj: object, ds: object, depth: int) -> bool:
     return depth > 0 and any(_holds(value, ds, depth - 1) for value in inner)
 
 
+def _active_loader(ds: Followed) -> Any:
+    """The accelerate loader this process iterates, when it reads `ds` (or a wrapper of it), else None."""
+    state = sys.modules.get("accelerate.state")
+    loader = state.GradientState().active_dataloader if state is not None and state.is_initialized() else None
+    return loader if loader is not None and _holds(loader.dataset, ds, _DEPTH) else None
+
+
 def _reading(ds: Followed, placed: bool) -> Reading | None:
     """How the accelerate loader this process iterates reads `ds`, None when none runs or it reads another dataset;
     what cannot be exact is refused."""
-    processes = accelerate_processes()
-    state, loaders = sys.modules.get("accelerate.state"), sys.modules.get("accelerate.data_loader")
-    if processes is None or state is None or loaders is None:
-        return None
-    loader = state.GradientState().active_dataloader
-    if loader is None or not _holds(loader.dataset, ds, _DEPTH):
+    processes, loaders, loader = accelerate_processes(), sys.modules.get("accelerate.data_loader"), _active_loader(ds)
+    if processes is None or loaders is None or loader is None:
         return None
     if ds.grouped:
         raise TrainerError(
@@ -154,11 +185,11 @@ def _reading(ds: Followed, placed: bool) -> Reading | None:
             "docs/loader.md)"
         )
     dispatched = isinstance(loader, loaders.DataLoaderDispatcher)
-    split = dispatched and bool(loader.split_batches)
-    size, wanted = loader.batch_size, ds.batch_size * processes if split else ds.batch_size
-    if size != wanted:
-        raise TrainerError(_size_refusal(loader, size, wanted))
-    index = int(state.PartialState().process_index)
+    split = processes if getattr(loader if dispatched else loader.dataset, "split_batches", False) else 1
+    size = loader.batch_size  # sharded, split_batches gives each process's loader the user's batch_size / processes
+    if size != (ds.batch_size * split if dispatched else ds.batch_size):
+        raise TrainerError(_size_refusal(loader, size if dispatched or size is None else size * split, ds, split))
+    index = int(sys.modules["accelerate.state"].PartialState().process_index)
     if not dispatched:
         copies = processes if isinstance(loader.dataset, loaders.IterableDatasetShard) else 1
         return Reading(_SHARDED, False, size, copies)
@@ -167,17 +198,22 @@ def _reading(ds: Followed, placed: bool) -> Reading | None:
     return Reading(_DISPATCHED, index == 0, size, 1)
 
 
-def _size_refusal(loader: Any, size: int | None, wanted: int) -> str:
-    """The one line that says which batch size to set, in the words of the Trainer or of accelerate's DataLoader."""
-    if getattr(loader.collate_fn, "__module__", "").startswith("transformers."):  # the Trainer builds its DataLoader
+def _size_refusal(loader: Any, size: int | None, ds: Followed, split: int) -> str:
+    """The one line that says which batch size to set, in the words of the Trainer or of accelerate's DataLoader:
+    `size` is the user's, `split` the processes split_batches=True splits each of its batches across (else 1)."""
+    b, trainer = ds.batch_size, getattr(loader.collate_fn, "__module__", "").startswith("transformers.")
+    if trainer:  # the Trainer builds its DataLoader
+        named, told = f"per_device_train_batch_size is {size}", "set per_device_train_batch_size"
+    else:
+        named, told = f"accelerate's DataLoader has batch_size={size}", "give the DataLoader batch_size"
+    if split > 1:
         return (
-            f"per_device_train_batch_size is {size}, but the dataset's batch_size is {wanted}: set "
-            f"per_device_train_batch_size={wanted} (or build the dataset with batch_size={size})"
+            f"{named} with split_batches=True, which splits each of its batches across the {split} processes: "
+            f"{told}={b * split} (the dataset's batch_size {b} x {split} processes)"
         )
-    return (
-        f"accelerate's DataLoader has batch_size={size}, but under accelerate it must batch the dataset's single "
-        f"rows (len() counts them): give the DataLoader batch_size={wanted}"
-    )
+    if trainer:
+        return f"{named}, but the dataset's batch_size is {b}: {told}={b} (or build the dataset with batch_size={size})"
+    return f"{named}, but under accelerate it must batch the dataset's single rows (len() counts them): {told}={b}"
 
 
 def _serve(ds: Followed, reading: Reading) -> Iterator[dict[str, torch.Tensor]]:
@@ -188,7 +224,7 @@ def _serve(ds: Followed, reading: Reading) -> Iterator[dict[str, torch.Tensor]]:
         return
     info = get_worker_info()
     worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-    data, m = ds.data, ds.label_shift
+    data = ds.data
     if info is None:
         ds.rebase()
     plan = data.plan(ds.anchor())
@@ -201,15 +237,7 @@ def _serve(ds: Followed, reading: Reading) -> Iterator[dict[str, torch.Tensor]]:
             if (k * items + i) % workers != worker:
                 continue
             rows = slice(i * unit, (i + 1) * unit)
-            tokens = torch.empty((unit, data.spec.span), dtype=torch.int64)
-            data.fill(tokens.numpy(), shards, shard_ids[rows], starts[rows])
-            batch = {
-                "input_ids": tokens[:, :-m],
-                "labels": tokens[:, m:],
-                "component": torch.from_numpy(data.components_of(shard_ids[rows])),
-            }
-            if data.position_ids:
-                batch["position_ids"] = torch.from_numpy(data.positions(shards, shard_ids[rows], starts[rows]))
+            batch = ds.batch(shards, shard_ids[rows], starts[rows])
             if info is None:  # steps every rank has received: accelerate saves its state in the middle of a fetch
                 served += unit
                 ds._served = served // whole.batch_size

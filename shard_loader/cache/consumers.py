@@ -43,9 +43,8 @@ class Registration:
     def __init__(self, cache_dir: Path, layout: str, place: int):
         self.folder = CachePath(Path(cache_dir), _FOLDER)
         self.layout, self.place, self._tag = layout, place, f"{os.getpid()}.{next(_COUNTER)}"
-        staging = self.folder.child(
-            f"new-{self._tag}"
-        )  # unparsable, so nobody takes it for a dead record before it is locked
+        # unparsable, so nobody takes it for a dead record before it is locked
+        staging = self.folder.child(f"new-{self._tag}")
         self.fd = staging.open(os.O_RDWR | os.O_CREAT)
         fcntl.flock(self.fd, fcntl.LOCK_EX)
         self.path = self.folder.child(self._name(place))

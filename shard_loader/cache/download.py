@@ -103,76 +103,67 @@ def _check_disk(ref: FileRef, folder: Path, needed: int) -> None:
         raise DiskBudgetError(f"{ref.key}: needs {needed:,} bytes in {folder}, only {free:,} are free")
 
 
-def _fetch_span(
-    store: Store, key: str, fd: int, start: int, end: int, deadline: Deadline, stats: RequestStats, progress: _Progress
-) -> None:
-    """Stream bytes [start, end) of `key` into `fd` at their offset, checking the deadline after every chunk.
-    `stats.bytes` counts a span once it is complete, so bytes of failed attempts are not counted twice."""
-    offset = start
-    chunks = store.stream(key, start, end)
-    try:
-        for chunk in chunks:
-            os.pwrite(fd, chunk, offset)
-            offset += len(chunk)
-            progress.add(len(chunk))
-            deadline.check()
-    finally:
-        if isinstance(chunks, Generator):
-            chunks.close()  # ends the request at once, also when a chunk fails
-    os.fdatasync(fd)
-    stats.add(bytes=end - start)
+@dataclass(frozen=True)
+class _Transfer:
+    """One file's bytes on their way into its part file `fd`: what each of its spans needs."""
 
+    store: Store
+    ref: FileRef
+    fd: int
+    journal: CachePath
+    config: DownloadConfig
+    stats: RequestStats
+    deadline: Deadline
+    progress: _Progress
 
-def _fetch_parts(
-    store: Store,
-    ref: FileRef,
-    fd: int,
-    journal: CachePath,
-    count: int,
-    config: DownloadConfig,
-    stats: RequestStats,
-    deadline: Deadline,
-    progress: _Progress,
-) -> None:
-    """Parallel ranged GETs of the parts not yet in the journal; after the first failure no further part starts."""
-    todo = [i for i in range(count) if i not in _done_parts(journal, count)]
-    journal_lock, failed = threading.Lock(), threading.Event()
-
-    def fetch(i: int) -> None:
-        if failed.is_set():
-            return
-        start, end = i * config.part_size, min(ref.size, (i + 1) * config.part_size)
-        span = partial(_fetch_span, store, ref.key, fd, start, end, deadline, stats, progress)
+    def span(self, start: int, end: int) -> None:
+        """Stream bytes [start, end) into the part file at their offset, checking the deadline after every chunk.
+        `stats.bytes` counts a span once it is complete, so bytes of failed attempts are not counted twice."""
+        offset = start
+        chunks = self.store.stream(self.ref.key, start, end)
         try:
-            with_retries(span, f"{ref.key} bytes {start}-{end}", config.retry, stats, deadline)
-        except BaseException:
-            failed.set()
-            raise
-        with journal_lock:
-            journal.write_bytes(f"{i}\n".encode(), append=True)
+            for chunk in chunks:
+                os.pwrite(self.fd, chunk, offset)
+                offset += len(chunk)
+                self.progress.add(len(chunk))
+                self.deadline.check()
+        finally:
+            if isinstance(chunks, Generator):
+                chunks.close()  # ends the request at once, also when a chunk fails
+        os.fdatasync(self.fd)
+        self.stats.add(bytes=end - start)
 
-    with ThreadPoolExecutor(max_workers=max(1, min(config.concurrency, len(todo)))) as pool:
-        for future in [pool.submit(fetch, i) for i in todo]:
-            future.result()
+    def retried(self, start: int, end: int, what: str) -> None:
+        with_retries(partial(self.span, start, end), what, self.config.retry, self.stats, self.deadline)
 
+    def parts(self, count: int) -> None:
+        """Parallel ranged GETs of the parts not yet in the journal; after the first failure no further part starts."""
+        todo = [i for i in range(count) if i not in _done_parts(self.journal, count)]
+        journal_lock, failed, size = threading.Lock(), threading.Event(), self.config.part_size
 
-def _fetch_whole(
-    store: Store,
-    ref: FileRef,
-    fd: int,
-    journal: CachePath,
-    config: DownloadConfig,
-    stats: RequestStats,
-    deadline: Deadline,
-    progress: _Progress,
-    reason: RangeNotSupportedError,
-) -> None:
-    """The fallback for a server without Range: one streamed GET of the whole file (verified by the caller's sha256)."""
-    log.warning("%s; reading %s in one streamed GET instead of parallel ranges", reason, ref.key)
-    stats.add(range_fallbacks=1)
-    journal.unlink()
-    span = partial(_fetch_span, store, ref.key, fd, 0, ref.size, deadline, stats, progress)
-    with_retries(span, f"{ref.key} (whole file, no Range support)", config.retry, stats, deadline)
+        def fetch(i: int) -> None:
+            if failed.is_set():
+                return
+            start, end = i * size, min(self.ref.size, (i + 1) * size)
+            try:
+                self.retried(start, end, f"{self.ref.key} bytes {start}-{end}")
+            except BaseException:
+                failed.set()
+                raise
+            with journal_lock:
+                self.journal.write_bytes(f"{i}\n".encode(), append=True)
+
+        with ThreadPoolExecutor(max_workers=max(1, min(self.config.concurrency, len(todo)))) as pool:
+            for future in [pool.submit(fetch, i) for i in todo]:
+                future.result()
+
+    def whole(self, reason: RangeNotSupportedError) -> None:
+        """The fallback for a server without Range: one streamed GET of the whole file (verified by the caller's
+        sha256)."""
+        log.warning("%s; reading %s in one streamed GET instead of parallel ranges", reason, self.ref.key)
+        self.stats.add(range_fallbacks=1)
+        self.journal.unlink()
+        self.retried(0, self.ref.size, f"{self.ref.key} (whole file, no Range support)")
 
 
 def _fetch(
@@ -192,10 +183,11 @@ def _fetch(
                 os.ftruncate(fd, ref.size)
             if not ref.size:
                 return
+            transfer = _Transfer(store, ref, fd, journal, config, stats, deadline, progress)
             try:
-                _fetch_parts(store, ref, fd, journal, count, config, stats, deadline, progress)
+                transfer.parts(count)
             except RangeNotSupportedError as reason:
-                _fetch_whole(store, ref, fd, journal, config, stats, deadline, progress, reason)
+                transfer.whole(reason)
     finally:
         os.close(fd)
 

@@ -12,26 +12,20 @@ from collections.abc import Collection
 from pathlib import Path
 
 from ..format import FileRef, ShardTable
-from ..sampler import EpochPlan, Segment, Window
+from ..sampler import Segment, Window
 from ..storage import Store
 from .eviction import cache_usage
 from .lease import evict
 from .verified import cached_path, ensure_local, markers
-from .window_files import ShardFiles, WindowLeases, shard_refs
+from .window_files import ShardFiles, WindowFiles, WindowLeases, shard_refs
 
 
-class FetchedFiles:
+class FetchedFiles(WindowFiles):
     """A remote store's files in a cache directory, leased while a window is held; evicted on release unless kept."""
 
     def __init__(self, store: Store, shards: ShardTable, cache_dir: Path, keep_files: bool):
         self.store, self.shards, self.cache_dir, self.keep_files = store, shards, cache_dir, keep_files
         self.leases = WindowLeases()
-
-    def follow(self, plan: EpochPlan) -> None:
-        pass
-
-    def enter(self, segment: Segment) -> None:
-        pass
 
     def lease(self, window: Window) -> list[FileRef]:
         """Lease the window's files (before looking for them: they may be about to be fetched); their refs."""

@@ -25,12 +25,8 @@ from ..errors import CacheFileError, DiskBudgetError, UnsafeCacheFileError
 
 _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # O_NONBLOCK: a FIFO swapped in is refused, not awaited
-_NOT_FOLLOWED = (
-    errno.ELOOP,
-    errno.ENOTDIR,
-    errno.EISDIR,
-    errno.ENXIO,
-)  # a link, or a non-file, where a file or folder belongs
+# a link, or a non-file, where a file or folder belongs
+_NOT_FOLLOWED = (errno.ELOOP, errno.ENOTDIR, errno.EISDIR, errno.ENXIO)
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
@@ -125,10 +121,8 @@ class CachePath:
         """A descriptor of the folder holding this path, walked from the root without following any link (made when
         `create`); None when a folder on the way does not exist."""
         if create:
-            try:
-                self.root.mkdir(
-                    parents=True, exist_ok=True
-                )  # the root is the caller's choice: followed if it is a link
+            try:  # the root is the caller's choice: followed if it is a link
+                self.root.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise CacheFileError(f"{self.root}: cannot make the cache directory ({exc.strerror})") from None
         try:

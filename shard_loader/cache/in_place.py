@@ -2,29 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from pathlib import Path
 
 from ..format import FileRef, ShardTable
-from ..sampler import EpochPlan, Segment, Window
+from ..sampler import Segment
 from ..storage import LocalStore
 from .checksum import verify_file
-from .window_files import ShardFiles
+from .window_files import ShardFiles, WindowFiles
 
 
-class InPlaceFiles:
+class InPlaceFiles(WindowFiles):
     """The files of a dataset in a local folder: each window's files are checked against the store's rules every time
     (no symlinks, nothing outside the root) and hashed the first time this process uses them."""
 
     def __init__(self, store: LocalStore, shards: ShardTable):
         self.store, self.shards = store, shards
         self._verified: set[str] = set()
-
-    def follow(self, plan: EpochPlan) -> None:
-        pass
-
-    def enter(self, segment: Segment) -> None:
-        pass
 
     def _path(self, ref: FileRef) -> Path:
         path = self.store.local_path(ref.key)
@@ -35,12 +28,3 @@ class InPlaceFiles:
 
     def files(self, segment: Segment) -> ShardFiles:
         return {i: (self._path(self.shards[i].npy), self._path(self.shards[i].bin)) for i in segment.window.shards}
-
-    def release(self, window: Window, keep: Collection[int]) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-    def disk_in_use(self) -> int:
-        return 0

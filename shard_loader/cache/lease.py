@@ -69,9 +69,8 @@ def hold(path: CachePath) -> Lease:
 def evict(path: CachePath, companions: Iterable[CachePath] = ()) -> bool:
     """Delete `path`, its `companions` and its lease unless a live consumer holds the lease; True if deleted."""
     lease = lease_path(path)
-    fd = lease.open(
-        os.O_RDWR | os.O_CREAT
-    )  # made if absent, so a consumer cannot take it between our look and the delete
+    # made if absent, so a consumer cannot take it between our look and the delete
+    fd = lease.open(os.O_RDWR | os.O_CREAT)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

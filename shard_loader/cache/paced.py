@@ -25,13 +25,13 @@ from .files import CachePath
 from .horizon import Horizon, Orders, horizon
 from .locking import file_lock
 from .verified import cached_path, ensure_local, is_trusted
-from .window_files import RotationStats, ShardFiles, shard_refs
+from .window_files import RotationStats, ShardFiles, WindowFiles, shard_refs
 
 PACE_SECONDS = 0.01  # how often a consumer that waits for slower ones looks again
 log = logging.getLogger(__name__)
 
 
-class PacedFiles:
+class PacedFiles(WindowFiles):
     """Cached files fetched within the slowest consumer's horizon and evicted only to make room under `budget`."""
 
     def __init__(
@@ -44,9 +44,8 @@ class PacedFiles:
         layout: str,
         stats: RotationStats,
     ):
-        self.fetched = FetchedFiles(
-            store, shards, cache_dir, keep_files=True
-        )  # leased and fetched as there; evicted only here
+        # leased and fetched as there; evicted only here
+        self.fetched = FetchedFiles(store, shards, cache_dir, keep_files=True)
         self.cache_dir, self.budget, self.layout, self.stats = cache_dir, budget, layout, stats
         self._orders = Orders(plan)
         self._room = budget - journal_bound(max(w.nbytes for w in plan.windows))  # bytes the horizon may fill
@@ -100,9 +99,8 @@ class PacedFiles:
                 missing = [ref for ref in refs if not is_trusted(cached_path(self.cache_dir, ref), ref)]
                 if not missing:
                     break
-                kept = self._horizon(
-                    place
-                )  # lists and probes every live consumer's record: only when something is missing
+                # lists and probes every live consumer's record: only when something is missing
+                kept = self._horizon(place)
                 if place <= kept.end:
                     need = sum(ref.size for ref in missing) + max(journal_bound(ref.size) for ref in missing)
                     if make_room(self.cache_dir, self.budget, need, self._spare(kept)):

@@ -40,9 +40,8 @@ class WindowCache:
 
     def __init__(self, files: WindowFiles, shards: ShardTable, token_dtype: str, stats: RotationStats):
         self.files, self.shards, self.token_dtype, self.stats = files, shards, token_dtype, stats
-        self._pool: ThreadPoolExecutor | None = (
-            None  # started by the first prefetch in each process (threads do not survive a fork)
-        )
+        # started by the first prefetch in each process (threads do not survive a fork)
+        self._pool: ThreadPoolExecutor | None = None
         self._pending: dict[int, Future[dict[int, Shard]]] = {}
 
     def follow(self, plan: EpochPlan) -> None:
@@ -51,9 +50,8 @@ class WindowCache:
 
     def _load(self, segment: Segment) -> dict[int, Shard]:
         paths = self.files.files(segment)
-        shards = {
-            i: _plain(open_shard(self.shards[i], npy, bin_, self.token_dtype)) for i, (npy, bin_) in paths.items()
-        }
+        dtype = self.token_dtype
+        shards = {i: _plain(open_shard(self.shards[i], npy, bin_, dtype)) for i, (npy, bin_) in paths.items()}
         self.stats.max_cache_bytes = max(self.stats.max_cache_bytes, self.files.disk_in_use())
         self.stats.windows_fetched += 1
         return shards

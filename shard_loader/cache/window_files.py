@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 from ..format import FileRef, ShardTable
 from ..sampler import EpochPlan, Segment, Window
@@ -26,8 +25,8 @@ class RotationStats:
     paced_s: float = 0.0  # seconds fetching waited for slower consumers of a shared cache (back-pressure)
 
 
-class WindowFiles(Protocol):
-    """Where the files of a window are found, and how long they stay."""
+class WindowFiles:
+    """Where the files of a window are found, and how long they stay (each mode overrides what it does)."""
 
     def follow(self, plan: EpochPlan) -> None:
         """Windows are read in `plan`'s visiting order from now on."""
@@ -37,7 +36,7 @@ class WindowFiles(Protocol):
 
     def files(self, segment: Segment) -> ShardFiles:
         """The window's files, verified (called in the prefetch thread)."""
-        ...
+        raise NotImplementedError
 
     def release(self, window: Window, keep: Collection[int]) -> None:
         """The consumer is done with `window` and has unmapped it; the shards in `keep` are needed next."""
@@ -47,7 +46,7 @@ class WindowFiles(Protocol):
 
     def disk_in_use(self) -> int:
         """Bytes of the cache this mode fills (0 when files are read in place)."""
-        ...
+        return 0
 
 
 def shard_refs(shards: ShardTable, window: Window) -> list[FileRef]:

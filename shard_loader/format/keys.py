@@ -24,9 +24,8 @@ SPLITS = ("train", "val")
 MIXTURES_DIR = "mixtures"  # under a store root: mixtures/<name>.json (live) and mixtures/<name>/<version>.json
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
-_CONTROL = re.compile(
-    r"[\x00-\x1f\x7f]"
-)  # NUL, line breaks, escapes: no file system path or log line should carry them
+# NUL, line breaks, escapes: no file system path or log line should carry them
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def key_problem(key: Any) -> str | None:

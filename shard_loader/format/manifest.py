@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Annotated, Any
 
-from ..errors import IntegrityError, ManifestError
+from ..errors import ManifestError
 from .codec import Check, Count, NonEmpty, document_version, from_dict, parse_json, stored_as, to_plain
 from .entries import FileRef, ShardEntry
 from .keys import LINEAGE_DIR, TABLES_DIR, check_key
@@ -36,15 +36,6 @@ Reader = Callable[[FileRef], bytes]  # the bytes of a published file (a store's 
 def token_dtype_for(vocab_size: int) -> str:
     """The smallest token dtype that holds every id of a vocabulary of this size."""
     return "uint16" if vocab_size <= 1 << 16 else "uint32"
-
-
-def _verified(ref: FileRef, raw: bytes) -> bytes:
-    sha = hashlib.sha256(raw).hexdigest()
-    if len(raw) != ref.size or sha != ref.sha256:
-        raise IntegrityError(
-            f"{ref.key}: {len(raw)} bytes with sha256 {sha}, manifest says {ref.size} bytes with sha256 {ref.sha256}"
-        )
-    return raw
 
 
 def _ref_of(key_dir: str, suffix: str, raw: bytes) -> FileRef:
@@ -89,7 +80,7 @@ class SplitInfo:
         """This split with its published table loaded from `raw`, checked against the manifest's ref and totals."""
         if self.table is None or self.loaded is not None:
             return self
-        table = ShardTable.from_bytes(_verified(self.table, raw), self.table.key, itemsize)
+        table = ShardTable.from_bytes(self.table.verified(raw), self.table.key, itemsize)
         found = (int(table.tokens.sum()), int(table.documents.sum()), len(table), int(table.nbytes.sum()))
         if found != (self.tokens, self.documents, self.shard_count, self.nbytes):
             raise ManifestError(
@@ -194,7 +185,7 @@ class Manifest:
         """This manifest with its per-partition lineage read and verified (format 1 has it inline)."""
         if self.lineage_file is None or self.lineage_detail is not None:
             return self
-        detail = parse_json(_verified(self.lineage_file, read(self.lineage_file)), self.lineage_file.key)
+        detail = parse_json(self.lineage_file.verified(read(self.lineage_file)), self.lineage_file.key)
         if not isinstance(detail, dict):
             raise ManifestError(f"{self.lineage_file.key}: expected an object")
         return replace(self, lineage_detail=detail)
@@ -244,18 +235,6 @@ def _check_splits_disjoint(tables: dict[str, ShardTable]) -> None:
         seen[name] = set(keys)
 
 
-def _checked_shard(entry: ShardEntry, where: str, itemsize: int) -> ShardEntry:
-    """A format-1 shard whose files' sizes fit its counts."""
-    if entry.bin.size != 8 * (entry.documents + 1):
-        raise ManifestError(
-            f"{where}: {entry.bin.key} is {entry.bin.size} bytes but {entry.documents} documents need "
-            f"{8 * (entry.documents + 1)} bytes of int64 offsets"
-        )
-    if entry.npy.size < entry.tokens * itemsize:
-        raise ManifestError(f"{where}: {entry.npy.key} is {entry.npy.size} bytes, too small for {entry.tokens} tokens")
-    return entry
-
-
 def parse_manifest(raw: bytes | str, origin: str = "manifest") -> Manifest:
     """Parse and validate a manifest document; `origin` names it in every error."""
     data = parse_json(raw, origin)
@@ -286,7 +265,7 @@ def _inline_splits(body: _Format1, origin: str, itemsize: int) -> dict[str, Spli
     seen_keys: set[str] = set()
     for name, split in body.splits.items():
         where = f"{origin}.splits.{name}"
-        shards = [_checked_shard(s, f"{where}.shards[{i}]", itemsize) for i, s in enumerate(split.shards)]
+        shards = [s.checked(f"{where}.shards[{i}]", itemsize) for i, s in enumerate(split.shards)]
         if split.tokens != sum(s.tokens for s in shards) or split.documents != sum(s.documents for s in shards):
             raise ManifestError(
                 f"{where}: totals ({split.tokens} tokens, {split.documents} documents) differ from the sum of its "

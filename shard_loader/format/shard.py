@@ -227,9 +227,8 @@ class ShardWriter:
         self._npy.close()
         self._bin.close()
         with open(self.npy_path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as pages:
-            self.npy_sha256 = hashlib.sha256(
-                pages
-            ).hexdigest()  # releases the GIL: runs beside the guard's last comparison
+            # hashing releases the GIL: it runs beside the guard's last comparison
+            self.npy_sha256 = hashlib.sha256(pages).hexdigest()
         self.bin_sha256 = self._bin_hash.hexdigest()
 
     @property

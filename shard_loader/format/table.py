@@ -165,19 +165,9 @@ class ShardTable(Sequence[ShardEntry]):
         total = sum(rows["npy_size"].tolist()) + sum(rows["bin_size"].tolist())  # Python ints: the sum cannot wrap
         if total >= 1 << 63:
             raise ManifestError(f"{origin}: its files add up to {total:,} bytes, more than a 64-bit size can count")
-        bad = np.flatnonzero(rows["bin_size"] != 8 * (rows["documents"] + 1))
-        if bad.size:
-            e = self[int(bad[0])]
-            raise ManifestError(
-                f"{origin}[{bad[0]}]: {e.bin.key} is {e.bin.size} bytes but {e.documents} documents need "
-                f"{8 * (e.documents + 1)} bytes of int64 offsets"
-            )
-        bad = np.flatnonzero(rows["npy_size"] < rows["tokens"] * itemsize)
-        if bad.size:
-            e = self[int(bad[0])]
-            raise ManifestError(
-                f"{origin}[{bad[0]}]: {e.npy.key} is {e.npy.size} bytes, too small for {e.tokens} tokens"
-            )
+        small = (rows["bin_size"] != 8 * (rows["documents"] + 1)) | (rows["npy_size"] < rows["tokens"] * itemsize)
+        for i in np.flatnonzero(small)[:1].tolist():
+            self[i].checked(f"{origin}[{i}]", itemsize)
         for name in _SHA_FIELDS:  # 64 lowercase hex digits, checked as bytes (a shorter value is padded with NUL)
             digits = np.ascontiguousarray(rows[name]).view(np.uint8).reshape(len(rows), rows.dtype[name].itemsize)
             hexadecimal = ((digits >= ord("0")) & (digits <= ord("9"))) | ((digits >= ord("a")) & (digits <= ord("f")))

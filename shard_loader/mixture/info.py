@@ -35,9 +35,6 @@ def describe(opened: OpenedMixture, as_json: bool = False) -> str:
                 f"{r.version}{cap}{note}"
             )
     if as_json:
-        lines.append(
-            json.dumps(
-                {"mixture": mix.name, "version": mix.version, "splits": report, "lineage": mix.lineage}, indent=2
-            )
-        )
+        doc = {"mixture": mix.name, "version": mix.version, "splits": report, "lineage": mix.lineage}
+        lines.append(json.dumps(doc, indent=2))
     return "\n".join(lines)

@@ -16,6 +16,7 @@ from ..errors import ManifestError, ShardLoaderError
 from ..format import MIXTURE_FORMAT, MIXTURES_DIR, Component, Manifest, MixtureFile, parse_mixture
 from ..opening import OpenedManifest, document_format, open_manifest, read_document
 from ..storage import Store, open_store, split_manifest_url
+from ..storage.urls import url_path
 
 
 def is_mixture(url: str, store_options: dict[str, Any] | None = None) -> bool:
@@ -23,14 +24,8 @@ def is_mixture(url: str, store_options: dict[str, Any] | None = None) -> bool:
     return document_format(read_document(url, store_options)[1]) == MIXTURE_FORMAT
 
 
-def _split(url: str) -> tuple[bool, str]:
-    parsed = urlparse(url)
-    local = parsed.scheme in ("", "file") or len(parsed.scheme) == 1
-    return local, (parsed.path if parsed.scheme == "file" else url if local else parsed.path)
-
-
 def _with_path(url: str, path: str) -> str:
-    local, _ = _split(url)
+    local, _ = url_path(url)
     if local:
         return path if urlparse(url).scheme != "file" else f"file://{path}"
     return urlparse(url)._replace(path=path).geturl()
@@ -39,7 +34,7 @@ def _with_path(url: str, path: str) -> str:
 def store_root(url: str, name: str) -> str | None:
     """The store root of a mixture file at `url` named `name`: the folder holding `mixtures/<name>.json` (live) or
     `mixtures/<name>/<version>.json` (pinned); None when the file sits elsewhere."""
-    _, path = _split(url)
+    _, path = url_path(url)
     folder, file = posixpath.split(path.rstrip("/"))
     if posixpath.basename(folder) == MIXTURES_DIR and file == f"{name}.json":
         return _with_path(url, posixpath.dirname(folder))

@@ -51,15 +51,9 @@ class HttpStore:
             ) as response:
                 yield response
         except urllib.error.HTTPError as exc:
-            error = (
-                TransientStoreError
-                if exc.code in TRANSIENT_STATUS
-                else NotFoundError
-                if exc.code == 404
-                else StoreError
-            )
-            hint = HINTS.get(exc.code, "")
-            raise error(f"{url}: HTTP {exc.code} {exc.reason}{hint}") from None
+            transient = exc.code in TRANSIENT_STATUS
+            error = TransientStoreError if transient else NotFoundError if exc.code == 404 else StoreError
+            raise error(f"{url}: HTTP {exc.code} {exc.reason}{HINTS.get(exc.code, '')}") from None
         except NETWORK_ERRORS as exc:
             raise TransientStoreError(f"{url}: {type(exc).__name__}: {exc}") from None
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from io import BufferedReader
 from typing import BinaryIO
 
+from ..cache.files import describe
 from ..errors import NotFoundError, StoreError, UnsafeFileError
 from ..format import check_key
 from .retry import RequestStats, RetryPolicy, retried
@@ -72,17 +73,8 @@ class LocalStore:
         except FileNotFoundError:
             return path
         if not stat.S_ISREG(mode):
-            kind = (
-                "symlink"
-                if stat.S_ISLNK(mode)
-                else "FIFO"
-                if stat.S_ISFIFO(mode)
-                else "device"
-                if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-                else "non-regular file"
-            )
             raise UnsafeFileError(
-                f"{self.root}: key {key} is a {kind}; a dataset holds regular files only, refusing it"
+                f"{self.root}: key {key} is {describe(mode)}; a dataset holds regular files only, refusing it"
             )
         return path
 

@@ -26,9 +26,8 @@ from ..format.leases import Lease, collecting_key, lease_key
 from .base import Store
 from .local import LocalStore
 
-LEASE_SECONDS = (
-    3600.0  # a reader's lease outlives its last renewal by this long (a killed trainer's lapses within the hour)
-)
+# a reader's lease outlives its last renewal by this long (a killed trainer's lapses within the hour)
+LEASE_SECONDS = 3600.0
 RENEW_SECONDS = 600.0
 log = logging.getLogger(__name__)
 

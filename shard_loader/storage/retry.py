@@ -7,7 +7,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 from ..errors import DeadlineError, StoreError, TransientStoreError
@@ -33,13 +33,7 @@ class RequestStats:
                 setattr(self, name, getattr(self, name) + n)
 
     def as_dict(self) -> dict[str, int]:
-        return {
-            "requests": self.requests,
-            "retries": self.retries,
-            "failures": self.failures,
-            "bytes": self.bytes,
-            "range_fallbacks": self.range_fallbacks,
-        }
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.compare}
 
 
 @dataclass(frozen=True)

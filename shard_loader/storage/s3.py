@@ -70,11 +70,8 @@ class S3Store:
 
     @retried("head")
     def size(self, key: str) -> int:
-        return int(
-            self._call(
-                key, lambda: self.client.head_object(Bucket=self.bucket, Key=self._key(key))["ContentLength"], "head"
-            )
-        )
+        head = self._call(key, lambda: self.client.head_object(Bucket=self.bucket, Key=self._key(key)), "head")
+        return int(head["ContentLength"])
 
     def stream(self, key: str, start: int, end: int) -> Iterator[bytes]:
         response = self._get(key, Range=f"bytes={start}-{end - 1}")

@@ -17,15 +17,20 @@ from .base import Store
 from .local import LocalStore
 
 
+def url_path(url: str) -> tuple[bool, str]:
+    """Whether a URL is a local path (or file://, or a Windows drive), and its path."""
+    parsed = urlparse(url)
+    local = parsed.scheme in ("", "file") or len(parsed.scheme) == 1
+    return local, (parsed.path if parsed.scheme == "file" else url if local else parsed.path)
+
+
 def split_manifest_url(url: str) -> tuple[str, str]:
     """Split a manifest URL into (dataset root URL, manifest key).
 
     A URL naming a folder means its `manifest.json`; a manifest inside `manifests/`
     belongs to the folder above it.
     """
-    parsed = urlparse(url)
-    is_local = parsed.scheme in ("", "file") or len(parsed.scheme) == 1  # 1 letter: a Windows drive
-    path = parsed.path if parsed.scheme == "file" else (url if is_local else parsed.path)
+    is_local, path = url_path(url)
     if is_local and Path(path).is_dir():
         return str(Path(path)), LATEST_KEY
     if not path.endswith(".json"):
@@ -36,7 +41,7 @@ def split_manifest_url(url: str) -> tuple[str, str]:
         folder, key = posixpath.dirname(folder), f"{VERSIONS_DIR}/{name}"
     if is_local:
         return folder or ".", key
-    return parsed._replace(path=folder).geturl(), key
+    return urlparse(url)._replace(path=folder).geturl(), key
 
 
 def is_remote(root_url: str) -> bool:

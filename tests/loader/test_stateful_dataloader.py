@@ -244,30 +244,32 @@ def test_loading_the_loader_inside_a_loop_applies_at_the_next_loop(root, full, w
     assert head + [samples_of(b, SIZES) for b in loader] == full
 
 
-@pytest.mark.parametrize("workers", WORKERS)
-def test_a_loop_that_goes_on_after_its_loader_was_loaded_is_refused(root, workers):
-    """load_state_dict() then state_dict() inside a loop: the old loop may not serve the old stream while the state
-    says the loaded one; it is refused once the new iterator has started (with workers, after the batches in flight)."""
+def _refused_once_loaded(root, workers: int, saved_at: int, loaded_at: int, load) -> None:
+    """A loop whose loader or dataset `load(loader, state)` loads at batch `loaded_at` (a state saved after `saved_at`
+    batches) is refused, after at most the batches in flight (prefetch_factor 2 per worker)."""
     saver = _loader(_dataset(root), workers)
-    take(saver, 4, SIZES)
+    take(saver, saved_at, SIZES)
     saved = saver.state_dict()
     loader = _loader(_dataset(root), workers)
     with pytest.raises(StateError, match="loop"):
         for n, _ in enumerate(loader):
-            if n == 2:
-                loader.load_state_dict(saved)
-                loader.state_dict()  # starts the loaded iterator
-            assert n <= 2 + 2 * workers  # at most the batches already prefetched (prefetch_factor 2 per worker)
+            if n == loaded_at:
+                load(loader, saved)
+            assert n <= loaded_at + 2 * workers
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+def test_a_loop_that_goes_on_after_its_loader_was_loaded_is_refused(root, workers):
+    """load_state_dict() then state_dict() inside a loop: the old loop may not serve the old stream while the state
+    says the loaded one; it is refused once the new iterator has started (with workers, after the batches in flight)."""
+
+    def load(loader, saved):
+        loader.load_state_dict(saved)
+        loader.state_dict()  # starts the loaded iterator
+
+    _refused_once_loaded(root, workers, 4, 2, load)
 
 
 @pytest.mark.parametrize("workers", WORKERS)
 def test_loading_the_dataset_inside_a_loader_loop_is_refused(root, workers):
-    saver = _loader(_dataset(root), workers)
-    take(saver, 6, SIZES)
-    state = saver.state_dict()
-    loader = _loader(_dataset(root), workers)
-    with pytest.raises(StateError, match="loop"):
-        for n, _ in enumerate(loader):
-            if n == 3:
-                loader.dataset.load_state_dict(state)
-            assert n <= 3 + 2 * workers
+    _refused_once_loaded(root, workers, 6, 3, lambda loader, saved: loader.dataset.load_state_dict(saved))

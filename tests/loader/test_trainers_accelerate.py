@@ -81,6 +81,19 @@ def check_exact(url: str, out: Path, options: dict, epochs: int = 1, replayed: b
         assert (len(got) > len(ref)) == replayed
 
 
+def killed_twice_then_exact(target: str, out: Path, settings: dict, options: dict) -> None:
+    """Killed at step 13 (epoch 0) and 7 steps into epoch 1, then run to the end: every step is received as the
+    uninterrupted stream has it (the steps after each last save again, identical)."""
+    epoch = len(reference(target, 0, options))
+    for kill_at in (13, epoch + 7):
+        killed = run(target, out, **settings, kill_at=kill_at)
+        assert killed.returncode != 0
+        forget_peer_errors(out)
+    final = run(target, out, **settings)
+    assert final.returncode == 0, final.stderr[-3000:]
+    check_exact(target, out, options, epochs=2, replayed=True)
+
+
 @pytest.mark.parametrize(
     "settings",
     [
@@ -117,14 +130,7 @@ def test_save_state_and_load_state_resume_exactly_after_sigkill(url, mixture, tm
     options = OPTIONS if source == "dataset" else {"seq_len": 16, "batch_size": 2, "seed": 4}
     settings = {"options": options, "accelerate": {"use_stateful_dataloader": True}, "every": 5, "epochs": 2}
     settings["batch_size"] = 2
-    epoch = len(reference(target, 0, options))
-    for kill_at in (13, epoch + 7):
-        killed = run(target, tmp_path, **settings, kill_at=kill_at)
-        assert killed.returncode != 0
-        forget_peer_errors(tmp_path)
-    final = run(target, tmp_path, **settings)
-    assert final.returncode == 0, final.stderr[-3000:]
-    check_exact(target, tmp_path, options, epochs=2, replayed=True)
+    killed_twice_then_exact(target, tmp_path, settings, options)
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -132,14 +138,7 @@ def test_accelerates_own_resume_recipe_with_set_epoch_is_exact(url, tmp_path, wo
     """load_state, then skip_first_batches over the steps done in the epoch (no use_stateful_dataloader): killed at
     step 13 (epoch 0) and in epoch 1, resumed, every step is received as the uninterrupted stream has it."""
     settings = {"options": OPTIONS, "batch_size": 2, "workers": workers, "every": 5, "epochs": 2, "skip": True}
-    epoch = len(reference(url, 0, OPTIONS))
-    for kill_at in (13, epoch + 7):
-        killed = run(url, tmp_path, **settings, kill_at=kill_at)
-        assert killed.returncode != 0
-        forget_peer_errors(tmp_path)
-    final = run(url, tmp_path, **settings)
-    assert final.returncode == 0, final.stderr[-3000:]
-    check_exact(url, tmp_path, OPTIONS, epochs=2, replayed=True)
+    killed_twice_then_exact(url, tmp_path, settings, OPTIONS)
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -176,6 +175,18 @@ def test_accelerates_own_resume_recipe_without_set_epoch_is_refused(url, tmp_pat
         pytest.param({}, "give the DataLoader batch_size=2", id="batch_size-None"),
         pytest.param({"wrap": True, "workers": 2}, "give the DataLoader batch_size=2", id="batch_size-None-wrapper"),
         pytest.param({"batch_size": 3}, "give the DataLoader batch_size=2", id="another-batch-size"),
+        pytest.param(
+            {"batch_size": 2, "accelerate": {"split_batches": True}},
+            "batch_size=2 with split_batches=True, which splits each of its batches across the 2 processes: give the "
+            "DataLoader batch_size=4",
+            id="split_batches-another-batch-size",
+        ),
+        pytest.param(
+            {"batch_size": 2, "accelerate": {"split_batches": True, "dispatch_batches": False}},
+            "batch_size=2 with split_batches=True, which splits each of its batches across the 2 processes: give the "
+            "DataLoader batch_size=4",
+            id="split_batches-dispatch_batches-False-another-batch-size",
+        ),
         pytest.param({"batch_size": 2, "cpu": False}, "accelerate runs 1 process(es)", id="accelerate-not-distributed"),
     ],
 )
