@@ -146,6 +146,7 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
         self._pass: _Pass | None = None  # the pass this process serves outside TokenDataLoader
         self._restored: WorkerState | None = None  # a worker's place a StatefulDataLoader gave back, for its next pass
         self.follower = Follower()  # trainers.py: how accelerate reads this dataset, learnt when it calls
+        self._loaded = False  # a state was loaded in the trainer's process: a late world carries it whole
 
     def make_ring(self, workers: int, prefetch_factor: int) -> None:
         """Shared slots for `workers` workers that keep at most `prefetch_factor` groups in flight each."""
@@ -192,16 +193,22 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
     def settle_world(self) -> None:
         """A dataset built as rank 0 of 1 because nothing said more, in a process that now has a process group
         (Lightning's `python train.py` builds it in process 0, then starts the others), takes the process group's rank
-        and world size, continuing its stream in the version it opened (called in the trainer's process)."""
+        and world size, continuing its stream in the version it opened (called in the trainer's process). It carries
+        a loaded state, or a position within an epoch, whole; else only the epoch, so its stream is the one the other
+        ranks open at this world size (a mixture's blocks and epoch lengths are of the world size its stream starts
+        at)."""
         world = self.data.world
         if not world.assumed or get_worker_info() is not None or (now := resolve_world()) == world:
             return
-        self.data.position = self.position()
+        self.data.position = position = self.position()
         state, o = self.data.state_dict(), self.data.options
         options = {f.name: getattr(o, f.name) for f in fields(o) if f.init}
         self.data.close()
         self.data = TokenDataset(self.data.version_url, **{**options, "rank": now.rank, "world_size": now.world_size})
-        self.data.load_state_dict(state)
+        if self._loaded or position.batches:
+            self.data.load_state_dict(state)
+        else:
+            self.data.set_epoch(position.epoch)
         self._store(self.data.position)
 
     def rebase(self) -> None:
@@ -278,7 +285,7 @@ class TorchTokenDataset(IterableDataset[Batch | Group]):
             self._load_loader_state(state)
         else:
             self.data.load_state_dict(state)
-        self.data.placed = self.follower.placed = True
+        self.data.placed = self.follower.placed = self._loaded = True
         self._store(self.data.position, moved=True)
 
     def advance(self) -> None:

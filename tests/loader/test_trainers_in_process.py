@@ -1,6 +1,7 @@
 """What a TorchTokenDataset learns of the trainer reading it, in one process: Lightning's mid-epoch restart warning is
 an error once per process (not a filter per dataset, moved ahead of the user's own); a dataset that learns its world
-late (Lightning's own launcher) goes on in the version it opened, though the live dataset or mixture moved on; len()
+late (Lightning's own launcher) goes on in the version it opened, though the live dataset or mixture moved on, and
+serves what its rank serves in a world of that size from the start (a state loaded before is carried whole); len()
 counts a plain DataLoader's batches in a process where accelerate is initialized, once a pass showed such a loader
 reading the dataset, and accelerate's loader reading it after that answer is refused."""
 
@@ -58,13 +59,37 @@ def test_a_dataset_taking_its_world_late_goes_on_in_the_version_it_opened(tmp_pa
         write_dataset(tmp_path, {"train": [[np.arange(1, 4_000)]]}, vocab_size=1 << 23, version="v2", tag="v2")
     else:
         write_mixture(tmp_path, "blend", parts, tokens_per_epoch=9_000)
-    monkeypatch.setenv("RANK", "1")  # the process group Lightning's launcher starts
+    monkeypatch.setenv("RANK", "0")  # the process group Lightning's launcher starts, process 0 its rank 0
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    late = [batch["input_ids"].numpy() for batch in ds]
+    assert (ds.rank, ds.world_size, ds.data.version_url) == (0, 2, opened)
+    with TokenDataset(opened, rank=1, world_size=2, **OPTIONS) as other:  # rank 1, started at world size 2
+        served = [late, [batch["input_ids"] for batch in other]]
+    expected = []
+    for rank in (0, 1):  # the ranks of a world of 2 from the start (a mixture's blocks are of that world size)
+        with TokenDataset(opened, rank=rank, world_size=2, **OPTIONS) as reference:
+            expected.append([batch["input_ids"] for batch in reference])
+    for got, want in zip(served, expected):
+        assert len(got) == len(want) > 0 and all(np.array_equal(a, b) for a, b in zip(got, want))
+    ds.data.close()
+
+
+def test_a_mixture_taking_its_world_late_carries_a_loaded_state_whole(tmp_path, monkeypatch):
+    for name in LAUNCHERS:
+        monkeypatch.delenv(name, raising=False)
+    parts = [Part("web", (3_000, 2_000), 0.7, 0), Part("code", (2_500, 1_800), 0.3, 1)]
+    # 90 samples an epoch: 96 served at 4 ranks, 92 at 2
+    url = write_mixture(write_components(tmp_path, parts), "blend", parts, tokens_per_epoch=5_760)
+    options = {**OPTIONS, "block_batches": 2}  # blocks of 16 samples at 4 ranks, 8 at 2
+    with TokenDataset(url, rank=0, world_size=4, **options) as saved:  # a checkpoint of 4 ranks, at an epoch's start
+        saved.set_epoch(1)
+        state = saved.state_dict()
+    ds = TorchTokenDataset(url, **options)  # rank 0 of 1 when Lightning restores the checkpoint into it
+    ds.load_state_dict(state)
+    monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "2")
     served = [batch["input_ids"].numpy() for batch in ds]
-    assert (ds.rank, ds.world_size, ds.data.version_url) == (1, 2, opened)
-    with TokenDataset(opened, rank=0, world_size=1, **OPTIONS) as alone:
-        state = alone.state_dict()  # a mixture's blocks are of the world size it started at
-    with TokenDataset(opened, rank=1, world_size=2, **OPTIONS) as reference:
+    with TokenDataset(url, rank=0, world_size=2, **options) as reference:  # blocks of the checkpoint's world size
         reference.load_state_dict(state)
         expected = [batch["input_ids"] for batch in reference]
     assert len(served) == len(expected) > 0 and all(np.array_equal(a, b) for a, b in zip(served, expected))
