@@ -204,8 +204,9 @@ def run(size, work: Path, text: str = "synthetic", near: bool = False, repetitio
     files with `[dedup] near = true`; `text` as write_sources takes it."""
     work.mkdir(parents=True, exist_ok=True)
     files, file_mb = (5, 8) if size.name == "small" else (9, 40) if size.name == "large" else (5, 40)
-    sources = write_sources(work / ("sources" if text == "synthetic" else f"sources-{text}"), files, file_mb, text=text)
-    tokenizer = _tokenizer(work, sources[0])
+    folder = work / ("sources" if text == "synthetic" else f"sources-{text}-{files}x{file_mb}")
+    sources = write_sources(folder, files, file_mb, text=text)
+    tokenizer = _tokenizer(work if text == "synthetic" else folder, sources[0])
     tok_json = tokenizer.read_text()
     variants = ["one", "all", *(["near"] if near else [])]
     specs = {
