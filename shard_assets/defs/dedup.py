@@ -64,7 +64,6 @@ def dedup(
         if p in ours:
             curated = find_record(objects, curated_record_key(p), CuratedRecord, "dedup")
             context.add_asset_metadata(decision_metadata(d) | curation_metadata(objects, curated), partition_key=p)
-            context.log.info(f"{p}: {kept}")
         else:  # a copy it held is the kept one now: recorded as its update, so automation tokenizes it again
             context.log_event(
                 dg.AssetMaterialization(

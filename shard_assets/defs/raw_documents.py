@@ -61,15 +61,6 @@ def partition_metadata(done: Ingested) -> dict[str, Any]:
     }
 
 
-def _summary(done: Ingested) -> str:
-    stats = done.stats
-    drops = ", ".join(f"{reason} {n:,}" for reason, n in done.record.dropped.items())
-    return (
-        f"{done.record.partition}: {stats.documents_out:,} of {stats.documents_in:,} documents kept (dropped: "
-        f"{drops}), {done.seconds:.1f} s"
-    )
-
-
 @dg.asset(
     partitions_def=raw_files,
     backfill_policy=BACKFILL_POLICY,
@@ -92,17 +83,15 @@ def raw_documents(
         with tempfile.TemporaryDirectory() as tmp:  # a failure is recorded in the store by build_raw (IngestFailure)
             record, stats = build_raw(objects, spec, partition, registered, Path(tmp), run_id)
         done = Ingested(record, stats, time.perf_counter() - started)
-        context.log.info(_summary(done))
         context.add_asset_metadata(partition_metadata(done), partition_key=partition)
         return done
 
     built, failures = each_partition(context, build)
     raise_failures(context, failures)
-    if len(built) > 1:
-        documents = sum(d.stats.documents_out for d in built.values())
-        context.log.info(
-            f"{len(built)} partitions: {documents:,} documents kept in {sum(d.seconds for d in built.values()):.1f} s"
-        )
+    documents = sum(d.stats.documents_out for d in built.values())  # one line a run: each partition's is its metadata
+    context.log.info(
+        f"{len(built)} partitions: {documents:,} documents kept in {sum(d.seconds for d in built.values()):.1f} s"
+    )
     return dg.MaterializeResult(
         data_version=dg.DataVersion(run_data_version(d.record.data_version for d in built.values())),
         metadata={"dagster/column_schema": SCHEMA},

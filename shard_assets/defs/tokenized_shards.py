@@ -64,12 +64,10 @@ def tokenized_shards(
     for done in outcome.stored:
         context.add_asset_metadata(partition_metadata(done, job.store), partition_key=done.record.partition)
     raise_failures(context, outcome.failed)
-    if len(outcome.stored) > 1:
-        tokens = sum(sum(d.stats.tokens.values()) for d in outcome.stored)
-        context.log.info(
-            f"{len(outcome.stored)} partitions: {tokens:,} tokens in "
-            f"{sum(d.stats.seconds for d in outcome.stored):.1f} s"
-        )
+    tokens = sum(sum(d.stats.tokens.values()) for d in outcome.stored)  # one line a run: each partition's is metadata
+    context.log.info(
+        f"{len(outcome.stored)} partitions: {tokens:,} tokens in {sum(d.stats.seconds for d in outcome.stored):.1f} s"
+    )
     return dg.MaterializeResult(
         data_version=dg.DataVersion(run_data_version(d.record.data_version for d in outcome.stored)),
         metadata={"tokenizer_fingerprint": job.tokenizer.fingerprint},

@@ -43,9 +43,8 @@ LOG = logging.getLogger(__name__)
 
 
 class Log(Protocol):
-    """Where progress goes: a `logging.Logger`, or the Dagster context's log in an asset."""
-
-    def info(self, msg: str) -> None: ...
+    """Where failures go: a `logging.Logger`, or the Dagster context's log in an asset (each partition done is its
+    materialization's metadata, not a log line: an event per line is a SQLite write on a local instance)."""
 
     def error(self, msg: str) -> None: ...
 
@@ -205,17 +204,8 @@ class PartitionUploads:
         return dict(self.failed)
 
 
-def _describe(done: TokenizedPartition) -> str:
-    tokens, guard = done.stats.tokens, done.stats.guard
-    return (
-        f"{done.record.partition}: {sum(done.stats.documents.values()):,} documents, {tokens['train']:,} train and "
-        f"{tokens['val']:,} val tokens in {done.stats.seconds:.1f} s ({guard.engine}; {guard.sampled:,} documents "
-        f"re-encoded by the guard, {guard.differing} differing)"
-    )
-
-
 def tokenize_partitions(job: TokenizeJob, partitions: Sequence[str], log: Log = LOG) -> TokenizeOutcome:
-    """Tokenize and store each partition in turn, logging each one done or failed; a BuildError fails (and
+    """Tokenize and store each partition in turn, logging each one that failed; a BuildError fails (and
     quarantines) its partition only.
 
     Each partition gets a work folder, removed once its files are uploaded (or it failed). A partition's
@@ -243,8 +233,7 @@ def tokenize_partitions(job: TokenizeJob, partitions: Sequence[str], log: Log = 
                 log.error(f"{partition}: failed, quarantined: {type(exc).__name__}: {exc}")
                 continue
             uploads.submit(shards, workdir)
-            built[partition] = done = TokenizedPartition(shards.record, shards.stats, samples)
-            log.info(_describe(done))
+            built[partition] = TokenizedPartition(shards.record, shards.stats, samples)
     finally:  # the partitions built before a failure still get their files and records
         for partition, problem in uploads.wait().items():
             failed[partition] = problem
