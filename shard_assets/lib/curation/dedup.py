@@ -29,22 +29,15 @@ from pathlib import Path
 
 import numpy as np
 
-from shard_loader.builder_api import FileRef
-from shard_loader.builder_api import load_npy
+from shard_loader.builder_api import FileRef, load_npy
 
 from .dedup_near import NEAR_KEYS, band_keys, band_layout
 from .curate import DEDUP_HASH, curated_input
 from .dedup_records import RULES, DedupDecision, DedupMember, DedupMembers
 from ..discovery import registered
 from ..errors import DedupError
-from ..layout import (
-    DEDUP_LOCK_KEY,
-    DEDUP_MEMBERS_KEY,
-    dedup_decision_key,
-    dedup_drops_key,
-    dedup_range_key,
-    raw_record_key,
-)
+from ..layout import DEDUP_LOCK_KEY, DEDUP_MEMBERS_KEY, dedup_decision_key, dedup_drops_key, dedup_range_key
+from ..layout import raw_record_key
 from ..records import RawRecord, find_record, get_record, get_records, put_record
 from ..spec import DatasetSpec, DedupSpec
 from ..store import ObjectMissingError, ObjectStore
@@ -102,10 +95,6 @@ def stored_rows(store: ObjectStore, kind: str, generations: tuple[int, ...], ind
         return rows if held == ranges else rows[range_of(rows["key"], ranges) == index]
     per = held // ranges
     return np.concatenate([load_range(store, kind, r, generations[r]) for r in range(index * per, (index + 1) * per)])
-
-
-def sorted_rows(rows: np.ndarray) -> np.ndarray:
-    return rows[np.lexsort((rows["doc"], rows["member"], rows["key"]))]
 
 
 def owners(rows: np.ndarray) -> np.ndarray:
@@ -271,16 +260,9 @@ def _decision(
         order = sorted({names[a] for a in against.tolist()})
         index = {n: i for i, n in enumerate(order)}
         rekeyed = {"keys": keys} if (keys != docs).any() else {}  # only where a filter rewrote a text: lists as before
+        positions = np.array([index[names[a]] for a in against.tolist()], dtype=np.uint32)
         buf = io.BytesIO()
-        np.savez(
-            buf,
-            docs=docs,
-            against=np.array([index[names[a]] for a in against.tolist()], dtype=np.uint32),
-            rule=rule,
-            names=np.array(order),
-            allow_pickle=False,
-            **rekeyed,
-        )
+        np.savez(buf, docs=docs, against=positions, rule=rule, names=np.array(order), allow_pickle=False, **rekeyed)
         data = buf.getvalue()
         sha = hashlib.sha256(data).hexdigest()
         ref = FileRef(key=dedup_drops_key(partition, sha[:16]), size=len(data), sha256=sha)
@@ -318,13 +300,11 @@ def index_lock(store: ObjectStore, owner: str, wait: float = LOCK_WAIT) -> Itera
 def update_index(
     store: ObjectStore, spec: DatasetSpec, partitions: Sequence[str], run_id: str
 ) -> dict[str, DedupDecision]:
-    """Add `partitions` (raw documents built) to the index, in partition-key order, and take out the partitions that
-    left (no longer registered, or rebuilt from a changed file); returns the decision of each of `partitions`, and of
-    every other partition whose decision this update changed (one holding a copy whose kept copy left): those must
-    be tokenized again."""
-    with index_lock(store, run_id):
-        with tempfile.TemporaryDirectory(prefix="dedup-") as tmp:
-            return _update(store, spec, sorted(partitions), Path(tmp))
+    """Add `partitions` (raw documents built) to the index, in partition-key order, and take out those that left (no
+    longer registered, or rebuilt from a changed file); returns the decisions of `partitions` and of every partition
+    this update changed (one holding a copy whose kept copy left): those must be tokenized again."""
+    with index_lock(store, run_id), tempfile.TemporaryDirectory(prefix="dedup-") as tmp:
+        return _update(store, spec, sorted(partitions), Path(tmp))
 
 
 def _update(store: ObjectStore, spec: DatasetSpec, partitions: list[str], tmp: Path) -> dict[str, DedupDecision]:
@@ -344,9 +324,7 @@ def _update(store: ObjectStore, spec: DatasetSpec, partitions: list[str], tmp: P
     if not joining and not removed:
         return {p: get_record(store, dedup_decision_key(p), DedupDecision, f"dedup[{p}]") for p in partitions}
     raws |= _raws(store, spec, [p for p in joining if p not in raws])
-    members = dict(kept) | {
-        p: DedupMember(old.next_id + i, raws[p].sha256, raws[p].documents) for i, p in enumerate(joining)
-    }
+    members = kept | {p: DedupMember(old.next_id + i, raws[p].sha256, raws[p].documents) for i, p in enumerate(joining)}
     generations = {k: () if rebuild else old.generations.get(k, ()) for k in kinds_of(dedup)}
     documents = sum(m.documents for m in members.values())
     ranges = {k: range_count(dedup, k, documents, len(gens)) for k, gens in generations.items()}
@@ -358,7 +336,7 @@ def _update(store: ObjectStore, spec: DatasetSpec, partitions: list[str], tmp: P
     names = {m.id: p for p, m in members.items()}
     targets = {members[p].id for p in joining}
     if removed and not rebuild:
-        targets |= _affected(store, old, removed, generations)
+        targets |= _affected(store, removed, generations)
     update = old.update + 1
     dropped = Dropped(tmp / "dropped", next_id)
     new_generations = {}
@@ -374,7 +352,8 @@ def _update(store: ObjectStore, spec: DatasetSpec, partitions: list[str], tmp: P
                 if same and not len(new) and keep.all():
                     rows = stored
                 else:
-                    rows = sorted_rows(np.concatenate([stored[keep], new]))
+                    rows = np.concatenate([stored[keep], new])
+                    rows = rows[np.lexsort((rows["doc"], rows["member"], rows["key"]))]
                     written[r] = update if len(rows) else 0
                     if len(rows):  # written beside the next range's work, WRITE_THREADS ranges at most in flight
                         pending.append(pool.submit(store.put_bytes, dedup_range_key(kind, r, update), _npy(rows)))
@@ -386,13 +365,8 @@ def _update(store: ObjectStore, spec: DatasetSpec, partitions: list[str], tmp: P
             new_generations[kind] = tuple(written)
         target_names = [names[m] for m in sorted(targets)]
         raws |= _raws(store, spec, [p for p in target_names if p not in raws])
-        previous = dict(
-            zip(
-                target_names,
-                pool.map(lambda p: find_record(store, dedup_decision_key(p), DedupDecision, "dedup"), target_names),
-            )
-        )
-
+        found = pool.map(lambda p: find_record(store, dedup_decision_key(p), DedupDecision, "dedup"), target_names)
+        previous = dict(zip(target_names, found))
         dropped.spill.flush()
         dropped.rekeyed.flush()
 
@@ -431,9 +405,7 @@ def _collect(rows: np.ndarray, targets: set[int], rule: int, dropped: Dropped) -
         dropped.add(rule, rows, np.flatnonzero(lost), first)
 
 
-def _affected(
-    store: ObjectStore, old: DedupMembers, removed: set[int], generations: dict[str, tuple[int, ...]]
-) -> set[int]:
+def _affected(store: ObjectStore, removed: set[int], generations: dict[str, tuple[int, ...]]) -> set[int]:
     """The partitions holding a copy of a key whose kept copy was in a partition that left: their decisions change."""
     gone = np.fromiter(removed, dtype=np.uint32)
     affected: set[int] = set()
