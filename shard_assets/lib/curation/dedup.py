@@ -275,8 +275,7 @@ def _decision(
 
 @contextmanager
 def index_lock(store: ObjectStore, owner: str, wait: float = LOCK_WAIT) -> Iterator[None]:
-    """Hold the index's lock object (created only where absent) while updating; one left by a killed update is taken
-    over after LOCK_STALE seconds."""
+    """Hold the index's lock object (put only where absent) while updating; a killed update's goes after LOCK_STALE."""
     deadline = time.monotonic() + wait
     while not store.put_bytes(DEDUP_LOCK_KEY, owner.encode(), if_absent=True):
         try:
@@ -385,8 +384,7 @@ def _update(store: ObjectStore, spec: DatasetSpec, partitions: list[str], tmp: P
 
 
 def _raws(store: ObjectStore, spec: DatasetSpec, partitions: list[str]) -> dict[str, RawRecord]:
-    """Each partition's documents as dedup indexes them: its raw record, naming the curated parquet where the
-    curation stage dropped any (curate.py)."""
+    """Each partition's documents as dedup indexes them: its raw record, or its curated one (curate.py)."""
     raws = get_records(store, [raw_record_key(p) for p in partitions], RawRecord, "dedup")
     return {p: curated_input(store, spec, raw)[0] for p, raw in zip(partitions, raws)}
 
