@@ -312,11 +312,8 @@ def _update(store: ObjectStore, spec: DatasetSpec, partitions: list[str], tmp: P
     current = registered(store, spec)
     raws = _raws(store, spec, partitions)
     rebuild = old.settings != settings
-    kept = {
-        p: m
-        for p, m in old.members.items()
-        if not rebuild and p in current and (p not in raws or raws[p].sha256 == m.raw_sha256)
-    }
+    stay = {p: m for p, m in old.members.items() if p in current and (p not in raws or raws[p].sha256 == m.raw_sha256)}
+    kept = {} if rebuild else stay  # the members that stay, their rows and ids as they are
     removed = {m.id for p, m in old.members.items() if p not in kept}
     rejoin = [p for _, p in sorted((m.id, p) for p, m in old.members.items() if rebuild and p in current)]
     joining = rejoin + [p for p in partitions if p not in kept and p not in rejoin]
