@@ -204,15 +204,14 @@ def plan_collection(store: ObjectStore, policy: Policy, now: float | None = None
     current = record.fingerprint if record else None
     needed = _live_records(store, current)
     in_use = {current} if current else set()
-    for m in (v.manifest for v in versions):
-        if m.version in kept:
-            m = with_sidecars(store, m, lineage=True)
-            needed |= {ref.key for ref in m.files()}
-            files = [f for s in m.full_lineage.get("sources", []) for f in s.get("files", [])]
-            needed |= {f["raw_key"] for f in files if "raw_key" in f}
-            needed |= {f["dedup"]["drops"] for f in files if (f.get("dedup") or {}).get("drops")}
-            needed |= {k for f in files for k in _curation_keys(f)}
-            in_use.add(m.tokenizer.fingerprint)
+    for m in (v.manifest for v in versions if v.manifest.version in kept):
+        m = with_sidecars(store, m, lineage=True)
+        needed |= {ref.key for ref in m.files()}
+        files = [f for s in m.full_lineage.get("sources", []) for f in s.get("files", [])]
+        needed |= {f["raw_key"] for f in files if "raw_key" in f}
+        needed |= {f["dedup"]["drops"] for f in files if (f.get("dedup") or {}).get("drops")}
+        needed |= {k for f in files for k in _curation_keys(f)}
+        in_use.add(m.tokenizer.fingerprint)
     dropped = {versioned_key(v.manifest.version) for v in versions if v.manifest.version not in kept}
     prefixes = (*COLLECTED_PREFIXES, TOKENIZERS_PREFIX)
     listing = [(key, size) for prefix in prefixes for key, size in store.list(prefix)]
