@@ -141,8 +141,7 @@ def curated_record_key(partition: str) -> str:
 
 
 def curated_key(partition: str, content_hash: str) -> str:
-    """A partition's curated parquet (columns text, doc_hash as in its raw parquet; with the filters, dedup_hash),
-    content-addressed."""
+    """A partition's curated parquet (text and doc_hash as in its raw parquet, with the filters dedup_hash too)."""
     source, _, part = partition.partition(".")
     return check_key(f"{CURATED_PREFIX}{source}/{part}-{content_hash}.parquet", "curated key")
 

@@ -22,29 +22,13 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from shard_loader.builder_api import ArgumentError, duration
-from shard_loader.builder_api import ShardLoaderError
-from shard_loader.builder_api import Manifest, parse_manifest
-from shard_loader.builder_api import COLLECTING_SUFFIX, READERS_DIR, Lease, collecting_key
+from shard_loader.builder_api import COLLECTING_SUFFIX, READERS_DIR, ArgumentError, Lease, Manifest, ShardLoaderError
+from shard_loader.builder_api import collecting_key, duration, parse_manifest
 
 from .errors import BuildError
-from .layout import (
-    COLLECTED_PREFIXES,
-    CURATED_RECORDS_PREFIX,
-    CURATION_SAMPLES_PREFIX,
-    CURRENT_TOKENIZER_KEY,
-    DEDUP_DECISIONS_PREFIX,
-    INGEST_FAILURES_PREFIX,
-    LATEST_KEY,
-    LINEAGE_DIR,
-    RAW_PREFIX,
-    TOKENIZED_PREFIX,
-    TOKENIZERS_PREFIX,
-    VERSIONS_DIR,
-    eval_index_key,
-    parts_prefix,
-    versioned_key,
-)
+from .layout import COLLECTED_PREFIXES, CURATED_RECORDS_PREFIX, CURATION_SAMPLES_PREFIX, CURRENT_TOKENIZER_KEY
+from .layout import DEDUP_DECISIONS_PREFIX, INGEST_FAILURES_PREFIX, LATEST_KEY, LINEAGE_DIR, RAW_PREFIX
+from .layout import TOKENIZED_PREFIX, TOKENIZERS_PREFIX, VERSIONS_DIR, eval_index_key, parts_prefix, versioned_key
 from .published import with_sidecars
 from .curation.curation_records import CuratedRecord
 from .curation.dedup_records import DedupDecision
@@ -127,12 +111,8 @@ def kept_versions(versions: list[Version], live: str | None, policy: Policy, now
     """The versions the policy keeps (`versions` newest first); the live one always."""
     kept = {live} if live else set()
     for i, v in enumerate(versions):
-        superseded = versions[i - 1].written_at if i else None
-        if (
-            i < policy.keep
-            or now - v.written_at < policy.max_age_s
-            or (superseded is not None and now - superseded < policy.grace_s)
-        ):
+        superseded_lately = i > 0 and now - versions[i - 1].written_at < policy.grace_s
+        if i < policy.keep or now - v.written_at < policy.max_age_s or superseded_lately:
             kept.add(v.manifest.version)
     return kept
 
@@ -162,15 +142,9 @@ def leases(store: ObjectStore, now: float) -> tuple[list[Hold], list[tuple[str, 
     return live, lapsed
 
 
-def _current_fingerprint(store: ObjectStore) -> str | None:
-    record = find_record(store, CURRENT_TOKENIZER_KEY, TokenizerRecord, "gc")
-    return record.fingerprint if record else None
-
-
 def _live_records(store: ObjectStore, fingerprint: str | None) -> set[str]:
-    """Keys the builder's current records point at (latest raw per partition, each partition's dedup drop list and
-    curation files, the current tokenizer's shards and the drop lists and curation files they were tokenized with):
-    the next publish may still reference them."""
+    """Keys the builder's current records point at (latest raw parquets, drop lists and curation files, and those of the
+    current tokenizer's part records, shards included): the next publish may still reference them."""
     needed = set()
     for key, _ in store.list(RAW_PREFIX):
         if key.endswith(".json") and key.count("/") == 2 and not key.startswith(INGEST_FAILURES_PREFIX):
@@ -226,18 +200,18 @@ def plan_collection(store: ObjectStore, policy: Policy, now: float | None = None
     holds, lapsed = leases(store, now)
     known = {v.manifest.version for v in versions}
     kept = by_policy | {h.version for h in holds if h.version in known}
-    current = _current_fingerprint(store)
+    record = find_record(store, CURRENT_TOKENIZER_KEY, TokenizerRecord, "gc")
+    current = record.fingerprint if record else None
     needed = _live_records(store, current)
     in_use = {current} if current else set()
-    for m in (v.manifest for v in versions):
-        if m.version in kept:
-            m = with_sidecars(store, m, lineage=True)
-            needed |= {ref.key for ref in m.files()}
-            files = [f for s in m.full_lineage.get("sources", []) for f in s.get("files", [])]
-            needed |= {f["raw_key"] for f in files if "raw_key" in f}
-            needed |= {f["dedup"]["drops"] for f in files if (f.get("dedup") or {}).get("drops")}
-            needed |= {k for f in files for k in _curation_keys(f)}
-            in_use.add(m.tokenizer.fingerprint)
+    for m in (v.manifest for v in versions if v.manifest.version in kept):
+        m = with_sidecars(store, m, lineage=True)
+        needed |= {ref.key for ref in m.files()}
+        files = [f for s in m.full_lineage.get("sources", []) for f in s.get("files", [])]
+        needed |= {f["raw_key"] for f in files if "raw_key" in f}
+        needed |= {f["dedup"]["drops"] for f in files if (f.get("dedup") or {}).get("drops")}
+        needed |= {k for f in files for k in _curation_keys(f)}
+        in_use.add(m.tokenizer.fingerprint)
     dropped = {versioned_key(v.manifest.version) for v in versions if v.manifest.version not in kept}
     prefixes = (*COLLECTED_PREFIXES, TOKENIZERS_PREFIX)
     listing = [(key, size) for prefix in prefixes for key, size in store.list(prefix)]
@@ -245,17 +219,12 @@ def plan_collection(store: ObjectStore, policy: Policy, now: float | None = None
     unused = [key for key, _ in listing if _fingerprint_of(key) not in (None, *in_use)]
     abandoned = _abandoned(((key, modified(key)) for key in unused), in_use, policy, now)
     deletions = list(lapsed)
+    deletable = (CURATION_SAMPLES_PREFIX, f"{LINEAGE_DIR}/")  # the records gc deletes where nothing needs them
     for key, size in listing:
         gone_tokenizer = _fingerprint_of(key) in abandoned
         if key.startswith(TOKENIZERS_PREFIX) and not gone_tokenizer:
             continue  # a tokenizer's file and record stay while it is in use (or young)
-        if (
-            key.endswith(".json")
-            and key not in dropped
-            and not key.startswith(CURATION_SAMPLES_PREFIX)
-            and not key.startswith(f"{LINEAGE_DIR}/")
-            and not gone_tokenizer
-        ):
+        if key.endswith(".json") and key not in dropped and not key.startswith(deletable) and not gone_tokenizer:
             continue  # records and kept versions: small, and the store's own description
         if key in needed or now - modified(key) < policy.grace_s:
             continue
@@ -275,11 +244,9 @@ def collect(store: ObjectStore, collection: Collection) -> int:
     """Delete what `plan_collection` chose: each dropped version is marked first, the leases are read again (a version
     leased meanwhile is kept: the plan is made again), then data files, then the versions' manifests, then the marks.
     A mark left by an interrupted collection of a version now kept is removed. Returns bytes freed."""
+    kept_marks = {collecting_key(version) for version in collection.kept_versions}
     for key, _ in store.list(f"{READERS_DIR}/"):
-        if (
-            key.endswith(COLLECTING_SUFFIX)
-            and key[len(READERS_DIR) + 1 : -len(COLLECTING_SUFFIX)] in collection.kept_versions
-        ):
+        if key in kept_marks:
             store.delete(key)
     for version in collection.dropped_versions:
         store.put_bytes(collecting_key(version), b"gc is deleting this version: readers refuse to open it\n")

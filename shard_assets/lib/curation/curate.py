@@ -36,9 +36,8 @@ DEDUP_HASH = "dedup_hash"  # with the filters: the hash of each text a rule rewr
 
 
 def curated_input(store: ObjectStore, spec: DatasetSpec, raw: RawRecord) -> tuple[RawRecord, CuratedRecord | None]:
-    """What dedup indexes and tokenize read of a raw partition: the raw record itself when curation is off, else the
-    same record naming the curated parquet (its documents, key and sha256), curated now unless its stored curation
-    was made from this raw build with these settings."""
+    """What dedup indexes and tokenize read of a raw partition: the raw record when curation is off, else one naming
+    the curated parquet, curated now unless stored from this raw build with these settings."""
     if spec.decontaminate is None and not spec.filters.rules:
         return raw, None
     stages: dict[str, Any] = {"filters": spec.filters.fingerprint, "keys": DEDUP_HASH} if spec.filters.rules else {}
@@ -68,7 +67,7 @@ def _curate(
         store_eval_index(store, index)
     dropped: Counter[str] = Counter()  # per eval set
     filtered: Counter[str] = Counter()  # per filter rule
-    guard: Counter[str] = Counter()  # texts the filters "rewritten", the guard's "sampled" and "agreed"
+    guard: Counter[str] = Counter()  # Filtered's counts: texts the filters "rewritten", the guard's "sampled", "agreed"
     samples: list[DroppedSample] = []
     kept = 0
     with tempfile.TemporaryDirectory(prefix="curate-") as tmp:
@@ -80,7 +79,7 @@ def _curate(
                 texts, doc_hashes = batch.column("text"), batch.column("doc_hash")
                 keep = np.ones(len(texts), dtype=bool)
                 if spec.filters.rules:  # 1. the quality filters drop documents and may rewrite the ones they keep
-                    texts = _filter(spec, texts, doc_hashes.to_pylist(), keep, filtered, guard, samples)
+                    texts, keep = _filter(spec, batch, filtered, guard, samples)
                 if index is not None:  # 2. decontamination, of the documents the filters keep
                     found = np.where(keep, index.contaminated(texts), -1)
                     keep[found >= 0] = False
@@ -105,45 +104,29 @@ def _curate(
         body = to_json(DroppedSamples(raw.partition, tuple(samples)))
         samples_key = curation_samples_key(raw.partition, hashlib.sha256(body).hexdigest()[:16])
         store.put_bytes(samples_key, body)
-    return CuratedRecord(
-        raw.partition,
-        raw.sha256,
-        settings,
-        kept,
-        data,
-        Decontamination(index.version, index.key, index.ngram, dict(sorted(dropped.items()))) if index else None,
-        Filtered(spec.filters.fingerprint, dict(filtered), guard["rewritten"], guard["sampled"], guard["agreed"])
-        if spec.filters.rules
-        else None,
-        samples_key,
-    )
+    checked = Decontamination(index.version, index.key, index.ngram, dict(sorted(dropped.items()))) if index else None
+    passed = Filtered(spec.filters.fingerprint, dict(filtered), **guard) if spec.filters.rules else None
+    return CuratedRecord(raw.partition, raw.sha256, settings, kept, data, checked, passed, samples_key)
 
 
 def _filter(
-    spec: DatasetSpec,
-    texts: Any,
-    hashes: list[int],
-    keep: np.ndarray,
-    counts: Counter[str],
-    guard: Counter[str],
-    samples: list[DroppedSample],
-) -> Any:
-    """One batch through the quality filters: clears `keep` where a rule drops a document, counts drops per rule (and
-    in `guard` texts rewritten, the guard's sample), keeps a few dropped documents; returns the texts as the rules
-    left them."""
+    spec: DatasetSpec, batch: Any, counts: Counter[str], guard: Counter[str], samples: list[DroppedSample]
+) -> tuple[Any, np.ndarray]:
+    """One batch through the quality filters: the texts as the rules left them and which documents they keep; drops
+    counted per rule in `counts` and a few sampled, rewritten texts and the guard's sample counted in `guard`."""
     import pyarrow as pa
 
-    originals = texts.to_pylist()
+    originals = batch.column("text").to_pylist()
     outcome = filter_documents(originals, spec.filters)
     for i, (text, rule) in enumerate(zip(outcome.texts, outcome.dropped_by)):
         if rule is not None:
-            keep[i] = False
             counts[rule] += 1
-            _sample(samples, hashes[i], rule, originals[i])
+            _sample(samples, batch.column("doc_hash")[i].as_py(), rule, originals[i])
         elif text != originals[i]:
             guard["rewritten"] += 1
     guard.update(sampled=outcome.guard_sampled, agreed=outcome.guard_agreed)
-    return pa.array([t or "" for t in outcome.texts], pa.large_string())
+    keep = np.array([rule is None for rule in outcome.dropped_by], dtype=bool)
+    return pa.array([t or "" for t in outcome.texts], pa.large_string()), keep
 
 
 def _sample(samples: list[DroppedSample], doc: int, rule: str, text: str, index: EvalIndex | None = None) -> None:
@@ -170,8 +153,7 @@ def lineage_entry(record: CuratedRecord | None) -> dict[str, Any]:
 
 def lineage_summary(spec: DatasetSpec, parts: dict[str, PartRecord]) -> dict[str, Any]:
     """The manifest's inline curation figures (nothing when off): the filters' settings (rules, parameters, the
-    language model) and the documents each rule dropped; the eval sets' version and n-gram, and the documents each
-    eval set dropped over the version."""
+    language model) and drops per rule; the eval sets' version, n-gram and drops per eval set over the version."""
     records = [part.curation for part in parts.values() if part.curation]
     filtered = [r.filters for r in records if r.filters]
     checked = [r.decontamination for r in records if r.decontamination]

@@ -10,8 +10,7 @@ from shard_loader.builder_api import FileRef
 
 @dataclass(frozen=True)
 class Decontamination:
-    """A partition checked against the eval sets of index `eval_version` (`index`: its key): documents dropped per
-    eval set."""
+    """A partition checked against the eval sets of index `eval_version` (key `index`): documents dropped per set."""
 
     eval_version: str
     index: str

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import io
 import string
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -26,7 +25,7 @@ from ..sources.readers import iter_document_columns
 from ..spec import DatasetSpec, SourceSpec
 from ..store import ObjectStore
 from ..text import normalise_column
-from .word_hash import word_hashes
+from .word_hash import pieces, text_offsets, word_hashes
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -56,25 +55,11 @@ def _runs(words: np.ndarray, n: int, at: slice | np.ndarray = slice(None)) -> np
     return out
 
 
-def _offsets(texts: pa.Array) -> np.ndarray:
-    """The texts' offsets into their column's data buffer (a large_string column)."""
-    return np.frombuffer(texts.buffers()[1], dtype=np.int64)[texts.offset : texts.offset + len(texts) + 1]
-
-
-def _pieces(texts: pa.Array) -> Iterator[tuple[int, int]]:
-    """Consecutive ranges of the texts holding at most PIECE bytes (or one longer text)."""
-    offsets, first = _offsets(texts), 0
-    while first < len(texts):
-        last = max(first + 1, int(np.searchsorted(offsets, offsets[first] + PIECE, side="right")) - 1)
-        yield first, last
-        first = last
-
-
 def _words(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """The hash of every word of the texts in order, with a separator word before each text, and which words are
     separators: 32 bits (a collision matters only if every word of two n-grams collides or matches), spread over 64."""
     buffer = texts.buffers()[2]
-    view, bounds = memoryview(buffer if buffer is not None else b""), _offsets(texts).tolist()
+    view, bounds = memoryview(buffer if buffer is not None else b""), text_offsets(texts).tolist()
     texts_bytes = SEPARATOR.join([b"", *(view[a:b] for a, b in zip(bounds, bounds[1:]))])
     data = np.frombuffer(texts_bytes.translate(WORD_BYTES, PUNCTUATION), dtype=np.uint8)
     word = data != 0
@@ -164,7 +149,7 @@ class EvalIndex:
     def contaminated(self, texts: pa.Array) -> np.ndarray:
         """For each text (a large_string column), the eval set of the first n-gram it shares with one, else -1."""
         found, stride = np.full(len(texts), -1, dtype=np.int64), self.ngram - PROBE_WORDS + 1
-        for first, last in _pieces(texts):
+        for first, last in pieces(text_offsets(texts), PIECE):
             words, separators = _words(texts[first:last])
             probes = _runs(words, PROBE_WORDS, slice(None, None, stride))
             hits = np.flatnonzero(self.probes.find(probes) >= 0) * stride  # the first word of each probe found

@@ -29,22 +29,15 @@ from pathlib import Path
 
 import numpy as np
 
-from shard_loader.builder_api import FileRef
-from shard_loader.builder_api import load_npy
+from shard_loader.builder_api import FileRef, load_npy
 
 from .dedup_near import NEAR_KEYS, band_keys, band_layout
 from .curate import DEDUP_HASH, curated_input
 from .dedup_records import RULES, DedupDecision, DedupMember, DedupMembers
 from ..discovery import registered
 from ..errors import DedupError
-from ..layout import (
-    DEDUP_LOCK_KEY,
-    DEDUP_MEMBERS_KEY,
-    dedup_decision_key,
-    dedup_drops_key,
-    dedup_range_key,
-    raw_record_key,
-)
+from ..layout import DEDUP_LOCK_KEY, DEDUP_MEMBERS_KEY, dedup_decision_key, dedup_drops_key, dedup_range_key
+from ..layout import raw_record_key
 from ..records import RawRecord, find_record, get_record, get_records, put_record
 from ..spec import DatasetSpec, DedupSpec
 from ..store import ObjectMissingError, ObjectStore
@@ -102,10 +95,6 @@ def stored_rows(store: ObjectStore, kind: str, generations: tuple[int, ...], ind
         return rows if held == ranges else rows[range_of(rows["key"], ranges) == index]
     per = held // ranges
     return np.concatenate([load_range(store, kind, r, generations[r]) for r in range(index * per, (index + 1) * per)])
-
-
-def sorted_rows(rows: np.ndarray) -> np.ndarray:
-    return rows[np.lexsort((rows["doc"], rows["member"], rows["key"]))]
 
 
 def owners(rows: np.ndarray) -> np.ndarray:
@@ -271,16 +260,9 @@ def _decision(
         order = sorted({names[a] for a in against.tolist()})
         index = {n: i for i, n in enumerate(order)}
         rekeyed = {"keys": keys} if (keys != docs).any() else {}  # only where a filter rewrote a text: lists as before
+        positions = np.array([index[names[a]] for a in against.tolist()], dtype=np.uint32)
         buf = io.BytesIO()
-        np.savez(
-            buf,
-            docs=docs,
-            against=np.array([index[names[a]] for a in against.tolist()], dtype=np.uint32),
-            rule=rule,
-            names=np.array(order),
-            allow_pickle=False,
-            **rekeyed,
-        )
+        np.savez(buf, docs=docs, against=positions, rule=rule, names=np.array(order), allow_pickle=False, **rekeyed)
         data = buf.getvalue()
         sha = hashlib.sha256(data).hexdigest()
         ref = FileRef(key=dedup_drops_key(partition, sha[:16]), size=len(data), sha256=sha)
@@ -293,8 +275,7 @@ def _decision(
 
 @contextmanager
 def index_lock(store: ObjectStore, owner: str, wait: float = LOCK_WAIT) -> Iterator[None]:
-    """Hold the index's lock object (created only where absent) while updating; one left by a killed update is taken
-    over after LOCK_STALE seconds."""
+    """Hold the index's lock object (put only where absent) while updating; a killed update's goes after LOCK_STALE."""
     deadline = time.monotonic() + wait
     while not store.put_bytes(DEDUP_LOCK_KEY, owner.encode(), if_absent=True):
         try:
@@ -318,13 +299,11 @@ def index_lock(store: ObjectStore, owner: str, wait: float = LOCK_WAIT) -> Itera
 def update_index(
     store: ObjectStore, spec: DatasetSpec, partitions: Sequence[str], run_id: str
 ) -> dict[str, DedupDecision]:
-    """Add `partitions` (raw documents built) to the index, in partition-key order, and take out the partitions that
-    left (no longer registered, or rebuilt from a changed file); returns the decision of each of `partitions`, and of
-    every other partition whose decision this update changed (one holding a copy whose kept copy left): those must
-    be tokenized again."""
-    with index_lock(store, run_id):
-        with tempfile.TemporaryDirectory(prefix="dedup-") as tmp:
-            return _update(store, spec, sorted(partitions), Path(tmp))
+    """Add `partitions` (raw documents built) to the index, in partition-key order, and take out those that left (no
+    longer registered, or rebuilt from a changed file); returns the decisions of `partitions` and of every partition
+    this update changed (one holding a copy whose kept copy left): those must be tokenized again."""
+    with index_lock(store, run_id), tempfile.TemporaryDirectory(prefix="dedup-") as tmp:
+        return _update(store, spec, sorted(partitions), Path(tmp))
 
 
 def _update(store: ObjectStore, spec: DatasetSpec, partitions: list[str], tmp: Path) -> dict[str, DedupDecision]:
@@ -333,20 +312,15 @@ def _update(store: ObjectStore, spec: DatasetSpec, partitions: list[str], tmp: P
     current = registered(store, spec)
     raws = _raws(store, spec, partitions)
     rebuild = old.settings != settings
-    kept = {
-        p: m
-        for p, m in old.members.items()
-        if not rebuild and p in current and (p not in raws or raws[p].sha256 == m.raw_sha256)
-    }
+    stay = {p: m for p, m in old.members.items() if p in current and (p not in raws or raws[p].sha256 == m.raw_sha256)}
+    kept = {} if rebuild else stay  # the members that stay, their rows and ids as they are
     removed = {m.id for p, m in old.members.items() if p not in kept}
     rejoin = [p for _, p in sorted((m.id, p) for p, m in old.members.items() if rebuild and p in current)]
     joining = rejoin + [p for p in partitions if p not in kept and p not in rejoin]
     if not joining and not removed:
         return {p: get_record(store, dedup_decision_key(p), DedupDecision, f"dedup[{p}]") for p in partitions}
     raws |= _raws(store, spec, [p for p in joining if p not in raws])
-    members = dict(kept) | {
-        p: DedupMember(old.next_id + i, raws[p].sha256, raws[p].documents) for i, p in enumerate(joining)
-    }
+    members = kept | {p: DedupMember(old.next_id + i, raws[p].sha256, raws[p].documents) for i, p in enumerate(joining)}
     generations = {k: () if rebuild else old.generations.get(k, ()) for k in kinds_of(dedup)}
     documents = sum(m.documents for m in members.values())
     ranges = {k: range_count(dedup, k, documents, len(gens)) for k, gens in generations.items()}
@@ -358,7 +332,7 @@ def _update(store: ObjectStore, spec: DatasetSpec, partitions: list[str], tmp: P
     names = {m.id: p for p, m in members.items()}
     targets = {members[p].id for p in joining}
     if removed and not rebuild:
-        targets |= _affected(store, old, removed, generations)
+        targets |= _affected(store, removed, generations)
     update = old.update + 1
     dropped = Dropped(tmp / "dropped", next_id)
     new_generations = {}
@@ -374,7 +348,8 @@ def _update(store: ObjectStore, spec: DatasetSpec, partitions: list[str], tmp: P
                 if same and not len(new) and keep.all():
                     rows = stored
                 else:
-                    rows = sorted_rows(np.concatenate([stored[keep], new]))
+                    rows = np.concatenate([stored[keep], new])
+                    rows = rows[np.lexsort((rows["doc"], rows["member"], rows["key"]))]
                     written[r] = update if len(rows) else 0
                     if len(rows):  # written beside the next range's work, WRITE_THREADS ranges at most in flight
                         pending.append(pool.submit(store.put_bytes, dedup_range_key(kind, r, update), _npy(rows)))
@@ -386,13 +361,8 @@ def _update(store: ObjectStore, spec: DatasetSpec, partitions: list[str], tmp: P
             new_generations[kind] = tuple(written)
         target_names = [names[m] for m in sorted(targets)]
         raws |= _raws(store, spec, [p for p in target_names if p not in raws])
-        previous = dict(
-            zip(
-                target_names,
-                pool.map(lambda p: find_record(store, dedup_decision_key(p), DedupDecision, "dedup"), target_names),
-            )
-        )
-
+        found = pool.map(lambda p: find_record(store, dedup_decision_key(p), DedupDecision, "dedup"), target_names)
+        previous = dict(zip(target_names, found))
         dropped.spill.flush()
         dropped.rekeyed.flush()
 
@@ -411,8 +381,7 @@ def _update(store: ObjectStore, spec: DatasetSpec, partitions: list[str], tmp: P
 
 
 def _raws(store: ObjectStore, spec: DatasetSpec, partitions: list[str]) -> dict[str, RawRecord]:
-    """Each partition's documents as dedup indexes them: its raw record, naming the curated parquet where the
-    curation stage dropped any (curate.py)."""
+    """Each partition's documents as dedup indexes them: its raw record, or its curated one (curate.py)."""
     raws = get_records(store, [raw_record_key(p) for p in partitions], RawRecord, "dedup")
     return {p: curated_input(store, spec, raw)[0] for p, raw in zip(partitions, raws)}
 
@@ -431,9 +400,7 @@ def _collect(rows: np.ndarray, targets: set[int], rule: int, dropped: Dropped) -
         dropped.add(rule, rows, np.flatnonzero(lost), first)
 
 
-def _affected(
-    store: ObjectStore, old: DedupMembers, removed: set[int], generations: dict[str, tuple[int, ...]]
-) -> set[int]:
+def _affected(store: ObjectStore, removed: set[int], generations: dict[str, tuple[int, ...]]) -> set[int]:
     """The partitions holding a copy of a key whose kept copy was in a partition that left: their decisions change."""
     gone = np.fromiter(removed, dtype=np.uint32)
     affected: set[int] = set()

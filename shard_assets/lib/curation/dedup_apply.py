@@ -4,6 +4,7 @@ check that no two published documents are identical, and the dedup figures of li
 from __future__ import annotations
 
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,26 +21,20 @@ from ..store import ObjectStore
 from ..text import is_val
 
 
-def decision_for(store: ObjectStore, spec: DatasetSpec, raw: RawRecord, run_id: str) -> DedupDecision | None:
-    """The decision tokenize applies to a raw partition (None when dedup is off): the stored one when it was made for
-    this raw build and these settings, else the index updated with the partition first."""
-    if not spec.dedup.enabled:
-        return None
-    decision = find_record(store, dedup_decision_key(raw.partition), DedupDecision, "tokenize")
-    if decision is None or decision.raw_sha256 != raw.sha256 or decision.settings != settings_of(spec.dedup):
-        decision = update_index(store, spec, [raw.partition], run_id)[raw.partition]
-    return decision
-
-
 def dropped_documents(
     store: ObjectStore, spec: DatasetSpec | None, raw: RawRecord, run_id: str
 ) -> tuple[Any, DedupDecision | None]:
     """What tokenize leaves out of a raw partition: the hashes its decision drops, as an Arrow array (None when none
-    are), and the decision (None when dedup is off)."""
+    are), and the decision (None when dedup is off): the stored one when it was made for this raw build and these
+    settings, else the index updated with the partition first."""
     import pyarrow as pa
 
-    decision = decision_for(store, spec, raw, run_id) if spec is not None else None
-    if decision is None or decision.drops is None:
+    if spec is None or not spec.dedup.enabled:
+        return None, None
+    decision = find_record(store, dedup_decision_key(raw.partition), DedupDecision, "tokenize")
+    if decision is None or decision.raw_sha256 != raw.sha256 or decision.settings != settings_of(spec.dedup):
+        decision = update_index(store, spec, [raw.partition], run_id)[raw.partition]
+    if decision.drops is None:
         return None, decision
     return pa.array(read_drops(store, decision.drops.key).docs), decision
 
@@ -55,10 +50,9 @@ def kept_batches(pf: Any, columns: list[str], batch_size: int, drops: Any) -> It
 
 @dataclass(frozen=True)
 class CopyCheck:
-    """What the publish check found: documents published more than once (by hash of their text as published), documents
-    published nowhere though a published partition holds them (every copy left out: tokenized under a decision
-    that has changed since) and the partitions that left them out, and the published partitions the index does not
-    hold as built (not checkable)."""
+    """What the publish check found: documents published more than once (by hash of their text as published), those
+    `missing` though a published partition holds them (every copy left out by the `stale` partitions, tokenized under
+    decisions changed since), and the published partitions the index does not hold as built (not checkable)."""
 
     copies: int
     unindexed: tuple[str, ...]
@@ -68,9 +62,8 @@ class CopyCheck:
 
 
 def published_copies(store: ObjectStore, spec: DatasetSpec, parts: dict[str, PartRecord]) -> CopyCheck | None:
-    """Count the published documents that repeat another's text, range by range: the exact index's rows of the
-    published partitions minus the documents each one's tokenization left out (its part record's drops). None when
-    exact dedup is off (copies are published on purpose)."""
+    """Count the published documents that repeat another's text, range by range: the exact index's rows of the published
+    partitions less each one's part record's drops. None when exact dedup is off (copies are published on purpose)."""
     if not spec.dedup.exact:
         return None
     index = find_record(store, DEDUP_MEMBERS_KEY, DedupMembers, "dedup check")
@@ -136,8 +129,5 @@ def dropped_by_split(store: ObjectStore, drops_key: str | None, val_fraction: fl
 
 def lineage_summary(spec: DatasetSpec, parts: dict[str, PartRecord]) -> dict[str, Any]:
     """The manifest's inline dedup figures: the settings and the documents each rule dropped over the version."""
-    dropped: dict[str, int] = {}
-    for part in parts.values():
-        for rule, n in (part.dedup.by_rule() if part.dedup else {}).items():
-            dropped[rule] = dropped.get(rule, 0) + n
-    return {"exact": spec.dedup.exact, "near": spec.dedup.near, "dropped": dropped}
+    dropped = sum((Counter(part.dedup.by_rule()) for part in parts.values() if part.dedup), Counter[str]())
+    return {"exact": spec.dedup.exact, "near": spec.dedup.near, "dropped": dict(dropped)}

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import DedupError
-from .word_hash import word_hashes
+from .word_hash import pieces, text_offsets, word_hashes
 
 SEED = 1  # the MinHash seed: fixed, so a band key means the same in every run and version
 RMINHASH_VERSION = 2  # rensa's R-MinHash algorithm the keys are made with (rensa 0.5); another makes other keys
@@ -26,9 +26,8 @@ NEAR_KEYS = f"word-poly32-ngram-mix64-v1/rensa-rminhash-v{RMINHASH_VERSION}"  # 
 CHUNK = 1 << 19  # bytes of text hashed at once (a longer document alone): the per-byte arrays stay a few MiB
 _U = np.uint64
 _MIX = _U(0x9E3779B97F4A7C15)
-_NGRAM_MULTIPLIERS = np.array(  # odd constants, one per word position in an n-gram (so word order counts)
-    [(0x9E3779B97F4A7C15 + 2 * i * 0xC2B2AE3D27D4EB4F) % (1 << 64) for i in range(64)], dtype=np.uint64
-)
+# odd constants, one per word position in an n-gram (so word order counts)
+_NGRAM_MULTIPLIERS = np.array([(0x9E3779B97F4A7C15 + 2 * i * 0xC2B2AE3D27D4EB4F) % (1 << 64) for i in range(64)], _U)
 _SPACES = [c.encode() for c in map(chr, range(0x80, 0x3001)) if c.isspace()]  # str.split's non-ASCII whitespace
 
 
@@ -107,18 +106,15 @@ def _ngram_hashes(words: np.ndarray, per_doc: np.ndarray, ngram: int) -> tuple[n
 def ngram_hashes(texts: pa.Array, ngram: int) -> tuple[np.ndarray, np.ndarray]:
     """(the documents' n-gram hashes, flat; each document's row offsets into them), a CHUNK of text at a time."""
     texts = texts.cast(pa.large_string()).fill_null("")
-    offsets = np.frombuffer(texts.buffers()[1], dtype=np.int64)[texts.offset : texts.offset + len(texts) + 1]
-    data = np.frombuffer(texts.buffers()[2] or b"", dtype=np.uint8)
-    hashes, counts, i = [], [], 0
+    offsets, data = text_offsets(texts), np.frombuffer(texts.buffers()[2] or b"", dtype=np.uint8)
+    hashes, counts = [], []
     with np.errstate(over="ignore"):
-        while i < len(texts):
-            j = max(i + 1, int(np.searchsorted(offsets, offsets[i] + CHUNK, side="right")) - 1)
+        for i, j in pieces(offsets, CHUNK):
             chunk = offsets[i : j + 1]
             words, per_doc = _word_hashes(data[chunk[0] : chunk[-1]], chunk - chunk[0])
             h, c = _ngram_hashes(words, per_doc, ngram)
             hashes.append(h)
             counts.append(c)
-            i = j
     rows = np.zeros(len(texts) + 1, dtype=np.uint64)
     np.cumsum(np.concatenate(counts) if counts else [], out=rows[1:])
     return np.concatenate(hashes) if hashes else np.zeros(0, dtype=np.uint64), rows

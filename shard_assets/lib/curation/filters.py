@@ -258,11 +258,14 @@ def _language_ok(text: str, rule: LanguageRule) -> bool:
     return any(probs.get(f"__label__{lang}", 0.0) > rule.language_threshold for lang in rule.languages)
 
 
-@dataclass(frozen=True)
 class _SpacyWords:
-    """The reference's words: spaCy's blank English tokenizer and sentencizer (datatrove's own)."""
+    """The guard's reference words: spaCy's blank English tokenizer and sentencizer (datatrove's own)."""
 
-    _nlp: Any
+    def __init__(self) -> None:
+        import spacy
+
+        self._nlp = spacy.blank("en")
+        self._nlp.add_pipe("sentencizer")
 
     def words(self, text: str) -> list[str]:
         with self._nlp.memory_zone():
@@ -440,9 +443,8 @@ def _decide(text: str, settings: FilterSettings, w: Words, language_ok: bool) ->
 
 
 def filter_documents(texts: Sequence[str], settings: FilterSettings) -> FilterOutcome:
-    """Every document of a batch decided by the recipe with the fast word splitter; a spread sample re-decided with
-    spaCy's words (the guard), and the whole batch decided with spaCy's where any of the sample disagrees, as the
-    encoder's guard re-encodes with the reference."""
+    """Every document of a batch decided by the recipe with the fast word splitter, a spread sample again with spaCy's
+    words (the guard), and the whole batch with spaCy's where any of the sample disagrees (as the encoder's guard)."""
     if not settings.rules:
         return FilterOutcome(list(texts), [None] * len(texts), 0, 0)
     lang = settings.language
@@ -457,9 +459,4 @@ def filter_documents(texts: Sequence[str], settings: FilterSettings) -> FilterOu
 
 @cache
 def _spacy_words() -> _SpacyWords:
-    """The guard's reference: spaCy's blank English tokenizer and sentencizer, datatrove's own."""
-    import spacy
-
-    nlp = spacy.blank("en")
-    nlp.add_pipe("sentencizer")
-    return _SpacyWords(nlp)
+    return _SpacyWords()

@@ -1,12 +1,34 @@
 """The word hash decontamination and near dedup share: a word's bytes as a polynomial mod 2**32, every word of a
-text at once from prefix sums over its bytes (whitespace is 0: a word's sum runs to the next one's start)."""
+text at once from prefix sums over its bytes (whitespace is 0: a word's sum runs to the next one's start); and their
+cut of a text column into pieces of bounded bytes."""
 
+from __future__ import annotations
+
+from collections.abc import Iterator
 from functools import cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 BASE = 0x01000193
 CHUNK = 1 << 17  # bytes summed at once (or one longer word): the sums stay in the CPU's cache
+
+
+def text_offsets(texts: pa.Array) -> np.ndarray:
+    """The texts' offsets into their column's data buffer (a large_string column)."""
+    return np.frombuffer(texts.buffers()[1], dtype=np.int64)[texts.offset : texts.offset + len(texts) + 1]
+
+
+def pieces(offsets: np.ndarray, limit: int) -> Iterator[tuple[int, int]]:
+    """Consecutive ranges [first, last) of the items `offsets` bound, of at most `limit` bytes (or one longer item)."""
+    first = 0
+    while first < len(offsets) - 1:
+        last = max(first + 1, int(np.searchsorted(offsets, offsets[first] + limit, side="right")) - 1)
+        yield first, last
+        first = last
 
 
 @cache
@@ -21,11 +43,9 @@ def word_hashes(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """sum(values[j] * BASE**(j - starts[i])) mod 2**32 over j in starts[i]:starts[i + 1] (the last word's to the
     end) for each word i: `values` a byte per byte of text, 0 for whitespace."""
     bounds = np.append(starts, len(values))
-    out, sums, first = np.empty(len(starts), dtype=np.uint32), np.zeros(0, dtype=np.uint32), 0
-    while first < len(starts):
-        lo = int(bounds[first])
-        last = max(first + 1, int(np.searchsorted(bounds, lo + CHUNK, side="right")) - 1)
-        hi = int(bounds[last])
+    out, sums = np.empty(len(starts), dtype=np.uint32), np.zeros(0, dtype=np.uint32)
+    for first, last in pieces(bounds, CHUNK):
+        lo, hi = int(bounds[first]), int(bounds[last])
         up, down = _powers(max(CHUNK, 1 << (hi - lo).bit_length()))
         if len(sums) <= hi - lo:  # one buffer for every chunk: sums[0] stays 0
             sums = np.zeros(hi - lo + 1, dtype=np.uint32)
@@ -33,5 +53,4 @@ def word_hashes(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
         np.cumsum(sums[1 : hi - lo + 1], out=sums[1 : hi - lo + 1])
         at = bounds[first : last + 1] - lo
         np.multiply(np.diff(sums[at]), down[at[:-1]], out=out[first:last])
-        first = last
     return out

@@ -29,11 +29,9 @@ class EnglishWords:
         self.punctuation_chars: str = rules["punctuation"] + rules["terminal_punctuation"]
         self.terminal = tuple(rules["terminal_punctuation"])
         self._chunks: dict[str, list[str]] = {}
-        self._patterns = {  # each special case with affixes, as the affixes alone split it (spaCy's matcher)
-            tuple(self._affixes(key, {})): key
-            for key in self._special
-            if self._prefix(key) or self._suffix(key) or next(self._infix(key), None)
-        }
+        # each special case with affixes, as the affixes alone split it (spaCy's matcher)
+        affixed = [k for k in self._special if self._prefix(k) or self._suffix(k) or next(self._infix(k), None)]
+        self._patterns = {tuple(self._affixes(k, {})): k for k in affixed}
         self._last: tuple[str, list[str]] = ("", [])
 
     def words(self, text: str) -> list[str]:
