@@ -12,7 +12,7 @@ import pytest
 from shard_assets.lib.curation import dedup as dedup_lib
 from shard_assets.lib.curation.dedup import index_lock, load_range, update_index
 from shard_assets.lib.curation import dedup_near
-from shard_assets.lib.curation.dedup_near import band_keys
+from shard_assets.lib.curation.dedup_near import DEFAULT_LAYOUT, band_keys
 from shard_assets.lib.curation.dedup_records import DedupMembers
 from shard_assets.lib.discovery import discover
 from shard_assets.lib.errors import DedupError, SpecError
@@ -84,6 +84,14 @@ def test_band_keys_are_shared_by_near_copies_and_not_by_other_documents():
     assert keys.dtype == np.uint64 and keys.shape[0] == 3
     assert (keys[0] == keys[1]).any() and not np.isin(keys[2], keys[:2]).any()
     assert (band_keys(pa.array([text]), 5, 0.8, 128) == keys[:1]).all()  # the same in every run
+
+
+def test_the_default_band_layout_is_the_one_datasketch_chooses():
+    from datasketch import MinHashLSH
+
+    for (threshold, num_perm), layout in DEFAULT_LAYOUT.items():
+        lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
+        assert (lsh.b, lsh.r) == layout
 
 
 def test_near_keys_read_the_words_str_split_reads_wherever_the_document_lies_in_a_batch(monkeypatch):

@@ -31,10 +31,15 @@ _NGRAM_MULTIPLIERS = np.array([(0x9E3779B97F4A7C15 + 2 * i * 0xC2B2AE3D27D4EB4F)
 _SPACES = [c.encode() for c in map(chr, range(0x80, 0x3001)) if c.isspace()]  # str.split's non-ASCII whitespace
 
 
+DEFAULT_LAYOUT = {(0.8, 128): (9, 13)}  # datasketch's choice for the default [dedup] (a test compares): no scipy import
+
+
 @cache
 def band_layout(threshold: float, num_perm: int) -> tuple[int, int]:
     """(bands, rows per band) datasketch chooses for a Jaccard `threshold` with `num_perm` permutations."""
-    from datasketch import MinHashLSH  # imported on first use: it loads scipy (0.5 s), which exact dedup never needs
+    if (threshold, num_perm) in DEFAULT_LAYOUT:
+        return DEFAULT_LAYOUT[threshold, num_perm]
+    from datasketch import MinHashLSH  # imported on first use: it loads scipy (0.5 CPU-s a process)
 
     lsh = MinHashLSH(threshold=threshold, num_perm=num_perm)
     return int(lsh.b), int(lsh.r)
