@@ -80,8 +80,7 @@ class Picks:
 
 @dataclass(frozen=True)
 class Interleave:
-    """The shares (`units` over their sum) and slot template of one set of weights and one block size `block` (S
-    samples)."""
+    """The shares (`units` over their sum) and slot template of a set of weights and a block of `block` (S) samples."""
 
     units: tuple[int, ...]
     block: int
@@ -208,18 +207,9 @@ class Interleave:
     def consumed_at(self, state: BlockState, picks: Picks, offset: int) -> tuple[int, ...]:
         """Each component's samples consumed before `offset` of the block (over all epochs)."""
         _, _, places, _ = self._template
-        out = []
-        for c, base in enumerate(self._base_places):
-            s = picks.slots[c]
-            out.append(
-                state.consumed[c] + int(np.searchsorted(base, offset)) + (1 if s >= 0 and places[s] < offset else 0)
-            )
-        return tuple(out)
-
-    def locate(self, state: BlockState, picks: Picks, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(component, component sample index over all epochs) of the samples at these offsets of the block."""
-        return self.locate_blocks(
-            [state], [picks], np.zeros(len(offsets), dtype=np.int64), np.asarray(offsets, dtype=np.int64)
+        return tuple(
+            c + int(np.searchsorted(base, offset)) + (1 if s >= 0 and places[s] < offset else 0)
+            for c, base, s in zip(state.consumed, self._base_places, picks.slots)
         )
 
     def locate_blocks(
@@ -249,11 +239,8 @@ def edf_layout(counts: Sequence[int], slots: int) -> tuple[np.ndarray, np.ndarra
     """(task, item index) at each of `slots` slots: task x's i-th of counts[x] items (sum(counts) == slots) may go
     in [floor(i slots / m), ceil((i + 1) slots / m)), and the released item with the earliest end goes first
     (uniprocessor EDF: every item meets its window, so every prefix is within one item of each task's share)."""
-    ready: list[tuple[int, int, int]] = []
+    ready = [(-(-slots // m), x, 0) for x, m in enumerate(counts) if m]
     pending: list[tuple[int, int, int]] = []
-    for x, m in enumerate(counts):
-        if m:
-            ready.append((-(-slots // m), x, 0))
     heapq.heapify(ready)
     task, index = np.empty(slots, dtype=np.int32), np.empty(slots, dtype=np.int32)
     for t in range(slots):
@@ -367,11 +354,9 @@ class Segments:
         """The epoch (counted from `origin`) holding stream `position`."""
         if position < self.origin:
             raise ValueError(f"position {position} is before the segments' origin {self.origin}")
-        return (
-            (position - self.origin - self.first) // self.length + 1
-            if self.head
-            else (position - self.origin) // self.length
-        )
+        if self.head:
+            return (position - self.origin - self.first) // self.length + 1
+        return (position - self.origin) // self.length
 
     def _level(self, j: int) -> BlockState:
         """The epoch-level state of the j-th epoch after the head: its start, index j and consumed counts."""
