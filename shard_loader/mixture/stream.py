@@ -72,9 +72,9 @@ class MixtureStream:
                 self._add_component(i, window_shards, window_bytes)
             self._split_budget()
             self._shard_ends = np.cumsum(np.array([len(c.shards) for c in self.components], dtype=np.int64))
-            g = self.batch_size * self.world.world_size
+            block = self.block_batches * self.batch_size * self.world.world_size
             self.segments = Segments(
-                self._units(), self.block_batches * g, 0, (0,) * len(self.components), self._epoch_length(g)
+                self._units(), block, 0, (0,) * len(self.components), self._whole_batches(self.epoch_samples)
             )
             self._walker = Walker(self.segments)
             self.position = MixturePosition(0, 0, 0, 0, self.segments.start(0))
@@ -124,9 +124,10 @@ class MixtureStream:
     def _units(self) -> tuple[int, ...]:
         return units([c.weight for c in self.mixture.components])
 
-    def _epoch_length(self, global_batch: int) -> int:
-        """Samples one mixture epoch serves in global batches of `global_batch`: the epoch rounded up to whole ones."""
-        return -(-self.epoch_samples // global_batch) * global_batch
+    def _whole_batches(self, samples: int) -> int:
+        """`samples` rounded up to whole global batches of the world size (a mixture epoch serves whole ones)."""
+        g = self.batch_size * self.world.world_size
+        return -(-samples // g) * g
 
     def __getstate__(self) -> dict[str, Any]:
         """Workers get the parsed mixture and its components, never open windows, threads or leases."""
@@ -173,7 +174,7 @@ class MixtureStream:
         if epoch == p.epoch + 1 and self.plan(p).total_batches == 0:
             start = p.served
         else:
-            start = p.epoch_start + (epoch - p.epoch) * self._epoch_length(self.batch_size * self.world.world_size)
+            start = p.epoch_start + (epoch - p.epoch) * self._whole_batches(self.epoch_samples)
         segments = self.segments
         if start < segments.origin:
             raise ArgumentError(
@@ -189,21 +190,13 @@ class MixtureStream:
         )
 
     def stream_key(self) -> StreamKey:
-        names = tuple(c.name for c in self.mixture.components)
-        return StreamKey(
-            self.mixture.name,
-            *self.options.stream_shape(),
-            names,
-            tuple(c.version for c in self.mixture.components),
-            tuple(c.stream_key().windows for c in self.components),
-        )
+        mix, windows = self.mixture.components, tuple(c.stream_key().windows for c in self.components)
+        names, versions = tuple(c.name for c in mix), tuple(c.version for c in mix)
+        return StreamKey(self.mixture.name, *self.options.stream_shape(), names, versions, windows)
 
     def _weights(self) -> Weights:
-        return Weights(
-            self.mixture.version,
-            tuple(c.weight for c in self.mixture.components),
-            self.mixture.tokens_per_epoch[self.split],
-        )
+        mix = self.mixture
+        return Weights(mix.version, tuple(c.weight for c in mix.components), mix.tokens_per_epoch[self.split])
 
     def _consumed(self, position: MixturePosition) -> tuple[int, ...]:
         """Each component's samples consumed before `position.served`, over all its epochs."""
@@ -245,16 +238,9 @@ class MixtureStream:
                 "inconsistent"
             )
         if changed:  # the new weights take over at `served`: the epoch under way ends where it would have
-            g = self.batch_size * self.world.world_size
             rest = max(0, p.epoch_start + self.epoch_samples - p.served)
-            segments = Segments(
-                self._units(),
-                saved.block_samples,
-                p.served,
-                saved.consumed,
-                self._epoch_length(g),
-                first=-(-rest // g) * g,
-            )
+            length, first = self._whole_batches(self.epoch_samples), self._whole_batches(rest)
+            segments = Segments(self._units(), saved.block_samples, p.served, saved.consumed, length, first)
             p = replace(p, block=segments.start(0))
         else:
             s = saved.series
