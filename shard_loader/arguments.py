@@ -89,8 +89,7 @@ MAX_SECONDS = MAX_DAYS * _SECONDS["d"]
 
 
 def duration(name: str, text: str) -> float:
-    """Seconds from '90s', '15m', '12h', '30d' or a bare number of seconds, from 0 to MAX_DAYS days; errors name the
-    option."""
+    """Seconds from '90s', '15m', '12h', '30d' or bare seconds, from 0 to MAX_DAYS days; errors name the option."""
     value, unit = (text[:-1], text[-1]) if text and text[-1] in _SECONDS else (text, "s")
     try:
         seconds = float(value) * _SECONDS[unit]

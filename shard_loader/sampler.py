@@ -57,8 +57,7 @@ class SampleSpec:
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """A group of shards held on local disk together (slots, not a NamedTuple, whose `index` would shadow
-    tuple.index)."""
+    """Shards held on local disk together (slots, not a NamedTuple, whose `index` would shadow tuple.index)."""
 
     index: int
     shards: tuple[int, ...]
@@ -66,8 +65,7 @@ class Window:
 
 
 def make_windows(sizes: Sequence[int], window_shards: int | None, window_bytes: int | None) -> list[Window]:
-    """Group shards (of these byte sizes, in manifest order) by a shard count, a byte budget, or (neither) one shard per
-    window."""
+    """Group shards (these byte sizes, in manifest order) by shard count, byte budget, or (neither) one per window."""
     if not window_bytes:  # fixed groups: no loop over shards in Python beyond building the tuples
         step, n = window_shards or 1, len(sizes)
         totals = np.add.reduceat(np.asarray(sizes, dtype=np.int64), np.arange(0, n, step)).tolist() if n else []

@@ -71,8 +71,7 @@ def own(value: object, kind: type[R], stream: str) -> R:
 
 
 def state_record(record: type[R], state: dict[str, Any]) -> R:
-    """A record read from a state's flat fields through the one codec; a missing field or one of the wrong type is a
-    StateError naming it."""
+    """A record read from a state's flat fields by the codec; a field missing or mistyped is a StateError naming it."""
     return from_dict(record, state, "state_dict", StateError)
 
 

@@ -53,8 +53,7 @@ def _in_dataloader_worker() -> bool:
 
 
 def _launcher() -> tuple[str, str, str] | None:
-    """The variables of the launcher that started this process: torchrun's or Lightning's, else srun's within a
-    step."""
+    """The variables of the launcher that started this process: torchrun's or Lightning's, else srun's in a step."""
     if "WORLD_SIZE" in os.environ:
         return LIGHTNING if "RANK" not in os.environ and "LOCAL_RANK" in os.environ else TORCHRUN
     if "SLURM_STEP_ID" in os.environ and "SLURM_NTASKS" in os.environ:
