@@ -8,17 +8,7 @@ from typing import Any
 
 from .errors import ShardLoaderError
 
-_UNITS = {
-    "TIB": 1 << 40,
-    "GIB": 1 << 30,
-    "MIB": 1 << 20,
-    "KIB": 1 << 10,
-    "TB": 10**12,
-    "GB": 10**9,
-    "MB": 10**6,
-    "KB": 10**3,
-    "B": 1,
-}
+_UNITS = dict(TIB=1 << 40, GIB=1 << 30, MIB=1 << 20, KIB=1 << 10, TB=10**12, GB=10**9, MB=10**6, KB=10**3, B=1)
 
 
 class ArgumentError(ShardLoaderError, ValueError):
