@@ -96,15 +96,10 @@ class StreamKey:
     disk_budget: int | None = field(default=None, compare=False)
 
     def window_options(self) -> str:
-        budget = (
-            f" (from disk_budget={self.disk_budget:_})"
-            if self.disk_budget and self.window_bytes == self.disk_budget // 2
-            else ""
-        )
-        return (
-            f"window_shards={self.window_shards}, "
-            f"window_bytes={'None' if self.window_bytes is None else f'{self.window_bytes:_}'}{budget}"
-        )
+        size = "None" if self.window_bytes is None else f"{self.window_bytes:_}"
+        halved = self.disk_budget and self.window_bytes == self.disk_budget // 2
+        budget = f" (from disk_budget={self.disk_budget:_})" if halved else ""
+        return f"window_shards={self.window_shards}, window_bytes={size}{budget}"
 
 
 @dataclass(frozen=True)
