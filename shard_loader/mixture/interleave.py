@@ -336,10 +336,8 @@ class Segments:
         self.consumed = tuple(int(c) for c in consumed)
         self.head = Epoch(units, apportion(units, first), block) if first else None
         self.quotas = Interleave(units, length)
-        after = self.origin + (self.head.length if self.head else 0)
-        level = BlockState.origin(
-            after, tuple(c + q for c, q in zip(self.consumed, self.head.quota if self.head else (0,) * len(units)))
-        )
+        head = self.head.quota if self.head else (0,) * len(units)
+        level = BlockState.origin(self.origin + sum(head), tuple(c + q for c, q in zip(self.consumed, head)))
         self._levels: dict[int, BlockState] = {0: level}  # epoch-level states: every CHECKPOINT-th and the last met
         self._last = 0
         self._layouts: dict[int, Epoch] = {}  # epoch -> its layout, for the epochs met lately

@@ -50,9 +50,7 @@ class MixtureStream:
     def __init__(self, url: str, options: LoaderOptions, document: tuple[Store, bytes] | None = None):
         o = options
         self.url, self.options, self.world, self.spec = url, o, o.world, o.spec
-        self.split, self.batch_size, self.seed = o.split, o.batch_size, o.seed
-        self.cache_dir, self.disk_budget = o.cache_dir, o.disk_budget
-        self.block_batches, self.allow_weight_change = o.block_batches, o.allow_weight_change
+        self.split, self.batch_size, self.disk_budget = o.split, o.batch_size, o.disk_budget
         window_shards, window_bytes = o.window_shards, o.window_bytes
         self.opened = open_mixture(self.url, o.store_options, document)
         self.mixture = mix = self.opened.file
@@ -72,7 +70,7 @@ class MixtureStream:
                 self._add_component(i, window_shards, window_bytes)
             self._split_budget()
             self._shard_ends = np.cumsum(np.array([len(c.shards) for c in self.components], dtype=np.int64))
-            block = self.block_batches * self.batch_size * self.world.world_size
+            block = o.block_batches * self.batch_size * self.world.world_size
             self.segments = Segments(
                 self._units(), block, 0, (0,) * len(self.components), self._whole_batches(self.epoch_samples)
             )
@@ -90,7 +88,7 @@ class MixtureStream:
             batch_size=1,
             rank=0,
             world_size=1,
-            cache_dir=component_cache_dir(self.cache_dir, c.name) if self.cache_dir else None,
+            cache_dir=component_cache_dir(self.options.cache_dir, c.name) if self.options.cache_dir else None,
             disk_budget=None,  # _split_budget gives each remote component its part
             window_shards=window_shards,
             window_bytes=window_bytes,
@@ -225,7 +223,7 @@ class MixtureStream:
         key = self.stream_key()
         saved.check(key)
         changed = saved.weight_change(self._weights(), key.components)
-        if changed and not self.allow_weight_change:
+        if changed and not self.options.allow_weight_change:
             raise StateError(
                 f"state_dict was saved for mixture version {saved.weights.mixture_version!r} with {changed} "
                 f"(version {self.mixture.version!r}); pass allow_weight_change=True to continue each component from "
