@@ -449,6 +449,11 @@ class Walker:
                 return current, picks
             current, picks = interleave.following(current, picks), None
 
+    def consumed(self, state: BlockState, position: int) -> tuple[int, ...]:
+        """Each component's samples consumed before stream `position` (walking from `state`, as `at` does)."""
+        block, picks = self.at(state, position)
+        return self.segments.interleave(block).consumed_at(block, picks, position - block.start)
+
     def _remember(self, state: BlockState, picks: Picks) -> None:
         if state.start not in self._known:
             if len(self._known) >= self.KEEP:

@@ -212,9 +212,7 @@ class Server:
     def _keep_from(self, plan: MixturePlan, position: int) -> None:
         """Keep open only each component's window holding its sample at stream `position` (and the prefetch): a window
         passed already would keep a prefetch waiting for room until the next plan."""
-        block, picks = self.walker.at(plan.start.block, position)
-        consumed = self.walker.segments.interleave(block).consumed_at(block, picks, position - block.start)
-        for component, held, k in zip(self.components, self.held, consumed):
+        for component, held, k in zip(self.components, self.held, self.walker.consumed(plan.start.block, position)):
             held.keep(int(component.locate(np.array([k]))[0][0]))
 
     def close(self) -> None:

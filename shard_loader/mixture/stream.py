@@ -196,15 +196,10 @@ class MixtureStream:
         mix = self.mixture
         return Weights(mix.version, tuple(c.weight for c in mix.components), mix.tokens_per_epoch[self.split])
 
-    def _consumed(self, position: MixturePosition) -> tuple[int, ...]:
-        """Each component's samples consumed before `position.served`, over all its epochs."""
-        block, picks = self._walker.at(position.block, position.served)
-        return self.segments.interleave(block).consumed_at(block, picks, position.served - block.start)
-
     def state_dict(self) -> dict[str, Any]:
         """Where the stream stands (the same on every rank at the same step), and what it must be restored onto."""
         p = self._normal(self.position)
-        consumed = self._consumed(p)
+        consumed = self._walker.consumed(p.block, p.served)
         epochs = tuple(k // c.samples for k, c in zip(consumed, self.components))
         seg = self.segments
         series = Series(seg.origin, seg.head.length if seg.head else 0, seg.length, seg.consumed)
@@ -246,13 +241,10 @@ class MixtureStream:
         walker = Walker(segments)
         try:
             segments.check(p.block)
-            block, picks = walker.at(p.block, p.served)
+            consumed = walker.consumed(p.block, p.served)
         except ValueError as exc:
             raise StateError(f"state_dict block does not lie on its stream ({exc}): the state was edited") from None
-        if (
-            not changed
-            and segments.interleave(block).consumed_at(block, picks, p.served - block.start) != saved.consumed
-        ):
+        if not changed and consumed != saved.consumed:
             raise StateError(
                 "state_dict consumed does not match its block: the state was edited or belongs to another stream"
             )
