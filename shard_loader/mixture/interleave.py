@@ -121,12 +121,10 @@ class Interleave:
 
     @cached_property
     def _template(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(owner, rank, slot places, base slots of each component before each slot place).
-
-        owner[t] is the component of base slot t, or -1 - s for extra slot s; rank[t] is its index among its
-        owner's base slots (for an extra slot: s). The tasks (each component's base slots, and the extra slots)
-        are laid out by EDF over their Pfair windows, so each stays within one item of its share in every prefix.
-        """
+        """(owner, rank, slot places, base slots of each component before each slot place): owner[t] is the component of
+        base slot t, or -1 - s for extra slot s; rank[t] is its index among its owner's base slots (for an extra slot:
+        s). The tasks (each component's base slots, and the extra slots) are laid out by EDF over their Pfair windows,
+        so each stays within one item of its share in every prefix."""
         task, rank = self._layout
         owner = np.where(task == self.n, -1 - rank, task).astype(np.int32)
         places = np.flatnonzero(owner < 0).astype(np.int64)
