@@ -8,17 +8,7 @@ from typing import Any
 
 from .errors import ShardLoaderError
 
-_UNITS = {
-    "TIB": 1 << 40,
-    "GIB": 1 << 30,
-    "MIB": 1 << 20,
-    "KIB": 1 << 10,
-    "TB": 10**12,
-    "GB": 10**9,
-    "MB": 10**6,
-    "KB": 10**3,
-    "B": 1,
-}
+_UNITS = dict(TIB=1 << 40, GIB=1 << 30, MIB=1 << 20, KIB=1 << 10, TB=10**12, GB=10**9, MB=10**6, KB=10**3, B=1)
 
 
 class ArgumentError(ShardLoaderError, ValueError):
@@ -89,8 +79,7 @@ MAX_SECONDS = MAX_DAYS * _SECONDS["d"]
 
 
 def duration(name: str, text: str) -> float:
-    """Seconds from '90s', '15m', '12h', '30d' or a bare number of seconds, from 0 to MAX_DAYS days; errors name the
-    option."""
+    """Seconds from '90s', '15m', '12h', '30d' or bare seconds, from 0 to MAX_DAYS days; errors name the option."""
     value, unit = (text[:-1], text[-1]) if text and text[-1] in _SECONDS else (text, "s")
     try:
         seconds = float(value) * _SECONDS[unit]

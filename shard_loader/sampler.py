@@ -1,19 +1,17 @@
 """Deterministic sampling: windows of shards, samples within a window, batches per rank.
 
-Everything here is arithmetic on the manifest's token counts: no per-token index is
-built, so start-up cost grows with the shard count only.
+Everything here is arithmetic on the manifest's token counts: no per-token index is built, so start-up cost grows with
+the shard count only.
 
-Per epoch the window order is a permutation seeded by (seed, epoch); within a window
-the sample order is a permutation seeded by (seed, epoch, window). A window's shuffled
-samples are cut into global batches of `batch_size * world_size` samples; rank r takes
-rows [r * batch_size, (r + 1) * batch_size) of each. A remainder smaller than a global
-batch is dropped (at most that many samples per window and epoch), so every rank gets the
-same number of batches and every sample is served at most once per epoch, exactly once
-unless dropped.
+Per epoch the window order is a permutation seeded by (seed, epoch); within a window the sample order is a permutation
+seeded by (seed, epoch, window). A window's shuffled samples are cut into global batches of `batch_size * world_size`
+samples; rank r takes rows [r * batch_size, (r + 1) * batch_size) of each. A remainder smaller than a global batch is
+dropped (at most that many samples per window and epoch), so every rank gets the same number of batches and every sample
+is served at most once per epoch, exactly once unless dropped.
 
-A plan may start at a `Cursor` (a window and the samples of it already served over all
-ranks): the rest of that window is cut into global batches of the plan's world size, which
-is how a stream saved at one world size continues at another without loss or repetition.
+A plan may start at a `Cursor` (a window and the samples of it already served over all ranks): the rest of that window
+is cut into global batches of the plan's world size, which is how a stream saved at one world size continues at another
+without loss or repetition.
 """
 
 from __future__ import annotations
@@ -57,8 +55,7 @@ class SampleSpec:
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """A group of shards held on local disk together (slots, not a NamedTuple, whose `index` would shadow
-    tuple.index)."""
+    """Shards held on local disk together (slots, not a NamedTuple, whose `index` would shadow tuple.index)."""
 
     index: int
     shards: tuple[int, ...]
@@ -66,8 +63,7 @@ class Window:
 
 
 def make_windows(sizes: Sequence[int], window_shards: int | None, window_bytes: int | None) -> list[Window]:
-    """Group shards (of these byte sizes, in manifest order) by a shard count, a byte budget, or (neither) one shard per
-    window."""
+    """Group shards (these byte sizes, in manifest order) by shard count, byte budget, or (neither) one per window."""
     if not window_bytes:  # fixed groups: no loop over shards in Python beyond building the tuples
         step, n = window_shards or 1, len(sizes)
         totals = np.add.reduceat(np.asarray(sizes, dtype=np.int64), np.arange(0, n, step)).tolist() if n else []
@@ -118,11 +114,9 @@ class Segment:
 
 @dataclass(frozen=True)
 class EpochPlan:
-    """The batches one rank serves in one epoch from `start` on: window order and batches per window.
-
-    It needs only sample counts per shard and per window (see `sample_counts`), so building one
-    (at every resume or state_dict) touches no manifest object and costs little with many shards.
-    """
+    """The batches one rank serves in one epoch from `start` on: window order and batches per window. It needs only
+    sample counts per shard and per window (see `sample_counts`), so building one (at every resume or state_dict)
+    touches no manifest object and costs little with many shards."""
 
     shard_samples: np.ndarray
     window_totals: np.ndarray

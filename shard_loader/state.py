@@ -71,8 +71,7 @@ def own(value: object, kind: type[R], stream: str) -> R:
 
 
 def state_record(record: type[R], state: dict[str, Any]) -> R:
-    """A record read from a state's flat fields through the one codec; a missing field or one of the wrong type is a
-    StateError naming it."""
+    """A record read from a state's flat fields by the codec; a field missing or mistyped is a StateError naming it."""
     return from_dict(record, state, "state_dict", StateError)
 
 
@@ -97,15 +96,10 @@ class StreamKey:
     disk_budget: int | None = field(default=None, compare=False)
 
     def window_options(self) -> str:
-        budget = (
-            f" (from disk_budget={self.disk_budget:_})"
-            if self.disk_budget and self.window_bytes == self.disk_budget // 2
-            else ""
-        )
-        return (
-            f"window_shards={self.window_shards}, "
-            f"window_bytes={'None' if self.window_bytes is None else f'{self.window_bytes:_}'}{budget}"
-        )
+        size = "None" if self.window_bytes is None else f"{self.window_bytes:_}"
+        halved = self.disk_budget and self.window_bytes == self.disk_budget // 2
+        budget = f" (from disk_budget={self.disk_budget:_})" if halved else ""
+        return f"window_shards={self.window_shards}, window_bytes={size}{budget}"
 
 
 @dataclass(frozen=True)

@@ -68,15 +68,9 @@ class DatasetStream:
         self.lease = hold_reader_lease(self.opened.store, self.opened.manifest.version, self.opened.key)
 
     def make_cache(self) -> WindowCache:
-        return window_cache(
-            self.opened.store,
-            self.opened.manifest,
-            self.shards,
-            self.plan(Position()),
-            self.cache_dir,
-            self.disk_budget,
-            self.keep_files,
-        )
+        o = self.opened
+        plan = self.plan(Position())
+        return window_cache(o.store, o.manifest, self.shards, plan, self.cache_dir, self.disk_budget, self.keep_files)
 
     def __getstate__(self) -> dict[str, Any]:
         """Workers get the resolved world and the parsed manifest, never a live store connection or thread."""

@@ -31,8 +31,7 @@ class StreamPosition(Protocol):
 
 
 class StreamPlan(Protocol):
-    """A rank's plan for the rest of an epoch: a frozen dataclass, so `dataclasses.replace` deals it to another rank,
-    world size or batch size."""
+    """A rank's plan for the rest of an epoch: a frozen dataclass, `dataclasses.replace`d for another rank or size."""
 
     __dataclass_fields__: ClassVar[dict[str, Field[object]]]
 
@@ -57,8 +56,7 @@ class SavedState(Protocol):
 
 
 class LoaderStats(dict[str, RotationStats]):
-    """What each component's window cache waited for and fetched, by name (a plain dataset: its one); the attributes
-    add them up."""
+    """What each component's (a dataset: its one) window cache waited for and fetched, by name; attributes sum them."""
 
     @property
     def waits(self) -> list[float]:

@@ -53,8 +53,7 @@ def _in_dataloader_worker() -> bool:
 
 
 def _launcher() -> tuple[str, str, str] | None:
-    """The variables of the launcher that started this process: torchrun's or Lightning's, else srun's within a
-    step."""
+    """The variables of the launcher that started this process: torchrun's or Lightning's, else srun's in a step."""
     if "WORLD_SIZE" in os.environ:
         return LIGHTNING if "RANK" not in os.environ and "LOCAL_RANK" in os.environ else TORCHRUN
     if "SLURM_STEP_ID" in os.environ and "SLURM_NTASKS" in os.environ:
@@ -63,9 +62,7 @@ def _launcher() -> tuple[str, str, str] | None:
 
 
 def _from_environment() -> World | None:
-    """RANK/WORLD_SIZE as torchrun sets them (LOCAL_RANK for RANK as Lightning's launcher sets them on one node), else
-    SLURM_PROCID/SLURM_NTASKS as srun sets them in each task of a step (local ranks LOCAL_RANK, SLURM_LOCALID); None
-    when none of them launched this process."""
+    """The World the launcher's variables give (TORCHRUN's, LIGHTNING's or SRUN's, as `_launcher` picks), or None."""
     names = _launcher()
     if names is None:
         return None
@@ -109,11 +106,9 @@ def resolve_world(rank: int | None = None, world_size: int | None = None) -> Wor
 
 @dataclass(frozen=True)
 class Consumer:
-    """Which share of a plan's batches an iterator serves: batch k (counted from the plan's start)
-    goes to worker (k // group) % num_workers, so worker 0 always serves the first group after a resume.
-
-    Groups of consecutive batches travel together (the torch path hands a group over in one transfer).
-    """
+    """Which share of a plan's batches an iterator serves: batch k (counted from the plan's start) goes to worker
+    (k // group) % num_workers, so worker 0 always serves the first group after a resume. Groups of consecutive batches
+    travel together (the torch path hands a group over in one transfer)."""
 
     worker: int = 0
     num_workers: int = 1

@@ -20,8 +20,7 @@ from ..stream import DatasetStream
 
 
 class ComponentDataset(DatasetStream):
-    """A dataset's stream as a mixture's component (batches of one sample, one rank, its manifest pinned), seen as
-    one endless stream of samples."""
+    """A dataset's stream as a mixture's component (batches of 1, one rank, manifest pinned): one endless stream."""
 
     @cached_property
     def samples(self) -> int:
@@ -44,8 +43,7 @@ class ComponentDataset(DatasetStream):
         return cache[epoch]
 
     def locate(self, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(place, index within the window's order) of component samples `k` (sorted ascending), an epoch at a
-        time."""
+        """(place, index within the window's order) of component samples `k` (ascending), an epoch at a time."""
         k = np.asarray(k, dtype=np.int64)
         n, windows = self.samples, len(self.windows)
         first, last = int(k[0]) // n, int(k[-1]) // n

@@ -80,8 +80,7 @@ class Picks:
 
 @dataclass(frozen=True)
 class Interleave:
-    """The shares (`units` over their sum) and slot template of one set of weights and one block size `block` (S
-    samples)."""
+    """The shares (`units` over their sum) and slot template of a set of weights and a block of `block` (S) samples."""
 
     units: tuple[int, ...]
     block: int
@@ -122,12 +121,10 @@ class Interleave:
 
     @cached_property
     def _template(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(owner, rank, slot places, base slots of each component before each slot place).
-
-        owner[t] is the component of base slot t, or -1 - s for extra slot s; rank[t] is its index among its
-        owner's base slots (for an extra slot: s). The tasks (each component's base slots, and the extra slots)
-        are laid out by EDF over their Pfair windows, so each stays within one item of its share in every prefix.
-        """
+        """(owner, rank, slot places, base slots of each component before each slot place): owner[t] is the component of
+        base slot t, or -1 - s for extra slot s; rank[t] is its index among its owner's base slots (for an extra slot:
+        s). The tasks (each component's base slots, and the extra slots) are laid out by EDF over their Pfair windows,
+        so each stays within one item of its share in every prefix."""
         task, rank = self._layout
         owner = np.where(task == self.n, -1 - rank, task).astype(np.int32)
         places = np.flatnonzero(owner < 0).astype(np.int64)
@@ -208,18 +205,9 @@ class Interleave:
     def consumed_at(self, state: BlockState, picks: Picks, offset: int) -> tuple[int, ...]:
         """Each component's samples consumed before `offset` of the block (over all epochs)."""
         _, _, places, _ = self._template
-        out = []
-        for c, base in enumerate(self._base_places):
-            s = picks.slots[c]
-            out.append(
-                state.consumed[c] + int(np.searchsorted(base, offset)) + (1 if s >= 0 and places[s] < offset else 0)
-            )
-        return tuple(out)
-
-    def locate(self, state: BlockState, picks: Picks, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(component, component sample index over all epochs) of the samples at these offsets of the block."""
-        return self.locate_blocks(
-            [state], [picks], np.zeros(len(offsets), dtype=np.int64), np.asarray(offsets, dtype=np.int64)
+        return tuple(
+            c + int(np.searchsorted(base, offset)) + (1 if s >= 0 and places[s] < offset else 0)
+            for c, base, s in zip(state.consumed, self._base_places, picks.slots)
         )
 
     def locate_blocks(
@@ -249,11 +237,8 @@ def edf_layout(counts: Sequence[int], slots: int) -> tuple[np.ndarray, np.ndarra
     """(task, item index) at each of `slots` slots: task x's i-th of counts[x] items (sum(counts) == slots) may go
     in [floor(i slots / m), ceil((i + 1) slots / m)), and the released item with the earliest end goes first
     (uniprocessor EDF: every item meets its window, so every prefix is within one item of each task's share)."""
-    ready: list[tuple[int, int, int]] = []
+    ready = [(-(-slots // m), x, 0) for x, m in enumerate(counts) if m]
     pending: list[tuple[int, int, int]] = []
-    for x, m in enumerate(counts):
-        if m:
-            ready.append((-(-slots // m), x, 0))
     heapq.heapify(ready)
     task, index = np.empty(slots, dtype=np.int32), np.empty(slots, dtype=np.int32)
     for t in range(slots):
@@ -349,10 +334,8 @@ class Segments:
         self.consumed = tuple(int(c) for c in consumed)
         self.head = Epoch(units, apportion(units, first), block) if first else None
         self.quotas = Interleave(units, length)
-        after = self.origin + (self.head.length if self.head else 0)
-        level = BlockState.origin(
-            after, tuple(c + q for c, q in zip(self.consumed, self.head.quota if self.head else (0,) * len(units)))
-        )
+        head = self.head.quota if self.head else (0,) * len(units)
+        level = BlockState.origin(self.origin + sum(head), tuple(c + q for c, q in zip(self.consumed, head)))
         self._levels: dict[int, BlockState] = {0: level}  # epoch-level states: every CHECKPOINT-th and the last met
         self._last = 0
         self._layouts: dict[int, Epoch] = {}  # epoch -> its layout, for the epochs met lately
@@ -367,11 +350,9 @@ class Segments:
         """The epoch (counted from `origin`) holding stream `position`."""
         if position < self.origin:
             raise ValueError(f"position {position} is before the segments' origin {self.origin}")
-        return (
-            (position - self.origin - self.first) // self.length + 1
-            if self.head
-            else (position - self.origin) // self.length
-        )
+        if self.head:
+            return (position - self.origin - self.first) // self.length + 1
+        return (position - self.origin) // self.length
 
     def _level(self, j: int) -> BlockState:
         """The epoch-level state of the j-th epoch after the head: its start, index j and consumed counts."""
@@ -465,6 +446,11 @@ class Walker:
             if current.start == target:
                 return current, picks
             current, picks = interleave.following(current, picks), None
+
+    def consumed(self, state: BlockState, position: int) -> tuple[int, ...]:
+        """Each component's samples consumed before stream `position` (walking from `state`, as `at` does)."""
+        block, picks = self.at(state, position)
+        return self.segments.interleave(block).consumed_at(block, picks, position - block.start)
 
     def _remember(self, state: BlockState, picks: Picks) -> None:
         if state.start not in self._known:

@@ -82,12 +82,9 @@ def open_mixture(
 
 
 def component_cache_dir(cache_dir: str | Path, name: str) -> Path:
-    """A component's folder under a mixture's cache_dir (each has its own part of the disk budget): readable, and
-    distinct for distinct names."""
-    return (
-        Path(cache_dir)
-        / f"{re.sub(r'[^A-Za-z0-9._-]+', '_', name)[:40]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
-    )
+    """A component's folder under a mixture's cache_dir (each its own disk budget): readable, distinct per name."""
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:40]
+    return Path(cache_dir) / f"{readable}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
 def where(opened: OpenedMixture, i: int) -> str:

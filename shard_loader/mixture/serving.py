@@ -212,9 +212,7 @@ class Server:
     def _keep_from(self, plan: MixturePlan, position: int) -> None:
         """Keep open only each component's window holding its sample at stream `position` (and the prefetch): a window
         passed already would keep a prefetch waiting for room until the next plan."""
-        block, picks = self.walker.at(plan.start.block, position)
-        consumed = self.walker.segments.interleave(block).consumed_at(block, picks, position - block.start)
-        for component, held, k in zip(self.components, self.held, consumed):
+        for component, held, k in zip(self.components, self.held, self.walker.consumed(plan.start.block, position)):
             held.keep(int(component.locate(np.array([k]))[0][0]))
 
     def close(self) -> None:
@@ -249,22 +247,18 @@ class Server:
                     spans.append((c, lo, hi, int(places[lo]), int(places[hi - 1])))
             found_ids, found_starts = np.empty_like(k), np.empty_like(k)
             ids, starts = np.empty_like(k), np.empty_like(k)
-            if all(held[c].few_windows(first, last, 2) for c, _, _, first, last in spans):  # two windows each: at once
+            # two windows each: each component's rows at once; else (one meets three or more) run by run, two held
+            at_once = all(held[c].few_windows(first, last, 2) for c, _, _, first, last in spans)
+            if at_once:
                 for c, lo, hi, first, last in spans:
                     held[c].need(first, last)
                     held[c].lookup(places[lo:hi], offsets[lo:hi], found_ids[lo:hi], found_starts[lo:hi])
                 ids[order], starts[order] = found_ids, found_starts
-                row0 = 0
-                for a, b in chunk:
-                    rows = slice(row0, row0 + (b - a) * B)
-                    yield a, self.open, ids[rows], starts[rows]
-                    row0 = rows.stop
-                continue
             row0 = 0
-            for a, b in chunk:  # a component meets three windows or more within the chunk: run by run, two at most held
+            for a, b in chunk:
                 rows = slice(row0, row0 + (b - a) * B)
                 row0 = rows.stop
-                for c, lo, hi, _, _ in spans:
+                for c, lo, hi, _, _ in [] if at_once else spans:
                     i, j = lo + np.searchsorted(order[lo:hi], [rows.start, rows.stop])
                     if i < j:
                         held[c].need(int(places[i]), int(places[j - 1]))

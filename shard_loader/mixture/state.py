@@ -41,8 +41,7 @@ class MixturePosition:
 
 @dataclass(frozen=True)
 class StreamKey:
-    """What shapes a mixture's stream besides the world size and the weights: a state restores only onto an equal
-    key."""
+    """What shapes a mixture's stream besides world size and weights: a state restores only onto an equal key."""
 
     mixture: str
     split: str
@@ -168,8 +167,7 @@ class MixtureState:
             )
 
     def weight_change(self, weights: Weights, names: tuple[str, ...]) -> str | None:
-        """The first field a weight change altered (e.g. `components[1].weight`), or None for the same mixture
-        version."""
+        """The first field a weight change altered (e.g. `components[1].weight`); None for the same version."""
         if self.weights.mixture_version == weights.mixture_version:
             return None
         for i, (saved, mine) in enumerate(zip(self.weights.weights, weights.weights)):

@@ -50,9 +50,7 @@ class MixtureStream:
     def __init__(self, url: str, options: LoaderOptions, document: tuple[Store, bytes] | None = None):
         o = options
         self.url, self.options, self.world, self.spec = url, o, o.world, o.spec
-        self.split, self.batch_size, self.seed = o.split, o.batch_size, o.seed
-        self.cache_dir, self.disk_budget = o.cache_dir, o.disk_budget
-        self.block_batches, self.allow_weight_change = o.block_batches, o.allow_weight_change
+        self.split, self.batch_size, self.disk_budget = o.split, o.batch_size, o.disk_budget
         window_shards, window_bytes = o.window_shards, o.window_bytes
         self.opened = open_mixture(self.url, o.store_options, document)
         self.mixture = mix = self.opened.file
@@ -72,9 +70,9 @@ class MixtureStream:
                 self._add_component(i, window_shards, window_bytes)
             self._split_budget()
             self._shard_ends = np.cumsum(np.array([len(c.shards) for c in self.components], dtype=np.int64))
-            g = self.batch_size * self.world.world_size
+            block = o.block_batches * self.batch_size * self.world.world_size
             self.segments = Segments(
-                self._units(), self.block_batches * g, 0, (0,) * len(self.components), self._epoch_length(g)
+                self._units(), block, 0, (0,) * len(self.components), self._whole_batches(self.epoch_samples)
             )
             self._walker = Walker(self.segments)
             self.position = MixturePosition(0, 0, 0, 0, self.segments.start(0))
@@ -90,7 +88,7 @@ class MixtureStream:
             batch_size=1,
             rank=0,
             world_size=1,
-            cache_dir=component_cache_dir(self.cache_dir, c.name) if self.cache_dir else None,
+            cache_dir=component_cache_dir(self.options.cache_dir, c.name) if self.options.cache_dir else None,
             disk_budget=None,  # _split_budget gives each remote component its part
             window_shards=window_shards,
             window_bytes=window_bytes,
@@ -124,9 +122,10 @@ class MixtureStream:
     def _units(self) -> tuple[int, ...]:
         return units([c.weight for c in self.mixture.components])
 
-    def _epoch_length(self, global_batch: int) -> int:
-        """Samples one mixture epoch serves in global batches of `global_batch`: the epoch rounded up to whole ones."""
-        return -(-self.epoch_samples // global_batch) * global_batch
+    def _whole_batches(self, samples: int) -> int:
+        """`samples` rounded up to whole global batches of the world size (a mixture epoch serves whole ones)."""
+        g = self.batch_size * self.world.world_size
+        return -(-samples // g) * g
 
     def __getstate__(self) -> dict[str, Any]:
         """Workers get the parsed mixture and its components, never open windows, threads or leases."""
@@ -173,7 +172,7 @@ class MixtureStream:
         if epoch == p.epoch + 1 and self.plan(p).total_batches == 0:
             start = p.served
         else:
-            start = p.epoch_start + (epoch - p.epoch) * self._epoch_length(self.batch_size * self.world.world_size)
+            start = p.epoch_start + (epoch - p.epoch) * self._whole_batches(self.epoch_samples)
         segments = self.segments
         if start < segments.origin:
             raise ArgumentError(
@@ -189,31 +188,18 @@ class MixtureStream:
         )
 
     def stream_key(self) -> StreamKey:
-        names = tuple(c.name for c in self.mixture.components)
-        return StreamKey(
-            self.mixture.name,
-            *self.options.stream_shape(),
-            names,
-            tuple(c.version for c in self.mixture.components),
-            tuple(c.stream_key().windows for c in self.components),
-        )
+        mix, windows = self.mixture.components, tuple(c.stream_key().windows for c in self.components)
+        names, versions = tuple(c.name for c in mix), tuple(c.version for c in mix)
+        return StreamKey(self.mixture.name, *self.options.stream_shape(), names, versions, windows)
 
     def _weights(self) -> Weights:
-        return Weights(
-            self.mixture.version,
-            tuple(c.weight for c in self.mixture.components),
-            self.mixture.tokens_per_epoch[self.split],
-        )
-
-    def _consumed(self, position: MixturePosition) -> tuple[int, ...]:
-        """Each component's samples consumed before `position.served`, over all its epochs."""
-        block, picks = self._walker.at(position.block, position.served)
-        return self.segments.interleave(block).consumed_at(block, picks, position.served - block.start)
+        mix = self.mixture
+        return Weights(mix.version, tuple(c.weight for c in mix.components), mix.tokens_per_epoch[self.split])
 
     def state_dict(self) -> dict[str, Any]:
         """Where the stream stands (the same on every rank at the same step), and what it must be restored onto."""
         p = self._normal(self.position)
-        consumed = self._consumed(p)
+        consumed = self._walker.consumed(p.block, p.served)
         epochs = tuple(k // c.samples for k, c in zip(consumed, self.components))
         seg = self.segments
         series = Series(seg.origin, seg.head.length if seg.head else 0, seg.length, seg.consumed)
@@ -232,7 +218,7 @@ class MixtureStream:
         key = self.stream_key()
         saved.check(key)
         changed = saved.weight_change(self._weights(), key.components)
-        if changed and not self.allow_weight_change:
+        if changed and not self.options.allow_weight_change:
             raise StateError(
                 f"state_dict was saved for mixture version {saved.weights.mixture_version!r} with {changed} "
                 f"(version {self.mixture.version!r}); pass allow_weight_change=True to continue each component from "
@@ -245,16 +231,9 @@ class MixtureStream:
                 "inconsistent"
             )
         if changed:  # the new weights take over at `served`: the epoch under way ends where it would have
-            g = self.batch_size * self.world.world_size
             rest = max(0, p.epoch_start + self.epoch_samples - p.served)
-            segments = Segments(
-                self._units(),
-                saved.block_samples,
-                p.served,
-                saved.consumed,
-                self._epoch_length(g),
-                first=-(-rest // g) * g,
-            )
+            length, first = self._whole_batches(self.epoch_samples), self._whole_batches(rest)
+            segments = Segments(self._units(), saved.block_samples, p.served, saved.consumed, length, first)
             p = replace(p, block=segments.start(0))
         else:
             s = saved.series
@@ -262,13 +241,10 @@ class MixtureStream:
         walker = Walker(segments)
         try:
             segments.check(p.block)
-            block, picks = walker.at(p.block, p.served)
+            consumed = walker.consumed(p.block, p.served)
         except ValueError as exc:
             raise StateError(f"state_dict block does not lie on its stream ({exc}): the state was edited") from None
-        if (
-            not changed
-            and segments.interleave(block).consumed_at(block, picks, p.served - block.start) != saved.consumed
-        ):
+        if not changed and consumed != saved.consumed:
             raise StateError(
                 "state_dict consumed does not match its block: the state was edited or belongs to another stream"
             )

@@ -23,6 +23,11 @@ def mixtures(draw):
     return weights, draw(st.integers(1, 120)), draw(st.integers(1, 40))
 
 
+def _locate(il, state, picks):
+    """(component, component sample index) of every sample of one block."""
+    return il.locate_blocks([state], [picks], np.zeros(il.block, dtype=np.int64), np.arange(il.block))
+
+
 def _stream(weights, block, blocks):
     """(component of each sample, its component sample index, the states at block starts) over `blocks` blocks."""
     il = Interleave(units(weights), block)
@@ -30,7 +35,7 @@ def _stream(weights, block, blocks):
     for _ in range(blocks):
         states.append(state)
         picks = il.picks(state)
-        c, k = il.locate(state, picks, np.arange(block))
+        c, k = _locate(il, state, picks)
         assert np.array_equal(np.bincount(c, minlength=len(weights)), il.counts(picks))
         comps.append(c)
         ks.append(k)
@@ -96,7 +101,7 @@ def _epochs(weights, block, length, first, count=4):
     while position < end:
         state, picks = walker.at(segments.start(0), position)
         il = segments.interleave(state)
-        c, k = il.locate(state, picks, np.arange(il.block))
+        c, k = _locate(il, state, picks)
         comps.append(c)
         ks.append(k)
         position = state.start + il.block
