@@ -4,6 +4,7 @@ own (`dagster-daemon run` on a service node); a build finding it alive uses it a
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import shutil
@@ -98,16 +99,12 @@ class BuildDaemon:
     def stop(self) -> None:
         """SIGTERM to the group (the daemon and its code server); SIGKILL to whatever is left after STOP_SECONDS."""
         self._signal(signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            pass
         self._signal(signal.SIGKILL)  # a daemon that hung, or a code server that outlived it
         self.process.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def _signal(self, sig: int) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, sig)
-        except ProcessLookupError:
-            pass

@@ -19,13 +19,10 @@ from .batches import RunBatch, RunOutcome
 from .dagster_private import InstanceRef
 from .run_events import failure_message as _failure_of_events
 
-QUIET = {
-    "loggers": {"console": {"config": {"log_level": "CRITICAL"}}}
-}  # failures are reported once, as one line each, by the runner
-BUILD_TAGS = (
-    "shard/build_host",
-    "shard/build_pid",
-)  # which process executes a build's run: a re-run finds those a kill left behind
+# failures are reported once, as one line each, by the runner
+QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+# which process executes a build's run: a re-run finds those a kill left behind
+BUILD_TAGS = ("shard/build_host", "shard/build_pid")
 TOKENIZE_POOL = "tokenize"  # tokenized_shards' pool
 
 
