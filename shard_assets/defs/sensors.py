@@ -89,9 +89,8 @@ def raw_files_sensor(
     (raw documents only until a tokenizer exists); the next tick resumes where this one stopped. A removal
     alone requests a dedup run; tokenized partitions a publish missed, a publish."""
     objects, spec = store.store(), dataset.spec()
-    step, records = discovery_step(
-        context.instance, objects, spec, DiscoveryCursor.from_json(context.cursor), TICK_BUDGET
-    )
+    cursor = DiscoveryCursor.from_json(context.cursor)
+    step, records = discovery_step(context.instance, objects, spec, cursor, TICK_BUDGET)
     selection = None if has_tokenizer(objects) else [raw_documents.key, dedup.key]
     order = context.instance.get_dynamic_partitions(RAW_FILES)
     sizes = {k: records[k].size for k in step.changed}
