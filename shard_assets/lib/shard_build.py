@@ -118,9 +118,8 @@ def build_partition_shards(job: TokenizeJob, raw: RawRecord, workdir: Path) -> B
     )
     fingerprint = job.tokenizer.fingerprint
     shards = {split: _entry(w, fingerprint, split, raw.partition) for split, w in writers.items()}
-    data_version = hashlib.sha256(
-        "".join(shards[s].npy.sha256 + shards[s].bin.sha256 for s in sorted(shards)).encode()
-    ).hexdigest()[:16]
+    hashes = "".join(shards[s].npy.sha256 + shards[s].bin.sha256 for s in sorted(shards))
+    data_version = hashlib.sha256(hashes.encode()).hexdigest()[:16]
     record = PartRecord(
         partition=raw.partition,
         tokenizer_fingerprint=fingerprint,
