@@ -48,10 +48,9 @@ def workspace_yaml(folder: Path) -> Path:
 
 def _die_with_parent() -> None:
     """In the child before exec: SIGTERM it when the build dies, even by SIGKILL (Linux's PR_SET_PDEATHSIG)."""
-    try:
+    # not Linux: the daemon then outlives a killed build, and stops with its own SIGTERM
+    with contextlib.suppress(AttributeError, OSError):
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
-    except (AttributeError, OSError):
-        pass  # not Linux: the daemon then outlives a killed build, and stops with its own SIGTERM
 
 
 @dataclass
