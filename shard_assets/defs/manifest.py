@@ -7,8 +7,7 @@ from typing import Any
 
 import dagster as dg
 
-from shard_loader.builder_api import LATEST_KEY, FileRef
-from shard_loader.builder_api import to_plain
+from shard_loader.builder_api import LATEST_KEY, FileRef, to_plain
 
 from ..lib.curation.curate import lineage_entry as curation_lineage, lineage_summary as curation_summary
 from ..lib.curation.dedup_apply import lineage_entry as dedup_lineage, lineage_summary as dedup_summary
@@ -106,12 +105,8 @@ def manifest(context: dg.AssetExecutionContext, dataset: DatasetResource, store:
     event = context.instance.get_latest_materialization_event(tokenizer.key)
     lineage, detail = lineage_of(spec, parts, summary, event.run_id if event else None)
     lineage["manifest_run_id"] = context.run.run_id
-    published = publish(
-        objects,
-        build_manifest(spec.name, record, tok_file, parts, lineage, detail, summary.failed),
-        parts,
-        spec.val_fraction,
-    )
+    built = build_manifest(spec.name, record, tok_file, parts, lineage, detail, summary.failed)
+    published = publish(objects, built, parts, spec.val_fraction)
     m = published.manifest
     root = objects.loader_url().rstrip("/")
     url = f"{root}/{LATEST_KEY}"

@@ -139,9 +139,7 @@ def mixes_own_dataset(specs: MixtureSpecsResource, name: str, own_root: str) -> 
 
 def _spec_assets(name: str, own: bool) -> tuple[dg.SourceAsset, dg.AssetsDefinition]:
     """The spec `name`'s two assets: the observation of the versions its component URLs name, and its mixture with one
-    blocking check per audit, downstream of `manifest` when `own` (it mixes this code location's dataset). An asset
-    per spec, not a partition per spec: each shows its own latest publish and its own checks, and a spec never mixed
-    shows its checks not yet run."""
+    blocking check per audit, downstream of `manifest` when `own` (it mixes this code location's dataset)."""
 
     @dg.observable_source_asset(
         key=["mixture", f"{name}_components"],  # shown as <name>_components beside <name>

@@ -24,19 +24,14 @@ T = TypeVar("T")
 RAW_FILES = "raw_files"  # the dynamic partitions set: one key per registered source file (or piece)
 raw_files = dg.DynamicPartitionsDefinition(name=RAW_FILES)
 PARTITION_BYTES_ENV = "SHARD_PARTITION_BYTES"
-# per backfill, sensor or build run: the fixed cost of a run (~2 s here, a pod start on a cluster) spread over many
-# partitions
+# per backfill, sensor or build run: a run's fixed cost (~2 s here, a pod on a cluster) spread over many partitions
 PARTITIONS_PER_RUN = 32
-RUN_BYTES = (
-    1 << 30
-)  # source bytes per sensor or build run past its first partition: work-sized partitions get a run (a pod) each
+# source bytes per sensor or build run past its first partition: work-sized partitions get a run (a pod) each
+RUN_BYTES = 1 << 30
 BACKFILL_POLICY = dg.BackfillPolicy.multi_run(max_partitions_per_run=PARTITIONS_PER_RUN)
 RANGE_TAGS = ("dagster/asset_partition_range_start", "dagster/asset_partition_range_end")
-
-
-HOME_DATASET_KEY = (
-    "shard_assets/dataset"  # in the instance's key-value store: which dataset its raw_files partitions are
-)
+# in the instance's key-value store: which dataset its raw_files partitions are
+HOME_DATASET_KEY = "shard_assets/dataset"
 
 
 class PartitionsFailed(BuildError):
@@ -62,9 +57,8 @@ def claim_home(instance: dg.DagsterInstance, spec: DatasetSpec) -> None:
             f"(spec {spec.origin}): give each dataset its own Dagster home (unset DAGSTER_HOME: `shard-assets` then "
             "uses .dagster_home/<dataset>; or set it to another folder)"
         )
-    instance.run_storage.set_cursor_values(
-        {HOME_DATASET_KEY: to_json(DatasetOwner.now(spec.name, spec.origin)).decode()}
-    )
+    owner_json = to_json(DatasetOwner.now(spec.name, spec.origin)).decode()
+    instance.run_storage.set_cursor_values({HOME_DATASET_KEY: owner_json})
 
 
 def partition_policy(spec: DatasetSpec) -> PartitionPolicy:
@@ -92,8 +86,7 @@ def run_target(partitions: list[str]) -> RunTarget:
 def mirror(
     instance: dg.DagsterInstance, store: ObjectStore, spec: DatasetSpec, removed: list[str]
 ) -> dict[str, PartitionRecord]:
-    """Make Dagster's partition set the registered one: add what it lacks, delete the removed; returns every
-    partition."""
+    """Make Dagster's partition set the registered one: add what it lacks, delete the removed; returns them all."""
     keys = registered(store, spec)
     known = set(instance.get_dynamic_partitions(RAW_FILES))
     if new := [k for k in keys if k not in known]:

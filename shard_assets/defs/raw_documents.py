@@ -89,9 +89,8 @@ def raw_documents(
     built, failures = each_partition(context, build)
     raise_failures(context, failures)
     documents = sum(d.stats.documents_out for d in built.values())  # one line a run: each partition's is its metadata
-    context.log.info(
-        f"{len(built)} partitions: {documents:,} documents kept in {sum(d.seconds for d in built.values()):.1f} s"
-    )
+    seconds = sum(d.seconds for d in built.values())
+    context.log.info(f"{len(built)} partitions: {documents:,} documents kept in {seconds:.1f} s")
     return dg.MaterializeResult(
         data_version=dg.DataVersion(run_data_version(d.record.data_version for d in built.values())),
         metadata={"dagster/column_schema": SCHEMA},

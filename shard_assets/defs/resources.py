@@ -3,14 +3,13 @@
 
 Relative local paths (a spec, a store folder), from the environment, the CLI or the UI's launchpad, are resolved
 against the project root (`lib.settings.project_root`), so the CLI, the UI, sensors and schedules read one spec and
-write one store.
-"""
+write one store."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import dagster as dg
@@ -43,10 +42,8 @@ class DatasetResource(dg.ConfigurableResource["DatasetResource"]):
 
 
 class StoreResource(dg.ConfigurableResource["StoreResource"]):
-    """Where the dataset is written: a local folder, or `s3://bucket/prefix` on an S3-compatible endpoint (R2).
-
-    Keys are best given as dg.EnvVar so their values never enter run config, logs or the UI.
-    """
+    """Where the dataset is written: a local folder, or `s3://bucket/prefix` on an S3-compatible endpoint (R2); keys
+    are best given as dg.EnvVar so their values never enter run config, logs or the UI."""
 
     root: str = Field(default=DEFAULT_LOCAL_ROOT, description=f"A local folder or s3://bucket/prefix; {RELATIVE}.")
     endpoint_url: str = ""
@@ -115,16 +112,11 @@ def settings_from_env(
 ) -> Settings:
     """The settings `lib.settings.store_choice` checks, with a bucket's keys as dg.EnvVar names (never values)."""
     choice = store_choice(spec, store, environ)
+    settings = Settings(choice.spec_path, choice.store_root, choice.endpoint_url)
     if choice.key_variables is None:
-        return Settings(choice.spec_path, choice.store_root, choice.endpoint_url)
+        return settings
     key_id, secret = choice.key_variables
-    return Settings(
-        choice.spec_path,
-        choice.store_root,
-        choice.endpoint_url,
-        access_key_id=dg.EnvVar(key_id),
-        secret_access_key=dg.EnvVar(secret),
-    )
+    return replace(settings, access_key_id=dg.EnvVar(key_id), secret_access_key=dg.EnvVar(secret))
 
 
 def store_resource_from_env() -> StoreResource:

@@ -89,16 +89,13 @@ def raw_files_sensor(
     (raw documents only until a tokenizer exists); the next tick resumes where this one stopped. A removal
     alone requests a dedup run; tokenized partitions a publish missed, a publish."""
     objects, spec = store.store(), dataset.spec()
-    step, records = discovery_step(
-        context.instance, objects, spec, DiscoveryCursor.from_json(context.cursor), TICK_BUDGET
-    )
+    cursor = DiscoveryCursor.from_json(context.cursor)
+    step, records = discovery_step(context.instance, objects, spec, cursor, TICK_BUDGET)
     selection = None if has_tokenizer(objects) else [raw_documents.key, dedup.key]
     order = context.instance.get_dynamic_partitions(RAW_FILES)
     sizes = {k: records[k].size for k in step.changed}
-    requests = [
-        run_request(run, records, selection)
-        for run in contiguous_runs(step.changed, order, PARTITIONS_PER_RUN, sizes, RUN_BYTES)
-    ]
+    runs = contiguous_runs(step.changed, order, PARTITIONS_PER_RUN, sizes, RUN_BYTES)
+    requests = [run_request(run, records, selection) for run in runs]
     if step.removed and not step.changed and records and spec.dedup.enabled:
         requests.append(removal_request(step.removed, next(k for k in order if k in records)))
     if not step.changed and (publish := missed_publish(context.instance, objects, records)):

@@ -65,9 +65,8 @@ def tokenized_shards(
         context.add_asset_metadata(partition_metadata(done, job.store), partition_key=done.record.partition)
     raise_failures(context, outcome.failed)
     tokens = sum(sum(d.stats.tokens.values()) for d in outcome.stored)  # one line a run: each partition's is metadata
-    context.log.info(
-        f"{len(outcome.stored)} partitions: {tokens:,} tokens in {sum(d.stats.seconds for d in outcome.stored):.1f} s"
-    )
+    seconds = sum(d.stats.seconds for d in outcome.stored)
+    context.log.info(f"{len(outcome.stored)} partitions: {tokens:,} tokens in {seconds:.1f} s")
     return dg.MaterializeResult(
         data_version=dg.DataVersion(run_data_version(d.record.data_version for d in outcome.stored)),
         metadata={"tokenizer_fingerprint": job.tokenizer.fingerprint},

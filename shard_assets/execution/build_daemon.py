@@ -4,6 +4,7 @@ own (`dagster-daemon run` on a service node); a build finding it alive uses it a
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import shutil
@@ -47,10 +48,9 @@ def workspace_yaml(folder: Path) -> Path:
 
 def _die_with_parent() -> None:
     """In the child before exec: SIGTERM it when the build dies, even by SIGKILL (Linux's PR_SET_PDEATHSIG)."""
-    try:
+    # not Linux: the daemon then outlives a killed build, and stops with its own SIGTERM
+    with contextlib.suppress(AttributeError, OSError):
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
-    except (AttributeError, OSError):
-        pass  # not Linux: the daemon then outlives a killed build, and stops with its own SIGTERM
 
 
 @dataclass
@@ -98,16 +98,12 @@ class BuildDaemon:
     def stop(self) -> None:
         """SIGTERM to the group (the daemon and its code server); SIGKILL to whatever is left after STOP_SECONDS."""
         self._signal(signal.SIGTERM)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            pass
         self._signal(signal.SIGKILL)  # a daemon that hung, or a code server that outlived it
         self.process.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def _signal(self, sig: int) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, sig)
-        except ProcessLookupError:
-            pass

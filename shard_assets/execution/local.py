@@ -19,13 +19,10 @@ from .batches import RunBatch, RunOutcome
 from .dagster_private import InstanceRef
 from .run_events import failure_message as _failure_of_events
 
-QUIET = {
-    "loggers": {"console": {"config": {"log_level": "CRITICAL"}}}
-}  # failures are reported once, as one line each, by the runner
-BUILD_TAGS = (
-    "shard/build_host",
-    "shard/build_pid",
-)  # which process executes a build's run: a re-run finds those a kill left behind
+# failures are reported once, as one line each, by the runner
+QUIET = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+# which process executes a build's run: a re-run finds those a kill left behind
+BUILD_TAGS = ("shard/build_host", "shard/build_pid")
 TOKENIZE_POOL = "tokenize"  # tokenized_shards' pool
 
 
@@ -63,14 +60,10 @@ def worker_limit(instance: dg.DagsterInstance) -> int | None:
     """The most runs a build may execute at once under the instance's dagster.yaml: its run limit, its limit on
     tokenize-tagged runs and the tokenize pool's limit, whichever is lowest; None when it sets none."""
     config = instance.get_concurrency_config()
-    pools = (
-        instance.event_log_storage.get_pool_limits()
-        if instance.event_log_storage.supports_global_concurrency_limits
-        else []
-    )
-    limits: list[int | None] = [
-        next((p.limit for p in pools if p.name == TOKENIZE_POOL), config.pool_config.default_pool_limit)
-    ]
+    storage = instance.event_log_storage
+    pools = storage.get_pool_limits() if storage.supports_global_concurrency_limits else []
+    default = config.pool_config.default_pool_limit
+    limits: list[int | None] = [next((p.limit for p in pools if p.name == TOKENIZE_POOL), default)]
     if queue := config.run_queue_config:
         limits.append(queue.max_concurrent_runs if queue.max_concurrent_runs >= 0 else None)
         limits += [
@@ -86,9 +79,8 @@ def release_killed_runs(instance: dg.DagsterInstance) -> list[str]:
     """Runs a killed build left in progress (its process is gone from this host) are marked failed and their
     pool slots freed: otherwise a re-run's tokenize steps wait forever for slots no process will give back."""
     released = []
-    for run in instance.get_runs(
-        filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED])
-    ):
+    in_progress = dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED])
+    for run in instance.get_runs(filters=in_progress):
         host, pid = (run.tags.get(t) for t in BUILD_TAGS)
         if host != socket.gethostname() or not pid or process_alive(int(pid)):
             continue

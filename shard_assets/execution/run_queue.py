@@ -257,12 +257,8 @@ class RunQueue:
                 if self._retry_coming(q, run):
                     continue
                 pending.remove(q)
-                said = self.through_outage(lambda: self.message(q.run_id))
-                yield (
-                    q,
-                    False,
-                    f"{q.where()} failed (run {q.run_id}): {said or f'the run was {run.status.value.lower()}'}",
-                )
+                said = self.through_outage(lambda: self.message(q.run_id)) or f"the run was {run.status.value.lower()}"
+                yield q, False, f"{q.where()} failed (run {q.run_id}): {said}"
             if pending:
                 time.sleep(POLL_SECONDS)  # polling the instance's run records; runs take seconds to hours
 
@@ -327,11 +323,8 @@ class RunQueue:
                 continue
             if self.down_since is not None:
                 self.back_at = time.time()
-                print(
-                    f"the Dagster database answers again after {time.monotonic() - self.down_since:.0f} s",
-                    file=sys.stderr,
-                    flush=True,
-                )
+                down = time.monotonic() - self.down_since
+                print(f"the Dagster database answers again after {down:.0f} s", file=sys.stderr, flush=True)
                 self.down_since = None
             return result
 
@@ -408,14 +401,8 @@ class RunQueue:
         return [r.run_id for r in reversed(runs)]
 
     def message(self, run_id: str) -> str:
-        entries = self.instance.all_logs(
-            run_id,
-            of_type={
-                dg.DagsterEventType.STEP_FAILURE,
-                dg.DagsterEventType.ENGINE_EVENT,
-                dg.DagsterEventType.RUN_FAILURE,
-            },
-        )
+        kinds = {dg.DagsterEventType.STEP_FAILURE, dg.DagsterEventType.ENGINE_EVENT, dg.DagsterEventType.RUN_FAILURE}
+        entries = self.instance.all_logs(run_id, of_type=kinds)
         return failure_message(e.get_dagster_event() for e in entries)  # of_type: every entry holds a DagsterEvent
 
     def execute(self, batches: Sequence[RunBatch]) -> Iterator[RunOutcome]:

@@ -11,29 +11,14 @@ from dataclasses import dataclass
 
 from ..lib.errors import BuildError
 
-COMMAND_SECONDS = (
-    120  # a busy controller answers slowly; past this a command is reported as failed, never waited on forever
-)
+# a busy controller answers slowly; past this a command is reported as failed, never waited on forever
+COMMAND_SECONDS = 120
 SCRATCH_DEFAULT = "${TMPDIR:-/tmp}"  # a per-job TMPDIR where the cluster makes one (job_container/tmpfs), else /tmp
 # Job states in which the job may still run its batch script (a requeue is refused with --no-requeue, but an
 # administrator may hold or suspend a job).
 ALIVE_STATES = frozenset(
-    {
-        "PENDING",
-        "CONFIGURING",
-        "RUNNING",
-        "COMPLETING",
-        "SUSPENDED",
-        "STOPPED",
-        "RESIZING",
-        "SIGNALING",
-        "STAGE_OUT",
-        "REQUEUED",
-        "REQUEUE_HOLD",
-        "REQUEUE_FED",
-        "RESV_DEL_HOLD",
-        "SPECIAL_EXIT",
-    }
+    "PENDING CONFIGURING RUNNING COMPLETING SUSPENDED STOPPED RESIZING SIGNALING STAGE_OUT REQUEUED REQUEUE_HOLD "
+    "REQUEUE_FED RESV_DEL_HOLD SPECIAL_EXIT".split()
 )
 
 
@@ -184,16 +169,8 @@ def job_states(job_ids: Iterable[str]) -> dict[str, JobState]:
 
 def _accounted(job_ids: list[str]) -> dict[str, JobState]:
     """What accounting (`sacct`) remembers of jobs squeue has forgotten; nothing where accounting is off."""
-    done = _run(
-        [
-            "sacct",
-            "--noheader",
-            "--parsable2",
-            "--allocations",
-            f"--jobs={','.join(job_ids)}",
-            "--format=JobID,State,NodeList",
-        ]
-    )
+    jobs = f"--jobs={','.join(job_ids)}"
+    done = _run(["sacct", "--noheader", "--parsable2", "--allocations", jobs, "--format=JobID,State,NodeList"])
     if done.returncode != 0:
         return {}
     states = {}

@@ -174,11 +174,8 @@ class SlurmRunLauncher(RunLauncher, ConfigurableClass):
         """The batch job of `run`: named and commented with its run id (and job, and partitions)."""
         resources = self.resources.with_tags(run.tags)
         start, end = run.tags.get(ASSET_PARTITION_RANGE_START_TAG), run.tags.get(ASSET_PARTITION_RANGE_END_TAG)
-        partitions = (
-            f" {start}..{end}"
-            if start
-            else (f" {run.tags[PARTITION_NAME_TAG]}" if PARTITION_NAME_TAG in run.tags else "")
-        )
+        single = run.tags.get(PARTITION_NAME_TAG)
+        partitions = f" {start}..{end}" if start else (f" {single}" if single else "")
         return JobRequest(
             name=self.request_name(run),
             comment=f"dagster run {run.run_id}: {run.job_name}{partitions}",
@@ -197,12 +194,8 @@ class SlurmRunLauncher(RunLauncher, ConfigurableClass):
         args = ExecuteRunArgs(
             job_origin=origin, run_id=run.run_id, instance_ref=self._instance.get_ref(), set_exit_code_on_failure=True
         )
-        command = [
-            self.python or origin.executable_path,
-            "-m",
-            "dagster",
-            *args.get_command_args()[-3:],
-        ]  # api execute_run <json>
+        # <python> -m dagster api execute_run <json>
+        command = [self.python or origin.executable_path, "-m", "dagster", *args.get_command_args()[-3:]]
         return batch_script(
             command,
             self.job_setup,

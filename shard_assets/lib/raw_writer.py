@@ -155,11 +155,8 @@ def build_raw(
         check_registration(spec, partition, registered)
         stats = write_raw_partition(spec, registered, out)
     except (SourceError, StateMismatchError) as exc:
-        put_record(
-            store,
-            ingest_failure_key(partition),
-            IngestFailure(partition, f"{type(exc).__name__}: {exc}", run_id, registered.lineage()),
-        )
+        failure = IngestFailure(partition, f"{type(exc).__name__}: {exc}", run_id, registered.lineage())
+        put_record(store, ingest_failure_key(partition), failure)
         raise
     sha = file_sha256(out)
     key = raw_key(partition, sha[:16])

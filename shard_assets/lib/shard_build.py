@@ -19,8 +19,7 @@ from typing import Protocol
 
 import numpy as np
 
-from shard_loader.builder_api import FileRef, ShardEntry, ShardWriter, shard_base_key
-from shard_loader.builder_api import map_npy
+from shard_loader.builder_api import FileRef, ShardEntry, ShardWriter, map_npy, shard_base_key
 
 from .background import Background
 from .curation.curate import curated_input
@@ -94,8 +93,7 @@ class TokenizedPartition:
 
 @dataclass(frozen=True)
 class TokenizeOutcome:
-    """What a run's tokenize step did: the partitions stored, in order, and the failed ones (quarantined) with their
-    error."""
+    """What a run's tokenize step did: the partitions stored, in order, and the failed (quarantined) ones' errors."""
 
     stored: tuple[TokenizedPartition, ...]
     failed: dict[str, BuildError]
@@ -120,9 +118,8 @@ def build_partition_shards(job: TokenizeJob, raw: RawRecord, workdir: Path) -> B
     )
     fingerprint = job.tokenizer.fingerprint
     shards = {split: _entry(w, fingerprint, split, raw.partition) for split, w in writers.items()}
-    data_version = hashlib.sha256(
-        "".join(shards[s].npy.sha256 + shards[s].bin.sha256 for s in sorted(shards)).encode()
-    ).hexdigest()[:16]
+    hashes = "".join(shards[s].npy.sha256 + shards[s].bin.sha256 for s in sorted(shards))
+    data_version = hashlib.sha256(hashes.encode()).hexdigest()[:16]
     record = PartRecord(
         partition=raw.partition,
         tokenizer_fingerprint=fingerprint,
@@ -134,9 +131,8 @@ def build_partition_shards(job: TokenizeJob, raw: RawRecord, workdir: Path) -> B
         run_id=job.run_id,
         code_version=job.code_version,
         encoder=stats.guard,
-        split_proof=prove_split(
-            local_raw, job.settings.val_fraction, stats.documents, drops
-        ),  # every document in the split its hash names
+        # every document in the split its hash names
+        split_proof=prove_split(local_raw, job.settings.val_fraction, stats.documents, drops),
         dedup=dedup,
         curation=curation,
     )
@@ -151,9 +147,8 @@ def decoded_samples(
     offsets = np.fromfile(writer.bin_path, dtype="<i8", count=count + 1)
     samples = []
     for a, b in zip(offsets.tolist(), offsets[1:].tolist()):
-        end = min(
-            b - 1, a + 4 * chars + 1
-        )  # a token is at least a byte, a character at most 4: enough for `chars`, not a whole long document
+        # a token is at least a byte, a character at most 4: enough for `chars`, not a whole long document
+        end = min(b - 1, a + 4 * chars + 1)
         text = reference.tokenizer.decode(tokens[a:end].tolist()).replace("\n", " ")
         samples.append(text[:chars] + ("…" if len(text) > chars or end < b - 1 else ""))
     return tuple(samples)
@@ -170,12 +165,8 @@ def upload_partition(store: ObjectStore, built: BuiltPartition) -> None:
 
 
 class PartitionUploads:
-    """Finished partitions uploaded (`upload_partition`) on a background thread while the next one encodes.
-
-    `submit` waits while UPLOAD_DEPTH partitions are queued; each partition's work folder is removed
-    once its upload ends, whatever the outcome. `stored` names the partitions whose files and record are up; `wait`
-    returns the failures by partition.
-    """
+    """Finished partitions uploaded (`upload_partition`) on a background thread while the next one encodes, at most
+    UPLOAD_DEPTH queued; each one's work folder is removed once its upload ends, whatever the outcome."""
 
     def __init__(self, store: ObjectStore, depth: int = UPLOAD_DEPTH):
         self.store = store
@@ -205,13 +196,9 @@ class PartitionUploads:
 
 
 def tokenize_partitions(job: TokenizeJob, partitions: Sequence[str], log: Log = LOG) -> TokenizeOutcome:
-    """Tokenize and store each partition in turn, logging each one that failed; a BuildError fails (and
-    quarantines) its partition only.
-
-    Each partition gets a work folder, removed once its files are uploaded (or it failed). A partition's
-    quarantine record names its raw file and the error, and is removed when the partition is stored again.
-    Any other exception ends the step after the partitions already built are uploaded.
-    """
+    """Tokenize and store each partition in turn, each in a work folder removed once its files are uploaded (or it
+    failed); a BuildError fails, logs and quarantines its partition only (a record naming its raw file and the error,
+    removed when the partition is stored again). Any other exception ends the step once the built ones are uploaded."""
     fingerprint = job.tokenizer.fingerprint
     uploads = PartitionUploads(job.store)
     built: dict[str, TokenizedPartition] = {}
@@ -241,11 +228,8 @@ def tokenize_partitions(job: TokenizeJob, partitions: Sequence[str], log: Log = 
         for partition in uploads.stored:
             job.store.delete(quarantine_key(fingerprint, partition))
         for partition, problem in failed.items():
-            error = (
-                f"{sources[partition]}: {type(problem).__name__}: {problem}"
-                if partition in sources
-                else f"{type(problem).__name__}: {problem}"
-            )
+            where = f"{sources[partition]}: " if partition in sources else ""
+            error = f"{where}{type(problem).__name__}: {problem}"
             put_record(
                 job.store, quarantine_key(fingerprint, partition), Quarantine(partition, fingerprint, error, job.run_id)
             )

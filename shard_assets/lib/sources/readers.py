@@ -67,12 +67,7 @@ def _parquet_batches(source: SourceSpec, uri: str, size: int, row_groups: tuple[
         if col not in names:
             raise SourceError(f"{uri}: no column {col!r} (text_column of source {source.name!r}); columns are {names}")
         kind = pf.schema_arrow.field(col).type
-        if not (
-            pa.types.is_string(kind)
-            or pa.types.is_large_string(kind)
-            or pa.types.is_binary(kind)
-            or pa.types.is_large_binary(kind)
-        ):
+        if kind not in (pa.string(), pa.large_string(), pa.binary(), pa.large_binary()):
             raise SourceError(f"{uri}: column {col!r} has type {kind}, expected a string column")
         groups = range(*row_groups) if row_groups else range(pf.num_row_groups)
         if groups.stop > pf.num_row_groups:
