@@ -119,13 +119,6 @@ def settings_from_env(
     return replace(settings, access_key_id=dg.EnvVar(key_id), secret_access_key=dg.EnvVar(secret))
 
 
-def store_resource_from_env() -> StoreResource:
-    """The store the environment names (see `settings_from_env`)."""
-    store = settings_from_env().resources()["store"]
-    assert isinstance(store, StoreResource)
-    return store
-
-
 def default_resources() -> dict[str, dg.ConfigurableResource[Any]]:
     """Resources from the environment: SHARD_DATASET_SPEC and the store variables above, paths resolved."""
     return settings_from_env().resources()

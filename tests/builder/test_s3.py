@@ -9,7 +9,7 @@ import dagster as dg
 import pytest
 
 from shard_assets.runner import build_dataset
-from shard_assets.defs.resources import DatasetResource, store_resource_from_env
+from shard_assets.defs.resources import DatasetResource, default_resources
 from shard_assets.lib.spec import load_spec
 from shard_loader import IntegrityError, StoreError, TokenDataset
 from shard_loader.cache.download import DownloadConfig, download_file
@@ -61,7 +61,7 @@ def _store(s3, **options) -> S3Store:
 
 
 def test_build_to_the_bucket_then_train_from_it_with_a_fresh_cache(s3, r2_env, tmp_path, demo_spec):
-    resources = {"dataset": DatasetResource(spec_path=str(demo_spec)), "store": store_resource_from_env()}
+    resources = {"dataset": DatasetResource(spec_path=str(demo_spec)), "store": default_resources()["store"]}
     result = build_dataset(dg.DagsterInstance.ephemeral(), load_spec(demo_spec), resources)
     assert result.manifest_url == f"s3://{BUCKET}/team/demo/manifest.json"
     assert s3.proxy.rejected["PUT"] == 0  # R2-like endpoint accepted every upload
@@ -86,7 +86,7 @@ def test_build_to_the_bucket_then_train_from_it_with_a_fresh_cache(s3, r2_env, t
 def test_the_default_botocore_checksums_are_refused_and_the_store_avoids_them(s3, r2_env, tmp_path):
     with pytest.raises(Exception, match="NotImplemented"):
         s3.client().put_object(Bucket=BUCKET, Key="probe", Body=b"x")  # what boto3 does by default against R2
-    store = store_resource_from_env().store()
+    store = default_resources()["store"].store()
     big = tmp_path / "big.bin"
     big.write_bytes(os.urandom(12 << 20))
     from shard_assets.lib.store import s3 as s3_module

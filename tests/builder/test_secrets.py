@@ -14,7 +14,7 @@ import pytest
 
 import shard_loader
 from shard_assets.runner import build_dataset
-from shard_assets.defs.resources import DatasetResource, store_resource_from_env
+from shard_assets.defs.resources import DatasetResource, default_resources
 from shard_assets.lib.store import ObjectStoreError
 from shard_loader import ShardLoaderError, TokenDataset
 from tests.support.dagster_helpers import tiny_dataset
@@ -53,7 +53,7 @@ def _local(tmp: Path) -> Iterator[Deployment]:
         stored_texts=lambda: [p.read_bytes().decode("latin-1") for p in store.rglob("*") if p.is_file()],
         failing_calls=[
             lambda: shard_loader.open_manifest(str(tmp / "missing")),
-            lambda: store_resource_from_env().store().get_bytes("missing/key.json"),
+            lambda: default_resources()["store"].store().get_bytes("missing/key.json"),
         ],
     )
 
@@ -88,7 +88,7 @@ def _s3(tmp: Path) -> Iterator[Deployment]:
             failing_calls=[
                 lambda: shard_loader.open_manifest("r2://secret-test/missing/manifest.json", endpoint_url=s3.url),
                 lambda: shard_loader.open_manifest("r2://no-such-bucket/manifest.json", endpoint_url=s3.url),
-                lambda: store_resource_from_env().store().get_bytes("missing/key.json"),
+                lambda: default_resources()["store"].store().get_bytes("missing/key.json"),
                 denied,
             ],
         )
@@ -136,7 +136,7 @@ def test_no_key_appears_in_logs_events_metadata_objects_or_errors(deployment, tm
     result = build_dataset(
         inst,
         DatasetResource(spec_path=str(spec)).spec(),
-        {"dataset": DatasetResource(spec_path=str(spec)), "store": store_resource_from_env()},
+        {"dataset": DatasetResource(spec_path=str(spec)), "store": default_resources()["store"]},
     )
     ds = TokenDataset(
         deployment.loader_url,
