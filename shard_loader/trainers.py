@@ -34,6 +34,10 @@ from .world import Consumer
 # how the dataset is read (the first field of Follower.shared): not known, by accelerate's loaders (dispatched or
 # sharded), or by another loader (a pass showed it)
 _NONE, _DISPATCHED, _SHARDED, _PLAIN = 0, 1, 2, 3
+_STATEFUL_WORKERS = (
+    "a StatefulDataLoader with DataLoader workers cannot save this dataset under accelerate: prepare the DataLoader "
+    "with num_workers=0 (the dataset reads ahead in its own threads)"
+)
 _DEPTH = 3  # how deep a user's wrapper may hold the dataset in its attributes
 _LIGHTNING_RESTART = "You're resuming from a checkpoint that ended before the epoch ended"
 
@@ -126,10 +130,7 @@ class Follower:
     def check_worker_state(self, ds: Followed) -> None:
         """Refuse a StatefulDataLoader's per-worker state under accelerate: its counters are of rows, not batches."""
         if self.follow(ds) is not None:
-            raise TrainerError(
-                "a StatefulDataLoader with DataLoader workers cannot save this dataset under accelerate: prepare the "
-                "DataLoader with num_workers=0 (the dataset reads ahead in its own threads)"
-            )
+            raise TrainerError(_STATEFUL_WORKERS)
 
 
 def refuse_lightning_restart() -> None:
@@ -172,6 +173,8 @@ def _reading(ds: Followed, placed: bool) -> Reading | None:
             "accelerate rebuilt a TokenDataLoader as a plain DataLoader, which would hand the trainer groups: prepare "
             f"DataLoader(dataset, batch_size={ds.batch_size}) instead (see 'With your trainer' in docs/loader.md)"
         )
+    if loader.use_stateful_dataloader and loader.num_workers:  # before its workers' first state_dict refuses it
+        raise TrainerError(_STATEFUL_WORKERS)
     if processes != ds.world_size:
         raise TrainerError(
             f"accelerate runs {processes} process(es), but the dataset was built for world_size {ds.world_size}: "
