@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 import dagster as dg
 import pytest
 
-from shard_assets.defs.resources import DatasetResource, store_resource_from_env
+from shard_assets.defs.resources import DatasetResource, default_resources
 from shard_assets.lib.errors import ConditionalWriteError, ObjectMissingError, ObjectStoreError, RecordMissingError
 from shard_assets.lib.layout import raw_record_key
 from shard_assets.lib.records import RawRecord, get_record
@@ -99,7 +99,7 @@ def test_a_record_read_cut_mid_body_is_retried_and_the_build_succeeds(s3, tmp_pa
     }.items():
         monkeypatch.setenv(var, value)
     spec, _, _ = tiny_dataset(tmp_path)
-    resources = {"dataset": DatasetResource(spec_path=str(spec)), "store": store_resource_from_env()}
+    resources = {"dataset": DatasetResource(spec_path=str(spec)), "store": default_resources()["store"]}
     s3.proxy.cut_gets, s3.proxy.cuts = (
         f"/{BUCKET}/cut/{raw_record_key('web.part0')}",
         0,
