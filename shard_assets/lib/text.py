@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Iterable
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -83,9 +82,9 @@ def normalise_column(texts: pa.Array) -> pa.Array:
     return pc.utf8_trim(texts, characters=_SPACE)
 
 
-def normalise(text: str) -> str:
-    """The normalisation rule for one text."""
-    return str(normalise_column(to_arrow([text]))[0].as_py())
+def text_offsets(texts: pa.Array) -> np.ndarray:
+    """The texts' offsets into their column's data buffer (a large_string column)."""
+    return np.frombuffer(texts.buffers()[1], dtype=np.int64)[texts.offset : texts.offset + len(texts) + 1]
 
 
 def column_hashes(texts: pa.Array) -> np.ndarray:
@@ -93,19 +92,10 @@ def column_hashes(texts: pa.Array) -> np.ndarray:
     import pyarrow as pa
 
     texts = texts.cast(pa.large_string())
-    _, offsets_buffer, data = texts.buffers()
-    offsets = np.frombuffer(offsets_buffer, dtype=np.int64)[texts.offset : texts.offset + len(texts) + 1].tolist()
+    offsets, data = text_offsets(texts).tolist(), texts.buffers()[2]
     view = memoryview(data) if data is not None else memoryview(b"")
     digests = b"".join(hashlib.blake2b(view[a:b], digest_size=8).digest() for a, b in zip(offsets, offsets[1:]))
     return np.frombuffer(digests, dtype="<u8").astype(np.uint64)
-
-
-def doc_hash(text: str) -> int:
-    return int(doc_hashes([text])[0])
-
-
-def doc_hashes(texts: Iterable[str]) -> np.ndarray:
-    return column_hashes(to_arrow(list(texts)))
 
 
 def is_val(hashes: np.ndarray, val_fraction: float) -> np.ndarray:

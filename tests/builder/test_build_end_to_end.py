@@ -14,7 +14,7 @@ from tokenizers import Tokenizer
 
 import shard_loader
 from shard_assets.runner import build_dataset
-from shard_assets.lib.text import doc_hash, is_val
+from shard_assets.lib.text import is_val
 from shard_assets.defs.resources import DatasetResource, StoreResource
 from shard_assets.lib.curation.dedup import read_drops
 from shard_assets.lib.spec import load_spec
@@ -23,6 +23,7 @@ from shard_loader.cache.checksum import verify_file
 from shard_loader.format import open_shard
 from tests.support.build_helpers import build_command
 from tests.support.patience import HUNG
+from tests.support.texts import doc_hash
 
 pytestmark = pytest.mark.integration
 

@@ -23,13 +23,14 @@ from shard_assets.defs.dedup import NO_COPIES
 from shard_assets.lib.retention import DAY, Policy, collect, plan_collection
 from shard_assets.lib.spec import load_spec
 from shard_assets.lib.verification import verify_live_version
-from shard_assets.lib.text import doc_hash, is_val
+from shard_assets.lib.text import is_val
 from shard_assets.execution.batches import RunBatch, RunOutcome
 from shard_assets.defs.resources import Settings
 from shard_assets.execution.local import LocalRuns
 from shard_assets.runner import build_dataset
 from tests.support.build_helpers import published
 from tests.support.dagster_helpers import run_automation, run_sensor_tick, tiny_resources
+from tests.support.texts import doc_hash
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
 
-from shard_assets.lib.text import doc_hashes, normalise
+from tests.support.texts import doc_hashes, normalise
 from shard_assets.lib.encoders import (
     GUARD_BUDGET,
     GUARD_FLOOR_TOKENS,

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from shard_assets.lib.text import doc_hash, is_val, normalise
+from shard_assets.lib.text import is_val
+
+from tests.support.texts import doc_hash, normalise
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "format.md").read_text()
 SECTION = " ".join(DOC[DOC.index("A document's split is decided") : DOC.index("## Manifest")].split())

@@ -5,7 +5,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from shard_assets.lib.text import doc_hashes, is_val, normalise
+from shard_assets.lib.text import is_val
 from shard_loader.format.shard import HEADER_BYTES
 from shard_assets.lib.spec import TokenizerSpec
 from shard_assets.lib.encoders import (
@@ -23,6 +23,8 @@ from shard_assets.lib.shard_build import TokenizeJob, tokenize_partitions
 from shard_assets.lib.splits import prove_split
 from shard_assets.lib.store import LocalFolderStore
 from shard_assets.lib.tokenizer import build_tokenizer, load_tokenizer
+
+from tests.support.texts import doc_hashes, normalise
 
 LONG = 1 << 16
 

@@ -19,10 +19,10 @@ from shard_assets.lib.shard_build import PartitionUploads, TokenizeJob, build_pa
 from shard_assets.lib.spec import TokenizerSpec
 from shard_assets.lib.store import LocalFolderStore
 from shard_assets.lib.shard_build import upload_partition
-from shard_assets.lib.text import doc_hashes
 from shard_assets.lib.tokenizer import build_tokenizer
 from shard_loader.cache.checksum import sha256_file
 from tests.support.s3_proxy import bucket_fixture
+from tests.support.texts import doc_hashes
 
 pytestmark = pytest.mark.integration
 

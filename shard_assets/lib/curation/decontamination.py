@@ -24,8 +24,8 @@ from ..sources.listing import SourceFile, list_source_files
 from ..sources.readers import iter_document_columns
 from ..spec import DatasetSpec, SourceSpec
 from ..store import ObjectStore
-from ..text import normalise_column
-from .word_hash import pieces, text_offsets, word_hashes
+from ..text import normalise_column, text_offsets
+from .word_hash import pieces, word_hashes
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -18,7 +18,8 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import DedupError
-from .word_hash import pieces, text_offsets, word_hashes
+from ..text import text_offsets
+from .word_hash import pieces, word_hashes
 
 SEED = 1  # the MinHash seed: fixed, so a band key means the same in every run and version
 RMINHASH_VERSION = 2  # rensa's R-MinHash algorithm the keys are made with (rensa 0.5); another makes other keys

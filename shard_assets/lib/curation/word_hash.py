@@ -6,20 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from functools import cache
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:
-    import pyarrow as pa
-
 BASE = 0x01000193
 CHUNK = 1 << 17  # bytes summed at once (or one longer word): the sums stay in the CPU's cache
-
-
-def text_offsets(texts: pa.Array) -> np.ndarray:
-    """The texts' offsets into their column's data buffer (a large_string column)."""
-    return np.frombuffer(texts.buffers()[1], dtype=np.int64)[texts.offset : texts.offset + len(texts) + 1]
 
 
 def pieces(offsets: np.ndarray, limit: int) -> Iterator[tuple[int, int]]:
