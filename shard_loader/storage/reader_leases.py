@@ -71,10 +71,9 @@ class ReaderLease:
         holder = holder or _holder()
         self.lease = Lease(version, holder, kind, seconds, note or f"{kind} {holder}")
         self.key = lease_key(version, holder)
-        self.renew, self.renewals, self.refused = renew, 0, ""
+        self.renew, self.refused = renew, ""
         self._stop, self._pid = threading.Event(), os.getpid()
         self._thread: threading.Thread | None = None
-        self._renewed = threading.Condition()
 
     def acquire(self) -> bool:
         """Write the lease; whether it could (else `refused` says why)."""
@@ -113,15 +112,6 @@ class ReaderLease:
                         self.lease.seconds,
                     )
                 failing = True
-                continue
-            with self._renewed:
-                self.renewals += 1
-                self._renewed.notify_all()
-
-    def wait_renewed(self, count: int, timeout: float) -> bool:
-        """Wait until the lease has been renewed `count` times (tests hand-shake on it); whether it was."""
-        with self._renewed:
-            return self._renewed.wait_for(lambda: self.renewals >= count, timeout)
 
     def release(self) -> None:
         """Stop renewing, then remove the lease (best effort; once; never a parent's lease in a forked child)."""

@@ -11,6 +11,7 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -54,8 +55,20 @@ def soon() -> float:
     return time.time() + 60
 
 
+class CountingStore(LocalStore):
+    """A folder store whose `writes` semaphore is released once per write (a handshake with the renewing thread)."""
+
+    def __init__(self, root: Path):
+        super().__init__(root)
+        self.writes = threading.Semaphore(0)
+
+    def write_bytes(self, key: str, data: bytes) -> None:
+        super().write_bytes(key, data)
+        self.writes.release()
+
+
 def test_a_lease_is_written_renewed_and_removed_and_parsed_only_at_its_own_key(tmp_path):
-    store = LocalStore(tmp_path)
+    store = CountingStore(tmp_path)
     lease = ReaderLease(store, "demo-0123456789abcdef", seconds=60, renew=0.01)
     assert lease.acquire()
     path = tmp_path / lease.key
@@ -63,7 +76,7 @@ def test_a_lease_is_written_renewed_and_removed_and_parsed_only_at_its_own_key(t
         "readers/demo-0123456789abcdef/"
     )
     lease.start()
-    assert lease.wait_renewed(2, timeout=60)  # the daemon thread rewrote it (a handshake, not a sleep)
+    assert all(store.writes.acquire(timeout=60) for _ in range(3))  # written, then renewed twice (not a sleep)
     lease.release()
     assert not path.exists()
     with pytest.raises(ManifestError, match="does not belong at this key"):
@@ -134,6 +147,7 @@ def test_a_lease_never_closed_is_removed_at_exit_and_a_forked_child_never_remove
 
 HELD_READER = """
 import sys
+import threading
 import shard_loader
 ds = shard_loader.TokenDataset(sys.argv[1], seq_len=8, batch_size=2)
 print("open", flush=True)
