@@ -91,13 +91,6 @@ class Progress:
             print(self.line(), file=self.stream, flush=True)
 
 
-def plan_runs(partitions: list[str], order: Sequence[str], workers: int, sizes: dict[str, int]) -> list[list[str]]:
-    """Adjacent partitions grouped into runs of up to PARTITIONS_PER_RUN and RUN_BYTES of source (as the sensor
-    does), but at least one run per worker."""
-    per_run = max(1, min(PARTITIONS_PER_RUN, math.ceil(len(partitions) / max(workers, 1))))
-    return contiguous_runs(partitions, order, per_run, sizes, RUN_BYTES)
-
-
 def run_partitions(
     executor: RunExecutor,
     job: str,
@@ -119,10 +112,10 @@ def run_partitions(
     if in_key_order:
         ranges = contiguous_runs(partitions, order, max(len(partitions), 1))
         outcomes = (o for r in ranges for o in executor.execute([RunBatch(job, tuple(r), assets)]))
-    else:
-        outcomes = executor.execute(
-            [RunBatch(job, tuple(run), assets) for run in plan_runs(partitions, order, workers, sizes)]
-        )
+    else:  # runs of up to PARTITIONS_PER_RUN and RUN_BYTES of source (as the sensor does), at least one per worker
+        per_run = max(1, min(PARTITIONS_PER_RUN, math.ceil(len(partitions) / max(workers, 1))))
+        runs_of = contiguous_runs(partitions, order, per_run, sizes, RUN_BYTES)
+        outcomes = executor.execute([RunBatch(job, tuple(run), assets) for run in runs_of])
     for outcome in outcomes:
         runs += outcome.run_ids
         failures |= outcome.failures
@@ -143,6 +136,11 @@ def run_one(executor: RunExecutor, job: str) -> str:
     return outcome.run_ids[0]
 
 
+def _say(line: str) -> None:
+    """A line for the person running the build, on stderr at once (beside the progress lines)."""
+    print(line, file=sys.stderr, flush=True)
+
+
 def build_dataset(
     instance: dg.DagsterInstance,
     spec: DatasetSpec,
@@ -158,68 +156,58 @@ def build_dataset(
     execute elsewhere (`RunQueue`, split into at least `workers` runs per job), else `LocalRuns`: with `workers` > 1
     (and a persistent instance) that many processes at once."""
     with RunQueue.open(instance, resources) as queue:
-        return _build(instance, spec, resources, workers, executor or queue)
+        from .definitions import build_definitions
 
-
-def _say(line: str) -> None:
-    """A line for the person running the build, on stderr at once (beside the progress lines)."""
-    print(line, file=sys.stderr, flush=True)
-
-
-def _build(
-    instance: dg.DagsterInstance,
-    spec: DatasetSpec,
-    resources: dict[str, dg.ConfigurableResource[Any]],
-    workers: int,
-    executor: RunExecutor | None,
-) -> BuildResult:
-    from .definitions import build_definitions
-
-    started = time.perf_counter()
-    if released := release_killed_runs(instance):
-        _say(f"marked {len(released)} runs of a killed build failed and freed their pool slots")
-    if executor is None:
-        limit = worker_limit(instance)
-        if limit is not None and workers > limit:
-            _say(f"running {limit} partition runs at once, not {workers}: the instance's dagster.yaml allows {limit}")
-            workers = limit
-        executor = LocalRuns(build_definitions(resources), Settings.of(resources), instance, workers)
-    parallel = workers if instance.is_persistent else 1
-    evals = [run_one(executor, "eval_index_job")] if spec.decontaminate else []  # a bad eval set: before any write
-    store = cast(StoreResource, resources["store"]).store()
-    _, _, keys = sync_partitions(instance, store, spec)
-    records = registered(store, spec)
-    if forecast := tokenizer_forecast(store, spec.tokenizer, records):  # said before any run, and again once made
-        _say(f"warning: {forecast}")
-    sizes = {k: r.size for k, r in records.items()}
-    order = instance.get_dynamic_partitions(RAW_FILES)
-    runs, failures = run_partitions(executor, "ingest_job", keys, order, sizes, parallel, assets=("raw_documents",))
-    runs = evals + runs
-    built = [k for k in keys if k not in failures]
-    dedup_runs, dedup_failures = run_partitions(
-        executor, "ingest_job", built, order, sizes, parallel, assets=("dedup",), in_key_order=True
-    )
-    runs, failures = runs + dedup_runs, failures | dedup_failures
-    before = current_record(store)
-    runs.append(run_one(executor, "tokenizer_job"))
-    if change := tokenizer_change(store, before, current_record(store)):  # said before any partition uses it
-        _say(f"warning: {change}")
-    ingested = [k for k in keys if k not in failures]
-    runs += run_partitions(executor, "tokenize_job", ingested, order, sizes, parallel, assets=("tokenized_shards",))[0]
-    publish_run = run_one(executor, "publish_job")
-    runs.append(publish_run)
-    # what publish_job made live
-    live = parse_manifest(store.get_bytes(LATEST_KEY), origin=f"{store.describe()}/{LATEST_KEY}")
-    summary = get_record(store, splits_record_key(live.tokenizer.fingerprint), SplitsRecord, "build summary")
-    return BuildResult(
-        manifest_url=f"{store.loader_url().rstrip('/')}/{LATEST_KEY}",
-        version=live.version,
-        tokens={s: v.tokens for s, v in live.splits.items()},
-        documents={s: v.documents for s, v in live.splits.items()},
-        partitions=len(keys),
-        left_out=len(summary.left_out),
-        seconds=time.perf_counter() - started,
-        run_ids=tuple(executor.run_ids()) if isinstance(executor, RunQueue) else tuple(runs),
-        checks=check_results(instance, publish_run),
-        failed_runs=tuple(executor.failed) if isinstance(executor, RunQueue) else (),
-    )
+        executor = executor or queue
+        started = time.perf_counter()
+        if released := release_killed_runs(instance):
+            _say(f"marked {len(released)} runs of a killed build failed and freed their pool slots")
+        if executor is None:
+            limit = worker_limit(instance)
+            if limit is not None and workers > limit:
+                _say(
+                    f"running {limit} partition runs at once, not {workers}: the instance's dagster.yaml allows {limit}"
+                )
+                workers = limit
+            executor = LocalRuns(build_definitions(resources), Settings.of(resources), instance, workers)
+        parallel = workers if instance.is_persistent else 1
+        evals = [run_one(executor, "eval_index_job")] if spec.decontaminate else []  # a bad eval set: before any write
+        store = cast(StoreResource, resources["store"]).store()
+        _, _, keys = sync_partitions(instance, store, spec)
+        records = registered(store, spec)
+        if forecast := tokenizer_forecast(store, spec.tokenizer, records):  # said before any run, and again once made
+            _say(f"warning: {forecast}")
+        sizes = {k: r.size for k, r in records.items()}
+        order = instance.get_dynamic_partitions(RAW_FILES)
+        runs, failures = run_partitions(executor, "ingest_job", keys, order, sizes, parallel, assets=("raw_documents",))
+        runs = evals + runs
+        built = [k for k in keys if k not in failures]
+        dedup_runs, dedup_failures = run_partitions(
+            executor, "ingest_job", built, order, sizes, parallel, assets=("dedup",), in_key_order=True
+        )
+        runs, failures = runs + dedup_runs, failures | dedup_failures
+        before = current_record(store)
+        runs.append(run_one(executor, "tokenizer_job"))
+        if change := tokenizer_change(store, before, current_record(store)):  # said before any partition uses it
+            _say(f"warning: {change}")
+        ingested = [k for k in keys if k not in failures]
+        runs += run_partitions(
+            executor, "tokenize_job", ingested, order, sizes, parallel, assets=("tokenized_shards",)
+        )[0]
+        publish_run = run_one(executor, "publish_job")
+        runs.append(publish_run)
+        # what publish_job made live
+        live = parse_manifest(store.get_bytes(LATEST_KEY), origin=f"{store.describe()}/{LATEST_KEY}")
+        summary = get_record(store, splits_record_key(live.tokenizer.fingerprint), SplitsRecord, "build summary")
+        return BuildResult(
+            manifest_url=f"{store.loader_url().rstrip('/')}/{LATEST_KEY}",
+            version=live.version,
+            tokens={s: v.tokens for s, v in live.splits.items()},
+            documents={s: v.documents for s, v in live.splits.items()},
+            partitions=len(keys),
+            left_out=len(summary.left_out),
+            seconds=time.perf_counter() - started,
+            run_ids=tuple(executor.run_ids()) if isinstance(executor, RunQueue) else tuple(runs),
+            checks=check_results(instance, publish_run),
+            failed_runs=tuple(executor.failed) if isinstance(executor, RunQueue) else (),
+        )
