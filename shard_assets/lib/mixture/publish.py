@@ -58,22 +58,17 @@ def write_mixture_version(store: ObjectStore, mixture: MixtureFile) -> tuple[str
     return key, created, written
 
 
-def promote_mixture(store: ObjectStore, key: str, name: str) -> None:
-    """Make a written version live: replace mixtures/<name>.json (atomically) with its bytes."""
-    store.put_bytes(live_mixture_key(name), store.get_bytes(key))
-
-
 def publish_mixture(store: ObjectStore, mixture: MixtureFile) -> PublishedMixture:
     """Write the version, audit it, and replace the live mixture only if every audit passed."""
     key, created, written = write_mixture_version(store, mixture)
-    audits = audit_mixture(written, store.loader_url(), getattr(store, "client", None))
+    base, client = store.loader_url(), getattr(store, "client", None)
+    audits = audit_mixture(written, base, client)
     live = all(a.passed for a in audits)
     if live:
-        url, client = live_mixture_url(store, written.name), getattr(store, "client", None)
-        live_key = live_mixture_key(written.name)
+        url, live_key = live_mixture_url(store, written.name), live_mixture_key(written.name)
         before = read_mixture(store, live_key) if store.exists(live_key) else None
-        pin_components(written, store.loader_url(), url, client)  # before it is live: gc never sees it unprotected
-        promote_mixture(store, key, written.name)
+        pin_components(written, base, url, client)  # before it is live: gc never sees it unprotected
+        store.put_bytes(live_key, store.get_bytes(key))  # live: mixtures/<name>.json replaced (atomically) by its bytes
         if before is not None:
-            unpin_components(before, written, store.loader_url(), url, client)
+            unpin_components(before, written, base, url, client)
     return PublishedMixture(PublishReport(key, created, live, audits), written)
