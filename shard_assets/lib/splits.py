@@ -114,15 +114,10 @@ def select_partitions(store: ObjectStore, spec: DatasetSpec, fingerprint: str, p
     with_part = _listed(store, parts_prefix(fingerprint))
     quarantines = {p: quarantine_key(fingerprint, p) for p in _listed(store, quarantine_prefix(fingerprint))}
     quarantined = {p: q for p, q in _read(store, quarantines, Quarantine, "splits").items() if q.stage == "tokenize"}
-    failures = _read(
-        store,
-        {p: ingest_failure_key(p) for p in _listed(store, INGEST_FAILURES_PREFIX) if p in current},
-        IngestFailure,
-        "splits",
-    )
-    parts = _read(
-        store, {p: part_record_key(fingerprint, p) for p in sorted(with_part) if p in current}, PartRecord, "splits"
-    )
+    failure_keys = {p: ingest_failure_key(p) for p in _listed(store, INGEST_FAILURES_PREFIX) if p in current}
+    failures = _read(store, failure_keys, IngestFailure, "splits")
+    part_keys = {p: part_record_key(fingerprint, p) for p in sorted(with_part) if p in current}
+    parts = _read(store, part_keys, PartRecord, "splits")
     vanished = _vanished(store, current, sources)
     # failed: left out because they failed or are stale (what "block" refuses)
     chosen, left_out, stale, failed = {}, {}, {}, []
