@@ -150,14 +150,12 @@ class RunQueue:
             yield None
             return
         run_config = portable_config(resources)
-        # DAGSTER_CURRENT_IMAGE: the image Kubernetes and ECS launchers run it in, as for a code server
-        origin = InProcessCodeLocationOrigin(
-            LoadableTargetOrigin(
-                executable_path=sys.executable, module_name="shard_assets.definitions", attribute="defs"
-            ),
-            location_name=LOCATION_NAME,
-            container_image=os.environ.get("DAGSTER_CURRENT_IMAGE"),
+        target = LoadableTargetOrigin(
+            executable_path=sys.executable, module_name="shard_assets.definitions", attribute="defs"
         )
+        # the image Kubernetes and ECS launchers run it in, as for a code server
+        image = os.environ.get("DAGSTER_CURRENT_IMAGE")
+        origin = InProcessCodeLocationOrigin(target, location_name=LOCATION_NAME, container_image=image)
         daemon = None
         if not daemon_alive(instance):
             daemon = BuildDaemon()
@@ -343,12 +341,9 @@ class RunQueue:
             unfinished = [run for run in runs if not run.is_finished]
             for run in unfinished:
                 self._cancel(run)
+            failures = [r for r in runs if r.status == dg.DagsterRunStatus.FAILURE]
             coming = [
-                r
-                for r in runs
-                if r.status == dg.DagsterRunStatus.FAILURE
-                and r.tags.get(WILL_RETRY_TAG) == "true"
-                and AUTO_RETRY_RUN_ID_TAG not in r.tags
+                r for r in failures if r.tags.get(WILL_RETRY_TAG) == "true" and AUTO_RETRY_RUN_ID_TAG not in r.tags
             ]
             # one more pass after any cancel: the retry daemon submits the retry it made from the run it holds, so a
             # retry cancelled between its making and its submission is queued again
@@ -370,9 +365,8 @@ class RunQueue:
         created the retry nor read past the failure (it passes over one whose retry it failed to make, as in a
         database outage, and says nothing); past RETRY_TAG_SECONDS none is coming either. A run whose announced retry
         will never come is tagged will_retry=false, with an event in its log saying why."""
-        if run.status != dg.DagsterRunStatus.FAILURE or not self.instance.run_retries_enabled:
-            return False
-        if run.tags.get(WILL_RETRY_TAG) == "false":
+        may_retry = run.status == dg.DagsterRunStatus.FAILURE and self.instance.run_retries_enabled
+        if not may_retry or run.tags.get(WILL_RETRY_TAG) == "false":
             return False
         q.failed_at = q.failed_at or time.monotonic()
         waited = time.monotonic() - q.failed_at
