@@ -88,10 +88,6 @@ def load_layout(store: ObjectStore, source: str) -> SourceLayout:
         raise RecordError(f"{exc}; not a discovery index: delete {key} to register source {source!r} afresh") from None
 
 
-def save_layout(store: ObjectStore, layout: SourceLayout) -> None:
-    put_record(store, discovery_index_key(layout.source), layout.index(), compact=True)
-
-
 def registered(store: ObjectStore, spec: DatasetSpec) -> dict[str, PartitionRecord]:
     """Every partition of the spec's sources with what it reads, in the order discovery registered them."""
     return {k: r for s in spec.sources for k, r in load_layout(store, s.name).records().items()}
@@ -112,7 +108,7 @@ def _commit(store: ObjectStore, layout: SourceLayout, touched: set[str], step: D
         list(pool.map(lambda item: write_registration(store, *item), records.items()))
     for key, record in records.items():
         step.touched[key] = record is not None
-    save_layout(store, layout)
+    put_record(store, discovery_index_key(layout.source), layout.index(), compact=True)
 
 
 def _register(
