@@ -295,8 +295,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
     command = ["-m", "dagster", "dev", "-w", str(project / "workspace.yaml"), "-h", args.host, "-p", str(args.port)]
     for signum in (signal.SIGINT, signal.SIGTERM):  # a background job of a script starts with both ignored, and
         signal.signal(signum, signal.SIG_DFL)  # Dagster maps SIGTERM to SIGINT's handler: it would never stop
-    os.execv(sys.executable, [sys.executable, *command])
-    return 0  # not reached: execv replaces this process
+    os.execv(sys.executable, [sys.executable, *command])  # replaces this process: nothing returns
 
 
 def cmd_gc(args: argparse.Namespace) -> int:
