@@ -5,6 +5,7 @@ ObjectMissingError, never confused with one that could not be read."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import secrets
@@ -153,11 +154,9 @@ class ObjectStore(ABC):
     def put_if_changed(self, key: str, data: bytes) -> bool:
         """Write `data` unless the object at `key` holds it already (a GET instead of a PUT: read-only keys build
         again without a write); whether it wrote."""
-        try:
+        with contextlib.suppress(ObjectMissingError):
             if self.get_bytes(key) == data:
                 return False
-        except ObjectMissingError:
-            pass
         self.put_bytes(key, data)
         return True
 
