@@ -501,11 +501,11 @@ class ExactnessGuard:
             self._thread.close()
             self._thread = None
 
-    def result(self, reencoded: bool = False) -> GuardResult:
+    def result(self) -> GuardResult:
         """The guard's counts so far."""
         e = self.engine
         counts = (self.documents, self.tokens, self.sampled, self.sampled_tokens, self.differing, self.first_differing)
-        return GuardResult(e.name, e.version, e.reason, *counts, self.policy, reencoded)
+        return GuardResult(e.name, e.version, e.reason, *counts, self.policy)
 
 
 def _piece_tokens(chars: int, tokens: int) -> float:
