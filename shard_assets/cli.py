@@ -108,11 +108,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     print(f"partitions    {result.partitions} ({result.left_out} left out; {len(result.run_ids)} Dagster runs)")
     for split in ("train", "val"):
         print(f"{split:<13} {result.tokens[split]:>12,} tokens  {result.documents[split]:>9,} documents")
-    failed = sorted(name for name, passed in result.checks.items() if not passed)
-    print(
-        f"checks        {len(result.checks) - len(failed)} of {len(result.checks)} passed"
-        + (f"; FAILED: {', '.join(failed)}" if failed else "")
-    )
+    print(_passed("checks", len(result.checks), sorted(name for name, ok in result.checks.items() if not ok)))
     print(f"build time    {result.seconds:.1f} s")
     if result.failed_runs:
         print(
@@ -134,6 +130,11 @@ def cmd_build(args: argparse.Namespace) -> int:
         f"labels {batch['labels'].shape}, read in {read_ms:.0f} ms: {batch['input_ids'][0, :8].tolist()} ..."
     )
     return 2 if result.failed_runs else 0
+
+
+def _passed(label: str, total: int, failed: list[str]) -> str:
+    """A summary line: how many of `total` checks passed, and the names of those that failed."""
+    return f"{label:<14}{total - len(failed)} of {total} passed" + (f"; FAILED: {', '.join(failed)}" if failed else "")
 
 
 def cmd_mix(args: argparse.Namespace) -> int:
@@ -163,13 +164,9 @@ def cmd_mix(args: argparse.Namespace) -> int:
     per_split = (f"{split} {tokens:,} ({how.get(split, '?')})" for split, tokens in m.tokens_per_epoch.items())
     print("tokens/epoch  " + ", ".join(per_split))
     print(text_table(m.summary(SPLIT)))
-    failed = report.failed
-    print(
-        f"audits        {len(report.audits) - len(failed)} of {len(report.audits)} passed"
-        + (f"; FAILED: {', '.join(failed)}" if failed else "")
-    )
+    print(_passed("audits", len(report.audits), report.failed))
     print(f"publish time  {result.seconds:.1f} s", flush=True)
-    if failed:
+    if report.failed:
         raise refusal(result)
     return 0
 
