@@ -6,6 +6,7 @@ from typing import Any
 
 import dagster as dg
 
+from ..execution.dagster_private import add_partition_metadata
 from ..lib.curation.curation_records import CuratedRecord
 from ..lib.curation.dedup import update_index
 from ..lib.curation.dedup_apply import published_copies
@@ -55,7 +56,7 @@ def dedup(
     spec, objects = dataset.spec(), store.store()
     if not spec.dedup.enabled:
         for p in context.partition_keys:
-            context.add_asset_metadata(decision_metadata(None), partition_key=p)
+            add_partition_metadata(context, p, decision_metadata(None))
         return dg.MaterializeResult(data_version=dg.DataVersion("off"))
     ours = set(context.partition_keys)
     decisions = update_index(objects, spec, context.partition_keys, context.run.run_id)
@@ -63,7 +64,7 @@ def dedup(
         kept = f"{d.documents - d.dropped_total:,} of {d.documents:,} documents kept ({d.by_rule()})"
         if p in ours:
             curated = find_record(objects, curated_record_key(p), CuratedRecord, "dedup")
-            context.add_asset_metadata(decision_metadata(d) | curation_metadata(objects, curated), partition_key=p)
+            add_partition_metadata(context, p, decision_metadata(d) | curation_metadata(objects, curated))
         else:  # a copy it held is the kept one now: recorded as its update, so automation tokenizes it again
             context.log_event(
                 dg.AssetMaterialization(

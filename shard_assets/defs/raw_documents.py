@@ -11,6 +11,7 @@ from typing import Any
 
 import dagster as dg
 
+from ..execution.dagster_private import add_partition_metadata
 from ..lib.charts import bar_chart_svg, markdown_image
 from ..lib.raw_writer import RawStats, build_raw
 from ..lib.records import RawRecord
@@ -83,7 +84,7 @@ def raw_documents(
         with tempfile.TemporaryDirectory() as tmp:  # a failure is recorded in the store by build_raw (IngestFailure)
             record, stats = build_raw(objects, spec, partition, registered, Path(tmp), run_id)
         done = Ingested(record, stats, time.perf_counter() - started)
-        context.add_asset_metadata(partition_metadata(done), partition_key=partition)
+        add_partition_metadata(context, partition, partition_metadata(done))
         return done
 
     built, failures = each_partition(context, build)

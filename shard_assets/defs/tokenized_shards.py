@@ -6,6 +6,7 @@ from typing import Any
 
 import dagster as dg
 
+from ..execution.dagster_private import add_partition_metadata
 from ..lib.store import ObjectStore
 from ..lib.shard_build import TokenizedPartition, TokenizeJob, tokenize_partitions
 from .automation import RETOKENIZE
@@ -62,7 +63,7 @@ def tokenized_shards(
     job = TokenizeJob.current(store.store(), dataset.spec(), context.run.run_id, CODE_VERSIONS.tokenized_shards)
     outcome = tokenize_partitions(job, context.partition_keys, context.log)
     for done in outcome.stored:
-        context.add_asset_metadata(partition_metadata(done, job.store), partition_key=done.record.partition)
+        add_partition_metadata(context, done.record.partition, partition_metadata(done, job.store))
     raise_failures(context, outcome.failed)
     tokens = sum(sum(d.stats.tokens.values()) for d in outcome.stored)  # one line a run: each partition's is metadata
     seconds = sum(d.stats.seconds for d in outcome.stored)

@@ -1,7 +1,7 @@
 """Every name this project takes from Dagster's private modules (`dagster._*`), in one place: a Dagster upgrade that
 moves one breaks this module's import (and tests/builder/test_execution.py, which imports each name), not a run."""
 
-from dagster import _check as check
+from dagster import AssetExecutionContext, _check as check
 from dagster._core.definitions.selector import JobSubsetSelector
 from dagster._core.events import DagsterEventType, EngineEventData
 from dagster._core.instance.ref import InstanceRef
@@ -30,7 +30,19 @@ DAEMON_MODULE = "dagster._daemon"  # `python -m` this runs a dagster-daemon for 
 # Where the retry daemon keeps how far it has read run failures: past a failure, it made that run's retry or never will
 RETRY_CURSOR_KEY = _create_cursor_key(DagsterEventType.RUN_FAILURE)
 
+
+def add_partition_metadata(context: AssetExecutionContext, partition: str, metadata: dict[str, object]) -> None:
+    """`context.add_asset_metadata(metadata, partition_key=partition)` for a partition of the run's own, without its
+    check that the run targets it: the check lists every dynamic partition from the instance on each call (8 ms, 32 ms
+    at 10,000 files; a build makes three a partition)."""
+    step = context.op_execution_context._step_execution_context
+    step._metadata_accumulator = step._metadata_accumulator.with_additional_asset_metadata(
+        asset_key=context.asset_key, metadata=metadata, partition_key=partition
+    )
+
+
 __all__ = [
+    "add_partition_metadata",
     "ASSET_PARTITION_RANGE_END_TAG",
     "ASSET_PARTITION_RANGE_START_TAG",
     "AUTO_RETRY_RUN_ID_TAG",
