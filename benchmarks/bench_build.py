@@ -56,6 +56,42 @@ peak = int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).s
 print(json.dumps({"code": code, "cpu": cpu, "tokens": sum(s.tokens for s in m.splits.values()), "rss": peak}))
 """
 
+# Issue 48's second measure: the same design from the same libraries outside the project (no Dagster, records, guard
+# or dedup): read the source parquet, normalise, blake2b, write zstd raw parquet; read it back, encode with a
+# fastokens object reused across files, EOD after each document, write each split's tokens and document ends, sha256.
+LIBRARY = """
+import hashlib, json, sys
+from pathlib import Path
+import numpy as np, pyarrow as pa, pyarrow.parquet as pq
+from shard_assets.lib.encoders import FastokensEncoder
+from shard_assets.lib.text import column_hashes, is_val, normalise_column
+tok, out, files = Path(sys.argv[1]).read_text(), Path(sys.argv[2]), sys.argv[3:]
+engine, eod, tokens = FastokensEncoder(tok, "library pipeline"), 0, 0
+schema = pa.schema([("text", pa.large_string()), ("doc_hash", pa.uint64())])
+for i, f in enumerate(files):
+    raw = out / f"raw-{i}.parquet"
+    with pq.ParquetWriter(raw, schema, compression="zstd", use_dictionary=["doc_hash"]) as w:
+        for batch in pq.ParquetFile(f).iter_batches(batch_size=1000, columns=["text"]):
+            texts = normalise_column(batch.column(0))
+            w.write_table(pa.table([texts, pa.array(column_hashes(texts), pa.uint64())], schema=schema))
+    splits = {False: ([], []), True: ([], [])}
+    for batch in pq.ParquetFile(raw).iter_batches(batch_size=1000):
+        encoded, val = engine.encode(batch.column(0).to_pylist()), is_val(batch.column(1).to_numpy(), 0.01)
+        ids = np.insert(encoded.ids.astype(np.uint16), encoded.offsets[1:], eod)
+        ends = encoded.offsets[1:] + np.arange(1, len(val) + 1)
+        for flag in (False, True):
+            keep = np.repeat(val == flag, encoded.lengths + 1)
+            splits[flag][0].append(ids[keep])
+            splits[flag][1].append(encoded.lengths[val == flag] + 1)
+        tokens += len(ids)
+    for flag, (parts, lengths) in splits.items():
+        for suffix, array in (("bin", np.concatenate(parts)), ("npy", np.cumsum(np.concatenate(lengths)))):
+            path = out / f"{i}-{int(flag)}.{suffix}"
+            array.tofile(path)
+            hashlib.file_digest(open(path, "rb"), "sha256")
+print(json.dumps({"tokens": tokens}))
+"""
+
 
 def _words(rng: np.random.Generator) -> tuple[list[str], np.ndarray]:
     """A Zipf-weighted vocabulary: Latin-script words with accents (precomposed), Cyrillic, Greek, CJK runs, Arabic,
@@ -174,6 +210,29 @@ def _build(spec: Path, out: Path) -> dict:
     return result
 
 
+def _library(tokenizer: Path, files: list[Path], out: Path) -> dict:
+    """The library-only pipeline (LIBRARY) over `files` in a fresh process: CPU-s (children included) and tokens."""
+    import shutil
+
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = subprocess.run(
+        [sys.executable, "-c", LIBRARY, str(tokenizer), str(out), *map(str, files)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "RAYON_NUM_THREADS": "1"},
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode:
+        raise RuntimeError(f"library pipeline failed:\n{proc.stderr[-3000:]}")
+    return {
+        **json.loads(proc.stdout.strip().splitlines()[-1]),
+        "total": after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime,
+    }
+
+
 def _guard_differing(store: Path) -> int:
     """Documents the guard found differing from the reference, over every partition record of the build."""
     total = 0
@@ -219,6 +278,10 @@ def run(size, work: Path, text: str = "synthetic", near: bool = False, repetitio
     for rep in range(repetitions):
         order = variants[rep % len(variants) :] + variants[: rep % len(variants)]
         builds = {v: _build(specs[v], work / f"out-{v}") for v in order}
+        if near:  # issue 48's scenario: the library-only pipeline over the same 1 and FILES files beside
+            library = {n: _library(tokenizer, sources[:n], work / f"out-library-{n}") for n in (1, len(sources))}
+            lib_one, lib_all = library[1], library[len(sources)]
+            library_rate = (lib_all["tokens"] - lib_one["tokens"]) / (lib_all["total"] - lib_one["total"])
         engine_tokens, engine_cpu, engine_bytes = _engine(work / "out-all" / "store", tok_json)
         one, many = builds["one"], builds["all"]
         marginal_tokens = many["tokens"] - one["tokens"]
@@ -237,6 +300,8 @@ def run(size, work: Path, text: str = "synthetic", near: bool = False, repetitio
                         "near_extra": (builds["near"]["total"] - many["total"]) / (many["total"] - one["total"]),
                         "near_extra_jobs": (sum(builds["near"]["cpu"].values()) - sum(many["cpu"].values()))
                         / (sum(many["cpu"].values()) - sum(one["cpu"].values())),
+                        "library_rate": library_rate,
+                        "of_library": marginal_tokens / (many["total"] - one["total"]) / library_rate,
                     }
                     if near
                     else {}
@@ -263,7 +328,14 @@ def _summary(reps: list[dict], files: int, file_mb: int, text: str, near: bool) 
             "value": f"{median('near_extra'):.2f} ({min(r['near_extra'] for r in reps):.2f}-"
             f"{max(r['near_extra'] for r in reps):.2f}); {median('near_extra_jobs'):.2f}",
             "target": "<= 0.5",
-        }
+        },
+        {
+            "figure": "the library-only pipeline of the same design (LIBRARY: no Dagster, records, guard or dedup), "
+            "marginal tokens per CPU-s; the whole build / it (median of per-repetition ratios, min-max)",
+            "value": f"{median('library_rate') / 1e6:.2f}M; {median('of_library'):.2f} "
+            f"({min(r['of_library'] for r in reps):.2f}-{max(r['of_library'] for r in reps):.2f})",
+            "target": ">= 0.9",
+        },
     ]
     return [
         {
