@@ -165,9 +165,9 @@ def test_nothing_reads_call_stacks():
 
 
 # Product lines per package (every line of its .py files). Raising a budget is a commit of its own that names the
-# feature and why. Issue 43 asks for at most 20,000 in all with curation and decontamination in: 19,966 today (20,761
+# feature and why. Issue 43 asks for at most 20,000 in all with curation and decontamination in: 19,968 today (20,761
 # before the trimming of 2026-11-28 and -29).
-LINE_BUDGET = {"shard_assets": 11_515, "shard_loader": 8_451}
+LINE_BUDGET = {"shard_assets": 11_517, "shard_loader": 8_451}
 
 
 def test_the_product_stays_within_its_line_budget():

@@ -82,9 +82,11 @@ def normalise_column(texts: pa.Array) -> pa.Array:
     return pc.utf8_trim(texts, characters=_SPACE)
 
 
-def text_offsets(texts: pa.Array) -> np.ndarray:
-    """The texts' offsets into their column's data buffer (a large_string column)."""
-    return np.frombuffer(texts.buffers()[1], dtype=np.int64)[texts.offset : texts.offset + len(texts) + 1]
+def text_buffers(texts: pa.Array) -> tuple[np.ndarray, memoryview]:
+    """A large_string column's text offsets and the data buffer they index (empty where the column has none)."""
+    _, offsets, data = texts.buffers()
+    bounds = np.frombuffer(offsets, dtype=np.int64)[texts.offset : texts.offset + len(texts) + 1]
+    return bounds, memoryview(data if data is not None else b"")
 
 
 def column_hashes(texts: pa.Array) -> np.ndarray:
@@ -92,9 +94,9 @@ def column_hashes(texts: pa.Array) -> np.ndarray:
     import pyarrow as pa
 
     texts = texts.cast(pa.large_string())
-    offsets, data = text_offsets(texts).tolist(), texts.buffers()[2]
-    view = memoryview(data) if data is not None else memoryview(b"")
-    digests = b"".join(hashlib.blake2b(view[a:b], digest_size=8).digest() for a, b in zip(offsets, offsets[1:]))
+    offsets, view = text_buffers(texts)
+    bounds = offsets.tolist()
+    digests = b"".join(hashlib.blake2b(view[a:b], digest_size=8).digest() for a, b in zip(bounds, bounds[1:]))
     return np.frombuffer(digests, dtype="<u8").astype(np.uint64)
 
 

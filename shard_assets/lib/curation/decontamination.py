@@ -24,7 +24,7 @@ from ..sources.listing import SourceFile, list_source_files
 from ..sources.readers import iter_document_columns
 from ..spec import DatasetSpec, SourceSpec
 from ..store import ObjectStore
-from ..text import normalise_column, text_offsets
+from ..text import normalise_column, text_buffers
 from .word_hash import pieces, word_hashes
 
 if TYPE_CHECKING:
@@ -58,8 +58,8 @@ def _runs(words: np.ndarray, n: int, at: slice | np.ndarray = slice(None)) -> np
 def _words(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """The hash of every word of the texts in order, with a separator word before each text, and which words are
     separators: 32 bits (a collision matters only if every word of two n-grams collides or matches), spread over 64."""
-    buffer = texts.buffers()[2]
-    view, bounds = memoryview(buffer if buffer is not None else b""), text_offsets(texts).tolist()
+    offsets, view = text_buffers(texts)
+    bounds = offsets.tolist()
     texts_bytes = SEPARATOR.join([b"", *(view[a:b] for a, b in zip(bounds, bounds[1:]))])
     data = np.frombuffer(texts_bytes.translate(WORD_BYTES, PUNCTUATION), dtype=np.uint8)
     word = data != 0
@@ -149,7 +149,7 @@ class EvalIndex:
     def contaminated(self, texts: pa.Array) -> np.ndarray:
         """For each text (a large_string column), the eval set of the first n-gram it shares with one, else -1."""
         found, stride = np.full(len(texts), -1, dtype=np.int64), self.ngram - PROBE_WORDS + 1
-        for first, last in pieces(text_offsets(texts), PIECE):
+        for first, last in pieces(text_buffers(texts)[0], PIECE):
             words, separators = _words(texts[first:last])
             probes = _runs(words, PROBE_WORDS, slice(None, None, stride))
             hits = np.flatnonzero(self.probes.find(probes) >= 0) * stride  # the first word of each probe found

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import DedupError
-from ..text import text_offsets
+from ..text import text_buffers
 from .word_hash import pieces, word_hashes
 
 SEED = 1  # the MinHash seed: fixed, so a band key means the same in every run and version
@@ -112,12 +112,12 @@ def _ngram_hashes(words: np.ndarray, per_doc: np.ndarray, ngram: int) -> tuple[n
 def ngram_hashes(texts: pa.Array, ngram: int) -> tuple[np.ndarray, np.ndarray]:
     """(the documents' n-gram hashes, flat; each document's row offsets into them), a CHUNK of text at a time."""
     texts = texts.cast(pa.large_string()).fill_null("")
-    offsets, data = text_offsets(texts), np.frombuffer(texts.buffers()[2] or b"", dtype=np.uint8)
+    offsets, data = text_buffers(texts)
     hashes, counts = [], []
     with np.errstate(over="ignore"):
         for i, j in pieces(offsets, CHUNK):
             chunk = offsets[i : j + 1]
-            words, per_doc = _word_hashes(data[chunk[0] : chunk[-1]], chunk - chunk[0])
+            words, per_doc = _word_hashes(np.frombuffer(data[chunk[0] : chunk[-1]], np.uint8), chunk - chunk[0])
             h, c = _ngram_hashes(words, per_doc, ngram)
             hashes.append(h)
             counts.append(c)
