@@ -78,7 +78,6 @@ for i, f in enumerate(files):
     for batch in pq.ParquetFile(raw).iter_batches(batch_size=1000):
         encoded, val = engine.encode(batch.column(0).to_pylist()), is_val(batch.column(1).to_numpy(), 0.01)
         ids = np.insert(encoded.ids.astype(np.uint16), encoded.offsets[1:], eod)
-        ends = encoded.offsets[1:] + np.arange(1, len(val) + 1)
         for flag in (False, True):
             keep = np.repeat(val == flag, encoded.lengths + 1)
             splits[flag][0].append(ids[keep])
@@ -88,7 +87,8 @@ for i, f in enumerate(files):
         for suffix, array in (("bin", np.concatenate(parts)), ("npy", np.cumsum(np.concatenate(lengths)))):
             path = out / f"{i}-{int(flag)}.{suffix}"
             array.tofile(path)
-            hashlib.file_digest(open(path, "rb"), "sha256")
+            with open(path, "rb") as f:
+                hashlib.file_digest(f, "sha256")
 print(json.dumps({"tokens": tokens}))
 """
 
