@@ -49,29 +49,29 @@ def removal_request(removed: list[str], anchor: str) -> dg.RunRequest:
 def missed_publish(
     instance: dg.DagsterInstance, store: ObjectStore, registered: dict[str, PartitionRecord]
 ) -> dg.RunRequest | None:
-    """A publish run when partitions tokenized with the current tokenizer are in no version, and either splits was
-    materialized after their tokenize runs (that publish began before they ended) or automation has let
-    AUTOMATION_GRACE_SECONDS pass without publishing them: Dagster counts an input updated on the tick its consumer
-    updated as handled (dagster-io/dagster#24650), so automation would leave them out until the next change.
-    Requested once per set of partitions."""
+    """A publish run for partitions tokenized with the current tokenizer and in no version (the last publish did not
+    see them, or left them out and they were tokenized after it) once that publish began before their tokenize runs
+    ended, or automation has let AUTOMATION_GRACE_SECONDS pass: Dagster counts an input updated on the tick its consumer
+    updated as handled (dagster-io/dagster#24650) and would leave them out until the next change. Once per set."""
     if not has_tokenizer(store):
         return None
     fingerprint = current_tokenizer(store).fingerprint
     summary = find_record(store, splits_record_key(fingerprint), SplitsRecord, "discovery sensor")
-    published = instance.get_latest_materialization_event(splits.key)
-    if summary is None or published is None:
+    published = instance.fetch_materializations(splits.key, limit=1).records
+    if summary is None or not published:
         return None
-    known = {*summary.partitions, *summary.left_out, *summary.stale}
-    tokenized = instance.get_materialized_partitions(tokenized_shards.key)
-    candidates = [p for p in registered if p not in known and p in tokenized]
+    tokenized, after = instance.get_materialized_partitions(tokenized_shards.key), published[0].storage_id
+    candidates = {p for p in registered if p in tokenized and p not in summary.partitions and p not in summary.stale}
+    since = instance.get_latest_storage_id_by_partition(
+        tokenized_shards.key, dg.DagsterEventType.ASSET_MATERIALIZATION, candidates, after
+    )  # tokenized after that publish
+    candidates = {p for p in candidates if p not in summary.left_out or p in since}
     if not candidates:
         return None
     newest = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=tokenized_shards.key, asset_partitions=candidates), limit=1
+        dg.AssetRecordsFilter(tokenized_shards.key, list(candidates), after_storage_id=after), limit=1
     ).records
-    if not newest:
-        return None
-    if newest[0].timestamp > published.timestamp and time.time() - newest[0].timestamp < AUTOMATION_GRACE_SECONDS:
+    if newest and time.time() - newest[0].timestamp < AUTOMATION_GRACE_SECONDS:
         return None  # tokenized since the last publish (the usual case): automation's next publish reads them
     missed = [p for p in candidates if store.exists(part_record_key(fingerprint, p))]  # this tokenizer's
     if not missed:
