@@ -49,10 +49,10 @@ def removal_request(removed: list[str], anchor: str) -> dg.RunRequest:
 def missed_publish(
     instance: dg.DagsterInstance, store: ObjectStore, registered: dict[str, PartitionRecord]
 ) -> dg.RunRequest | None:
-    """A publish run for partitions tokenized with the current tokenizer and in no version (the last publish did not
-    see them, or left them out and they were tokenized after it) once that publish began before their tokenize runs
-    ended, or automation has let AUTOMATION_GRACE_SECONDS pass: Dagster counts an input updated on the tick its consumer
-    updated as handled (dagster-io/dagster#24650) and would leave them out until the next change. Once per set."""
+    """A publish run for partitions tokenized with the current tokenizer but in no version (the last publish did not
+    see them, or left them out and they were tokenized after it), when it ended after their tokenize runs or automation
+    has let AUTOMATION_GRACE_SECONDS pass: Dagster counts an input updated on the tick its consumer updated as handled
+    (dagster-io/dagster#24650) and would leave them out until the next change. Once per set and publish."""
     if not has_tokenizer(store):
         return None
     fingerprint = current_tokenizer(store).fingerprint
@@ -61,15 +61,15 @@ def missed_publish(
     if summary is None or not published:
         return None
     tokenized, after = instance.get_materialized_partitions(tokenized_shards.key), published[0].storage_id
-    candidates = {p for p in registered if p in tokenized and p not in summary.partitions and p not in summary.stale}
     since = instance.get_latest_storage_id_by_partition(
-        tokenized_shards.key, dg.DagsterEventType.ASSET_MATERIALIZATION, candidates, after
-    )  # tokenized after that publish
-    candidates = {p for p in candidates if p not in summary.left_out or p in since}
+        tokenized_shards.key, dg.DagsterEventType.ASSET_MATERIALIZATION, after_cursor=after
+    )  # tokenized after that publish: those it left out (not tokenized yet) are missed too
+    known = {*summary.partitions, *summary.stale, *(p for p in summary.left_out if p not in since)}
+    candidates = [p for p in registered if p in tokenized and p not in known]
     if not candidates:
         return None
     newest = instance.fetch_materializations(
-        dg.AssetRecordsFilter(tokenized_shards.key, list(candidates), after_storage_id=after), limit=1
+        dg.AssetRecordsFilter(tokenized_shards.key, after_storage_id=after), limit=1
     ).records
     if newest and time.time() - newest[0].timestamp < AUTOMATION_GRACE_SECONDS:
         return None  # tokenized since the last publish (the usual case): automation's next publish reads them
@@ -77,7 +77,7 @@ def missed_publish(
     if not missed:
         return None
     key = hashlib.sha256("\n".join(sorted(missed)).encode()).hexdigest()[:16]
-    return dg.RunRequest(run_key=f"publish:{fingerprint[:16]}:{key}", asset_selection=[splits.key, manifest.key])
+    return dg.RunRequest(run_key=f"publish:{after}:{key}", asset_selection=[splits.key, manifest.key])
 
 
 @dg.sensor(job=tokenize_job, minimum_interval_seconds=120, default_status=dg.DefaultSensorStatus.STOPPED)

@@ -112,30 +112,37 @@ def test_a_partition_automation_let_pass_after_a_publish_is_published_once_its_g
 def test_a_partition_a_publish_left_out_as_not_tokenized_is_published_once_its_grace_is_over(tmp_path, monkeypatch):
     """The race the browser test met in CI twice: automation's catch-up publish ran on the tick the sensor registered
     a new file, so the version left it out as not yet tokenized; its tokenize run ended just after the publish, on one
-    automation tick, and automation never published it. Past AUTOMATION_GRACE_SECONDS the sensor requests it."""
+    automation tick, and automation never published it. Past AUTOMATION_GRACE_SECONDS the sensor requests it, and
+    again when the same file races a later publish (Dagster starts a run key once per sensor)."""
     from shard_assets.defs.sensors import raw_files_sensor
 
     spec, store, resources = tiny_dataset(tmp_path)
     inst = instance()
     build_dataset(inst, load_spec(spec), resources)
-    write_jsonl(tmp_path / "src" / "part2.jsonl", 80, seed=2)
-    registered = raw_files_sensor(dg.build_sensor_context(instance=inst, resources=resources))  # its run not started
-    assert [r.partition_key for r in registered.run_requests] == ["web.part2"]
-    dg.materialize(ASSETS, selection=["splits", "manifest"], instance=inst, resources=resources)  # the racing publish
-    assert "web.part2" not in {
-        e.partition for s in shard_loader.open_manifest(str(store)).manifest.splits.values() for e in s.shards
-    }
-    dg.materialize(  # the sensor's tokenize run, ending after the publish
-        ASSETS,
-        selection=["raw_documents", "dedup", "tokenized_shards"],
-        partition_key="web.part2",
-        instance=inst,
-        resources=resources,
-    )
-    assert run_sensor_tick(inst, resources) == []  # automation's turn
-    monkeypatch.setattr("shard_assets.defs.sensors.AUTOMATION_GRACE_SECONDS", 0.0)  # its ticks have passed
-    requests = run_sensor_tick(inst, resources)
-    assert [sorted(k.to_user_string() for k in r.asset_selection) for r in requests] == [["manifest", "splits"]]
-    m = shard_loader.open_manifest(str(store)).manifest
-    assert "web.part2" in {e.partition for s in m.splits.values() for e in s.shards}
-    assert run_sensor_tick(inst, resources) == []
+    keys = []
+    for seed in (2, 3):  # a new file, then the same file changed
+        write_jsonl(tmp_path / "src" / "part2.jsonl", 80, seed=seed)
+        registered = raw_files_sensor(dg.build_sensor_context(instance=inst, resources=resources))  # run not started
+        assert [r.partition_key for r in registered.run_requests] == ["web.part2"]
+        dg.materialize(ASSETS, selection=["splits", "manifest"], instance=inst, resources=resources)  # racing publish
+        left_out = shard_loader.open_manifest(str(store)).manifest
+        dg.materialize(  # the sensor's tokenize run, ending after the publish
+            ASSETS,
+            selection=["raw_documents", "dedup", "tokenized_shards"],
+            partition_key="web.part2",
+            instance=inst,
+            resources=resources,
+        )
+        monkeypatch.setattr("shard_assets.defs.sensors.AUTOMATION_GRACE_SECONDS", 90.0)
+        assert run_sensor_tick(inst, resources) == []  # automation's turn
+        monkeypatch.setattr("shard_assets.defs.sensors.AUTOMATION_GRACE_SECONDS", 0.0)  # its ticks have passed
+        requests = run_sensor_tick(inst, resources)
+        assert [sorted(k.to_user_string() for k in r.asset_selection) for r in requests] == [["manifest", "splits"]]
+        keys.append(requests[0].run_key)
+        m = shard_loader.open_manifest(str(store)).manifest
+        assert "web.part2" not in {e.partition for s in left_out.splits.values() for e in s.shards}
+        assert (
+            "web.part2" in {e.partition for s in m.splits.values() for e in s.shards} and m.version != left_out.version
+        )
+        assert run_sensor_tick(inst, resources) == []
+    assert keys[0] != keys[1]
