@@ -100,6 +100,7 @@ def test_a_partition_automation_let_pass_after_a_publish_is_published_once_its_g
     inst.report_runless_asset_event(dg.AssetMaterialization("splits"))  # the publish that ended just before
     write_jsonl(tmp_path / "src" / "part2.jsonl", 80, seed=2)
     run_sensor_tick(inst, resources)  # web.part2 tokenized after it
+    monkeypatch.setattr("shard_assets.defs.sensors.AUTOMATION_GRACE_SECONDS", 1e9)  # its ticks have not passed
     assert run_sensor_tick(inst, resources) == []  # automation's turn
     monkeypatch.setattr("shard_assets.defs.sensors.AUTOMATION_GRACE_SECONDS", 0.0)  # its ticks have passed
     requests = run_sensor_tick(inst, resources)
@@ -133,7 +134,7 @@ def test_a_partition_a_publish_left_out_as_not_tokenized_is_published_once_its_g
             instance=inst,
             resources=resources,
         )
-        monkeypatch.setattr("shard_assets.defs.sensors.AUTOMATION_GRACE_SECONDS", 90.0)
+        monkeypatch.setattr("shard_assets.defs.sensors.AUTOMATION_GRACE_SECONDS", 1e9)  # its ticks have not passed
         assert run_sensor_tick(inst, resources) == []  # automation's turn
         monkeypatch.setattr("shard_assets.defs.sensors.AUTOMATION_GRACE_SECONDS", 0.0)  # its ticks have passed
         requests = run_sensor_tick(inst, resources)
