@@ -49,10 +49,9 @@ def removal_request(removed: list[str], anchor: str) -> dg.RunRequest:
 def missed_publish(
     instance: dg.DagsterInstance, store: ObjectStore, registered: dict[str, PartitionRecord]
 ) -> dg.RunRequest | None:
-    """A publish run for partitions tokenized with the current tokenizer but in no version (the last publish did not
-    see them, or left them out and they were tokenized after it), when it ended after their tokenize runs or automation
-    has let AUTOMATION_GRACE_SECONDS pass: Dagster counts an input updated on the tick its consumer updated as handled
-    (dagster-io/dagster#24650) and would leave them out until the next change. Once per set and publish."""
+    """A publish run for partitions of the current tokenizer the last publish missed (never saw, or began before they
+    were tokenized and left out), once automation has had AUTOMATION_GRACE_SECONDS since the last tokenize: Dagster
+    counts an input updated on the tick its consumer updated as handled (dagster-io/dagster#24650). Once a publish."""
     if not has_tokenizer(store):
         return None
     fingerprint = current_tokenizer(store).fingerprint
@@ -61,13 +60,14 @@ def missed_publish(
     if summary is None or not published:
         return None
     tokenized, after = instance.get_materialized_partitions(tokenized_shards.key), published[0].storage_id
-    since = instance.get_latest_storage_id_by_partition(
-        tokenized_shards.key, dg.DagsterEventType.ASSET_MATERIALIZATION, after_cursor=after
-    )  # tokenized after that publish: those it left out (not tokenized yet) are missed too
+    run = instance.get_run_record_by_id(published[0].run_id)  # none for a runless report
+    began = run.start_time if run and run.start_time else published[0].timestamp  # it read the parts after that
+    first = instance.fetch_materializations(
+        dg.AssetRecordsFilter(tokenized_shards.key, after_timestamp=began), limit=1, ascending=True
+    ).records  # tokenized after that publish began: those it left out (not tokenized yet) are missed too
+    since = first and instance.get_materialized_partitions(tokenized_shards.key, after_cursor=first[0].storage_id - 1)
     known = {*summary.partitions, *summary.stale, *(p for p in summary.left_out if p not in since)}
     candidates = [p for p in registered if p in tokenized and p not in known]
-    if not candidates:
-        return None
     newest = instance.fetch_materializations(
         dg.AssetRecordsFilter(tokenized_shards.key, after_storage_id=after), limit=1
     ).records

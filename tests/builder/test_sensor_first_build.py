@@ -147,3 +147,35 @@ def test_a_partition_a_publish_left_out_as_not_tokenized_is_published_once_its_g
         )
         assert run_sensor_tick(inst, resources) == []
     assert keys[0] != keys[1]
+
+
+def test_a_partition_tokenized_while_a_publish_ran_is_published(tmp_path, monkeypatch):
+    """The other order of the same race: the new file's tokenize run ended inside automation's publish, after it read
+    the parts and before splits was materialized, so the publish is newer than the tokenize and still left it out.
+    What counts is when the publish began."""
+    from shard_assets.defs import splits as splits_asset
+    from shard_assets.defs.sensors import raw_files_sensor
+
+    spec, store, resources = tiny_dataset(tmp_path)
+    inst = instance()
+    build_dataset(inst, load_spec(spec), resources)
+    write_jsonl(tmp_path / "src" / "part2.jsonl", 80, seed=2)
+    raw_files_sensor(dg.build_sensor_context(instance=inst, resources=resources))  # registered, its run not started
+    read_parts = splits_asset.overlap_count
+
+    def tokenize_ends_now(*args):
+        monkeypatch.setattr(splits_asset, "overlap_count", read_parts)
+        tokenize = ["raw_documents", "dedup", "tokenized_shards"]
+        dg.materialize(ASSETS, selection=tokenize, partition_key="web.part2", instance=inst, resources=resources)
+        return read_parts(*args)
+
+    monkeypatch.setattr(splits_asset, "overlap_count", tokenize_ends_now)
+    dg.materialize(ASSETS, selection=["splits", "manifest"], instance=inst, resources=resources)  # the racing publish
+    assert "web.part2" in inst.get_materialized_partitions(dg.AssetKey("tokenized_shards"))
+    left_out = shard_loader.open_manifest(str(store)).manifest
+    assert "web.part2" not in {e.partition for s in left_out.splits.values() for e in s.shards}
+    requests = run_sensor_tick(inst, resources)  # nothing was tokenized after the publish ended: no grace to wait
+    assert [sorted(k.to_user_string() for k in r.asset_selection) for r in requests] == [["manifest", "splits"]]
+    m = shard_loader.open_manifest(str(store)).manifest
+    assert "web.part2" in {e.partition for s in m.splits.values() for e in s.shards}
+    assert run_sensor_tick(inst, resources) == []
